@@ -1,0 +1,224 @@
+"""The live collector: a SpanProcessor that assembles Runs from causaltrace step spans as they end.
+
+Steps may end in any order; the collector keeps them per run and hands them to the store in batches from a
+background writer thread, so the agent never waits on SQLite and a process that dies mid-run leaves its steps
+behind (the run is then listed ``incomplete``). The full Step (not the payload-limited span attributes) reaches
+the collector: the emitter stages it right before ending the span, and ``on_end`` takes it from there; a step span
+the emitter did not stage (another tracer in this process) is rebuilt from its attributes instead.
+
+The collector finalises a Run on the adapter's run-end signal (:meth:`RunCollector.finish_run`), not when the root
+span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open while the diagnosis runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from causaltrace import semconv
+from causaltrace.config import TraceConfig
+from causaltrace.schema import Run, Step
+
+__all__ = ["RunCollector", "ns_to_datetime"]
+
+logger = logging.getLogger("causaltrace")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ns_to_datetime(ns: int | None) -> datetime | None:
+    """Nanoseconds since the epoch → an aware UTC datetime, exact to the microsecond."""
+    if not ns:
+        return None
+    return _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+@dataclass
+class _LiveRun:
+    run_id: str
+    steps: dict[str, Step] = field(default_factory=dict)
+    unsaved: list[Step] = field(default_factory=list)
+    begun: bool = False
+
+
+class RunCollector(SpanProcessor):
+    """Assembles Runs from step spans and writes them to the store (when ``config.store`` is on).
+
+    ``store_factory`` opens the store lazily in the writer thread (``collector.store.Store`` by default), so
+    importing or instrumenting never touches the disk until a run is written.
+    """
+
+    def __init__(self, config: TraceConfig | None = None, *, store_factory: Callable[[], Any] | None = None) -> None:
+        self.config = config or TraceConfig.from_env()
+        self._store_factory = store_factory
+        self._store: Any = None
+        self._runs: dict[str, _LiveRun] = {}
+        self._staged: dict[str, Step] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self.write_errors = 0
+
+    # -- the emitter's side -------------------------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, **fields: Any) -> None:
+        """A run started: remember it and write its row (so a crash leaves an ``incomplete`` run, not nothing)."""
+        with self._lock:
+            self._runs.setdefault(run_id, _LiveRun(run_id))
+        self._submit("begin", (run_id, fields))
+
+    def stage(self, step: Step) -> None:
+        """Hand over the full Step whose span is about to end."""
+        with self._lock:
+            self._staged[step.step_id] = step
+
+    def claim_staged(self, step_id: str) -> None:
+        """Accept a staged Step whose span's ``on_end`` never came (not recorded, sampled out, or failed)."""
+        with self._lock:
+            step = self._staged.pop(step_id, None)
+        if step is not None:
+            self._accept(step)
+
+    def finish_run(self, run_id: str, *, wait_s: float = 10.0, **run_fields: Any) -> Run:
+        """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
+
+        ``run_fields`` are the Run's other fields (framework, task, outcome, recording…). Waits up to ``wait_s``
+        for the store write so a CLI started right after sees the run; never raises for a store failure.
+        """
+        with self._lock:
+            live = self._runs.pop(run_id, None) or _LiveRun(run_id)
+        run = Run(run_id=run_id, steps=tuple(live.steps.values()), **run_fields)
+        done = threading.Event()
+        self._submit("finish", run, done)
+        if self.config.store and not done.wait(wait_s):
+            logger.warning("causaltrace: storing run %s took longer than %.0f s; it is still being written", run_id, wait_s)
+        return run
+
+    def steps_of(self, run_id: str) -> list[Step]:
+        """The steps collected so far for a live run, in index order."""
+        with self._lock:
+            live = self._runs.get(run_id)
+            return sorted(live.steps.values(), key=lambda s: s.index) if live else []
+
+    # -- SpanProcessor -------------------------------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            attrs = span.attributes or {}
+            step_id = attrs.get(semconv.STEP_ID)
+            if step_id is None:
+                return
+            with self._lock:
+                step = self._staged.pop(str(step_id), None)
+            if step is None:
+                span_id = f"{span.context.span_id:016x}" if span.context else None
+                step = semconv.step_from_attributes(
+                    attrs,
+                    started_at=ns_to_datetime(span.start_time),
+                    ended_at=ns_to_datetime(span.end_time),
+                    span_id=span_id,
+                )
+            self._accept(step)
+        except Exception:
+            logger.warning("causaltrace: collector could not take a span", exc_info=True)
+
+    def shutdown(self) -> None:
+        self.flush()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.flush(timeout_millis / 1000)
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _accept(self, step: Step) -> None:
+        with self._lock:
+            live = self._runs.setdefault(step.run_id, _LiveRun(step.run_id))
+            live.steps[step.step_id] = step
+        self._submit("steps", (step.run_id, step))
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything submitted so far is written."""
+        if not self.config.store or self._writer is None:
+            return True
+        done = threading.Event()
+        self._submit("flush", None, done)
+        return done.wait(timeout_s)
+
+    def _submit(self, op: str, payload: Any, done: threading.Event | None = None) -> None:
+        if not self.config.store:
+            if done is not None:
+                done.set()
+            return
+        self._ensure_writer()
+        self._queue.put((op, payload, done))
+
+    def _ensure_writer(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            return
+        with self._lock:
+            if self._writer is not None and self._writer.is_alive():
+                return
+            self._writer = threading.Thread(target=self._write_loop, name="causaltrace-store-writer", daemon=True)
+            self._writer.start()
+
+    def _open_store(self) -> Any:
+        if self._store is None:
+            if self._store_factory is not None:
+                self._store = self._store_factory()
+            else:
+                from causaltrace.collector.store import Store
+
+                self._store = Store(self.config.resolved_db_path(), max_chars=self.config.store_max_chars)
+        return self._store
+
+    def _write_loop(self) -> None:
+        while True:
+            op, payload, done = self._queue.get()
+            batch: list[Step] = []
+            pending: list[tuple[str, Any, threading.Event | None]] = [(op, payload, done)]
+            # Coalesce queued step writes into one transaction.
+            while len(pending) < 2000:
+                try:
+                    pending.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                store = self._open_store()
+                for op_i, payload_i, _ in pending:
+                    if op_i == "steps":
+                        batch.append(payload_i[1])
+                        continue
+                    self._write_steps(store, batch)
+                    batch = []
+                    if op_i == "begin":
+                        run_id, fields = payload_i
+                        store.begin_run(run_id, **fields)
+                    elif op_i == "finish":
+                        store.finish_run(payload_i)
+                self._write_steps(store, batch)
+            except Exception:
+                self.write_errors += 1
+                logger.warning("causaltrace: writing to the store failed", exc_info=True)
+            finally:
+                for _, _, event in pending:
+                    if event is not None:
+                        event.set()
+
+    @staticmethod
+    def _write_steps(store: Any, steps: list[Step]) -> None:
+        by_run: dict[str, list[Step]] = {}
+        for step in steps:
+            by_run.setdefault(step.run_id, []).append(step)
+        for run_id, run_steps in by_run.items():
+            store.add_steps(run_id, run_steps)

@@ -1,0 +1,133 @@
+"""Configuration: the payload policy of exported spans, the store location, and the ``CAUSALTRACE_*`` env vars.
+
+``TraceConfig`` applies to LIVE exported spans only (ARCHITECTURE "Payload policy"): the collector receives full
+Steps in-process and the store keeps full content, so hiding inputs from Jaeger never blinds attribution or replay.
+Export itself is configured by the standard ``OTEL_*`` variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_PROTOCOL``, ``OTEL_SERVICE_NAME``…), read by the OpenTelemetry SDK as users expect.
+
+Environment variables:
+
+==================================  ============================================================  ==========
+variable                            meaning                                                       default
+==================================  ============================================================  ==========
+``CAUSALTRACE_HOME``                directory of the store (``causaltrace.db``) and caches        ``~/.causaltrace``
+``CAUSALTRACE_MAX_ATTRIBUTE_CHARS`` longest text kept in one exported span attribute              ``16384``
+``CAUSALTRACE_HIDE_INPUTS``         ``true`` drops step inputs (and LLM requests) from spans      ``false``
+``CAUSALTRACE_HIDE_OUTPUTS``        ``true`` drops step outputs and content from spans            ``false``
+``CAUSALTRACE_STORE``               ``false`` turns the SQLite writes off (collector stays on)    ``true``
+``CAUSALTRACE_RECORD``              ``false`` stops recording LLM / tool calls for replay         ``true``
+``CAUSALTRACE_STORE_MAX_CHARS``     longest text the store keeps in one step field                ``2000000``
+``CAUSALTRACE_MAX_QUEUE``           span export queue size (drops beyond it are counted)          ``65536``
+``CAUSALTRACE_MODEL``               litellm model for the LLM stages of attribution               unset
+==================================  ============================================================  ==========
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from causaltrace.exceptions import UserError
+
+__all__ = ["TraceConfig", "causaltrace_home", "default_db_path", "env_flag"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+#: A redaction callback receives (attribute key, value) and returns the value to export (or None to drop it).
+Redactor = Callable[[str, Any], Any]
+
+
+def env_flag(name: str, default: bool, env: Mapping[str, str] | None = None) -> bool:
+    """Read a boolean env var; an unrecognised value is a UserError naming the variable."""
+    env = os.environ if env is None else env
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise UserError(f"{name}={raw!r} is not a boolean; use true or false")
+
+
+def _env_int(name: str, default: int, env: Mapping[str, str]) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{name}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise UserError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def causaltrace_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$CAUSALTRACE_HOME`` or ``~/.causaltrace``."""
+    env = os.environ if env is None else env
+    raw = env.get("CAUSALTRACE_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".causaltrace"
+
+
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    """The embedded store: ``$CAUSALTRACE_HOME/causaltrace.db``."""
+    return causaltrace_home(env) / "causaltrace.db"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceConfig:
+    """What exported spans may carry, and what the collector stores and records.
+
+    Build it directly, or from the environment with :meth:`from_env` (explicit arguments override env vars).
+    """
+
+    #: Longest text kept in one span attribute; longer text is cut and a marker says how much was cut.
+    max_attribute_chars: int = 16384
+    #: Drop step inputs (prompts, tool arguments, code) from exported spans.
+    hide_inputs: bool = False
+    #: Drop step outputs and content from exported spans.
+    hide_outputs: bool = False
+    #: Called with (key, value) for every exported payload attribute; returns the value to export (None drops it).
+    redact: Redactor | None = None
+    #: Write finished runs to the SQLite store (off: the collector still assembles runs in memory).
+    store: bool = True
+    #: Record every LLM and tool call for replay.
+    record: bool = True
+    #: Longest text the store keeps in one step field (generous: the store is the full record).
+    store_max_chars: int = 2_000_000
+    #: Size of the span export queue; spans dropped beyond it are counted.
+    max_queue_size: int = 65536
+    #: The store file; None means ``default_db_path()`` at the time of use.
+    db_path: Path | None = None
+    #: Extra env for tests; not a user setting.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.max_attribute_chars < 64:
+            raise UserError(f"max_attribute_chars={self.max_attribute_chars} is too small (minimum 64)")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> TraceConfig:
+        """A config from ``CAUSALTRACE_*`` env vars, with keyword overrides on top."""
+        env = os.environ if env is None else env
+        base = cls(
+            max_attribute_chars=_env_int("CAUSALTRACE_MAX_ATTRIBUTE_CHARS", 16384, env),
+            hide_inputs=env_flag("CAUSALTRACE_HIDE_INPUTS", False, env),
+            hide_outputs=env_flag("CAUSALTRACE_HIDE_OUTPUTS", False, env),
+            store=env_flag("CAUSALTRACE_STORE", True, env),
+            record=env_flag("CAUSALTRACE_RECORD", True, env),
+            store_max_chars=_env_int("CAUSALTRACE_STORE_MAX_CHARS", 2_000_000, env),
+            max_queue_size=_env_int("CAUSALTRACE_MAX_QUEUE", 65536, env),
+            db_path=Path(env["CAUSALTRACE_DB"]) if env.get("CAUSALTRACE_DB") else None,
+        )
+        return replace(base, **overrides) if overrides else base
+
+    def resolved_db_path(self) -> Path:
+        """The store file this config writes to."""
+        return self.db_path if self.db_path is not None else default_db_path()

@@ -1,0 +1,153 @@
+"""Where spans go: the tracer provider causaltrace uses, the OTLP exporter from ``OTEL_*`` env vars, and counted drops.
+
+Decisions (ARCHITECTURE decision 4, FACTS.md "OpenTelemetry"):
+
+* A user's own SDK ``TracerProvider`` (passed explicitly or set globally) is used as is; causaltrace only adds its
+  collector to it. Otherwise causaltrace builds one: resource ``service.name`` from ``OTEL_SERVICE_NAME`` (default
+  ``causaltrace``), an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+  is set (protocol from ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` by default, or ``grpc``), and sets it
+  as the global provider when none was set, so the framework's own spans (AutoGen's) land in the same trace.
+* Export never blocks the agent: spans go through a batch processor with a large queue; a span dropped because
+  the queue is full, or a batch the exporter failed to send, is COUNTED (:func:`export_stats`) and reported in a
+  warning, never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+__all__ = ["CountingBatchSpanProcessor", "ExportStats", "export_stats", "otlp_exporter_from_env", "resolve_provider"]
+
+logger = logging.getLogger("causaltrace")
+
+
+@dataclass
+class ExportStats:
+    """Counts of spans handed to exporters, dropped by a full queue, and lost in failed exports."""
+
+    queued: int = 0
+    dropped: int = 0
+    exported: int = 0
+    failed: int = 0
+
+
+_STATS = ExportStats()
+_STATS_LOCK = threading.Lock()
+
+
+def export_stats() -> ExportStats:
+    """A snapshot of the export counters of this process."""
+    with _STATS_LOCK:
+        return ExportStats(**vars(_STATS))
+
+
+class _CountingExporter(SpanExporter):
+    """Wraps an exporter to count what it sent and what it failed to send (an exception counts as a failure)."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            logger.warning("causaltrace: span exporter %s raised; %d spans lost", type(self.inner).__name__, len(spans))
+            result = SpanExportResult.FAILURE
+        with _STATS_LOCK:
+            if result is SpanExportResult.SUCCESS:
+                _STATS.exported += len(spans)
+            else:
+                _STATS.failed += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        try:
+            self.inner.shutdown()
+        except Exception:
+            logger.debug("causaltrace: exporter shutdown failed", exc_info=True)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        flush = getattr(self.inner, "force_flush", None)
+        return bool(flush(timeout_millis)) if callable(flush) else True
+
+
+class CountingBatchSpanProcessor(BatchSpanProcessor):
+    """A BatchSpanProcessor that counts the spans a full queue drops and the spans a failing exporter loses."""
+
+    def __init__(self, exporter: SpanExporter, *, max_queue_size: int = 65536) -> None:
+        super().__init__(
+            _CountingExporter(exporter),
+            max_queue_size=max_queue_size,
+            max_export_batch_size=min(512, max_queue_size),
+            schedule_delay_millis=500,
+        )
+        self._max_queue = max_queue_size
+        self._warned_at = 0
+
+    def _queue_len(self) -> int:
+        # One accessor for the SDK's private queue (opentelemetry-sdk >= 1.30).
+        processor = getattr(self, "_batch_processor", None)
+        queue = getattr(processor, "_queue", None)
+        return len(queue) if queue is not None else 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not (span.context and span.context.trace_flags.sampled):
+            return
+        full = self._queue_len() >= self._max_queue
+        with _STATS_LOCK:
+            _STATS.queued += 1
+            if full:
+                _STATS.dropped += 1
+                dropped = _STATS.dropped
+        if full and dropped >= 2 * max(self._warned_at, 1):
+            self._warned_at = dropped
+            logger.warning("causaltrace: export queue full, %d spans dropped so far (raise CAUSALTRACE_MAX_QUEUE)", dropped)
+        super().on_end(span)
+
+
+def otlp_exporter_from_env() -> SpanExporter | None:
+    """The OTLP span exporter the standard ``OTEL_EXPORTER_OTLP_*`` env vars ask for, or None when none is set."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not endpoint:
+        return None
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    ).strip().lower() or "http/protobuf"
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter()
+    if protocol in ("http/protobuf", "http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return HttpExporter()
+    logger.warning("causaltrace: OTEL_EXPORTER_OTLP_PROTOCOL=%r is not supported (use grpc or http/protobuf)", protocol)
+    return None
+
+
+def resolve_provider(explicit: trace.TracerProvider | None, *, max_queue_size: int) -> TracerProvider:
+    """The SDK tracer provider causaltrace emits to (see the module docstring for the rules)."""
+    if isinstance(explicit, TracerProvider):
+        return explicit
+    if explicit is not None:
+        logger.warning("causaltrace: %s is not an SDK TracerProvider; using causaltrace's own", type(explicit).__name__)
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    service = os.environ.get("OTEL_SERVICE_NAME") or "causaltrace"
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    exporter = otlp_exporter_from_env()
+    if exporter is not None:
+        provider.add_span_processor(CountingBatchSpanProcessor(exporter, max_queue_size=max_queue_size))
+    if isinstance(current, trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    return provider

@@ -1,0 +1,307 @@
+"""Span attribute names, and the mapping between Steps / Runs and span attributes.
+
+OTel GenAI names (``gen_ai.*``) where one exists, ``causaltrace.*`` for the rest. The mapping lives here so the
+live emitter, the OTLP exporter of stored runs and the OTLP / Jaeger importers agree on one format:
+
+* a step span carries its identity (``causaltrace.step.*``), its payload (``causaltrace.step.content``,
+  ``.inputs``, ``.outputs`` as JSON), GenAI attributes, and its dependencies twice — as OTel Links with a
+  ``causaltrace.dependency.kind`` link attribute, and as the parallel lists ``causaltrace.depends_on.step_ids`` /
+  ``causaltrace.depends_on.kinds`` (Jaeger's UI drops link attributes, Phoenix drops links);
+* the run's root span carries Run-level fields as ``causaltrace.run.*`` attributes, JSON where structured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from causaltrace.schema import (
+    Annotations,
+    Dependency,
+    Outcome,
+    Recording,
+    Step,
+    StepError,
+    TokenUsage,
+)
+
+__all__ = [
+    "GEN_AI_AGENT_NAME",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_TOOL_CALL_ID",
+    "GEN_AI_TOOL_NAME",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "INSTRUMENTATION_NAME",
+    "ROOT_SPAN_NAME",
+    "run_attributes",
+    "run_fields_from_attributes",
+    "span_name",
+    "step_attributes",
+    "step_from_attributes",
+]
+
+INSTRUMENTATION_NAME = "causaltrace"
+ROOT_SPAN_NAME = "causaltrace.run"
+
+# OTel GenAI semantic conventions
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+# causaltrace: steps
+STEP_ID = "causaltrace.step.id"
+STEP_INDEX = "causaltrace.step.index"
+STEP_KIND = "causaltrace.step.kind"
+STEP_AGENT = "causaltrace.step.agent"
+STEP_PARENT_ID = "causaltrace.step.parent_id"
+STEP_CONTENT = "causaltrace.step.content"
+STEP_INPUTS = "causaltrace.step.inputs"
+STEP_OUTPUTS = "causaltrace.step.outputs"
+STEP_ARGUMENTS = "causaltrace.step.arguments"
+STEP_STATUS = "causaltrace.step.status"
+STEP_ERROR_TYPE = "causaltrace.step.error.type"
+STEP_ERROR_MESSAGE = "causaltrace.step.error.message"
+STEP_ACTION_SIGNATURE = "causaltrace.step.action_signature"
+STEP_METADATA = "causaltrace.step.metadata"
+STEP_TRUNCATED = "causaltrace.step.truncated"
+DEPENDS_ON_STEP_IDS = "causaltrace.depends_on.step_ids"
+DEPENDS_ON_KINDS = "causaltrace.depends_on.kinds"
+DEPENDENCY_KIND = "causaltrace.dependency.kind"
+DEPENDENCY_STEP_ID = "causaltrace.dependency.step_id"
+
+# causaltrace: runs (root span)
+RUN_ID = "causaltrace.run.id"
+RUN_NAME = "causaltrace.run.name"
+RUN_FRAMEWORK = "causaltrace.run.framework"
+RUN_TASK = "causaltrace.run.task"
+RUN_AGENTS = "causaltrace.run.agents"
+RUN_OUTCOME = "causaltrace.run.outcome"
+RUN_STATUS = "causaltrace.run.status"
+RUN_METADATA = "causaltrace.run.metadata"
+RUN_ANNOTATIONS = "causaltrace.run.annotations"
+RUN_RECORDING = "causaltrace.run.recording"
+RUN_STARTED_AT = "causaltrace.run.started_at"
+RUN_ENDED_AT = "causaltrace.run.ended_at"
+
+# diagnosis on the root span (issue "on failure")
+DIAGNOSIS_STEP_ID = "causaltrace.diagnosis.step.id"
+DIAGNOSIS_STEP_INDEX = "causaltrace.diagnosis.step.index"
+DIAGNOSIS_AGENT = "causaltrace.diagnosis.agent"
+DIAGNOSIS_CATEGORY = "causaltrace.diagnosis.category"
+DIAGNOSIS_VERIFIED_BY = "causaltrace.diagnosis.verified_by"
+
+#: Suffix the payload policy appends to a cut text; ``{n}`` is the number of characters removed.
+TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
+
+#: ``gen_ai.operation.name`` per step kind, where a GenAI operation fits.
+_OPERATION: dict[str, str] = {
+    "llm_response": "chat",
+    "tool_call": "execute_tool",
+    "agent_turn": "invoke_agent",
+    "task": "invoke_workflow",
+}
+
+
+def span_name(step: Step) -> str:
+    """A readable span name: ``<kind> <tool or agent>``."""
+    target = step.tool_name or step.agent
+    return f"{step.kind} {target}" if target else step.kind
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def step_attributes(step: Step) -> dict[str, Any]:
+    """The span attributes of a step, in full (the payload policy is applied afterwards by the emitter)."""
+    attrs: dict[str, Any] = {
+        STEP_ID: step.step_id,
+        STEP_INDEX: step.index,
+        STEP_KIND: step.kind,
+        STEP_AGENT: step.agent,
+        RUN_ID: step.run_id,
+        STEP_STATUS: step.status,
+        STEP_CONTENT: step.content,
+    }
+    if step.agent:
+        attrs[GEN_AI_AGENT_NAME] = step.agent
+    if step.kind in _OPERATION:
+        attrs[GEN_AI_OPERATION_NAME] = _OPERATION[step.kind]
+    if step.parent_step_id:
+        attrs[STEP_PARENT_ID] = step.parent_step_id
+    if step.inputs:
+        attrs[STEP_INPUTS] = _dumps(step.inputs)
+    if step.outputs:
+        attrs[STEP_OUTPUTS] = _dumps(step.outputs)
+    if step.model:
+        attrs[GEN_AI_REQUEST_MODEL] = step.model
+    if step.usage is not None:
+        attrs[GEN_AI_USAGE_INPUT_TOKENS] = step.usage.input_tokens
+        attrs[GEN_AI_USAGE_OUTPUT_TOKENS] = step.usage.output_tokens
+    if step.tool_name:
+        attrs[GEN_AI_TOOL_NAME] = step.tool_name
+    if step.call_id:
+        attrs[GEN_AI_TOOL_CALL_ID] = step.call_id
+    if step.arguments is not None:
+        attrs[STEP_ARGUMENTS] = _dumps(step.arguments)
+    if step.error is not None:
+        attrs[STEP_ERROR_TYPE] = step.error.type
+        attrs[STEP_ERROR_MESSAGE] = step.error.message
+    if step.action_signature:
+        attrs[STEP_ACTION_SIGNATURE] = step.action_signature
+    if step.metadata:
+        attrs[STEP_METADATA] = _dumps(step.metadata)
+    if step.truncated:
+        attrs[STEP_TRUNCATED] = True
+    if step.depends_on:
+        attrs[DEPENDS_ON_STEP_IDS] = [d.step_id for d in step.depends_on]
+        attrs[DEPENDS_ON_KINDS] = [d.kind for d in step.depends_on]
+    return attrs
+
+
+def _loads(attrs: Mapping[str, Any], key: str, field: str) -> Any:
+    raw = attrs.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        # A truncated JSON payload cannot be parsed: keep the text so nothing is lost, and say so.
+        if "causaltrace: truncated" in raw:
+            return {"_truncated_json": raw}
+        raise ValueError(f"attribute {key!r} ({field}) is not valid JSON: {exc}") from exc
+
+
+def _is_truncated(attrs: Mapping[str, Any]) -> bool:
+    if attrs.get(STEP_TRUNCATED):
+        return True
+    return any(isinstance(v, str) and "causaltrace: truncated" in v for v in attrs.values())
+
+
+def step_from_attributes(
+    attrs: Mapping[str, Any],
+    *,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+    span_id: str | None = None,
+) -> Step:
+    """Rebuild a Step from a step span's attributes (the inverse of :func:`step_attributes`).
+
+    Raises ``ValueError`` naming the attribute when a required one is missing or malformed. A step whose
+    attributes were cut by a payload limit comes back with ``truncated=True``.
+    """
+    for key in (STEP_ID, STEP_INDEX, STEP_KIND, RUN_ID):
+        if key not in attrs:
+            raise ValueError(f"span attribute {key!r} is missing")
+    ids = list(attrs.get(DEPENDS_ON_STEP_IDS) or [])
+    kinds = list(attrs.get(DEPENDS_ON_KINDS) or [])
+    if len(ids) != len(kinds):
+        raise ValueError(f"{DEPENDS_ON_STEP_IDS!r} and {DEPENDS_ON_KINDS!r} differ in length")
+    usage = None
+    if GEN_AI_USAGE_INPUT_TOKENS in attrs or GEN_AI_USAGE_OUTPUT_TOKENS in attrs:
+        usage = TokenUsage(
+            input_tokens=int(attrs.get(GEN_AI_USAGE_INPUT_TOKENS, 0)),
+            output_tokens=int(attrs.get(GEN_AI_USAGE_OUTPUT_TOKENS, 0)),
+        )
+    error = None
+    if STEP_ERROR_TYPE in attrs:
+        error = StepError(type=str(attrs[STEP_ERROR_TYPE]), message=str(attrs.get(STEP_ERROR_MESSAGE, "")))
+    return Step(
+        step_id=str(attrs[STEP_ID]),
+        run_id=str(attrs[RUN_ID]),
+        index=int(attrs[STEP_INDEX]),
+        kind=attrs[STEP_KIND],
+        agent=str(attrs.get(STEP_AGENT, "")),
+        parent_step_id=attrs.get(STEP_PARENT_ID),
+        depends_on=tuple(Dependency(step_id=str(i), kind=k) for i, k in zip(ids, kinds, strict=True)),
+        content=str(attrs.get(STEP_CONTENT, "")),
+        inputs=_loads(attrs, STEP_INPUTS, "inputs") or {},
+        outputs=_loads(attrs, STEP_OUTPUTS, "outputs") or {},
+        usage=usage,
+        model=attrs.get(GEN_AI_REQUEST_MODEL),
+        tool_name=attrs.get(GEN_AI_TOOL_NAME),
+        arguments=_loads(attrs, STEP_ARGUMENTS, "arguments"),
+        call_id=attrs.get(GEN_AI_TOOL_CALL_ID),
+        started_at=started_at,
+        ended_at=ended_at,
+        status=attrs.get(STEP_STATUS, "unset"),
+        error=error,
+        action_signature=attrs.get(STEP_ACTION_SIGNATURE),
+        truncated=_is_truncated(attrs),
+        span_id=span_id,
+        metadata=_loads(attrs, STEP_METADATA, "metadata") or {},
+    )
+
+
+def run_attributes(
+    *,
+    run_id: str,
+    framework: str,
+    name: str | None = None,
+    task: str | None = None,
+    agents: tuple[str, ...] = (),
+    outcome: Outcome | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    annotations: Annotations | None = None,
+    recording: Recording | None = None,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The root span's ``causaltrace.run.*`` attributes (JSON-encoded where structured)."""
+    attrs: dict[str, Any] = {RUN_ID: run_id, RUN_FRAMEWORK: framework}
+    if name:
+        attrs[RUN_NAME] = name
+    if task is not None:
+        attrs[RUN_TASK] = task
+    if agents:
+        attrs[RUN_AGENTS] = list(agents)
+    if outcome is not None:
+        attrs[RUN_OUTCOME] = outcome.model_dump_json()
+        attrs[RUN_STATUS] = outcome.status
+    if metadata:
+        attrs[RUN_METADATA] = _dumps(dict(metadata))
+    if annotations is not None:
+        attrs[RUN_ANNOTATIONS] = annotations.model_dump_json()
+    if recording is not None:
+        attrs[RUN_RECORDING] = recording.model_dump_json()
+    if started_at is not None:
+        attrs[RUN_STARTED_AT] = started_at.isoformat()
+    if ended_at is not None:
+        attrs[RUN_ENDED_AT] = ended_at.isoformat()
+    return attrs
+
+
+def run_fields_from_attributes(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The Run fields a root span carries, as keyword arguments for ``Run(...)`` (steps excluded)."""
+    if RUN_ID not in attrs:
+        raise ValueError(f"root span attribute {RUN_ID!r} is missing")
+    fields: dict[str, Any] = {"run_id": str(attrs[RUN_ID]), "framework": str(attrs.get(RUN_FRAMEWORK, "unknown"))}
+    if RUN_NAME in attrs:
+        fields["name"] = attrs[RUN_NAME]
+    if RUN_TASK in attrs:
+        fields["task"] = attrs[RUN_TASK]
+    if RUN_AGENTS in attrs:
+        fields["agents"] = tuple(attrs[RUN_AGENTS])
+    if RUN_OUTCOME in attrs:
+        fields["outcome"] = Outcome.model_validate_json(attrs[RUN_OUTCOME])
+    if RUN_METADATA in attrs:
+        fields["metadata"] = _loads(attrs, RUN_METADATA, "run metadata")
+    if RUN_ANNOTATIONS in attrs:
+        fields["annotations"] = Annotations.model_validate_json(attrs[RUN_ANNOTATIONS])
+    if RUN_RECORDING in attrs:
+        fields["recording"] = Recording.model_validate_json(attrs[RUN_RECORDING])
+    if RUN_STARTED_AT in attrs:
+        fields["started_at"] = datetime.fromisoformat(attrs[RUN_STARTED_AT])
+    if RUN_ENDED_AT in attrs:
+        fields["ended_at"] = datetime.fromisoformat(attrs[RUN_ENDED_AT])
+    return fields

@@ -1,0 +1,234 @@
+"""The emitter and live runtime: one trace per run, step spans with links + attributes, payload policy, statuses,
+and the rule that instrumentation never raises into user code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import causaltrace
+from causaltrace import semconv
+from causaltrace.config import TraceConfig
+from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
+
+
+@pytest.fixture
+def exporter():
+    exp = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    _runtime.configure(provider, TraceConfig(store=False))
+    yield exp
+    _runtime.reset_tracing()
+
+
+def _by_kind(spans):
+    out = {}
+    for s in spans:
+        kind = s.attributes.get(semconv.STEP_KIND)
+        if kind:
+            out.setdefault(kind, []).append(s)
+    return out
+
+
+def _small_team(handle_ctx):
+    ctx = handle_ctx
+    task = ctx.add_step("task", agent="user", content="add 2 and 3", metadata={"user_input": True})
+    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[(task.step_id, "saw")])
+    with turn.activate():
+        llm = ctx.start_step("llm_response", agent="solver", depends_on=[(task.step_id, "saw")], model="scripted")
+        llm.end(content="call add", usage=(12, 3), outputs={"text": "", "tool_calls": [{"name": "add"}]})
+        call = ctx.add_step(
+            "tool_call", agent="solver", tool_name="add", arguments={"a": 2, "b": 3}, call_id="c1",
+            depends_on=[(llm.step_id, "produced_by")],
+        )
+        resp = ctx.start_step("tool_response", agent="solver", tool_name="add", call_id="c1",
+                              depends_on=[(call.step_id, "tool_result_of")])
+        resp.end(status="error", error=ValueError("boom"), outputs={"result": "boom", "is_error": True})
+        final = ctx.start_step("final_answer", agent="solver", depends_on=[(llm.step_id, "produced_by")])
+        final.end(content="5", outputs={"text": "5"})
+    turn.end()
+    ctx.report_end(final_answer="5")
+
+
+def test_one_trace_links_attributes_and_statuses(exporter):
+    with causaltrace.run(task="add 2 and 3", verify="5", name="demo") as handle:
+        _small_team(_runtime.current_run())
+    spans = exporter.get_finished_spans()
+    assert len({s.context.trace_id for s in spans}) == 1
+    roots = [s for s in spans if s.name == semconv.ROOT_SPAN_NAME]
+    assert len(roots) == 1 and roots[0].parent is None
+    root = roots[0]
+    assert root.attributes[semconv.RUN_STATUS] == "success"
+    assert root.status.status_code is StatusCode.OK
+    kinds = _by_kind(spans)
+    assert sorted(kinds) == ["agent_turn", "final_answer", "llm_response", "task", "tool_call", "tool_response"]
+    turn = kinds["agent_turn"][0]
+    llm = kinds["llm_response"][0]
+    assert llm.parent.span_id == turn.context.span_id  # steps nest under their agent_turn
+    assert kinds["task"][0].parent.span_id == root.context.span_id
+    # dependencies: links with kinds AND attributes
+    resp = kinds["tool_response"][0]
+    call = kinds["tool_call"][0]
+    assert [link.context.span_id for link in resp.links] == [call.context.span_id]
+    assert resp.links[0].attributes[semconv.DEPENDENCY_KIND] == "tool_result_of"
+    assert list(resp.attributes[semconv.DEPENDS_ON_KINDS]) == ["tool_result_of"]
+    assert list(resp.attributes[semconv.DEPENDS_ON_STEP_IDS]) == [call.attributes[semconv.STEP_ID]]
+    # statuses and GenAI attributes
+    assert resp.status.status_code is StatusCode.ERROR and "boom" in resp.status.description
+    assert llm.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 12
+    assert llm.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert call.attributes[semconv.GEN_AI_TOOL_NAME] == "add"
+    assert call.attributes[semconv.GEN_AI_TOOL_CALL_ID] == "c1"
+    assert json.loads(call.attributes[semconv.STEP_ARGUMENTS]) == {"a": 2, "b": 3}
+    # the Run the collector assembled
+    run = handle.run
+    assert run is not None and handle.outcome.status == "success"
+    assert [s.kind for s in run.steps] == ["task", "agent_turn", "llm_response", "tool_call", "tool_response",
+                                          "final_answer"]
+    assert run.trace_id == f"{root.context.trace_id:032x}"
+    assert run.steps[4].status == "error" and run.steps[4].error.type == "ValueError"
+    graph = run.graph()
+    assert graph.edges[run.steps[3].step_id, run.steps[4].step_id]["kind"] == "tool_result_of"
+    assert all(s.started_at and s.ended_at for s in run.steps)
+
+
+def test_verifier_failure_marks_root_error(exporter):
+    with causaltrace.run(task="t", verify=lambda o: causaltrace.Verdict(passed=False, reason="wrong total")) as h:
+        h.report(final_answer="4")
+    assert h.outcome.status == "failure" and h.outcome.reason == "wrong total"
+    root = [s for s in exporter.get_finished_spans() if s.name == semconv.ROOT_SPAN_NAME][0]
+    assert root.status.status_code is StatusCode.ERROR and "wrong total" in root.status.description
+
+
+async def test_async_run_and_async_verifier(exporter):
+    async def verify(outcome):
+        await asyncio.sleep(0)
+        return outcome.final_answer == "42"
+
+    async with causaltrace.run(task="t", verify=verify) as h:
+        h.report(final_answer="42")
+    assert h.outcome.status == "success"
+
+
+def test_outcome_rules_without_verifier(exporter):
+    with causaltrace.run(task="t") as h:
+        h.report(final_answer="x")
+    assert h.outcome.status == "unknown" and h.outcome.stop == "normal"
+    with causaltrace.run(task="t") as h2:
+        h2.report(final_answer=None, stop="limit")
+    assert h2.outcome.status == "failure" and h2.outcome.stop == "limit"
+
+
+def test_user_exception_passes_through_unchanged(exporter):
+    class Mine(Exception):
+        pass
+
+    err = Mine("user problem")
+    with pytest.raises(Mine) as info, causaltrace.run(task="t") as h:
+        raise err
+    assert info.value is err
+    assert h.outcome.status == "failure" and h.outcome.stop == "error" and "user problem" in h.outcome.reason
+
+
+def test_dependencies_must_point_backwards(exporter):
+    with causaltrace.run(task="t") as h:
+        ctx = _runtime.current_run()
+        a = ctx.start_step("message", agent="a")
+        b = ctx.start_step("message", agent="b", depends_on=[(a.step_id, "saw"), ("nope", "saw")])
+        a.add_dependencies([(b.step_id, "saw")])  # forward: dropped
+        b.end()
+        a.end()
+    run = h.run
+    assert [d.step_id for d in run.steps[1].depends_on] == [run.steps[0].step_id]
+    assert run.steps[0].depends_on == ()
+
+
+def test_payload_policy_truncates_hides_and_redacts():
+    exp = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    config = TraceConfig(
+        store=False, max_attribute_chars=100, hide_inputs=True,
+        redact=lambda key, value: value.replace("SECRET", "***") if isinstance(value, str) else value,
+    )
+    _runtime.configure(provider, config)
+    try:
+        with causaltrace.run(task="t") as h:
+            ctx = _runtime.current_run()
+            ctx.add_step("message", agent="a", content="SECRET " + "x" * 500, inputs={"code": "print(1)"})
+        span = [s for s in exp.get_finished_spans() if s.attributes.get(semconv.STEP_KIND) == "message"][0]
+        content = span.attributes[semconv.STEP_CONTENT]
+        assert content.startswith("*** ") and "truncated 404 chars" in content  # 504 after redaction
+        assert span.attributes[semconv.STEP_TRUNCATED] is True
+        assert semconv.STEP_INPUTS not in span.attributes
+        # the collector got the full step
+        step = h.run.steps[0]
+        assert len(step.content) == 507 and step.inputs == {"code": "print(1)"} and not step.truncated
+    finally:
+        _runtime.reset_tracing()
+
+
+class _BrokenExporter(SpanExporter):
+    def export(self, spans):
+        raise RuntimeError("exporter is down")
+
+    def shutdown(self):
+        raise RuntimeError("still down")
+
+
+def test_broken_exporter_and_broken_internals_never_reach_user_code(monkeypatch, caplog):
+    provider = TracerProvider()
+    processor = CountingBatchSpanProcessor(_BrokenExporter(), max_queue_size=64)
+    provider.add_span_processor(processor)
+    _runtime.configure(provider, TraceConfig(store=False))
+    before = export_stats()
+    try:
+        # our own code path broken: the attribute mapping raises for every step
+        def boom(step):
+            raise RuntimeError("internal bug")
+
+        monkeypatch.setattr(semconv, "step_attributes", boom)
+        caplog.set_level(logging.WARNING, logger="causaltrace")
+        with causaltrace.run(task="t", verify="ok") as h:
+            ctx = _runtime.current_run()
+            step = ctx.start_step("message", agent="a", content="ok")
+            step.end()
+            ctx.start_step("not-a-kind", agent="a")  # a bug in an adapter: logged, returns None
+            h.report(final_answer="ok")
+        processor.force_flush()
+        assert h.outcome.status == "success"
+        assert len(h.run.steps) == 1  # the step still reached the collector
+        assert "internal error" in caplog.text or "could not end the span" in caplog.text
+        after = export_stats()
+        assert after.failed > before.failed  # the broken exporter's losses are counted, not silent
+    finally:
+        processor.shutdown()
+        _runtime.reset_tracing()
+
+
+def test_full_queue_drops_are_counted():
+    class Slow(SpanExporter):
+        def export(self, spans):
+            import time
+
+            time.sleep(0.2)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    processor = CountingBatchSpanProcessor(Slow(), max_queue_size=8)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    before = export_stats().dropped
+    for _ in range(200):
+        tracer.start_span("x").end()
+    assert export_stats().dropped - before > 0
+    processor.shutdown()
