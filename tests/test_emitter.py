@@ -232,3 +232,22 @@ def test_full_queue_drops_are_counted():
         tracer.start_span("x").end()
     assert export_stats().dropped - before > 0
     processor.shutdown()
+
+
+def test_runs_are_written_to_the_store(causaltrace_home):
+    from causaltrace.collector.store import Store
+
+    provider = TracerProvider()
+    _runtime.configure(provider, TraceConfig.from_env())
+    try:
+        with causaltrace.run(task="add 2 and 3", verify="5") as handle:
+            _small_team(_runtime.current_run())
+    finally:
+        _runtime.reset_tracing()
+    db = causaltrace_home / "causaltrace.db"
+    assert db.exists()
+    with Store(db) as store:
+        stored = store.get_run(handle.run_id)
+        rows = store.list_runs()
+    assert stored == handle.run
+    assert rows[0]["run_id"] == handle.run_id and rows[0]["status"] == "success" and rows[0]["steps"] == 6

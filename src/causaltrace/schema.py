@@ -245,10 +245,10 @@ def action_signature(kind: str, target: str | None, payload: Any) -> str:
     Whitespace is collapsed and case folded; numbers are kept (a loop that changes a number is progress).
     """
     if isinstance(payload, str):
-        body = payload
+        body = payload[:4000]
     else:
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    body = re.sub(r"\s+", " ", body).strip().casefold()
+        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)[:4000]
+    body = " ".join(body.split()).casefold()
     return f"{kind}|{target or ''}|{body[:2000]}"
 
 
@@ -407,7 +407,7 @@ def decode_response(value: JsonValue, response_type: str | None) -> Any:
         return json.loads(json.dumps(value))
     if not isinstance(value, dict) or not isinstance(value.get("pickle_b64"), str):
         raise ValueError(f"recorded {response_type} response has no pickle_b64 envelope")
-    return pickle.loads(base64.b64decode(value["pickle_b64"]))  # noqa: S301 - our own recording
+    return pickle.loads(base64.b64decode(value["pickle_b64"]))
 
 
 class RecordedCall(_Model):

@@ -141,21 +141,21 @@ def step_attributes(step: Step) -> dict[str, Any]:
         attrs[STEP_INPUTS] = _dumps(step.inputs)
     if step.outputs:
         attrs[STEP_OUTPUTS] = _dumps(step.outputs)
-    if step.model:
+    if step.model is not None:
         attrs[GEN_AI_REQUEST_MODEL] = step.model
     if step.usage is not None:
         attrs[GEN_AI_USAGE_INPUT_TOKENS] = step.usage.input_tokens
         attrs[GEN_AI_USAGE_OUTPUT_TOKENS] = step.usage.output_tokens
-    if step.tool_name:
+    if step.tool_name is not None:
         attrs[GEN_AI_TOOL_NAME] = step.tool_name
-    if step.call_id:
+    if step.call_id is not None:
         attrs[GEN_AI_TOOL_CALL_ID] = step.call_id
     if step.arguments is not None:
         attrs[STEP_ARGUMENTS] = _dumps(step.arguments)
     if step.error is not None:
         attrs[STEP_ERROR_TYPE] = step.error.type
         attrs[STEP_ERROR_MESSAGE] = step.error.message
-    if step.action_signature:
+    if step.action_signature is not None:
         attrs[STEP_ACTION_SIGNATURE] = step.action_signature
     if step.metadata:
         attrs[STEP_METADATA] = _dumps(step.metadata)
@@ -182,6 +182,21 @@ def _loads(attrs: Mapping[str, Any], key: str, field: str) -> Any:
         raise ValueError(f"attribute {key!r} ({field}) is not valid JSON: {exc}") from exc
 
 
+def _as_list(raw: Any, key: str) -> list[Any]:
+    """A list attribute; some backends store arrays as JSON text."""
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"attribute {key!r} is neither a list nor JSON text of one") from exc
+        if not isinstance(value, list):
+            raise ValueError(f"attribute {key!r} is not a list")
+        return value
+    return list(raw)
+
+
 def _is_truncated(attrs: Mapping[str, Any]) -> bool:
     if attrs.get(STEP_TRUNCATED):
         return True
@@ -203,8 +218,8 @@ def step_from_attributes(
     for key in (STEP_ID, STEP_INDEX, STEP_KIND, RUN_ID):
         if key not in attrs:
             raise ValueError(f"span attribute {key!r} is missing")
-    ids = list(attrs.get(DEPENDS_ON_STEP_IDS) or [])
-    kinds = list(attrs.get(DEPENDS_ON_KINDS) or [])
+    ids = _as_list(attrs.get(DEPENDS_ON_STEP_IDS), DEPENDS_ON_STEP_IDS)
+    kinds = _as_list(attrs.get(DEPENDS_ON_KINDS), DEPENDS_ON_KINDS)
     if len(ids) != len(kinds):
         raise ValueError(f"{DEPENDS_ON_STEP_IDS!r} and {DEPENDS_ON_KINDS!r} differ in length")
     usage = None
@@ -259,7 +274,7 @@ def run_attributes(
 ) -> dict[str, Any]:
     """The root span's ``causaltrace.run.*`` attributes (JSON-encoded where structured)."""
     attrs: dict[str, Any] = {RUN_ID: run_id, RUN_FRAMEWORK: framework}
-    if name:
+    if name is not None:
         attrs[RUN_NAME] = name
     if task is not None:
         attrs[RUN_TASK] = task
@@ -292,14 +307,29 @@ def run_fields_from_attributes(attrs: Mapping[str, Any]) -> dict[str, Any]:
         fields["task"] = attrs[RUN_TASK]
     if RUN_AGENTS in attrs:
         fields["agents"] = tuple(attrs[RUN_AGENTS])
-    if RUN_OUTCOME in attrs:
-        fields["outcome"] = Outcome.model_validate_json(attrs[RUN_OUTCOME])
+    structured = (
+        (RUN_OUTCOME, "outcome", Outcome),
+        (RUN_ANNOTATIONS, "annotations", Annotations),
+        (RUN_RECORDING, "recording", Recording),
+    )
+    cut: list[str] = []
+    for key, name, model in structured:
+        if key not in attrs:
+            continue
+        try:
+            fields[name] = model.model_validate_json(attrs[key])
+        except ValueError:
+            if "causaltrace: truncated" not in str(attrs[key]):
+                raise
+            cut.append(key)  # cut by a live payload limit: dropped, and said so in metadata
     if RUN_METADATA in attrs:
-        fields["metadata"] = _loads(attrs, RUN_METADATA, "run metadata")
-    if RUN_ANNOTATIONS in attrs:
-        fields["annotations"] = Annotations.model_validate_json(attrs[RUN_ANNOTATIONS])
-    if RUN_RECORDING in attrs:
-        fields["recording"] = Recording.model_validate_json(attrs[RUN_RECORDING])
+        meta = _loads(attrs, RUN_METADATA, "run metadata")
+        if isinstance(meta, dict) and "_truncated_json" not in meta:
+            fields["metadata"] = meta
+        else:
+            cut.append(RUN_METADATA)
+    if cut:
+        fields.setdefault("metadata", {})["causaltrace.truncated_attributes"] = cut
     if RUN_STARTED_AT in attrs:
         fields["started_at"] = datetime.fromisoformat(attrs[RUN_STARTED_AT])
     if RUN_ENDED_AT in attrs:

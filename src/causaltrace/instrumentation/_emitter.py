@@ -23,11 +23,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 
 from causaltrace import semconv
-from causaltrace.config import TraceConfig
 from causaltrace.collector.live import RunCollector
+from causaltrace.config import TraceConfig
 from causaltrace.schema import Step
 
 __all__ = ["Emitter", "apply_payload_policy", "never_raise"]
@@ -41,6 +41,8 @@ R = TypeVar("R")
 _INPUT_KEYS = frozenset({semconv.STEP_INPUTS, semconv.STEP_ARGUMENTS, semconv.RUN_TASK})
 _OUTPUT_KEYS = frozenset({semconv.STEP_OUTPUTS, semconv.STEP_CONTENT, semconv.STEP_ERROR_MESSAGE})
 _PAYLOAD_KEYS = _INPUT_KEYS | _OUTPUT_KEYS | {semconv.STEP_METADATA, semconv.RUN_OUTCOME}
+#: Attributes a step span gets when it starts (identity); not sent again when it ends.
+_SET_AT_START = (semconv.STEP_ID, semconv.STEP_KIND, semconv.STEP_INDEX, semconv.RUN_ID)
 
 
 def never_raise(default: Any = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -72,30 +74,30 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig) -> dict[
 
     A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
     """
+    limit = config.max_attribute_chars
+    hide_in, hide_out, redact = config.hide_inputs, config.hide_outputs, config.redact
     out: dict[str, Any] = {}
     truncated = False
     for key, value in attrs.items():
-        if config.hide_inputs and key in _INPUT_KEYS:
-            continue
-        if config.hide_outputs and key in _OUTPUT_KEYS:
-            continue
-        if config.redact is not None and key in _PAYLOAD_KEYS:
-            try:
-                value = config.redact(key, value)
-            except Exception:
-                logger.warning("causaltrace: redaction callback failed on %s; attribute dropped", key, exc_info=True)
+        if key in _PAYLOAD_KEYS:
+            if (hide_in and key in _INPUT_KEYS) or (hide_out and key in _OUTPUT_KEYS):
                 continue
-            if value is None:
-                continue
-        if isinstance(value, str):
-            value, cut = _truncate(value, config.max_attribute_chars)
-            truncated = truncated or cut
+            if redact is not None:
+                try:
+                    value = redact(key, value)
+                except Exception:
+                    logger.warning("causaltrace: redaction callback failed on %s; attribute dropped", key, exc_info=True)
+                    continue
+                if value is None:
+                    continue
+        if type(value) is str:
+            if len(value) > limit:
+                value, truncated = _truncate(value, limit)[0], True
         elif isinstance(value, (list, tuple)):
             items = []
             for item in value:
-                if isinstance(item, str):
-                    item, cut = _truncate(item, config.max_attribute_chars)
-                    truncated = truncated or cut
+                if isinstance(item, str) and len(item) > limit:
+                    item, truncated = _truncate(item, limit)[0], True
                 items.append(item)
             value = items
         out[key] = value
@@ -127,11 +129,13 @@ class Emitter:
         name: str,
         attributes: Mapping[str, Any],
         *,
-        parent: Span | None,
-        links: Iterable[tuple[Span, str, str]] = (),
+        parent: Span | SpanContext | None,
+        links: Iterable[tuple[SpanContext, str, str]] = (),
         start_time_ns: int,
     ) -> Span | None:
-        """Open a step's span under ``parent``; ``links`` are (producer span, dependency kind, producer step id)."""
+        """Open a step's span under ``parent``; ``links`` are (producer span context, dependency kind, producer id)."""
+        if isinstance(parent, SpanContext):
+            parent = NonRecordingSpan(parent)
         ctx = trace.set_span_in_context(parent, otel_context.Context()) if parent is not None else None
         otel_links = [_link(span, kind, step_id) for span, kind, step_id in links]
         return self.tracer.start_span(
@@ -144,7 +148,7 @@ class Emitter:
         )
 
     @never_raise()
-    def add_links(self, span: Span | None, links: Iterable[tuple[Span, str, str]]) -> None:
+    def add_links(self, span: Span | None, links: Iterable[tuple[SpanContext, str, str]]) -> None:
         """Add dependency links discovered after the span started."""
         if span is None or not span.is_recording():
             return
@@ -163,7 +167,10 @@ class Emitter:
         try:
             if span is not None and span.is_recording():
                 span.update_name(semconv.span_name(step))
-                span.set_attributes(apply_payload_policy(semconv.step_attributes(step), self.config))
+                attrs = apply_payload_policy(semconv.step_attributes(step), self.config)
+                for key in _SET_AT_START:
+                    attrs.pop(key, None)
+                span.set_attributes(attrs)
                 if step.status == "error":
                     message = f"{step.error.type}: {step.error.message}" if step.error else "error"
                     span.set_status(Status(StatusCode.ERROR, message[: self.config.max_attribute_chars]))
@@ -196,8 +203,8 @@ class Emitter:
             span.end(end_time=end_time_ns)
 
 
-def _link(span: Span, kind: str, step_id: str) -> Link | None:
-    ctx = span.get_span_context()
+def _link(producer: SpanContext, kind: str, step_id: str) -> Link | None:
+    ctx = producer
     if not ctx.is_valid:
         return None
     return Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id})

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, SpanContext
 
 from causaltrace import semconv
 from causaltrace.collector.live import RunCollector, ns_to_datetime
@@ -40,10 +40,10 @@ from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._emitter import Emitter, never_raise
 from causaltrace.instrumentation._export import resolve_provider
 from causaltrace.schema import (
+    STEP_KINDS,
     Dependency,
     Outcome,
     RecordedCall,
-    STEP_KINDS,
     Recording,
     Run,
     Step,
@@ -320,7 +320,7 @@ class RunContext:
         self.agents: list[str] = []
         self._lock = threading.RLock()
         self._next_index = 0
-        self._spans: dict[str, Span | None] = {}
+        self._spans: dict[str, SpanContext] = {}  # span contexts only: ended spans are not kept alive
         self._indexes: dict[str, int] = {}
         self._ordinals: dict[tuple[str, str], int] = {}
         self._start_order = 0
@@ -389,12 +389,12 @@ class RunContext:
             out.append(Dependency(step_id=step_id, kind=kind))  # type: ignore[arg-type]
         return out
 
-    def _links(self, deps: Iterable[Dependency]) -> list[tuple[Span, str, str]]:
+    def _links(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]:
         out = []
         for dep in deps:
-            span = self._spans.get(dep.step_id)
-            if span is not None:
-                out.append((span, dep.kind, dep.step_id))
+            span_ctx = self._spans.get(dep.step_id)
+            if span_ctx is not None:
+                out.append((span_ctx, dep.kind, dep.step_id))
         return out
 
     @never_raise()
@@ -432,7 +432,7 @@ class RunContext:
                 parent_id = None
             deps = self._dependencies(depends_on, consumer_index=index, existing=())
             links = self._links(deps)
-            parent_span = self._spans.get(parent_id) if parent_id else self.root_span
+            parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
         if agent:
             self.add_agent(agent)
         fields: dict[str, Any] = {
@@ -464,8 +464,9 @@ class RunContext:
             links=links,
             start_time_ns=start_ns,
         )
-        with self._lock:
-            self._spans[step_id] = span
+        if span is not None:
+            with self._lock:
+                self._spans[step_id] = span.get_span_context()
         return StepHandle(self, fields, span, start_ns)
 
     def add_step(self, kind: str, *, status: str = "ok", error: Any = None, **fields: Any) -> StepHandle | None:

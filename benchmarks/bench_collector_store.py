@@ -1,0 +1,105 @@
+"""Collector assembly and store throughput on a 10,000-step run.
+
+* Collector: steps per second that the live collector assembles into a Run (spans ended out of order, full Steps
+  staged by the emitter, as in a live run), and the peak memory of doing so (tracemalloc). Target >= 50,000/s.
+  Baseline in the same run: building the same Run directly from the list of Steps (pydantic validation only).
+* Store: steps written per second (one finished run, and live batches of 100) — target >= 10,000/s — and the time
+  of the query behind `causaltrace show` (get_run) on the 10,000-step run — target < 1 s.
+
+Usage: python benchmarks/bench_collector_store.py [--steps 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from causaltrace.collector.live import RunCollector
+from causaltrace.collector.store import Store
+from causaltrace.config import TraceConfig
+from causaltrace.schema import Dependency, Run, Step
+
+
+def make_steps(n: int, run_id: str = "bench") -> list[Step]:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    steps = []
+    turn = None
+    for i in range(n):
+        if i % 20 == 0:
+            kind, parent, deps = "agent_turn", None, []
+            turn = f"{run_id}/{i}"
+        else:
+            kind = random.choice(["llm_response", "tool_call", "tool_response", "message"])
+            parent = turn
+            deps = [Dependency(step_id=f"{run_id}/{i - 1}", kind="saw")]
+            if i > 2:
+                deps.append(Dependency(step_id=f"{run_id}/{i - 2}", kind="continues"))
+        steps.append(Step(step_id=f"{run_id}/{i}", run_id=run_id, index=i, kind=kind, agent=f"agent{i % 4}",
+                          parent_step_id=parent, depends_on=tuple(deps), content=f"step {i} " + "x" * 200,
+                          outputs={"text": f"out {i}"}, started_at=t0 + timedelta(milliseconds=i),
+                          ended_at=t0 + timedelta(milliseconds=i + 1), status="ok"))
+    return steps
+
+
+def bench_collector(steps: list[Step]) -> tuple[float, float, float]:
+    shuffled = steps[:]
+    random.shuffle(shuffled)
+    collector = RunCollector(TraceConfig(store=False))
+    tracemalloc.start()
+    t = time.perf_counter()
+    for step in shuffled:
+        collector.stage(step)
+        collector.claim_staged(step.step_id)
+    run = collector.finish_run("bench", framework="bench")
+    elapsed = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(run.steps) == len(steps)
+    t = time.perf_counter()
+    Run(run_id="bench", steps=tuple(steps), framework="bench")
+    baseline = time.perf_counter() - t
+    return len(steps) / elapsed, peak / 2**20, len(steps) / baseline
+
+
+def bench_store(steps: list[Step]) -> tuple[float, float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Run(run_id="bench", steps=tuple(steps), framework="bench")
+        with Store(Path(tmp) / "a.db") as store:
+            t = time.perf_counter()
+            store.finish_run(run)
+            finished_rate = len(steps) / (time.perf_counter() - t)
+            t = time.perf_counter()
+            back = store.get_run("bench")
+            query_s = time.perf_counter() - t
+            assert back == run
+        with Store(Path(tmp) / "b.db") as store:
+            store.begin_run("bench", framework="bench", task=None, name=None, trace_id=None, started_at=None)
+            t = time.perf_counter()
+            for i in range(0, len(steps), 100):
+                store.add_steps("bench", steps[i : i + 100])
+            live_rate = len(steps) / (time.perf_counter() - t)
+    return finished_rate, live_rate, query_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10000)
+    args = parser.parse_args()
+    random.seed(7)
+    steps = make_steps(args.steps)
+    rate, peak_mb, baseline = bench_collector(steps)
+    print(f"collector assembly: {rate:10,.0f} steps/s  (target >= 50,000/s); peak memory {peak_mb:.1f} MiB")
+    print(f"  baseline, Run(...) from a ready list: {baseline:10,.0f} steps/s")
+    finished, live, query = bench_store(steps)
+    print(f"store, finished run in one transaction: {finished:10,.0f} steps/s  (target >= 10,000/s)")
+    print(f"store, live batches of 100:             {live:10,.0f} steps/s")
+    print(f"store, get_run (the `show` query) of {args.steps} steps: {query * 1000:.0f} ms  (target < 1000 ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install everything the tests need (system packages, a built Jaeger, the Python package with all extras) into a
+# virtualenv in .venv, then run the linter and the test suite. Expensive builds are cached in ~/.cache/causaltrace.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "system packages (bubblewrap, chromium)"
+bash scripts/install_system.sh
+step "Jaeger v1.76.0 (built once with Go, cached)"
+bash scripts/install_jaeger.sh
+step "virtualenv .venv"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+step "local model (llama.cpp wheel built once, cached; SmolLM2-135M)"
+PYTHON=.venv/bin/python bash scripts/install_local_model.sh
+step "causaltrace[all,dev]"
+.venv/bin/python -m pip install -q --find-links "$HOME/.cache/causaltrace/wheels" -e '.[all,dev]'
+step "ruff"
+.venv/bin/ruff check src tests benchmarks examples
+step "pytest"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,308 @@
+"""The ``causaltrace`` command: inspect stored runs, import / export / pull traces.
+
+Conventions (ARCHITECTURE "CLI conventions"): inspection commands print JSON to stdout with ``--json``; ``import``
+prints one run id per line; ``export`` writes to stdout unless ``-o FILE``. A user error prints one line on stderr
+and exits with 2; an internal error exits with 1 and points to ``--debug`` (which shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from causaltrace.exceptions import CausaltraceError, UserError
+
+__all__ = ["main"]
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 1
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from causaltrace.collector.store import Store
+
+    return Store(args.db)
+
+
+def _console(stream: TextIO | None = None) -> Any:
+    from rich.console import Console
+
+    out = stream or sys.stdout
+    width = None if out.isatty() else 160  # rich's 80-column default for pipes cuts ids and step text
+    return Console(file=out, highlight=False, soft_wrap=False, width=width)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+_STATUS_STYLE = {
+    "success": "green",
+    "failure": "red",
+    "unknown": "yellow",
+    "incomplete": "magenta",
+    "running": "cyan",
+    "ok": "green",
+    "error": "bold red",
+    "unset": "dim",
+}
+
+
+def _short(text: str | None, width: int = 80) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+# --------------------------------------------------------------------------------------------------- commands
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List the runs in the store, newest first."""
+    with _store(args) as store:
+        store.mark_incomplete()
+        rows = store.list_runs(failed=args.failed, limit=args.limit)
+    if args.json:
+        _print_json(rows)
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} run(s)", show_lines=False)
+    for col in ("run id", "status", "framework", "steps", "started", "task"):
+        table.add_column(col, no_wrap=col != "task", overflow="fold" if col == "task" else "ellipsis")
+    for row in rows:
+        status = row["status"]
+        table.add_row(
+            row["run_id"],
+            f"[{_STATUS_STYLE.get(status, '')}]{status}[/]",
+            row["framework"],
+            str(row["steps"]),
+            (row["started_at"] or "")[:19].replace("T", " "),
+            _short(row.get("task"), 60),
+        )
+    _console().print(table)
+    return 0
+
+
+def _step_json(step: Any) -> dict[str, Any]:
+    data = step.model_dump(mode="json")
+    return data
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Show one run: its steps as a tree with kinds, agents, statuses and dependencies."""
+    with _store(args) as store:
+        store.mark_incomplete()
+        run = store.get_run(args.run_id)
+    if args.json:
+        data = run.model_dump(mode="json", exclude={"recording"})
+        data["steps"] = [_step_json(s) for s in run.steps]
+        data["recorded_calls"] = len(run.recording.calls) if run.recording else 0
+        _print_json(data)
+        return 0
+    _render_run(run, _console(), max_chars=args.width)
+    return 0
+
+
+def _render_run(run: Any, console: Any, *, max_chars: int) -> None:
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    status = run.outcome.status
+    head = (
+        f"[bold]run {run.run_id}[/] · {run.framework} · "
+        f"[{_STATUS_STYLE.get(status, '')}]{status}[/] · {len(run.steps)} steps"
+    )
+    if run.name:
+        head += f" · {escape(run.name)}"
+    console.print(head)
+    if run.task:
+        console.print(f"[dim]task:[/] {escape(_short(run.task, 160))}")
+    if run.outcome.final_answer is not None:
+        console.print(f"[dim]final answer:[/] {escape(_short(run.outcome.final_answer, 160))}")
+    if run.outcome.reason:
+        console.print(f"[dim]reason:[/] {escape(_short(run.outcome.reason, 160))}")
+    if run.annotations is not None and run.annotations.mistake_step is not None:
+        console.print(
+            f"[dim]labelled decisive error:[/] step {run.annotations.mistake_step} by {run.annotations.mistake_agent}"
+        )
+    index_of = {s.step_id: s.index for s in run.steps}
+    tree = Tree("steps", guide_style="dim")
+    nodes: dict[str, Any] = {}
+    for step in run.steps:
+        st = step.status
+        label = f"[bold]#{step.index}[/] [cyan]{step.kind}[/] [yellow]{escape(step.agent or '-')}[/]"
+        if step.tool_name:
+            label += f" [magenta]{escape(step.tool_name)}[/]"
+        if st != "unset":
+            label += f" [{_STATUS_STYLE[st]}]{st}[/]"
+        if step.depends_on:
+            deps = ", ".join(f"{d.kind}←#{index_of.get(d.step_id, '?')}" for d in step.depends_on)
+            label += f" [dim]({escape(_short(deps, 100))})[/]"
+        text = step.content or (step.error.message if step.error else "")
+        if text and step.kind != "agent_turn":
+            label += f"\n  {escape(_short(text, max_chars))}"
+        if step.error is not None:
+            label += f"\n  [red]{escape(step.error.type)}: {escape(_short(step.error.message, max_chars))}[/]"
+        parent = nodes.get(step.parent_step_id) if step.parent_step_id else None
+        nodes[step.step_id] = (parent or tree).add(label)
+    console.print(tree)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import runs from files and print one run id per line."""
+    runs: list[Any] = []
+    for raw in args.paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"no such file or directory: {raw!r}")
+        runs.extend(_load(path, args.format))
+    if not runs:
+        raise UserError("no runs found in the given input")
+    with _store(args) as store:
+        for run in runs:
+            store.save_run(run)
+    for run in runs:
+        sys.stdout.write(run.run_id + "\n")
+    return 0
+
+
+def _load(path: Path, fmt: str) -> list[Any]:
+    if fmt == "whowhen":
+        from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
+
+        if path.is_dir():
+            return list(iter_whowhen(path, "all"))
+        return [load_whowhen(path)]
+    from causaltrace.collector.otlp import load_otlp_json
+
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    out: list[Any] = []
+    for f in files:
+        out.extend(load_otlp_json(f))
+    return out
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    """Pull a trace by id from a Jaeger query endpoint into the store."""
+    from causaltrace.collector.jaeger import pull_from_jaeger
+
+    runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
+    if not runs:
+        raise UserError(f"trace {args.trace_id} in Jaeger at {args.jaeger} holds no causaltrace run")
+    with _store(args) as store:
+        for run in runs:
+            store.save_run(run)
+    for run in runs:
+        sys.stdout.write(run.run_id + "\n")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a stored run as OTLP JSON (the full stored Run; ``--redact`` applies the payload policy)."""
+    from causaltrace.collector.otlp import run_to_otlp
+
+    with _store(args) as store:
+        run = store.get_run(args.run_id)
+    policy = None
+    if args.redact:
+        from functools import partial
+
+        from causaltrace.config import TraceConfig
+        from causaltrace.instrumentation._emitter import apply_payload_policy
+
+        policy = partial(apply_payload_policy, config=TraceConfig.from_env())
+    document = run_to_otlp(run, attribute_policy=policy)
+    text = json.dumps(document, ensure_ascii=False) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``causaltrace`` command."""
+    parser = argparse.ArgumentParser(
+        prog="causaltrace",
+        description="Trace LLM multi-agent runs, find the decisive error of a failed run, and prove it by replay.",
+    )
+    parser.add_argument("--db", help="the store file (default: $CAUSALTRACE_HOME/causaltrace.db)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("runs", help="list stored runs")
+    p.add_argument("--failed", action="store_true", help="only runs whose outcome is a failure")
+    p.add_argument("--limit", type=int, default=None, help="at most N runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("show", help="show a run's steps as a tree")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--width", type=int, default=120, help="characters of step text to show (default 120)")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("import", help="import runs from files; prints one run id per line")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json"], help="input format")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("pull", help="pull a trace by id from a Jaeger query endpoint")
+    p.add_argument("trace_id", metavar="TRACE_ID")
+    p.add_argument("--jaeger", required=True, metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.set_defaults(func=cmd_pull)
+
+    p = sub.add_parser("export", help="export a stored run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--format", default="otlp-json", choices=["otlp-json"], help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("--redact", action="store_true", help="apply the payload policy (CAUSALTRACE_* env vars)")
+    p.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``causaltrace`` command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USER_ERROR
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except UserError as exc:
+        print(f"causaltrace: error: {exc.message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except CausaltraceError as exc:
+        if args.debug:
+            raise
+        print(f"causaltrace: error: {exc.message} (run with --debug for details)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    except KeyboardInterrupt:
+        print("causaltrace: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"causaltrace: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Pull runs back from Jaeger's query API (ARCHITECTURE decision 10; FACTS.md "Jaeger").
+
+Usage::
+
+    from causaltrace.collector.jaeger import pull_from_jaeger, query_jaeger_traces
+
+    runs = pull_from_jaeger("4bf92f3577b34da6a3ce929d0e0e4736", "http://127.0.0.1:16686")
+    answer = query_jaeger_traces("http://127.0.0.1:16686", "causaltrace", start, end)
+    runs = runs_from_otlp(answer)
+
+Both use the standard library only (``urllib``) and Jaeger's ``/api/v3`` endpoints, whose answers are OTLP/JSON
+wrapped in ``{"result": ...}`` (possibly streamed as several such chunks); :mod:`causaltrace.collector.otlp`
+reads them.
+
+Errors are :class:`~causaltrace.exceptions.UserError` with one clear line: ``cannot reach Jaeger at URL: …``
+(connection refused, DNS, timeout), ``trace X not found in Jaeger at URL`` (HTTP 404), ``Jaeger at URL answered
+HTTP N …`` (other HTTP errors); an answer that is not OTLP JSON is an
+:class:`~causaltrace.exceptions.InvalidInputError`.
+
+Decisions where the architecture is silent:
+
+* A trace that exists but holds no causaltrace spans raises ``InvalidInputError`` (``pull`` promises runs).
+* ``query_jaeger_traces`` returns one ``{"result": {"resourceSpans": [...]}}`` dict (streamed chunks merged); when
+  Jaeger answers 404 "no traces found" it returns that dict with an empty list, so callers can poll. Naive
+  ``start`` / ``end`` datetimes are local time (Python's convention), sent as RFC 3339 in UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime
+from typing import Any
+
+from causaltrace.collector.otlp import _parse_documents, _runs_from_documents
+from causaltrace.exceptions import InvalidInputError, UserError
+from causaltrace.schema import Run
+
+__all__ = ["pull_from_jaeger", "query_jaeger_traces"]
+
+_TRACE_ID = re.compile(r"^[0-9a-f]{1,32}$")
+
+
+class _NotFound(Exception):
+    def __init__(self, body: str) -> None:
+        super().__init__(body)
+        self.body = body
+
+
+def _base(base_url: str) -> str:
+    base = base_url.strip().rstrip("/")
+    parsed = urllib.parse.urlparse(base)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UserError(f"invalid Jaeger URL {base_url!r}: expected http(s)://host:port")
+    return base
+
+
+def _get(url: str, base: str, timeout_s: float) -> str:
+    """GET ``url`` and return the body; raises UserError (or _NotFound on HTTP 404)."""
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        try:
+            body = exc.read().decode("utf-8", errors="replace")
+        except OSError:
+            body = ""
+        if exc.code == 404:
+            raise _NotFound(body) from exc
+        detail = " ".join(body.split())[:200]
+        raise UserError(
+            f"Jaeger at {base} answered HTTP {exc.code} {exc.reason} for {url}" + (f": {detail}" if detail else "")
+        ) from exc
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, TimeoutError):
+            why = f"no answer within {timeout_s:g} s"
+        elif isinstance(reason, OSError) and reason.strerror:
+            why = reason.strerror
+        else:
+            why = str(reason)
+        raise UserError(f"cannot reach Jaeger at {base}: {why}") from exc
+    except TimeoutError as exc:
+        raise UserError(f"cannot reach Jaeger at {base}: no answer within {timeout_s:g} s") from exc
+    except OSError as exc:  # connection reset mid-answer and the like
+        raise UserError(f"cannot reach Jaeger at {base}: {exc.strerror or exc}") from exc
+
+
+def _error_of(docs: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    for _, doc in docs:
+        if isinstance(doc, dict) and "error" in doc and "result" not in doc:
+            error = doc["error"]
+            return error if isinstance(error, dict) else {"message": str(error)}
+    return None
+
+
+def _is_not_found(error: dict[str, Any]) -> bool:
+    code = error.get("httpCode", error.get("http_code"))
+    return str(code) == "404" or "not found" in str(error.get("message", "")).lower()
+
+
+def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0) -> list[Run]:
+    """The runs in one trace, fetched from ``{base_url}/api/v3/traces/{trace_id}``.
+
+    Raises :class:`UserError` when Jaeger cannot be reached or does not have the trace, and
+    :class:`InvalidInputError` when its answer is not OTLP JSON or holds no causaltrace run.
+    """
+    base = _base(base_url)
+    tid = trace_id.strip().lower()
+    if not _TRACE_ID.match(tid):
+        raise UserError(f"invalid trace id {trace_id!r}: expected up to 32 hex digits")
+    url = f"{base}/api/v3/traces/{tid}"
+    not_found = f"trace {tid} not found in Jaeger at {base}"
+    try:
+        body = _get(url, base, timeout_s)
+    except _NotFound:
+        raise UserError(not_found) from None
+    try:
+        docs = _parse_documents(body)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"Jaeger at {base} answered {url} with invalid JSON: {exc.message}") from exc
+    error = _error_of(docs)
+    if error is not None:
+        if _is_not_found(error):
+            raise UserError(not_found)
+        raise UserError(f"Jaeger at {base} answered an error for {url}: {error.get('message', error)}")
+    try:
+        runs = _runs_from_documents(docs)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"Jaeger answer for trace {tid}: {exc.message}") from exc
+    if not runs:
+        raise InvalidInputError(f"trace {tid} in Jaeger at {base} holds no causaltrace run (no causaltrace spans)")
+    return runs
+
+
+def _rfc3339(value: datetime | str) -> str:
+    if isinstance(value, str):
+        return value
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def query_jaeger_traces(
+    base_url: str,
+    service: str,
+    start: datetime | str,
+    end: datetime | str,
+    *,
+    limit: int = 100,
+    timeout_s: float = 10.0,
+) -> dict[str, Any]:
+    """Jaeger's answer to ``/api/v3/traces?query.service_name=…&query.start_time_min=…&query.start_time_max=…``.
+
+    ``limit`` is sent as ``query.num_traces`` (Jaeger answers HTTP 500 "search depth must be greater than 0"
+    without it).
+
+    Returns ``{"result": {"resourceSpans": [...]}}`` (empty when Jaeger found no trace); feed it to
+    :func:`~causaltrace.collector.otlp.runs_from_otlp`. Raises :class:`UserError` when Jaeger cannot be reached.
+    """
+    base = _base(base_url)
+    query = urllib.parse.urlencode(
+        {
+            "query.service_name": service,
+            "query.start_time_min": _rfc3339(start),
+            "query.start_time_max": _rfc3339(end),
+            "query.num_traces": str(limit),
+        }
+    )
+    url = f"{base}/api/v3/traces?{query}"
+    empty: dict[str, Any] = {"result": {"resourceSpans": []}}
+    try:
+        body = _get(url, base, timeout_s)
+    except _NotFound as exc:
+        try:
+            answer = json.loads(exc.body)
+        except json.JSONDecodeError:
+            answer = None
+        if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and _is_not_found(answer["error"]):
+            return empty
+        raise UserError(f"Jaeger at {base} has no /api/v3/traces endpoint (HTTP 404 for {url})") from None
+    try:
+        docs = _parse_documents(body)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"Jaeger at {base} answered {url} with invalid JSON: {exc.message}") from exc
+    error = _error_of(docs)
+    if error is not None:
+        if _is_not_found(error):
+            return empty
+        raise UserError(f"Jaeger at {base} answered an error for {url}: {error.get('message', error)}")
+    resource_spans: list[Any] = []
+    for _, doc in docs:
+        for chunk in doc if isinstance(doc, list) else [doc]:
+            result = chunk.get("result", chunk) if isinstance(chunk, dict) else None
+            if not isinstance(result, dict):
+                raise InvalidInputError(f"Jaeger at {base} answered {url} with something that is not OTLP JSON")
+            spans = result.get("resourceSpans", result.get("resource_spans")) or []
+            resource_spans.extend(spans if isinstance(spans, list) else [])
+    return {"result": {"resourceSpans": resource_spans}}

@@ -1,0 +1,307 @@
+"""Import Who&When benchmark logs as Runs (ARCHITECTURE "Steps": the Who&When import mapping).
+
+Who&When (Zhang et al., ICML 2025; FACTS.md "Who&When") holds 126 Algorithm-Generated and 58 Hand-Crafted
+failed multi-agent logs, each a JSON file with the ``question``, the ``history`` of the conversation and the
+ground-truth label (``mistake_agent``, ``mistake_step``, ``mistake_reason``).
+
+Usage::
+
+    from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
+
+    run = load_whowhen(Path("shared/data/whowhen/Hand-Crafted/30.json"))
+    for run in iter_whowhen(Path("shared/data/whowhen"), subset="algo"):
+        ...
+
+Mapping (one Step per ``history`` entry, ``index`` = the entry's position; no containers, no dependencies, no
+parents — the attribution stages recover the dependencies):
+
+* Hand-Crafted ``human`` → ``task``;
+* ``Computer_terminal`` / ``ComputerTerminal`` → ``tool_response``, outputs ``{result, is_error: False}``;
+* ``Orchestrator (thought)`` → ``reasoning``, outputs ``{text}``;
+* ``Orchestrator (-> X)`` and everything else → ``message``, outputs ``{text}``; a message with a code block also
+  gets inputs ``{code, language}`` (the first block).
+
+The speaker is ``name`` (Algorithm-Generated) or ``role`` (Hand-Crafted); ``agent`` is its base name (the text
+before " ("); ``metadata`` keeps the full ``speaker`` and the entry's ``role``. The Run is ``whowhen-algo-<n>`` / ``whowhen-hand-<n>``, framework ``whowhen``, its outcome a
+``failure`` with no final answer (every Who&When log is a failed run), and its ``annotations`` the label.
+
+Decisions where the architecture is silent:
+
+* ``Annotations.source`` names the folder: ``"Who&When Algorithm-Generated 12.json"``.
+* ``Annotations.extra`` holds ``question_ID``, ``level``, ``is_correct`` (Algorithm-Generated) or
+  ``is_corrected`` (Hand-Crafted), ``label_version`` (the data root's ``VERSION`` file, when present), plus
+  ``subset`` (``algo`` / ``hand``), ``file_number``, and any other top-level key a file carries beyond the known
+  ones (one Algorithm-Generated file has ``labels``, four Hand-Crafted files ``mistake_type``).
+* A code block is recognised for the languages AG2's executors run: ``python``, ``py``, ``sh``, ``bash``,
+  ``shell`` (the data holds ``python``, ``sh`` and one ``shell``); ``language`` is kept as written.
+* ``action_signature`` = ``schema.action_signature(kind, target, content)`` where ``target`` is the addressee of an
+  ``Orchestrator (-> X)`` message and empty otherwise.
+* ``Run.agents`` lists the distinct agents in order of first appearance, without the Hand-Crafted ``human``.
+* Step ids are ``<run_id>-s<index>`` (unique across runs, so stores may key on them).
+* The subset is read off the folder name (``Algorithm-Generated`` / ``Hand-Crafted``); for a file elsewhere it is
+  detected from the format (``name`` on history entries or a ``system_prompt`` → Algorithm-Generated).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from causaltrace.exceptions import InvalidInputError
+from causaltrace.schema import Annotations, Outcome, Run, Step, action_signature
+
+__all__ = ["SUBSET_DIRS", "iter_whowhen", "load_whowhen"]
+
+#: Folder name of each subset, in the order ``subset="all"`` reads them.
+SUBSET_DIRS: dict[str, str] = {"algo": "Algorithm-Generated", "hand": "Hand-Crafted"}
+_DIR_TO_SUBSET = {v: k for k, v in SUBSET_DIRS.items()}
+
+FRAMEWORK = "whowhen"
+_TERMINALS = frozenset({"Computer_terminal", "ComputerTerminal"})
+_ADDRESSED = re.compile(r"^(?P<base>.*?) \(-> (?P<target>.+)\)$")
+_CODE_BLOCK = re.compile(r"```(?P<lang>python|py|sh|bash|shell)[ \t]*\r?\n(?P<code>.*?)```", re.DOTALL)
+#: Top-level keys the mapping consumes; any other key is kept in ``annotations.extra``.
+_KNOWN_KEYS = frozenset(
+    {
+        "question",
+        "history",
+        "mistake_agent",
+        "mistake_step",
+        "mistake_reason",
+        "ground_truth",
+        "system_prompt",
+        "question_ID",
+        "level",
+        "is_correct",
+        "is_corrected",
+    }
+)
+
+
+def load_whowhen(path: Path) -> Run:
+    """Load one Who&When log file as a Run (mapping in the module docstring).
+
+    Raises :class:`InvalidInputError` naming the file and the field when the file is unreadable or malformed.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the Who&When file: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    subset = _subset_of(path, data)
+    return _build_run(path, data, subset, _label_version(path))
+
+
+def iter_whowhen(data_dir: Path, subset: Literal["algo", "hand", "all"] = "all") -> Iterator[Run]:
+    """Yield the Runs of a Who&When data folder: files in numeric file-number order, Algorithm-Generated first.
+
+    ``data_dir`` is the folder holding ``Algorithm-Generated/`` and ``Hand-Crafted/`` (and ``VERSION``), or one of
+    those two folders itself (then only its subset is read, and none when ``subset`` names the other). Raises
+    :class:`InvalidInputError` when a requested subset folder is missing or a file is malformed.
+    """
+    data_dir = Path(data_dir)
+    if subset not in ("algo", "hand", "all"):
+        raise InvalidInputError(f"subset must be 'algo', 'hand' or 'all', not {subset!r}")
+    folders: list[tuple[str, Path]]
+    own = _DIR_TO_SUBSET.get(data_dir.name)
+    if own is not None and not any((data_dir / d).is_dir() for d in SUBSET_DIRS.values()):
+        # pointed at one subset folder itself
+        folders = [(own, data_dir)] if subset in ("all", own) else []
+        version = _read_version(data_dir.parent)
+    else:
+        keys = ("algo", "hand") if subset == "all" else (subset,)
+        folders = [(key, data_dir / SUBSET_DIRS[key]) for key in keys]
+        version = _read_version(data_dir)
+    for key, folder in folders:
+        if not folder.is_dir():
+            raise InvalidInputError(f"no Who&When {SUBSET_DIRS[key]} folder at {folder}")
+        for file in sorted(folder.glob("*.json"), key=_file_order):
+            try:
+                data = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise InvalidInputError(f"{file}: not valid JSON: {exc}") from exc
+            if not isinstance(data, dict):
+                raise InvalidInputError(f"{file}: expected a JSON object, got {type(data).__name__}")
+            yield _build_run(file, data, key, version)
+
+
+# ------------------------------------------------------------------------------------------------ internals
+
+
+def _file_order(path: Path) -> tuple[int, int, str]:
+    stem = path.stem
+    return (0, int(stem), stem) if stem.isdigit() else (1, 0, stem)
+
+
+def _read_version(data_dir: Path) -> str | None:
+    try:
+        text = (data_dir / "VERSION").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def _label_version(path: Path) -> str | None:
+    """VERSION of the data root: the folder above the subset folder (or the file's own folder)."""
+    return _read_version(path.parent.parent) or _read_version(path.parent)
+
+
+def _subset_of(path: Path, data: dict[str, Any]) -> str:
+    by_dir = _DIR_TO_SUBSET.get(path.parent.name)
+    if by_dir is not None:
+        return by_dir
+    history = data.get("history")
+    if "system_prompt" in data or "is_correct" in data:
+        return "algo"
+    if isinstance(history, list) and any(isinstance(e, dict) and "name" in e for e in history):
+        return "algo"
+    return "hand"
+
+
+def _fail(path: Path, field: str, problem: str) -> InvalidInputError:
+    return InvalidInputError(f"{path}: field {field!r} {problem}")
+
+
+def _opt_str(path: Path, data: dict[str, Any], field: str) -> str | None:
+    value = data.get(field)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise _fail(path, field, f"must be a string, got {type(value).__name__}")
+
+
+def _mistake_step(path: Path, data: dict[str, Any], n_steps: int) -> int:
+    if "mistake_step" not in data:
+        raise _fail(path, "mistake_step", "is missing")
+    raw = data["mistake_step"]
+    if isinstance(raw, bool):
+        raise _fail(path, "mistake_step", f"is not an integer: {raw!r}")
+    if isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*", raw):
+        value = int(raw)
+    else:
+        raise _fail(path, "mistake_step", f"is not an integer: {raw!r}")
+    if not 0 <= value < n_steps:
+        raise _fail(path, "mistake_step", f"is {value}, outside the history (0..{n_steps - 1})")
+    return value
+
+
+def _step_kind(speaker: str, subset: str) -> str:
+    if subset == "hand" and speaker == "human":
+        return "task"
+    if speaker in _TERMINALS:
+        return "tool_response"
+    if speaker == "Orchestrator (thought)":
+        return "reasoning"
+    return "message"
+
+
+def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, subset: str) -> Step:
+    content = entry["content"]
+    kind = _step_kind(speaker, subset)
+    agent = speaker.split(" (", 1)[0]
+    addressed = _ADDRESSED.match(speaker)
+    target = addressed.group("target") if addressed else None
+    inputs: dict[str, Any] = {}
+    outputs: dict[str, Any]
+    if kind == "tool_response":
+        outputs = {"result": content, "is_error": False}
+    elif kind == "task":
+        outputs = {}
+    else:
+        outputs = {"text": content}
+        if kind == "message":
+            block = _CODE_BLOCK.search(content)
+            if block is not None:
+                inputs = {"code": block.group("code"), "language": block.group("lang")}
+    metadata: dict[str, Any] = {"speaker": speaker}
+    if "role" in entry:
+        metadata["role"] = entry["role"]
+    return Step(
+        step_id=f"{run_id}-s{index}",
+        run_id=run_id,
+        index=index,
+        kind=kind,  # type: ignore[arg-type]
+        agent=agent,
+        content=content,
+        inputs=inputs,
+        outputs=outputs,
+        action_signature=action_signature(kind, target, content),
+        metadata=metadata,
+    )
+
+
+def _build_run(path: Path, data: dict[str, Any], subset: str, label_version: str | None) -> Run:
+    n = path.stem
+    run_id = f"whowhen-{subset}-{n}"
+    history = data.get("history")
+    if history is None:
+        raise _fail(path, "history", "is missing")
+    if not isinstance(history, list):
+        raise _fail(path, "history", f"must be a list, got {type(history).__name__}")
+    speaker_key = "name" if subset == "algo" else "role"
+    steps: list[Step] = []
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            raise _fail(path, f"history[{i}]", f"must be an object, got {type(entry).__name__}")
+        speaker = entry.get(speaker_key)
+        if not isinstance(speaker, str) or not speaker:
+            raise _fail(path, f"history[{i}].{speaker_key}", "is missing or not a non-empty string")
+        if not isinstance(entry.get("content"), str):
+            raise _fail(path, f"history[{i}].content", "is missing or not a string")
+        if "role" in entry and not isinstance(entry["role"], str):
+            raise _fail(path, f"history[{i}].role", "must be a string")
+        steps.append(_build_step(run_id, i, entry, speaker, subset))
+
+    mistake_step = _mistake_step(path, data, len(history))
+    if data.get("mistake_agent") is None:
+        raise _fail(path, "mistake_agent", "is missing")
+    extra: dict[str, Any] = {"subset": subset, "file_number": int(n) if n.isdigit() else n}
+    for key in ("question_ID", "level", "is_correct" if subset == "algo" else "is_corrected"):
+        if key in data:
+            extra[key] = data[key]
+    for key, value in data.items():
+        if key not in _KNOWN_KEYS:
+            extra[key] = value
+    if label_version is not None:
+        extra["label_version"] = label_version
+    annotations = Annotations(
+        mistake_agent=_opt_str(path, data, "mistake_agent"),
+        mistake_step=mistake_step,
+        mistake_reason=_opt_str(path, data, "mistake_reason"),
+        ground_truth=_opt_str(path, data, "ground_truth"),
+        source=f"Who&When {SUBSET_DIRS[subset]} {path.name}",
+        extra=extra,
+    )
+    metadata: dict[str, Any] = {}
+    if subset == "algo" and "system_prompt" in data:
+        prompts = data["system_prompt"]
+        if not isinstance(prompts, dict):
+            raise _fail(path, "system_prompt", f"must be an object, got {type(prompts).__name__}")
+        metadata["system_prompts"] = prompts
+    agents: list[str] = []
+    for step in steps:
+        if step.kind != "task" and step.agent not in agents:
+            agents.append(step.agent)
+    try:
+        return Run(
+            run_id=run_id,
+            framework=FRAMEWORK,
+            task=_opt_str(path, data, "question"),
+            agents=tuple(agents),
+            steps=tuple(steps),
+            outcome=Outcome(status="failure", final_answer=None),
+            metadata=metadata,
+            annotations=annotations,
+        )
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise InvalidInputError(f"{path}: not a valid Who&When log: {exc}") from exc

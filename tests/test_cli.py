@@ -1,0 +1,120 @@
+"""The `causaltrace` command: runs / show / import / export / pull, JSON output, and one-line user errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from causaltrace.cli import main
+from causaltrace.collector.otlp import load_otlp_json
+from causaltrace.collector.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "examples" / "sample_run.otlp.jsonl"
+FIXTURES = ROOT / "tests" / "fixtures" / "whowhen"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_import_runs_show_of_the_bundled_sample(capsys):
+    code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    assert code == 0
+    run_id = out.strip()
+    assert len(out.splitlines()) == 1
+    code, out, _ = run_cli(capsys, "runs", "--json")
+    rows = json.loads(out)
+    assert code == 0 and rows[0]["run_id"] == run_id
+    assert rows[0]["status"] == "failure" and rows[0]["steps"] == 16 and rows[0]["framework"] == "synthetic"
+    assert rows[0]["started_at"]
+    code, out, _ = run_cli(capsys, "show", run_id[:8], "--json")
+    shown = json.loads(out)
+    assert shown["run_id"] == run_id and len(shown["steps"]) == 16
+    first = shown["steps"][6]
+    assert {"step_id", "index", "kind", "agent", "status", "depends_on"} <= set(first)
+    assert first["kind"] == "tool_call" and first["depends_on"][0]["kind"] == "produced_by"
+    code, out, _ = run_cli(capsys, "show", run_id)
+    assert code == 0
+    assert "#9 tool_response solver lookup error" in out and "tool_result_of←#7" in out
+    assert "final answer does not contain '55'" in out
+
+
+def test_runs_failed_filter(capsys):
+    run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    run_cli(capsys, "import", str(FIXTURES), "--format", "whowhen")
+    code, out, _ = run_cli(capsys, "runs", "--json")
+    everything = json.loads(out)
+    code, out, _ = run_cli(capsys, "runs", "--failed", "--json")
+    failed = json.loads(out)
+    assert {r["status"] for r in failed} == {"failure"}
+    assert len(everything) >= len(failed) >= 2
+
+
+def test_export_then_import_gives_an_identical_run(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    run_id = out.strip()
+    target = tmp_path / "out.jsonl"
+    code, _, err = run_cli(capsys, "export", run_id, "--format", "otlp-json", "-o", str(target))
+    assert code == 0 and "wrote" in err
+    with Store() as store:
+        original = store.get_run(run_id)
+    assert load_otlp_json(target) == [original]
+    code, out, _ = run_cli(capsys, "export", run_id)
+    assert load_otlp_json(out) == [original]
+
+
+def test_export_redact_applies_the_payload_policy(capsys, monkeypatch):
+    _, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    monkeypatch.setenv("CAUSALTRACE_HIDE_OUTPUTS", "true")
+    code, out, _ = run_cli(capsys, "export", out.strip(), "--redact")
+    assert code == 0
+    assert "causaltrace.step.content" not in out and "causaltrace.step.kind" in out
+
+
+def test_whowhen_import_keeps_labels(capsys):
+    code, out, _ = run_cli(capsys, "import", str(next(FIXTURES.rglob("*.json"))), "--format", "whowhen")
+    assert code == 0
+    with Store() as store:
+        run = store.get_run(out.strip())
+    assert run.framework == "whowhen" and run.annotations is not None and run.annotations.mistake_step is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "does-not-exist"], "no run with id or prefix"),
+        (["import", "/no/such/file", "--format", "otlp-json"], "no such file"),
+        (["export", "nope"], "no run with id or prefix"),
+        (["pull", "0123", "--jaeger", "http://127.0.0.1:9"], "cannot reach Jaeger"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_malformed_trace_file_is_a_clear_error_and_loses_nothing(capsys, tmp_path):
+    _, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SAMPLE.read_text() + "{not json\n")
+    code, _, err = run_cli(capsys, "import", str(bad), "--format", "otlp-json")
+    assert code == 2 and "line 2" in err
+    code, out2, _ = run_cli(capsys, "runs", "--json")
+    assert [r["run_id"] for r in json.loads(out2)] == [out.strip()]
+
+
+def test_console_script_entry_point(tmp_path):
+    env_home = tmp_path / "home"
+    proc = subprocess.run(
+        [sys.executable, "-m", "causaltrace.cli", "--db", str(env_home / "x.db"), "runs", "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout) == []
