@@ -120,3 +120,35 @@ def test_run_spans_round_trip_through_jaeger(tmp_path, protocol):
         ]
         assert back.outcome == run.outcome and back.task == run.task
         assert runs_from_otlp(answer["result"])[0].run_id == run.run_id
+
+
+SCRIPT = """
+import causaltrace
+from causaltrace.instrumentation import _runtime
+with causaltrace.run(task="env export", verify="ok") as handle:
+    ctx = _runtime.current_run()
+    ctx.add_step("message", agent="solo", content="ok")
+    handle.report(final_answer="ok")
+from opentelemetry import trace
+trace.get_tracer_provider().shutdown()   # flush the batch exporter before exiting
+print(handle.run.trace_id)
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_standard_otel_env_vars_configure_export(tmp_path, protocol):
+    """A user who only sets OTEL_EXPORTER_OTLP_ENDPOINT / _PROTOCOL and OTEL_SERVICE_NAME gets the run in Jaeger."""
+    import os
+    import subprocess
+    import sys
+
+    with running_jaeger(tmp_path) as jaeger:
+        endpoint = jaeger.otlp_grpc_endpoint if protocol == "grpc" else jaeger.otlp_http_endpoint
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+               "OTEL_SERVICE_NAME": f"env-{protocol.replace('/', '-')}", "CAUSALTRACE_STORE": "false"}
+        out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        trace_id = out.stdout.strip().splitlines()[-1]
+        answer = _fetch_trace(jaeger, trace_id, expected_spans=2)
+        services = {_attr(rs["resource"], "service.name") for rs in answer["result"]["resourceSpans"]}
+        assert services == {env["OTEL_SERVICE_NAME"]}

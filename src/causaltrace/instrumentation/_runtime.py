@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import json
 import logging
 import re
 import threading
@@ -40,6 +41,7 @@ from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._emitter import Emitter, never_raise
 from causaltrace.instrumentation._export import resolve_provider
 from causaltrace.schema import (
+    DEPENDENCY_KINDS,
     STEP_KINDS,
     Dependency,
     Outcome,
@@ -51,6 +53,7 @@ from causaltrace.schema import (
     TokenUsage,
     Verdict,
     action_signature,
+    canonical_json,
     canonicalize_request,
     encode_response,
     request_hash,
@@ -138,6 +141,48 @@ def _now_ns() -> int:
 # ------------------------------------------------------------------------------------------------------- steps
 
 
+_DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
+_STEP_STATUSES = frozenset({"ok", "error", "unset"})
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _is_plain_json(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation)."""
+    if isinstance(value, _PLAIN):
+        return not isinstance(value, float) or value == value  # NaN is not JSON
+    if depth > 50:
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain_json(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_is_plain_json(v, depth + 1) for v in value)
+    return False
+
+
+def _as_json(value: Any) -> Any:
+    if _is_plain_json(value):
+        return value
+    return json.loads(canonical_json(value))  # tuples, pydantic models, datetimes… become JSON
+
+
+def _build_step(data: dict[str, Any]) -> Step:
+    """Build the frozen Step of an ended step without a full pydantic validation (the emit hot path).
+
+    Every field comes from this module, which keeps the Step invariants itself: indexes and dependencies are assigned
+    here (dependencies only to earlier steps), kinds were checked at start; payload dicts are made JSON-safe.
+    """
+    if data["status"] not in _STEP_STATUSES:
+        raise ValueError(f"unknown step status {data['status']!r}")
+    for key in ("inputs", "outputs", "metadata"):
+        data[key] = _as_json(data[key])
+    if data.get("arguments") is not None:
+        data["arguments"] = _as_json(data["arguments"])
+    for key in ("content", "agent"):
+        if not isinstance(data[key], str):
+            data[key] = "" if data[key] is None else str(data[key])
+    return Step.model_construct(**data, truncated=False)
+
+
 def _error_of(error: BaseException | StepError | str | None) -> StepError | None:
     if error is None:
         return None
@@ -216,12 +261,14 @@ class StepHandle:
             step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
         end_ns = max(_now_ns(), self._start_ns)
         data = dict(self._fields)
-        data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns))
+        span_ctx = self.span.get_span_context() if self.span is not None else None
+        span_id = f"{span_ctx.span_id:016x}" if span_ctx is not None and span_ctx.is_valid else None
+        data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
         if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
             target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
             payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
             data["action_signature"] = action_signature(data["kind"], target, payload)
-        step = Step(**data)
+        step = _build_step(data)
         self.step = step
         self.ctx._step_ended(self, step, end_ns)
         return step
@@ -386,7 +433,10 @@ class RunContext:
                     logger.debug("causaltrace: dependency on %s (%s) dropped: not an earlier step", step_id, kind)
                 continue
             seen.add((step_id, kind))
-            out.append(Dependency(step_id=step_id, kind=kind))  # type: ignore[arg-type]
+            if kind not in _DEPENDENCY_KINDS:
+                logger.warning("causaltrace: unknown dependency kind %r dropped", kind)
+                continue
+            out.append(Dependency.model_construct(step_id=step_id, kind=kind))
         return out
 
     def _links(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]:

@@ -1,0 +1,41 @@
+"""The public API: a curated ``__all__`` (httpx's exported-members test) and a light ``import causaltrace``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import causaltrace
+
+HEAVY = ("litellm", "autogen_agentchat", "autogen_core", "autogen_ext", "smolagents", "docker", "llama_cpp", "torch")
+
+
+def test_exported_members_are_exactly_all():
+    exported = {name for name in dir(causaltrace) if not name.startswith("_")} - {"annotations"}  # __future__
+    modules = {name for name in exported if type(getattr(causaltrace, name)).__name__ == "module"}
+    assert exported - modules == set(causaltrace.__all__) - {"__version__"}
+    for name in causaltrace.__all__:
+        assert getattr(causaltrace, name) is not None, name
+
+
+def test_import_is_light_and_fast():
+    code = (
+        "import sys, time; t = time.perf_counter(); import causaltrace; dt = time.perf_counter() - t; "
+        "import json; print(json.dumps({'seconds': dt, 'modules': sorted(sys.modules)}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    info = json.loads(out.stdout)
+    loaded_heavy = [m for m in info["modules"] if m.split(".")[0] in HEAVY]
+    assert loaded_heavy == []
+    assert info["seconds"] < 1.0, info["seconds"]
+
+
+def test_exception_tree():
+    from causaltrace import exceptions as e
+
+    assert issubclass(e.MissingExtraError, e.UserError) and issubclass(e.MissingExtraError, ImportError)
+    assert issubclass(e.ReplayDivergence, e.ReplayError) and issubclass(e.SandboxTimeout, TimeoutError)
+    assert issubclass(e.JudgeOutputInvalid, e.JudgeError) and issubclass(e.JudgeError, e.AttributionError)
+    err = e.MissingExtraError("smolagents", "smolagents")
+    assert "pip install 'causaltrace[smolagents]'" in err.message
