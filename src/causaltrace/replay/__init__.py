@@ -1,0 +1,1 @@
+"""Replay: re-run a recorded team with a corrected step (CausalFlow), repair it, collect repair pairs."""
