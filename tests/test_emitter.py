@@ -251,3 +251,20 @@ def test_runs_are_written_to_the_store(causaltrace_home):
         rows = store.list_runs()
     assert stored == handle.run
     assert rows[0]["run_id"] == handle.run_id and rows[0]["status"] == "success" and rows[0]["steps"] == 6
+
+
+def test_step_spans_take_the_direct_sdk_path_and_respect_run_sampling():
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exp = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    tracing = _runtime.configure(provider, TraceConfig(store=False))
+    try:
+        assert tracing.emitter._sdk is not None  # a silent fallback would hide a broken accessor
+        with causaltrace.run(task="t") as h:
+            _small_team(_runtime.current_run())
+        assert exp.get_finished_spans() == ()  # the run was sampled out: no span at all
+        assert len(h.run.steps) == 6  # ...but the collector still has every step
+    finally:
+        _runtime.reset_tracing()

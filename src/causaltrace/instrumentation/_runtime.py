@@ -30,15 +30,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import trace
+from pydantic import BaseModel
 from opentelemetry.trace import Span, SpanContext
 
 from causaltrace import semconv
 from causaltrace.collector.live import RunCollector, ns_to_datetime
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation._emitter import Emitter, never_raise
+from causaltrace.instrumentation._emitter import Emitter, StepSpan, never_raise
 from causaltrace.instrumentation._export import resolve_provider
 from causaltrace.schema import (
     DEPENDENCY_KINDS,
@@ -165,6 +166,24 @@ def _as_json(value: Any) -> Any:
     return json.loads(canonical_json(value))  # tuples, pydantic models, datetimes… become JSON
 
 
+_M = TypeVar("_M", bound=BaseModel)
+_STEP_FIELDS = frozenset(Step.model_fields)
+
+
+def _construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """``cls.model_construct`` for a complete, already-checked set of field values, without its per-field loop.
+
+    ``values`` must hold every field of ``cls`` (pydantic's own ``model_construct`` spends most of its time filling
+    defaults, which this hot path never needs).
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
 def _build_step(data: dict[str, Any]) -> Step:
     """Build the frozen Step of an ended step without a full pydantic validation (the emit hot path).
 
@@ -180,7 +199,13 @@ def _build_step(data: dict[str, Any]) -> Step:
     for key in ("content", "agent"):
         if not isinstance(data[key], str):
             data[key] = "" if data[key] is None else str(data[key])
-    return Step.model_construct(**data, truncated=False)
+    data["truncated"] = False
+    data.setdefault("action_signature", None)
+    if data.keys() != _STEP_FIELDS:
+        unknown = sorted(data.keys() - _STEP_FIELDS)
+        missing = sorted(_STEP_FIELDS - data.keys())
+        raise ValueError(f"step fields: unknown {unknown}, missing {missing}")
+    return _construct(Step, data)
 
 
 def _error_of(error: BaseException | StepError | str | None) -> StepError | None:
@@ -196,7 +221,7 @@ def _error_of(error: BaseException | StepError | str | None) -> StepError | None
 class StepHandle:
     """A step that has started and not yet ended. Fields may be updated until :meth:`end`."""
 
-    def __init__(self, ctx: RunContext, fields: dict[str, Any], span: Span | None, start_ns: int) -> None:
+    def __init__(self, ctx: RunContext, fields: dict[str, Any], span: StepSpan | None, start_ns: int) -> None:
         self.ctx = ctx
         self._fields = fields
         self.span = span
@@ -279,7 +304,7 @@ class StepHandle:
         token = _CURRENT_STEP.set(self)
         try:
             if self.span is not None:
-                with trace.use_span(self.span, end_on_exit=False):
+                with trace.use_span(self.span.as_current(), end_on_exit=False):
                     yield self
             else:
                 yield self
@@ -436,7 +461,7 @@ class RunContext:
             if kind not in _DEPENDENCY_KINDS:
                 logger.warning("causaltrace: unknown dependency kind %r dropped", kind)
                 continue
-            out.append(Dependency.model_construct(step_id=step_id, kind=kind))
+            out.append(_construct(Dependency, {"step_id": step_id, "kind": kind}))
         return out
 
     def _links(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]:
