@@ -38,7 +38,8 @@ export DEBIAN_FRONTEND=noninteractive
 log "apt-get update"
 apt-get update -qq >/dev/null
 log "apt-get install ${missing_pkgs[*]}"
-apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null
+# (drop debconf's "delaying package configuration, since apt-utils is not installed" notice; keep real errors)
+apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null 2> >(grep -v 'since apt-utils is not installed' >&2 || true)
 
 still_missing=()
 for tool in "${missing_tools[@]}"; do

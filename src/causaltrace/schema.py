@@ -683,6 +683,8 @@ class Cost(_Model):
     output_tokens: int = 0
     seconds: float = 0.0
     usd: float | None = None
+    #: How many of ``llm_calls`` were answered from the on-disk response cache (no request was made).
+    cached_calls: int = 0
 
 
 class EvidenceItem(_Model):

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from opentelemetry import trace
-from pydantic import BaseModel
 from opentelemetry.trace import Span, SpanContext
+from pydantic import BaseModel
 
 from causaltrace import semconv
 from causaltrace.collector.live import RunCollector, ns_to_datetime
