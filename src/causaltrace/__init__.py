@@ -13,6 +13,8 @@ Importing this package is light: no framework, litellm, docker or llama_cpp is i
 
 from __future__ import annotations
 
+from typing import Any as _Any
+
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import (
     CausaltraceError,
@@ -24,6 +26,7 @@ from causaltrace.exceptions import (
     SandboxError,
     UserError,
 )
+from causaltrace.instrumentation import instrument, uninstrument
 from causaltrace.instrumentation._export import export_stats
 from causaltrace.instrumentation._runtime import RunHandle, configure, current_run, run
 from causaltrace.schema import (
@@ -45,6 +48,35 @@ from causaltrace.schema import (
 )
 
 __version__ = "0.1.0"
+
+
+def instrument_smolagents(tracer_provider: _Any = None, config: TraceConfig | None = None) -> None:
+    """Instrument smolagents (``pip install 'causaltrace[smolagents]'``); see ``causaltrace.instrumentation.smolagents``."""
+    from causaltrace.instrumentation.smolagents import instrument_smolagents as _instrument
+
+    _instrument(tracer_provider=tracer_provider, config=config)
+
+
+def uninstrument_smolagents() -> None:
+    """Undo :func:`instrument_smolagents`."""
+    from causaltrace.instrumentation.smolagents import uninstrument_smolagents as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_autogen(tracer_provider: _Any = None, config: TraceConfig | None = None) -> None:
+    """Instrument AutoGen AgentChat (``pip install 'causaltrace[autogen]'``); see
+    ``causaltrace.instrumentation.autogen``."""
+    from causaltrace.instrumentation.autogen import instrument_autogen as _instrument
+
+    _instrument(tracer_provider=tracer_provider, config=config)
+
+
+def uninstrument_autogen() -> None:
+    """Undo :func:`instrument_autogen`."""
+    from causaltrace.instrumentation.autogen import uninstrument_autogen as _uninstrument
+
+    _uninstrument()
 
 __all__ = [
     "Annotations",
@@ -76,5 +108,11 @@ __all__ = [
     "configure",
     "current_run",
     "export_stats",
+    "instrument",
+    "instrument_autogen",
+    "instrument_smolagents",
     "run",
+    "uninstrument",
+    "uninstrument_autogen",
+    "uninstrument_smolagents",
 ]

@@ -1,0 +1,217 @@
+"""Overhead of tracing smolagents: uninstrumented vs OpenInference vs causaltrace (store off / store on).
+
+The scripted agents of ``examples/smolagents_agents.py`` run many times in one process under each variant:
+
+* ``example`` — the manager CodeAgent with its managed ToolCallingAgent (one run = 4 model calls, 4 action steps,
+  6 tool calls incl. the two code executions);
+* ``parallel`` — the manager ToolCallingAgent with two managed agents running in parallel threads.
+
+"Framework events" are counted the same way for every variant, on an uninstrumented calibration run: action steps
+(``ActionStep`` in every agent's memory) + model calls + tool calls (tools, managed agents, code executions and
+``final_answer``, counted with plain counters). The added cost of a variant is its time per run minus the
+uninstrumented time per run, divided by the events of one run. "store off" is causaltrace with the SQLite writes off
+(``TraceConfig(store=False)``), everything else on — steps, spans, links, the live collector, the recording;
+"store on" adds the SQLite writes (done by the collector's background writer). Every variant exports to the same
+do-nothing exporter through a ``SimpleSpanProcessor`` on its own ``TracerProvider``. Each top-level ``agent.run``
+is a run of its own (no ``causaltrace.run`` block): causaltrace's time includes finishing the Run. The variants take
+turns within each round and both wall time and process CPU time are reported; on a loaded machine the CPU time is
+the steadier of the two (the store writer's CPU time, on its background thread, is included in "store on").
+
+Target (issue 4): causaltrace store off / OpenInference <= 1.0.
+
+Usage: python benchmarks/bench_smolagents_overhead.py [--runs 20] [--rounds 7] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("smolagents_agents", ROOT / "examples" / "smolagents_agents.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _NullExporter(SpanExporter):
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def _provider() -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_NullExporter()))
+    return provider
+
+
+def count_events(build: Callable[[], Any], task: str) -> dict[str, int]:
+    """Action steps, model calls and tool calls of one uninstrumented run (plain counters, no tracing)."""
+    from smolagents import CodeAgent, MultiStepAgent, Tool
+    from smolagents.memory import ActionStep
+
+    counts = {"steps": 0, "model_calls": 0, "tool_calls": 0}
+    tool_call, agent_call = Tool.__call__, MultiStepAgent.__call__
+
+    def counting_tool(self: Any, *a: Any, **k: Any) -> Any:
+        counts["tool_calls"] += 1
+        return tool_call(self, *a, **k)
+
+    def counting_agent(self: Any, *a: Any, **k: Any) -> Any:
+        counts["tool_calls"] += 1
+        return agent_call(self, *a, **k)
+
+    agent = build()
+    Tool.__call__, MultiStepAgent.__call__ = counting_tool, counting_agent
+    try:
+        agent.run(task)
+    finally:
+        Tool.__call__, MultiStepAgent.__call__ = tool_call, agent_call
+    agents = [agent, *agent.managed_agents.values()]
+    for a in agents:
+        actions = [s for s in a.memory.steps if isinstance(s, ActionStep)]
+        counts["steps"] += len(actions)
+        counts["model_calls"] += a.model.calls
+        if isinstance(a, CodeAgent):
+            counts["tool_calls"] += sum(1 for s in actions if s.code_action)  # the code executions
+    counts["events"] = counts["steps"] + counts["model_calls"] + counts["tool_calls"]
+    return counts
+
+
+class _Variant:
+    """One way of running the agents: ``setup`` instruments, ``teardown`` undoes it."""
+
+    def __init__(self, name: str, setup: Callable[[], Any], teardown: Callable[[Any], None]) -> None:
+        self.name, self.setup, self.teardown = name, setup, teardown
+
+
+def _variants(tmp: Path) -> list[_Variant]:
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    from causaltrace.config import TraceConfig
+    from causaltrace.instrumentation import _runtime
+    from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+
+    def oi_setup() -> Any:
+        instrumentor = SmolagentsInstrumentor()
+        instrumentor.instrument(tracer_provider=_provider())
+        return instrumentor
+
+    def ct_setup(store: bool) -> Callable[[], Any]:
+        def setup() -> Any:
+            instrument_smolagents(_provider(), TraceConfig(store=store, db_path=tmp / "bench.db"))
+
+        return setup
+
+    def ct_teardown(_: Any) -> None:
+        _runtime.get_tracing().collector.flush()
+        uninstrument_smolagents()
+        _runtime.reset_tracing()
+
+    return [
+        _Variant("uninstrumented", lambda: None, lambda _: None),
+        _Variant("openinference", oi_setup, lambda instrumentor: instrumentor.uninstrument()),
+        _Variant("causaltrace_store_off", ct_setup(False), ct_teardown),
+        _Variant("causaltrace_store_on", ct_setup(True), ct_teardown),
+    ]
+
+
+def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Seconds per ``agent.run`` for each variant: the variants take turns, ``runs`` runs each per round (so a
+    change in the machine's load hits them all alike); the median over rounds is kept, of wall time and of the
+    process's CPU time (all threads: what the tracing itself costs, whatever else the machine is doing)."""
+    agent = build()
+    for _ in range(5):
+        agent.run(task)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        variants = _variants(Path(tmp))
+        for _ in range(rounds):
+            for variant in variants:
+                handle = variant.setup()
+                try:
+                    agent.run(task)  # warm: patches model / tool classes at run start
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    for _ in range(runs):
+                        agent.run(task)
+                    wall.setdefault(variant.name, []).append((time.perf_counter() - w0) / runs)
+                    cpu.setdefault(variant.name, []).append((time.process_time() - c0) / runs)
+                finally:
+                    variant.teardown(handle)
+    return {
+        "wall": {k: statistics.median(v) for k, v in wall.items()},
+        "cpu": {k: statistics.median(v) for k, v in cpu.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs per variant per round")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds (the variants take turns in each)")
+    parser.add_argument("--json", help="write the results to this file ('-' = stdout)")
+    args = parser.parse_args(argv)
+
+    import logging
+
+    logging.getLogger("causaltrace").setLevel(logging.ERROR)
+    example = _example()
+    scenarios = {
+        "example": (example.build, example.TASK),
+        "parallel": (example.build_parallel, example.TASK_PARALLEL),
+    }
+    results: dict[str, Any] = {}
+    for name, (build, task) in scenarios.items():
+        events = count_events(build, task)
+        seconds = measure(build, task, args.runs, args.rounds)
+        result: dict[str, Any] = {"events_per_run": events}
+        print(f"{name}: {events['events']} events/run ({events['steps']} steps, {events['model_calls']} model calls, "
+              f"{events['tool_calls']} tool calls)")
+        for clock in ("cpu", "wall"):
+            times = seconds[clock]
+            base = times["uninstrumented"]
+            added = {k: (v - base) * 1e6 / events["events"] for k, v in times.items() if k != "uninstrumented"}
+            oi = added["openinference"]
+            result[clock] = {
+                "us_per_run": {k: round(v * 1e6, 1) for k, v in times.items()},
+                "added_us_per_event": {k: round(v, 1) for k, v in added.items()},
+                "ratio_store_off_to_openinference": round(added["causaltrace_store_off"] / oi, 2) if oi > 0 else None,
+                "ratio_store_on_to_openinference": round(added["causaltrace_store_on"] / oi, 2) if oi > 0 else None,
+            }
+            r = result[clock]
+            print(f"  [{clock} time]")
+            for variant, us in r["us_per_run"].items():
+                extra = r["added_us_per_event"].get(variant)
+                print(f"    {variant:24} {us:10.1f} us/run" + ("" if extra is None else f"   +{extra:7.1f} us/event"))
+            print(f"    ratio causaltrace/OpenInference: store off {r['ratio_store_off_to_openinference']}, "
+                  f"store on {r['ratio_store_on_to_openinference']}")
+        results[name] = result
+    if args.json:
+        text = json.dumps(results, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""Everything the smolagents adapter reads from smolagents, in one place (STYLE.md: "where private attributes are
+unavoidable, keep them in one accessor function").
+
+The adapter never touches a smolagents object except through these functions and the patch table in
+``instrumentation/smolagents.py``. Checked against smolagents 1.26; the private names used are the patch targets
+``MultiStepAgent._run_stream``, ``MultiStepAgent._generate_planning_step`` and ``*Agent._step_stream`` (listed in
+:data:`PRIVATE_TARGETS`); everything read here is a public attribute of smolagents' step dataclasses.
+
+It also builds the canonical request of a model call (ARCHITECTURE "Recording"): messages as plain dicts
+(``role``, ``content``, ``tool_calls``; raw API payloads and token usage dropped; images replaced by a digest),
+``stop_sequences``, ``response_format``, ``tools_to_call_from`` as tool SCHEMAS (never Tool objects) and any extra
+arguments. Tool-call ids are aliased later by :func:`causaltrace.schema.canonicalize_request`, with a pattern
+(:func:`call_id_pattern`) that also finds them inside message text, where smolagents writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = [
+    "PRIVATE_TARGETS",
+    "agent_name",
+    "call_arguments",
+    "CallIdPattern",
+    "call_id_pattern",
+    "canonical_messages",
+    "chat_message_copy",
+    "code_logs",
+    "is_code_agent",
+    "is_tool_calling_agent",
+    "jsonable",
+    "llm_request",
+    "message_text",
+    "message_tool_calls",
+    "model_name",
+    "model_settings",
+    "reasoning_text",
+    "smol",
+    "tool_arguments_from_call",
+]
+
+#: The private smolagents methods the adapter wraps (the only private names it depends on).
+PRIVATE_TARGETS = (
+    "MultiStepAgent._run_stream",
+    "MultiStepAgent._generate_planning_step",
+    "ToolCallingAgent._step_stream",
+    "CodeAgent._step_stream",
+)
+
+
+@cache
+def smol() -> SimpleNamespace:
+    """The smolagents classes the adapter checks against (imported on first use)."""
+    from smolagents import agents, local_python_executor, memory, models, tools, utils
+
+    return SimpleNamespace(
+        MultiStepAgent=agents.MultiStepAgent,
+        CodeAgent=agents.CodeAgent,
+        ToolCallingAgent=agents.ToolCallingAgent,
+        ActionOutput=agents.ActionOutput,
+        ToolOutput=agents.ToolOutput,
+        ToolCall=memory.ToolCall,
+        ActionStep=memory.ActionStep,
+        PlanningStep=memory.PlanningStep,
+        FinalAnswerStep=memory.FinalAnswerStep,
+        ChatMessage=models.ChatMessage,
+        ChatMessageStreamDelta=models.ChatMessageStreamDelta,
+        agglomerate_stream_deltas=models.agglomerate_stream_deltas,
+        get_tool_json_schema=models.get_tool_json_schema,
+        Tool=tools.Tool,
+        BaseTool=tools.BaseTool,
+        CodeOutput=local_python_executor.CodeOutput,
+        AgentError=utils.AgentError,
+        AgentMaxStepsError=utils.AgentMaxStepsError,
+        AgentGenerationError=utils.AgentGenerationError,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- agents
+
+
+def agent_name(agent: Any) -> str:
+    """The name a step carries: the agent's ``name`` (managed agents must have one), else its class name."""
+    return getattr(agent, "name", None) or type(agent).__name__
+
+
+def is_code_agent(agent: Any) -> bool:
+    return isinstance(agent, smol().CodeAgent)
+
+
+def is_tool_calling_agent(agent: Any) -> bool:
+    return isinstance(agent, smol().ToolCallingAgent)
+
+
+def code_open_tag(agent: Any) -> str:
+    tags = getattr(agent, "code_block_tags", None)
+    return tags[0] if isinstance(tags, (tuple, list)) and tags else "<code>"
+
+
+def code_logs(memory_step: Any) -> str:
+    """The print output of a CodeAgent step, read off ``ActionStep.observations`` (works for any executor)."""
+    text = getattr(memory_step, "observations", None) or ""
+    if text.startswith("Execution logs:\n"):
+        text = text[len("Execution logs:\n") :]
+    return text.split("Last output from code snippet:\n", 1)[0]
+
+
+# --------------------------------------------------------------------------------------------------- models
+
+
+def model_name(model: Any) -> str:
+    return str(getattr(model, "model_id", None) or type(model).__name__)
+
+
+_SETTING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "max_completion_tokens")
+
+
+def model_settings(model: Any) -> dict[str, Any]:
+    """Client settings stored with each recorded call (never credentials: only the listed sampling keys)."""
+    out: dict[str, Any] = {"model": model_name(model), "model_class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    kwargs = getattr(model, "kwargs", None)
+    if isinstance(kwargs, Mapping):
+        for key in _SETTING_KEYS:
+            if key in kwargs:
+                out[key] = jsonable(kwargs[key])
+    for key in _SETTING_KEYS:
+        if key not in out and isinstance(getattr(model, key, None), (int, float)):
+            out[key] = getattr(model, key)
+    return out
+
+
+def message_text(message: Any) -> str:
+    """The text of a ChatMessage (or message dict) content."""
+    content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return str(content)
+
+
+def message_tool_calls(message: Any) -> list[dict[str, Any]]:
+    """``[{name, arguments, id}]`` of a ChatMessage's tool calls (arguments parsed when they are JSON text)."""
+    out = []
+    for tc in getattr(message, "tool_calls", None) or []:
+        fn = getattr(tc, "function", None)
+        args = getattr(fn, "arguments", None)
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                pass
+        out.append({"name": getattr(fn, "name", ""), "arguments": jsonable(args), "id": getattr(tc, "id", None)})
+    return out
+
+
+def reasoning_text(agent: Any, message: Any) -> str:
+    """The model's thought: the text before the code block (CodeAgent) or before a text-written action."""
+    text = message_text(message)
+    if is_code_agent(agent):
+        text = text.split(code_open_tag(agent), 1)[0]
+    elif getattr(message, "tool_calls", None) is None or "Action:" in text:
+        text = re.split(r"Action:|\{", text, maxsplit=1)[0]
+    return text.strip()
+
+
+def chat_message_copy(message: Any) -> Any:
+    """The ChatMessage without its raw API payload, for the Recording (which pickles it at once: that is the
+    snapshot; smolagents mutates the message afterwards)."""
+    try:
+        return dataclasses.replace(message, raw=None)
+    except Exception:
+        return message
+
+
+def _image_digest(image: Any) -> str:
+    try:
+        data = image.tobytes()
+    except Exception:
+        data = repr(image).encode()
+    return "image:sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def _content(content: Any) -> Any:
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "image":
+                parts.append({"type": "image", "image": _image_digest(part.get("image"))})
+            elif isinstance(part, Mapping):
+                parts.append({str(k): jsonable(v) for k, v in part.items()})
+            else:
+                parts.append(jsonable(part))
+        return parts
+    return jsonable(content)
+
+
+def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """Messages as plain dicts: role, content, tool_calls (no raw payloads, token usage or timestamps)."""
+    out = []
+    for m in messages:
+        if isinstance(m, Mapping):
+            role, content, tool_calls = m.get("role"), m.get("content"), m.get("tool_calls")
+        else:
+            role, content, tool_calls = getattr(m, "role", None), getattr(m, "content", None), getattr(m, "tool_calls", None)
+        item: dict[str, Any] = {"role": str(getattr(role, "value", role)), "content": _content(content)}
+        if tool_calls:
+            item["tool_calls"] = [
+                {
+                    "id": getattr(tc, "id", None) if not isinstance(tc, Mapping) else tc.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": getattr(getattr(tc, "function", None), "name", None)
+                        if not isinstance(tc, Mapping)
+                        else (tc.get("function") or {}).get("name"),
+                        "arguments": jsonable(
+                            getattr(getattr(tc, "function", None), "arguments", None)
+                            if not isinstance(tc, Mapping)
+                            else (tc.get("function") or {}).get("arguments")
+                        ),
+                    },
+                }
+                for tc in tool_calls
+            ]
+        out.append(item)
+    return out
+
+
+def tool_schema(tool: Any) -> Any:
+    try:
+        return smol().get_tool_json_schema(tool)
+    except Exception:
+        return {"name": getattr(tool, "name", repr(type(tool).__name__))}
+
+
+def llm_request(
+    messages: Sequence[Any],
+    stop_sequences: Any = None,
+    response_format: Any = None,
+    tools_to_call_from: Sequence[Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The canonical request of one ``Model.generate`` call (before id aliasing)."""
+    return {
+        "messages": canonical_messages(messages),
+        "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
+        "response_format": jsonable(response_format),
+        "tools_to_call_from": [tool_schema(t) for t in tools_to_call_from] if tools_to_call_from else None,
+        "extra": {str(k): jsonable(v) for k, v in sorted((extra or {}).items())},
+    }
+
+
+class CallIdPattern:
+    """Finds the given tool-call ids as whole tokens (``sub`` is all :func:`canonicalize_request` uses).
+
+    A plain-substring check comes first: the regex only runs on the few strings that contain an id, which keeps
+    canonicalising a 10k-character prompt cheap (the regex over every string cost ~0.8 ms per request)."""
+
+    def __init__(self, ids: Iterable[str]) -> None:
+        self.ids = tuple(sorted({i for i in ids if i}, key=len, reverse=True))
+        self.regex = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(i) for i in self.ids) + r")(?![\w-])")
+
+    def sub(self, repl: Any, string: str) -> str:
+        if not any(i in string for i in self.ids):
+            return string
+        return self.regex.sub(repl, string)
+
+
+def call_id_pattern(known_ids: Iterable[str]) -> CallIdPattern | None:
+    """A matcher of the tool-call ids seen so far in an agent run, for aliasing them inside message text too.
+
+    Every id smolagents writes into a request came from an earlier response of the same agent run (the model's ids,
+    the uuid4 ids smolagents gives tool calls it parses out of text, CodeAgent's ``call_N``), so the known ids are
+    enough; None when there are none yet."""
+    ids = [i for i in known_ids if i]
+    return CallIdPattern(ids) if ids else None
+
+
+# ---------------------------------------------------------------------------------------------------- tools
+
+
+def call_arguments(tool: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of a tool called as a Python function (CodeAgent code) as one JSON object, keyed by the
+    tool's input names (positional arguments mapped in ``tool.inputs`` order; smolagents' single-dict form kept)."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "sanitize_inputs_outputs"}
+    inputs = list(getattr(tool, "inputs", None) or {})
+    if len(args) == 1 and not kwargs and isinstance(args[0], Mapping) and all(k in inputs for k in args[0]):
+        return {str(k): jsonable(v) for k, v in args[0].items()}
+    out: dict[str, Any] = {}
+    for i, value in enumerate(args):
+        out[inputs[i] if i < len(inputs) else f"arg{i}"] = jsonable(value)
+    for key, value in kwargs.items():
+        out[str(key)] = jsonable(value)
+    return out
+
+
+def tool_arguments_from_call(arguments: Any) -> dict[str, Any]:
+    """A ToolCallingAgent call's arguments as a JSON object (a plain-string argument becomes ``{"input": …}``)."""
+    if isinstance(arguments, Mapping):
+        return {str(k): jsonable(v) for k, v in arguments.items()}
+    if arguments is None:
+        return {}
+    return {"input": jsonable(arguments)}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data: plain values kept, containers walked, anything else by ``str``."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return str(value)  # AgentText and other str subclasses become plain str
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        except Exception:
+            return str(value)
+    return str(value)
