@@ -71,10 +71,14 @@ class Sandbox(Protocol):
 
 @runtime_checkable
 class ReplayAdapter(Protocol):
-    """The playback side of a framework adapter, consumed by ``replay/``.
+    """The playback side of a framework adapter, consumed by ``replay/`` (ARCHITECTURE decision 6).
 
     ``build_playback`` builds a fresh team/agent with the user's factory and swaps in playback model clients, tools
-    and code executor; ``run_playback`` runs it on the run's task and returns the new Run.
+    and code executor (``run`` is the original Run, whose steps say which recorded call the intervention edits);
+    ``run_playback`` runs it on the run's task, traced and stored like any run, and returns the new Run with
+    ``metadata["replay"] = {"of": original run id, "intervention": ..., "served": n, "live": n,
+    "live_before_intervention": n, "deterministic": bool, "divergence": str | None}``.
+    Before the intervened call a request that does not match the recording raises ``ReplayDivergence``.
     """
 
     framework: str
@@ -87,6 +91,7 @@ class ReplayAdapter(Protocol):
         *,
         sandbox: Sandbox | None,
         live_override: str | None = None,
+        run: Run | None = None,
     ) -> Awaitable[Any] | Any: ...
 
     def run_playback(self, playback: Any, run: Run, *, verify: Any = None) -> Awaitable[Run]: ...

@@ -643,6 +643,9 @@ class ReplayResult(_Model):
     served_calls: int = 0
     live_calls: int = 0
     live_calls_before_intervention: int = 0
+    #: Replays run for this intervention, and how many of them flipped the outcome (r of R with live calls).
+    replays_run: int = 1
+    replays_flipped: int = 0
     divergence: str | None = None
     error: StepError | None = None
 

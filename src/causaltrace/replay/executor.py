@@ -1,0 +1,145 @@
+"""Replay = re-run with a playback (ARCHITECTURE decision 6; CausalFlow §4, "re-execution").
+
+``replay(run, factory, intervention, verify)`` finds the run's framework adapter in the ``ReplayAdapter`` registry,
+has it build a fresh team/agent with the user's factory and swap in playback clients, tools and code executor,
+and runs it on the run's task:
+
+* before the intervened step every request must match the recording (a mismatch is a ``ReplayDivergence`` that
+  shows the first differing request);
+* the intervened step returns the replacement;
+* after it, a request that matches the recording at the same (agent_key, kind, ordinal) is served from it, anything
+  else runs live (LLM at temperature 0 with a seed; tools; code in the sandbox).
+
+The verifier decides the new outcome; the replay ``flipped`` when a failed run now succeeds. With live LLM calls
+in the replay a flip counts only when it holds in ``r`` of ``R`` replays (``ARCHITECTURE`` "Shared contracts";
+default 2 of 3); with only deterministic calls one replay suffices.
+
+The adapter reports what it served in the new Run's ``metadata["replay"]``: ``served``, ``live``,
+``live_before_intervention``, ``deterministic`` (no live LLM call happened), ``divergence``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
+from causaltrace.protocols import Factory, Sandbox, get_replay_adapter
+from causaltrace.schema import Intervention, Outcome, ReplayResult, Run, StepError
+
+__all__ = ["ReplayPolicy", "replay", "replay_sync"]
+
+logger = logging.getLogger("causaltrace")
+
+
+@dataclass(frozen=True)
+class ReplayPolicy:
+    """How many replays a flip needs when live LLM calls are involved (r of R)."""
+
+    required: int = 2
+    attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.required <= self.attempts:
+            raise UserError(f"a flip needs r of R replays with 1 <= r <= R, got {self.required} of {self.attempts}")
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _replay_once(
+    run: Run,
+    factory: Factory,
+    intervention: Intervention,
+    verify: Any,
+    *,
+    sandbox: Sandbox | None,
+    live_override: str | None,
+) -> ReplayResult:
+    if run.recording is None:
+        raise UserError(
+            f"run {run.run_id} has no recording (imported or recorded with record=False): use predictive replay"
+        )
+    if intervention.step_id not in {s.step_id for s in run.steps}:
+        raise UserError(f"step {intervention.step_id!r} is not a step of run {run.run_id}")
+    adapter = get_replay_adapter(run.framework)
+    try:
+        playback = await _maybe_await(
+            adapter.build_playback(
+                factory, run.recording, intervention, sandbox=sandbox, live_override=live_override, run=run
+            )
+        )
+        new_run: Run = await adapter.run_playback(playback, run, verify=verify)
+    except ReplayDivergence as exc:
+        return ReplayResult(
+            original_run_id=run.run_id,
+            intervention=intervention,
+            outcome=Outcome(status="unknown", reason=f"replay diverged: {exc.message}"),
+            flipped=False,
+            divergence=exc.message,
+            error=StepError(type="ReplayDivergence", message=exc.message),
+        )
+    stats = new_run.metadata.get("replay") if isinstance(new_run.metadata.get("replay"), dict) else {}
+    assert isinstance(stats, dict)
+    flipped = run.outcome.status == "failure" and new_run.outcome.status == "success"
+    return ReplayResult(
+        original_run_id=run.run_id,
+        intervention=intervention,
+        run=new_run,
+        outcome=new_run.outcome,
+        flipped=flipped,
+        verified_by="replay",
+        served_calls=int(stats.get("served", 0)),
+        live_calls=int(stats.get("live", 0)),
+        live_calls_before_intervention=int(stats.get("live_before_intervention", 0)),
+        divergence=stats.get("divergence") if isinstance(stats.get("divergence"), str) else None,
+    )
+
+
+async def replay(
+    run: Run,
+    factory: Factory,
+    intervention: Intervention,
+    verify: Any,
+    *,
+    sandbox: Sandbox | None = None,
+    live_override: str | None = None,
+    policy: ReplayPolicy | None = None,
+) -> ReplayResult:
+    """Re-run ``run`` with ``intervention`` applied and judge the new outcome with ``verify``.
+
+    Returns the first replay's result, with ``flipped`` decided by the r-of-R policy when the replay made live LLM
+    calls (a deterministic replay decides alone). Raises ``UserError`` for a run without a recording or a step that
+    is not in it, and ``ReplayError`` when the adapter cannot play the run back at all.
+    """
+    if sandbox is None:
+        from causaltrace.replay.sandbox import default_sandbox
+
+        sandbox = default_sandbox()
+    policy = policy or ReplayPolicy()
+    first = await _replay_once(run, factory, intervention, verify, sandbox=sandbox, live_override=live_override)
+    deterministic = bool(first.run is not None and first.run.metadata.get("replay", {}).get("deterministic", True))
+    if deterministic or first.divergence is not None:
+        return first.model_copy(update={"replays_flipped": int(first.flipped)})
+    flips = int(first.flipped)
+    tried = 1
+    while tried < policy.attempts and flips < policy.required and flips + (policy.attempts - tried) >= policy.required:
+        again = await _replay_once(run, factory, intervention, verify, sandbox=sandbox, live_override=live_override)
+        flips += int(again.flipped)
+        tried += 1
+    return first.model_copy(
+        update={"flipped": flips >= policy.required, "replays_run": tried, "replays_flipped": flips}
+    )
+
+
+def replay_sync(run: Run, factory: Factory, intervention: Intervention, verify: Any, **kwargs: Any) -> ReplayResult:
+    """:func:`replay` for sync code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(replay(run, factory, intervention, verify, **kwargs))
+    raise ReplayError("replay_sync() was called from a running event loop; use `await causaltrace.replay(...)`")
