@@ -406,6 +406,10 @@ class RunContext:
         self.reason = ""
         self.outcome: Outcome | None = None
         self.run: Run | None = None
+        #: The ``causaltrace.watch`` this run belongs to, if any (it diagnoses the run after it finishes).
+        self.watch: Any = None
+        #: Leave the root span open after the run (the watch ends it once the diagnosis is on it; decision 5).
+        self.keep_root_open = False
         self.root_span: Span | None = tracing.emitter.start_root(
             semconv.run_attributes(run_id=self.run_id, framework=framework, task=task, name=name),
             start_time_ns=self.start_ns,
@@ -692,9 +696,14 @@ class RunContext:
                 metadata=self.metadata,
             ),
             error=error,
-            end_time_ns=None if self.metadata.get("keep_root_open") else end_ns,
+            end_time_ns=None if self.keep_root_open else end_ns,
         )
         self.run = self.tracing.collector.finish_run(self.run_id, **fields)
+        if self.watch is not None:
+            try:
+                self.watch.run_finished(self)
+            except Exception:
+                logger.warning("causaltrace: the watch of run %s failed", self.run_id, exc_info=True)
         return self.run
 
 
@@ -754,17 +763,44 @@ def current_run() -> RunContext | None:
     return _CURRENT_RUN.get()
 
 
-def attach_run(*, framework: str, task: str | None = None, name: str | None = None) -> tuple[RunContext, bool]:
+#: Set by ``causaltrace.watch``: maps the team / agent object a run starts on to its watch (or None).
+_WATCH_LOOKUP: Callable[[Any], Any] | None = None
+
+
+def set_watch_lookup(lookup: Callable[[Any], Any] | None) -> None:
+    """Install the function that finds the watch of a team / agent object (``causaltrace.watch`` does)."""
+    global _WATCH_LOOKUP
+    _WATCH_LOOKUP = lookup
+
+
+def attach_run(
+    *, framework: str, task: str | None = None, name: str | None = None, source: Any = None
+) -> tuple[RunContext, bool]:
     """Join the current run, or start one. Returns ``(ctx, owned)``; an owned run must be finished by the caller.
 
-    The new run becomes current in this context (and in tasks / threads started from it); the caller resets it
-    with :func:`detach_run` when the framework run ends.
+    ``source`` is the team / agent object the framework run started on: when it is watched
+    (:func:`causaltrace.watch`), the new run gets the watch's verifier and its after-run diagnosis. The caller makes
+    an owned run current with :func:`run_scope`.
     """
     ctx = _CURRENT_RUN.get()
     if ctx is not None:
         ctx.set_framework(framework, task)
         return ctx, False
-    ctx = RunContext(tracing=get_tracing(), framework=framework, task=task, name=name)
+    watch = None
+    if source is not None and _WATCH_LOOKUP is not None:
+        try:
+            watch = _WATCH_LOOKUP(source)
+        except Exception:
+            logger.warning("causaltrace: watch lookup failed", exc_info=True)
+    ctx = RunContext(
+        tracing=get_tracing(),
+        framework=framework,
+        task=task,
+        name=name,
+        verify=getattr(watch, "verify", None),
+    )
+    ctx.watch = watch
+    ctx.keep_root_open = bool(watch is not None and getattr(watch, "diagnose", False))
     return ctx, True
 
 

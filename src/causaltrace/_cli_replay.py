@@ -1,0 +1,127 @@
+"""CLI commands of the replay side: ``repair`` and ``pairs export`` (kept apart from cli.py's inspection commands).
+
+``--factory`` and ``--verify`` take ``module:function`` or ``path/to/file.py:function``; the current directory is
+put on ``sys.path`` first (ARCHITECTURE "Shared contracts": Factory). ``--verify`` may also be ``text:ANSWER``
+(the final answer must contain ANSWER).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from causaltrace.exceptions import UserError
+
+__all__ = ["add_replay_commands", "load_callable"]
+
+
+def load_callable(spec: str, what: str) -> Any:
+    """Resolve ``module:function`` or ``path/to/file.py:function`` to the object it names (a UserError if not)."""
+    if spec.startswith("text:") and what == "--verify":
+        return spec[len("text:") :]
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise UserError(f"{what} {spec!r} must look like module:function or path/to/file.py:function")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if module_part.endswith(".py") or "/" in module_part:
+        path = Path(module_part)
+        if not path.is_file():
+            raise UserError(f"{what}: no such file {module_part!r}")
+        name = f"_causaltrace_user_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise UserError(f"{what}: cannot load {module_part!r}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_part)
+        except ImportError as exc:
+            raise UserError(f"{what}: cannot import {module_part!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UserError(f"{what}: {module_part!r} has no attribute {attr!r}") from None
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Search for the earliest step whose minimal correction flips the run; store the diagnosis and repair pair."""
+    from rich.console import Console
+
+    from causaltrace.collector.store import Store
+    from causaltrace.replay.repair import repair
+
+    factory = load_callable(args.factory, "--factory")
+    verify = load_callable(args.verify, "--verify")
+    err = Console(stderr=True, highlight=False)
+    with Store(args.db) as store:
+        run = store.get_run(args.run_id)
+        candidates = [int(i) for i in args.steps.split(",")] if args.steps else None
+
+        def progress(step: Any, result: Any) -> None:
+            mark = "[green]flipped[/]" if result.flipped else f"[dim]{result.outcome.status}[/]"
+            err.print(f"  step #{step.index} {step.kind}: {result.intervention.description} → {mark}")
+
+        result = asyncio.run(
+            repair(run, factory, verify, candidates, args.k, model=args.model, store=store, on_replay=progress,
+                   mutation_budget=args.budget)
+        )
+    out = Console(highlight=False)
+    if result.decisive is None:
+        out.print(f"[yellow]no repair found[/] in {result.replays} replays ({result.seconds:.1f} s)")
+        return 0
+    step = run.step(result.decisive.step_id)
+    out.print(
+        f"[bold]decisive step #{step.index}[/] {step.kind} by [yellow]{step.agent}[/]: "
+        f"{result.decisive.best.intervention.description if result.decisive.best else ''}"
+    )
+    out.print(f"verified by replay · {result.replays} replays · {result.seconds:.1f} s · pair stored: {result.pair is not None}")
+    return 0
+
+
+def cmd_pairs_export(args: argparse.Namespace) -> int:
+    """Write the stored repair pairs as JSONL (TRL DPO or OpenAI preference format)."""
+    from causaltrace.collector.store import Store
+    from causaltrace.replay.pairs import export_pairs
+
+    with Store(args.db) as store:
+        pairs = store.repair_pairs(run_id=args.run)
+    text = export_pairs(pairs, format=args.format, include_predicted=args.include_predicted)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {text.count(chr(10))} pair(s) to {args.output}", file=sys.stderr)
+    return 0
+
+
+def add_replay_commands(sub: Any) -> None:
+    """Add ``repair`` and ``pairs`` to the ``causaltrace`` subcommands."""
+    p = sub.add_parser("repair", help="find the earliest step whose minimal correction flips a failed run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--factory", required=True, help="module:function or file.py:function building a fresh team")
+    p.add_argument("--verify", required=True, help="module:function or file.py:function judging the outcome")
+    p.add_argument("-k", type=int, default=3, help="LLM proposals per step (with --model; default 3)")
+    p.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for proposals")
+    p.add_argument("--steps", help="comma-separated step indexes to try (default: the diagnosis's candidates)")
+    p.add_argument("--budget", type=int, default=30, help="deterministic mutation proposals per step (default 30)")
+    p.set_defaults(func=cmd_repair)
+
+    pairs = sub.add_parser("pairs", help="repair pairs")
+    pairs_sub = pairs.add_subparsers(dest="pairs_command", metavar="COMMAND", required=True)
+    e = pairs_sub.add_parser("export", help="export repair pairs as JSONL")
+    e.add_argument("--format", default="trl-dpo", choices=["trl-dpo", "openai-dpo"])
+    e.add_argument("--include-predicted", action="store_true", help="also pairs verified by prediction only")
+    e.add_argument("--run", help="only the pairs of this run")
+    e.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    e.set_defaults(func=cmd_pairs_export)
