@@ -66,6 +66,8 @@ class RunCollector(SpanProcessor):
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
         self._writer: threading.Thread | None = None
         self.write_errors = 0
+        #: Set when this collector's set-up was replaced: it ignores further spans (it stays on the provider).
+        self.closed = False
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -114,6 +116,8 @@ class RunCollector(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
+        if self.closed:
+            return
         try:
             attrs = span.attributes or {}
             step_id = attrs.get(semconv.STEP_ID)

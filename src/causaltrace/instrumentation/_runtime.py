@@ -96,8 +96,9 @@ class Tracing:
         self.emitter = Emitter(self.tracer, config)
 
     def shutdown(self) -> None:
-        """Flush the collector's pending writes."""
+        """Flush the collector's pending writes and detach it (the SDK cannot remove a span processor)."""
         self.collector.flush()
+        self.collector.closed = True
 
 
 _TRACING: Tracing | None = None

@@ -1,0 +1,188 @@
+"""Overhead of tracing an AutoGen team: uninstrumented vs OpenInference vs causaltrace (store off / store on).
+
+The scripted example team (examples/autogen_team.py: planner, tool-using solver, reviewer on the reactive scripted
+clients) runs many times under each mode. The modes are INTERLEAVED in small batches inside one process —
+instrument, run a batch, uninstrument, next mode — so the drifting load of a shared machine hits every mode alike
+(both instrumentations restore AutoGen's originals when uninstrumented; they are never active together). Only
+``await team.run(task)`` is timed; the team is built before each run. Each top-level ``team.run`` is a run of its own
+(no ``causaltrace.run`` block), so causaltrace's time includes finishing and storing the Run.
+
+Modes:
+  baseline       no instrumentation
+  openinference  openinference-instrumentation-autogen-agentchat
+  ct-store-off   causaltrace, TraceConfig(store=False): collector and recording on, no SQLite writes
+  ct-store-on    causaltrace, TraceConfig(store=True), CAUSALTRACE_HOME in a temporary directory
+  ct-no-record   causaltrace, store off AND record off (for information: what the Recording costs)
+
+Every instrumented mode exports to its own SDK TracerProvider with a SimpleSpanProcessor and a discarding exporter;
+no global provider is set, so AutoGen's own spans are no-ops in every mode. Times are CPU time of the process
+(``time.process_time``: all threads, so the store's writer thread counts) and wall time; a mode's figure is the
+LOWER QUARTILE over all its runs (other processes' load only ever adds time, so the lower quartile is the most
+stable estimate on a shared machine; medians are in the JSON). "Per event" divides the added time by the framework events of one run, counted the same
+way in every mode: the messages and events of the TaskResult (the task included), the model calls (the scripted
+clients' call counters) and the tool calls (the results in the TaskResult's ToolCallExecutionEvents).
+
+Run:  python benchmarks/bench_autogen_overhead.py [--batch 10] [--batches 40] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record")
+
+
+def _provider() -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Discard()))
+    return provider
+
+
+class _Modes:
+    """Switches the instrumentation of each mode on and off."""
+
+    def __init__(self) -> None:
+        from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
+
+        from causaltrace.config import TraceConfig
+
+        self.openinference = AutogenAgentChatInstrumentor()
+        self.configs = {
+            "ct-store-off": TraceConfig(store=False),
+            "ct-store-on": TraceConfig(store=True),
+            "ct-no-record": TraceConfig(store=False, record=False),
+        }
+
+    def on(self, mode: str) -> None:
+        # a fresh provider each time: causaltrace adds its collector to the provider it is configured with
+        if mode == "openinference":
+            self.openinference.instrument(tracer_provider=_provider())
+        elif mode in self.configs:
+            from causaltrace.instrumentation.autogen import instrument_autogen
+
+            instrument_autogen(_provider(), self.configs[mode])
+
+    def off(self, mode: str) -> None:
+        if mode == "openinference":
+            self.openinference.uninstrument()
+        elif mode in self.configs:
+            from causaltrace.instrumentation import _runtime
+            from causaltrace.instrumentation.autogen import uninstrument_autogen
+
+            uninstrument_autogen()
+            _runtime.get_tracing().shutdown()  # the store's pending writes belong to this mode's batch
+            _runtime.reset_tracing()
+
+
+async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str, float]]:
+    sys.path.insert(0, str(ROOT / "examples"))
+    example = importlib.import_module("autogen_team")
+    from autogen_agentchat.messages import ToolCallExecutionEvent
+
+    modes = _Modes()
+    cpu: dict[str, list[float]] = {m: [] for m in MODES}
+    wall: dict[str, list[float]] = {m: [] for m in MODES}
+    events: dict[str, set[int]] = {m: set() for m in MODES}
+    for round_no in range(batches + 1):  # round 0 is the warm-up
+        for mode in MODES:
+            modes.on(mode)
+            try:
+                for _ in range(warmup if round_no == 0 else batch):
+                    team = example.build()
+                    start_cpu, start_wall = time.process_time(), time.perf_counter()
+                    result = await team.run(task=example.TASK)
+                    stop_cpu, stop_wall = time.process_time(), time.perf_counter()
+                    if round_no == 0:
+                        continue
+                    cpu[mode].append(stop_cpu - start_cpu)
+                    wall[mode].append(stop_wall - start_wall)
+                    model_calls = sum(agent._model_client.calls for agent in team._participants)
+                    tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
+                    events[mode].add(len(result.messages) + model_calls + tools)
+            finally:
+                start_cpu = time.process_time()
+                modes.off(mode)
+                if round_no and mode == "ct-store-on":  # the writes flushed at the end of the batch count
+                    flush = (time.process_time() - start_cpu) / batch
+                    cpu[mode][-batch:] = [t + flush for t in cpu[mode][-batch:]]
+
+    def q1(values: list[float]) -> float:
+        return statistics.quantiles(values, n=4)[0] * 1e6
+
+    return {
+        mode: {
+            "cpu_us": q1(cpu[mode]),
+            "wall_us": q1(wall[mode]),
+            "cpu_median_us": statistics.median(cpu[mode]) * 1e6,
+            "wall_median_us": statistics.median(wall[mode]) * 1e6,
+            "events": float(next(iter(events[mode]))) if len(events[mode]) == 1 else float("nan"),
+            "runs": float(len(cpu[mode])),
+        }
+        for mode in MODES
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=10, help="runs per mode before switching to the next mode")
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["CAUSALTRACE_HOME"] = home
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        results = asyncio.run(_measure(args.batch, args.batches, args.warmup))
+    base = results["baseline"]
+    events = base["events"]
+    if any(r["events"] != events for r in results.values()):
+        raise SystemExit(f"the modes saw different framework events: {results}")
+    print(
+        f"AutoGen scripted team: {args.batches} x {args.batch} runs per mode (interleaved), {events:.0f} framework "
+        "events per run (8 messages/events + 5 model calls + 2 tool calls)"
+    )
+    print("lower quartile of the per-run times:")
+    print(f"{'mode':15} {'CPU µs/run':>11} {'wall µs/run':>12} {'added CPU µs/event':>19} {'added wall µs/event':>20}")
+    for mode in MODES:
+        r = results[mode]
+        r["added_cpu_us_per_event"] = (r["cpu_us"] - base["cpu_us"]) / events
+        r["added_wall_us_per_event"] = (r["wall_us"] - base["wall_us"]) / events
+        print(
+            f"{mode:15} {r['cpu_us']:11.0f} {r['wall_us']:12.0f} {r['added_cpu_us_per_event']:19.1f}"
+            f" {r['added_wall_us_per_event']:20.1f}"
+        )
+    oi = results["openinference"]
+    for mode in ("ct-store-off", "ct-store-on"):
+        for kind in ("cpu", "wall"):
+            ref = oi[f"added_{kind}_us_per_event"]
+            ratio = results[mode][f"added_{kind}_us_per_event"] / ref if ref > 0 else float("inf")
+            results[mode][f"ratio_{kind}_to_openinference"] = ratio
+        print(
+            f"ratio {mode} / openinference: {results[mode]['ratio_cpu_to_openinference']:.2f} (CPU), "
+            f"{results[mode]['ratio_wall_to_openinference']:.2f} (wall)"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

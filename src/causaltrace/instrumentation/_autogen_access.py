@@ -1,0 +1,174 @@
+"""Everything the AutoGen adapter reads from AutoGen objects: one accessor per private attribute, the canonical
+recorded requests, and small text helpers.
+
+AutoGen 0.7.5 (FACTS.md "AutoGen AgentChat 0.7.5") keeps several things the adapter needs in private attributes.
+Each private read lives in exactly one function below, so an AutoGen change breaks one place and the adapter
+degrades (the accessor returns a neutral value) instead of raising into the user's run:
+
+=================================  ==========================================  =================================
+accessor                           private attribute                           used for
+=================================  ==========================================  =================================
+:func:`participants_of`            ``BaseGroupChat._participants``             patching participants' classes
+:func:`model_client_of`            ``<agent or team>._model_client``           patching the client class;
+                                                                               the selector's client
+:func:`manager_name`               ``BaseGroupChatManager._name``              the selector's agent name
+:func:`client_create_args`         ``<OpenAI-style client>._create_args``      model name and temperature
+=================================  ==========================================  =================================
+
+The canonical requests (:func:`llm_request`, :func:`tool_request`) are what the Recording hashes (ARCHITECTURE
+"Recording"); the playback side of issue E must build its requests with the same two functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "client_create_args",
+    "client_settings",
+    "extract_code",
+    "llm_request",
+    "manager_name",
+    "model_client_of",
+    "parse_arguments",
+    "participants_of",
+    "text_of",
+    "tool_request",
+]
+
+_CODE_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+# ------------------------------------------------------------------------------------ private attributes (one each)
+
+
+def participants_of(team: Any) -> list[Any]:
+    """The participants (agents or teams) of a group-chat team (``BaseGroupChat._participants``)."""
+    value = getattr(team, "_participants", None)
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def model_client_of(obj: Any) -> Any:
+    """The model client an agent or a team (SelectorGroupChat) holds (``._model_client``), or None."""
+    return getattr(obj, "_model_client", None)
+
+
+def manager_name(manager: Any) -> str:
+    """The name a group-chat manager publishes under (``BaseGroupChatManager._name``), e.g.
+    ``SelectorGroupChatManager``."""
+    name = getattr(manager, "_name", None)
+    return name if isinstance(name, str) and name else type(manager).__name__
+
+
+def client_create_args(client: Any) -> Mapping[str, Any]:
+    """The default create arguments of an OpenAI-style client (``._create_args``: model, temperature…)."""
+    value = getattr(client, "_create_args", None)
+    return value if isinstance(value, Mapping) else {}
+
+
+# --------------------------------------------------------------------------------------------------- settings
+
+
+def client_settings(client: Any) -> dict[str, Any]:
+    """The client settings stored with each recorded LLM call: model, temperature (when known), model_info.
+
+    The model name comes from the client's create arguments (OpenAI-style clients), else a public ``model``
+    attribute (the scripted clients of :mod:`causaltrace.testing.autogen`), else the client's class name.
+    """
+    create_args = client_create_args(client)
+    model = create_args.get("model") or getattr(client, "model", None)
+    settings: dict[str, Any] = {"model": str(model) if model else type(client).__name__}
+    temperature = create_args.get("temperature", getattr(client, "temperature", None))
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        settings["temperature"] = temperature
+    try:
+        info = client.model_info
+        settings["model_info"] = json.loads(json.dumps(dict(info), default=str))
+    except Exception:  # a client without model_info: record what we have
+        pass
+    return settings
+
+
+# --------------------------------------------------------------------------------------------- canonical requests
+
+
+def _tool_schema(tool: Any) -> Any:
+    schema = getattr(tool, "schema", None)
+    if schema is not None and not isinstance(tool, Mapping):
+        return dict(schema)
+    return tool
+
+
+def _json_output(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    schema = getattr(value, "model_json_schema", None)
+    if callable(schema):
+        return {"name": getattr(value, "__name__", type(value).__name__), "schema": schema()}
+    return repr(value)
+
+
+def llm_request(
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Any] = (),
+    tool_choice: Any = "auto",
+    json_output: Any = None,
+    extra_create_args: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The request of one ``ChatCompletionClient.create`` / ``create_stream`` call, as the Recording hashes it.
+
+    Messages stay pydantic objects here: :func:`causaltrace.schema.canonicalize_request` dumps them (``model_dump``),
+    drops ``created_at`` and aliases tool-call ids; tools become their SCHEMAS, never Tool objects.
+    """
+    choice = tool_choice if isinstance(tool_choice, str) or tool_choice is None else getattr(tool_choice, "name", "?")
+    return {
+        "messages": list(messages),
+        "tools": [_tool_schema(t) for t in tools],
+        "tool_choice": choice,
+        "json_output": _json_output(json_output),
+        "extra_create_args": dict(extra_create_args or {}),
+    }
+
+
+def tool_request(name: str, arguments: Any) -> dict[str, Any]:
+    """The request of one tool call: its name and parsed arguments (the call id is not part of it)."""
+    return {"name": name, "arguments": arguments}
+
+
+# ------------------------------------------------------------------------------------------------------- text
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """A FunctionCall's ``arguments`` (a JSON string) as a JSON object: ``{"raw": text}`` when it is not JSON,
+    ``{"value": v}`` when it is JSON but not an object."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return {"raw": str(raw)}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def text_of(message: Any) -> str:
+    """The human-readable text of an AutoGen message or event (``to_text()``, else ``content``)."""
+    to_text = getattr(message, "to_text", None)
+    if callable(to_text):
+        try:
+            return str(to_text())
+        except Exception:
+            pass
+    content = getattr(message, "content", "")
+    return content if isinstance(content, str) else str(content)
+
+
+def extract_code(text: str) -> dict[str, str] | None:
+    """``{code, language}`` of the Markdown code blocks in ``text`` (joined), or None when there is none."""
+    blocks = _CODE_BLOCK.findall(text or "")
+    if not blocks:
+        return None
+    return {"code": "\n\n".join(code for _, code in blocks), "language": blocks[0][0] or ""}

@@ -1,0 +1,199 @@
+"""AutoGen AgentChat adapter (autogen-agentchat 0.7.5): every step of a live team as a typed, linked, recorded span.
+
+Usage:
+    >>> import causaltrace
+    >>> causaltrace.instrument_autogen()                      # doctest: +SKIP
+    >>> async with causaltrace.run(task=TASK, verify="42") as handle:   # doctest: +SKIP
+    ...     await team.run(task=TASK)
+    >>> handle.outcome.status                                  # doctest: +SKIP
+
+Without a ``causaltrace.run()`` block, each top-level ``team.run`` / ``run_stream`` or ``agent.run`` /
+``run_stream`` is a run of its own (ARCHITECTURE "Shared contracts").
+
+What is captured (ARCHITECTURE "Steps"; the hooks are the ones FACTS.md measured on 0.7.5):
+
+=================================================  ===========================================================
+hook                                               steps and dependencies
+=================================================  ===========================================================
+``BaseGroupChat.run_stream`` (and ``run``)         the run (owned when no ``causaltrace.run()`` is active),
+                                                   ``task``; ``final_answer`` (``answer_of``) on a normal
+                                                   finish; a nested team: an ``agent_turn`` of the team
+``BaseChatAgent.run_stream`` / ``run``             the same for a single agent (top level or AgentTool)
+``<agent class>.on_messages_stream``               ``agent_turn`` (``selected_by`` / ``handoff_from``); the
+                                                   messages it yields: ``message`` / ``handoff``
+                                                   (``produced_by``), ``tool_call`` (``produced_by``),
+                                                   ``memory_access``, ``reasoning``; an exception: an ``error``
+                                                   step and ERROR on the turn
+``<client class>.create`` / ``create_stream``      ``llm_response`` for EVERY model call (any client), with
+                                                   ``continues`` / ``saw`` / ``observed`` / ``memory_read``;
+                                                   recorded (kind ``llm``)
+``AssistantAgent._execute_tool_call`` (private)    ``tool_response`` (``tool_result_of``; ERROR when
+                                                   ``is_error``); recorded (kind ``tool``)
+``CodeExecutorAgent.execute_code_block``           ``code_execution`` (``executes`` the step carrying the code)
+``SelectorGroupChatManager.select_speaker``        the selector's ``llm_response`` (agent = the manager's name)
+                                                   and ``speaker_selection`` (``produced_by`` it)
+=================================================  ===========================================================
+
+Decisions (documented here and in the issue note):
+
+* ``agent_key`` (the Recording's key) is the ``/``-joined path of names from the root: the root team's ``name``
+  (``"team"`` when it has none), nested teams' names, then the agent (``team/solver``); an agent run inside an
+  AgentTool adds the invoking agent (``team/solver/helper``); the selector is ``<team path>/<manager name>``
+  (``SelectorGroupChat/SelectorGroupChatManager`` by default). Runtime ids never appear (they embed uuids).
+* The final answer is the text of the last chat message from a participant other than ``user``, with the
+  TextMentionTermination keyword stripped. ``stop`` is ``limit`` for MaxMessageTermination, ``max_turns``,
+  TokenUsageTermination, TimeoutTermination and cancellation, ``normal`` for every other termination (also when a
+  limit and another condition fire on the same message), ``error`` when the run raised.
+* A failed tool (``is_error=True``) is an ERROR ``tool_response`` with the error text; its ``tool_call`` stays OK
+  (the call was made as the model asked). An exception inside an agent is an ``error`` step plus ERROR on its
+  ``agent_turn``; the run's outcome is then a failure (AutoGen raises it from ``run_stream``, unchanged).
+* An llm_response's ``inputs`` point to its recorded request (``{"recording": {agent_key, kind, ordinal,
+  request_hash}}``) instead of repeating the whole context each call; with ``record=False`` they hold the messages.
+* AutoGen's own OpenTelemetry spans (``create_agent``, ``invoke_agent``, ``execute_tool`` and the runtime's
+  ``create/send/publish/process/ack``) go to the GLOBAL tracer provider; because the run's root span is current
+  while the team's embedded runtime starts, they land in the run's trace. Switch the runtime spans off with the
+  environment variable ``AUTOGEN_DISABLE_RUNTIME_TRACING=true`` (read when a runtime is constructed, i.e. when the
+  team is built): the ``process`` spans otherwise carry whole message JSON.
+* Each ``agent_turn`` carries its ``agent_key`` in ``metadata``; a recorded call carries its ``step_id``.
+* A ``str`` task is turned into the very ``TextMessage(source="user")`` AutoGen would build, before the framework
+  starts, so the ``task`` step is known to be what every agent's first delivered message came from.
+* Limits: a team given an EXTERNAL runtime (``runtime=``) that was started outside the run is not traced inside
+  (its tasks do not carry the run's context); MagenticOneGroupChat's orchestrator calls are recorded as
+  llm_responses of the client's class name, without speaker-selection steps; AutoGen 0.7.5's own
+  ``CancellationToken``, cancelled while a tool runs, leaves ``team.run`` hanging with or without causaltrace
+  (cancel the asyncio task instead: that is a ``limit`` stop).
+* Private AutoGen attributes are read in one accessor each (:mod:`._autogen_access`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from typing import Any
+
+from causaltrace.config import TraceConfig
+from causaltrace.exceptions import MissingExtraError
+from causaltrace.instrumentation import _runtime
+
+__all__ = ["instrument_autogen", "is_instrumented", "uninstrument_autogen"]
+
+logger = logging.getLogger("causaltrace")
+
+_LOCK = threading.Lock()
+_INSTRUMENTED = False
+
+#: (module, attribute path, wrapper name in ``_autogen_hooks``): the static patch table. Agent classes and model
+#: client classes found later (user subclasses, clients imported after instrumentation) are patched on first use.
+PATCHES: tuple[tuple[str, str, str], ...] = (
+    ("autogen_agentchat.teams._group_chat._base_group_chat", "BaseGroupChat.run_stream", "wrap_team_run_stream"),
+    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.run_stream", "wrap_agent_run_stream"),
+    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.run", "wrap_agent_run"),
+    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.on_messages_stream", "wrap_turn_stream"),
+    ("autogen_agentchat.agents._assistant_agent", "AssistantAgent.on_messages_stream", "wrap_turn_stream"),
+    ("autogen_agentchat.agents._assistant_agent", "AssistantAgent._execute_tool_call", "wrap_execute_tool_call"),
+    ("autogen_agentchat.agents._code_executor_agent", "CodeExecutorAgent.on_messages_stream", "wrap_turn_stream"),
+    ("autogen_agentchat.agents._code_executor_agent", "CodeExecutorAgent.execute_code_block", "wrap_execute_code"),
+    ("autogen_agentchat.agents._user_proxy_agent", "UserProxyAgent.on_messages_stream", "wrap_turn_stream"),
+    ("autogen_agentchat.agents._society_of_mind_agent", "SocietyOfMindAgent.on_messages_stream", "wrap_turn_stream"),
+    ("autogen_agentchat.agents._message_filter_agent", "MessageFilterAgent.on_messages_stream", "wrap_turn_stream"),
+    (
+        "autogen_agentchat.teams._group_chat._selector_group_chat",
+        "SelectorGroupChatManager.select_speaker",
+        "wrap_select_speaker",
+    ),
+)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out: list[type] = []
+    stack = list(cls.__subclasses__())
+    while stack:
+        klass = stack.pop()
+        if klass not in out:
+            out.append(klass)
+            stack.extend(klass.__subclasses__())
+    return out
+
+
+def instrument_autogen(tracer_provider: Any = None, config: TraceConfig | None = None) -> None:
+    """Instrument AutoGen AgentChat: every team / agent run becomes a causaltrace Run. Idempotent.
+
+    ``tracer_provider`` / ``config`` are handed to :func:`causaltrace.configure` (calling again with other values
+    replaces them). Raises :class:`~causaltrace.exceptions.MissingExtraError` when AutoGen is not installed.
+    """
+    try:
+        importlib.import_module("autogen_agentchat")
+        importlib.import_module("autogen_core")
+    except ImportError as exc:
+        raise MissingExtraError("autogen-agentchat", "autogen") from exc
+    _runtime.configure(tracer_provider, config)
+    global _INSTRUMENTED
+    with _LOCK:
+        if _INSTRUMENTED:
+            return
+        from wrapt import resolve_path
+
+        from causaltrace.instrumentation import _autogen_hooks as hooks
+
+        for module, path, wrapper_name in PATCHES:
+            try:
+                owner, attribute, _original = resolve_path(module, path)
+            except (ImportError, AttributeError) as exc:  # an AutoGen without this hook: degrade, never fail
+                logger.warning("causaltrace: AutoGen hook %s.%s not found (%s); skipped", module, path, exc)
+                continue
+            hooks.patch_attribute(owner, attribute, getattr(hooks, wrapper_name))
+        from autogen_agentchat.agents import BaseChatAgent
+        from autogen_core.models import ChatCompletionClient
+
+        for klass in _subclasses(BaseChatAgent):
+            if "on_messages_stream" in klass.__dict__:
+                hooks.patch_agent_class(klass)
+        for klass in _subclasses(ChatCompletionClient):
+            hooks.patch_client_class(klass)
+        hooks.enable()
+        _INSTRUMENTED = True
+
+
+def uninstrument_autogen() -> None:
+    """Restore every AutoGen method :func:`instrument_autogen` wrapped. Idempotent."""
+    global _INSTRUMENTED
+    with _LOCK:
+        if not _INSTRUMENTED:
+            return
+        from causaltrace.instrumentation import _autogen_hooks as hooks
+
+        hooks.disable()
+        hooks.unpatch_all()
+        _INSTRUMENTED = False
+
+
+def is_instrumented() -> bool:
+    """Whether AutoGen is currently instrumented."""
+    return _INSTRUMENTED
+
+
+def __getattr__(name: str) -> Any:
+    """``AutogenInstrumentor``: an OpenTelemetry ``BaseInstrumentor`` for users of ``opentelemetry-instrument``;
+    built on first access because ``opentelemetry-instrumentation`` is not a dependency of causaltrace."""
+    if name != "AutogenInstrumentor":
+        raise AttributeError(name)
+    try:
+        from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise MissingExtraError("opentelemetry-instrumentation", "autogen") from exc
+
+    class AutogenInstrumentor(BaseInstrumentor):  # type: ignore[misc,valid-type]
+        """``AutogenInstrumentor().instrument(tracer_provider=..., config=TraceConfig(...))``."""
+
+        def instrumentation_dependencies(self) -> tuple[str, ...]:
+            return ("autogen-agentchat >= 0.7",)
+
+        def _instrument(self, **kwargs: Any) -> None:
+            instrument_autogen(kwargs.get("tracer_provider"), kwargs.get("config"))
+
+        def _uninstrument(self, **kwargs: Any) -> None:
+            uninstrument_autogen()
+
+    globals()["AutogenInstrumentor"] = AutogenInstrumentor
+    return AutogenInstrumentor

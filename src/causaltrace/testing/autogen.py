@@ -1,0 +1,402 @@
+"""Reactive scripted model clients for AutoGen AgentChat (ARCHITECTURE decision 8).
+
+A :class:`ScriptedChatCompletionClient` answers each ``create`` / ``create_stream`` call with a deterministic
+FUNCTION of the request (a *policy*), never with the next item of a canned list — so a replay that changes one step
+(a corrected tool argument) produces a different, consistent downstream. Token usage is reported as word counts.
+
+The policies of the demo arithmetic team (task ``"(a + b) * c"``):
+
+* :func:`planner_policy` restates the task's numbers as a plan (``PLAN: step 1: add 17 and 25. step 2: multiply
+  the sum by 3.``);
+* :func:`solver_policy` parses the numbers the plan gave it and calls the ``add`` / ``multiply`` tools with them,
+  one call per model turn, each next call built from the previous tool RESULT in its context, then reports
+  ``add(17, 25) = 42; multiply(42, 3) = 126. RESULT: 126``. ``off_by_one=True`` plants the demo's fault: the first
+  ``add`` gets its second operand + 1; ``parallel=True`` computes ``a*c + b*c`` with two parallel ``multiply``
+  calls first;
+* :func:`reviewer_policy` recomputes every operation the solver reported and answers ``RESULT: n verified.
+  APPROVE`` only when all of them and the RESULT agree, else ``REJECT: <what is wrong>`` (it checks the
+  arithmetic it was shown, not the task — weak verification, so a wrong operand is carried forward);
+* :func:`selector_policy` picks a SelectorGroupChat's next speaker from the conversation in the selector prompt.
+
+Usage:
+    >>> from causaltrace.testing.autogen import planner_client, solver_client
+    >>> client = solver_client(off_by_one=True)              # a ChatCompletionClient
+    >>> client.model_info["function_calling"]
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autogen_core import CancellationToken, FunctionCall
+from autogen_core.models import (
+    AssistantMessage,
+    ChatCompletionClient,
+    CreateResult,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    ModelCapabilities,
+    ModelInfo,
+    RequestUsage,
+    UserMessage,
+)
+
+__all__ = [
+    "ScriptedChatCompletionClient",
+    "ScriptedRequest",
+    "ToolCallSpec",
+    "call",
+    "parse_task",
+    "planner_client",
+    "planner_policy",
+    "reviewer_client",
+    "reviewer_policy",
+    "selector_client",
+    "selector_policy",
+    "solver_client",
+    "solver_policy",
+]
+
+_OP = re.compile(r"\b(add|multiply)\((-?\d+), (-?\d+)\) = (-?\d+)")
+_RESULT = re.compile(r"RESULT: (-?\d+|\w+)")
+_TASK = re.compile(r"\(\s*(-?\d+)\s*\+\s*(-?\d+)\s*\)\s*\*\s*(-?\d+)")
+_PLAN = re.compile(r"add (-?\d+) and (-?\d+)\. step 2: multiply the sum by (-?\d+)")
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call a policy asks for: the tool's name and its arguments."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+def call(name: str, **arguments: Any) -> ToolCallSpec:
+    """``call("add", a=1, b=2)``: a tool call for a policy to return (a list of them = parallel calls)."""
+    return ToolCallSpec(name, arguments)
+
+
+def _text(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for item in content:
+            if isinstance(item, FunctionCall):
+                parts.append(f"{item.name}({item.arguments})")
+            elif isinstance(item, FunctionExecutionResult):
+                parts.append(item.content)
+            else:
+                parts.append(str(item))
+        return " ".join(parts)
+    return str(content)
+
+
+class ScriptedRequest:
+    """The request a policy sees: the messages (AutoGen ``LLMMessage`` objects) and the tools offered, with helpers
+    for the questions a reactive policy asks."""
+
+    def __init__(
+        self,
+        messages: Sequence[LLMMessage],
+        tools: Sequence[Any] = (),
+        tool_choice: Any = "auto",
+        json_output: Any = None,
+    ) -> None:
+        self.messages = list(messages)
+        self.tool_names = [
+            getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else str(t)) for t in tools
+        ]
+        self.tool_choice = tool_choice
+        self.json_output = json_output
+
+    # -- reading the conversation -------------------------------------------------------------------------------
+
+    def text(self) -> str:
+        """All message texts, one per line (what word-count usage is computed over)."""
+        return "\n".join(_text(m) for m in self.messages)
+
+    def task(self) -> str:
+        """The text of the first message from ``user`` (the task), or ''."""
+        for m in self.messages:
+            if isinstance(m, UserMessage) and m.source == "user":
+                return _text(m)
+        return ""
+
+    def last_from(self, source: str) -> tuple[int, str] | None:
+        """``(position, text)`` of the latest message whose source is ``source``."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[i]
+            if getattr(m, "source", None) == source and isinstance(getattr(m, "content", None), str):
+                return i, _text(m)
+        return None
+
+    def last_user_text(self) -> str:
+        """The text of the latest user-role message (from any source)."""
+        for m in reversed(self.messages):
+            if isinstance(m, UserMessage):
+                return _text(m)
+        return ""
+
+    def tool_rounds_since(self, position: int) -> list[tuple[list[FunctionCall], list[FunctionExecutionResult]]]:
+        """The (calls, results) rounds the model had after message ``position``, oldest first."""
+        rounds: list[tuple[list[FunctionCall], list[FunctionExecutionResult]]] = []
+        for m in self.messages[position + 1 :]:
+            if isinstance(m, AssistantMessage) and isinstance(m.content, list):
+                rounds.append(([c for c in m.content if isinstance(c, FunctionCall)], []))
+            elif isinstance(m, FunctionExecutionResultMessage) and rounds:
+                rounds[-1][1].extend(m.content)
+        return rounds
+
+    def tool_rounds(self) -> int:
+        """How many tool-calling assistant messages the whole request holds (used for deterministic call ids)."""
+        return sum(1 for m in self.messages if isinstance(m, AssistantMessage) and isinstance(m.content, list))
+
+
+Policy = Callable[[ScriptedRequest], "str | ToolCallSpec | Sequence[ToolCallSpec] | CreateResult"]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class ScriptedChatCompletionClient(ChatCompletionClient):
+    """A ChatCompletionClient whose answer is ``policy(ScriptedRequest)``: a str (text), a ToolCallSpec or a list
+    of them (tool calls, parallel when several), or a full CreateResult.
+
+    Tool-call ids are deterministic (``<model>-<k>-<i>``: k = tool rounds already in the request, i = position).
+    ``model_info`` declares function calling, JSON and structured output, family ``unknown``.
+    """
+
+    def __init__(self, policy: Policy, *, model: str = "scripted", temperature: float = 0.0) -> None:
+        self.policy = policy
+        self.model = model
+        self.temperature = temperature
+        self.calls = 0
+        self._total = RequestUsage(prompt_tokens=0, completion_tokens=0)
+        self._last = RequestUsage(prompt_tokens=0, completion_tokens=0)
+
+    def _answer(
+        self,
+        messages: Sequence[LLMMessage],
+        tools: Sequence[Any],
+        tool_choice: Any,
+        json_output: Any,
+    ) -> CreateResult:
+        request = ScriptedRequest(messages, tools, tool_choice, json_output)
+        out = self.policy(request)
+        self.calls += 1
+        if isinstance(out, CreateResult):
+            result = out
+        else:
+            specs = [out] if isinstance(out, ToolCallSpec) else out
+            prompt = _words(request.text())
+            if isinstance(specs, str):
+                usage = RequestUsage(prompt_tokens=prompt, completion_tokens=_words(specs))
+                result = CreateResult(finish_reason="stop", content=specs, usage=usage, cached=False)
+            else:
+                k = request.tool_rounds()
+                calls = [
+                    FunctionCall(id=f"{self.model}-{k}-{i}", name=s.name, arguments=json.dumps(dict(s.arguments)))
+                    for i, s in enumerate(specs)
+                ]
+                completion = sum(_words(f"{c.name} {c.arguments}") for c in calls)
+                usage = RequestUsage(prompt_tokens=prompt, completion_tokens=completion)
+                result = CreateResult(finish_reason="function_calls", content=calls, usage=usage, cached=False)
+        self._last = result.usage
+        self._total = RequestUsage(
+            prompt_tokens=self._total.prompt_tokens + result.usage.prompt_tokens,
+            completion_tokens=self._total.completion_tokens + result.usage.completion_tokens,
+        )
+        return result
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Any] = [],
+        tool_choice: Any = "auto",
+        json_output: Any = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        return self._answer(messages, tools, tool_choice, json_output)
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Any] = [],
+        tool_choice: Any = "auto",
+        json_output: Any = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        result = self._answer(messages, tools, tool_choice, json_output)
+        if isinstance(result.content, str):
+            words = result.content.split(" ")
+            for i, word in enumerate(words):
+                yield word if i == len(words) - 1 else word + " "
+        yield result
+
+    async def close(self) -> None:
+        return None
+
+    def actual_usage(self) -> RequestUsage:
+        return self._last
+
+    def total_usage(self) -> RequestUsage:
+        return self._total
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Any] = []) -> int:
+        return _words("\n".join(_text(m) for m in messages))
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Any] = []) -> int:
+        return max(0, 100_000 - self.count_tokens(messages, tools=tools))
+
+    @property
+    def capabilities(self) -> ModelCapabilities:  # type: ignore[override]
+        return ModelCapabilities(vision=False, function_calling=True, json_output=True)  # type: ignore[typeddict-item]
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(
+            vision=False,
+            function_calling=True,
+            json_output=True,
+            family="unknown",
+            structured_output=True,
+            multiple_system_messages=True,
+        )
+
+
+# ----------------------------------------------------------------------------------------- the arithmetic team
+
+
+def parse_task(text: str) -> tuple[int, int, int] | None:
+    """``(a, b, c)`` of a task that contains ``(a + b) * c``."""
+    m = _TASK.search(text or "")
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def planner_policy(request: ScriptedRequest) -> str:
+    """Restate the task's numbers as a two-step plan (again after a rejection, naming it)."""
+    numbers = parse_task(request.task())
+    if numbers is None:
+        return "PLAN: I found no expression of the form (a + b) * c in the task."
+    a, b, c = numbers
+    plan = f"PLAN: step 1: add {a} and {b}. step 2: multiply the sum by {c}. solver, use the tools."
+    last = request.last_user_text()
+    if last.startswith("REJECT"):
+        plan = "The reviewer rejected the last answer; redo it. " + plan
+    return plan
+
+
+def solver_policy(*, off_by_one: bool = False, parallel: bool = False) -> Policy:
+    """The tool-using solver (see the module docstring)."""
+
+    def policy(request: ScriptedRequest) -> str | ToolCallSpec | list[ToolCallSpec]:
+        found = request.last_from("planner")
+        plan = _PLAN.search(found[1]) if found else None
+        if found is None or plan is None:
+            return "I have no plan with numbers to work on. RESULT: unknown"
+        a, b, c = (int(g) for g in plan.groups())
+        rounds = request.tool_rounds_since(found[0])
+        for _calls, results in rounds:
+            for result in results:
+                if result.is_error:
+                    return f"The {result.name} tool failed: {result.content}. RESULT: unknown"
+        done = [(fc, res) for calls, results in rounds for fc, res in zip(calls, results, strict=False)]
+        if parallel:
+            if not rounds:
+                return [call("multiply", a=a, b=c), call("multiply", a=b + (1 if off_by_one else 0), b=c)]
+            if len(rounds) == 1:
+                return call("add", a=int(done[0][1].content), b=int(done[1][1].content))
+        else:
+            if not rounds:
+                return call("add", a=a, b=b + (1 if off_by_one else 0))
+            if len(rounds) == 1:
+                return call("multiply", a=int(done[0][1].content), b=c)
+        steps = []
+        for fc, res in done:
+            args = json.loads(fc.arguments)
+            steps.append(f"{fc.name}({args['a']}, {args['b']}) = {res.content}")
+        return "; ".join(steps) + f". RESULT: {done[-1][1].content}"
+
+    return policy
+
+
+def reviewer_policy(request: ScriptedRequest) -> str:
+    """Recompute every operation the solver reported; APPROVE only when all agree with the RESULT."""
+    found = request.last_from("solver")
+    if found is None:
+        return "REJECT: there is no answer from the solver to review."
+    text = found[1]
+    ops = _OP.findall(text)
+    result = _RESULT.search(text)
+    if not ops or result is None:
+        return "REJECT: the solver reported no computation and no RESULT."
+    problems = []
+    for name, x, y, z in ops:
+        expected = int(x) + int(y) if name == "add" else int(x) * int(y)
+        if expected != int(z):
+            problems.append(f"{name}({x}, {y}) is {expected}, not {z}")
+    if result.group(1) != ops[-1][3]:
+        problems.append(f"the RESULT {result.group(1)} is not the last value {ops[-1][3]}")
+    if problems:
+        return "REJECT: " + "; ".join(problems) + "."
+    return f"RESULT: {result.group(1)} verified. APPROVE"
+
+
+_PARTICIPANTS = re.compile(r"select the next role from (\[[^\]]*\])")
+
+
+def selector_policy(order: Sequence[str] = ("planner", "solver", "reviewer")) -> Policy:
+    """Pick the next speaker from the conversation in a SelectorGroupChat prompt: the role after the last speaker in
+    ``order`` (after ``user``: the first), back to the solver after a REJECT."""
+
+    def policy(request: ScriptedRequest) -> str:
+        prompt = request.text()
+        m = _PARTICIPANTS.search(prompt)
+        candidates = json.loads(m.group(1).replace("'", '"')) if m else list(order)
+        last_speaker, last_text = "user", ""
+        for line in prompt.splitlines():
+            head, sep, rest = line.partition(": ")
+            if sep and (head in order or head == "user"):
+                last_speaker, last_text = head, rest
+        if last_speaker == "reviewer" and last_text.startswith("REJECT") and "solver" in candidates:
+            return "solver"
+        names = list(order)
+        nxt = names[0] if last_speaker not in names else names[(names.index(last_speaker) + 1) % len(names)]
+        return nxt if nxt in candidates else candidates[0]
+
+    return policy
+
+
+def planner_client() -> ScriptedChatCompletionClient:
+    """A fresh client running :func:`planner_policy`."""
+    return ScriptedChatCompletionClient(planner_policy, model="scripted-planner")
+
+
+def solver_client(*, off_by_one: bool = False, parallel: bool = False) -> ScriptedChatCompletionClient:
+    """A fresh client running :func:`solver_policy`."""
+    return ScriptedChatCompletionClient(
+        solver_policy(off_by_one=off_by_one, parallel=parallel), model="scripted-solver"
+    )
+
+
+def reviewer_client() -> ScriptedChatCompletionClient:
+    """A fresh client running :func:`reviewer_policy`."""
+    return ScriptedChatCompletionClient(reviewer_policy, model="scripted-reviewer")
+
+
+def selector_client(order: Sequence[str] = ("planner", "solver", "reviewer")) -> ScriptedChatCompletionClient:
+    """A fresh client running :func:`selector_policy`."""
+    return ScriptedChatCompletionClient(selector_policy(order), model="scripted-selector")
