@@ -36,6 +36,9 @@ object in ``_smol_access.py``):
   ChatMessage) and every tool / managed-agent / code call, keyed ``(agent_key, kind, ordinal, request_hash)`` with
   ``agent_key`` the ``/``-joined agent names from the root (``manager/math_agent``).
 
+Replay: importing this module registers the playback side, :class:`~causaltrace.instrumentation._smol_playback.
+SmolagentsReplayAdapter`, in the ReplayAdapter registry (``causaltrace.replay`` finds it by framework name).
+
 Context propagation: smolagents runs parallel tool calls with ``copy_context()``; its LocalPythonExecutor runs code
 in a thread of its own without it — the patched ``local_python_executor.timeout`` runs that thread in a copy of the
 caller's context, so calls made by the code stay in the run (and in its trace). A tool or managed agent that the
@@ -201,7 +204,9 @@ def _begin(agent: Any, task: Any) -> AgentRun:
         parent = None
     invocation = _INVOKER.get()
     if parent is None:
-        ctx, owned = _runtime.attach_run(framework="smolagents", task=None if task is None else str(task))
+        ctx, owned = _runtime.attach_run(
+            framework="smolagents", task=None if task is None else str(task), source=agent
+        )
     else:
         ctx, owned = parent.ctx, False
     if invocation is not None and (invocation.parent is not parent or invocation.target != acc.agent_name(agent)):
@@ -457,3 +462,18 @@ def _timeout(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], 
         return decorate(in_context)
 
     return propagate
+
+
+# ------------------------------------------------------------------------------------------------- playback
+
+
+def _register_playback() -> None:
+    """Register the playback side (``_smol_playback.py``) in the ReplayAdapter registry (ARCHITECTURE "Package
+    layout": adapters register by framework name when imported)."""
+    from causaltrace.instrumentation._smol_playback import SmolagentsReplayAdapter
+    from causaltrace.protocols import register_replay_adapter
+
+    register_replay_adapter(SmolagentsReplayAdapter())
+
+
+_register_playback()

@@ -30,7 +30,7 @@ from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.protocols import Factory, Sandbox, get_replay_adapter
 from causaltrace.schema import Intervention, Outcome, ReplayResult, Run, StepError
 
-__all__ = ["ReplayPolicy", "replay", "replay_sync"]
+__all__ = ["ReplayPolicy", "default_sandbox", "replay", "replay_sync"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -45,6 +45,19 @@ class ReplayPolicy:
     def __post_init__(self) -> None:
         if not 1 <= self.required <= self.attempts:
             raise UserError(f"a flip needs r of R replays with 1 <= r <= R, got {self.required} of {self.attempts}")
+
+
+_DEFAULT_SANDBOX: Sandbox | None = None
+
+
+def default_sandbox() -> Sandbox:
+    """The sandbox replays use unless given one: a shared :class:`SubprocessSandbox` (bubblewrap, cgroups)."""
+    global _DEFAULT_SANDBOX
+    if _DEFAULT_SANDBOX is None:
+        from causaltrace.replay.sandbox import SubprocessSandbox
+
+        _DEFAULT_SANDBOX = SubprocessSandbox()
+    return _DEFAULT_SANDBOX
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -117,8 +130,6 @@ async def replay(
     is not in it, and ``ReplayError`` when the adapter cannot play the run back at all.
     """
     if sandbox is None:
-        from causaltrace.replay.sandbox import default_sandbox
-
         sandbox = default_sandbox()
     policy = policy or ReplayPolicy()
     first = await _replay_once(run, factory, intervention, verify, sandbox=sandbox, live_override=live_override)

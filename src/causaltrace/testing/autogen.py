@@ -175,6 +175,9 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
     ``model_info`` declares function calling, JSON and structured output, family ``unknown``.
     """
 
+    #: A pure function of the request: live calls to it during replay are deterministic.
+    deterministic = True
+
     def __init__(self, policy: Policy, *, model: str = "scripted", temperature: float = 0.0) -> None:
         self.policy = policy
         self.model = model

@@ -151,6 +151,9 @@ def _scripted_model_class() -> type:
     class _ScriptedModel(Model):
         """A smolagents Model whose reply is ``policy(request)``: see :class:`ScriptedModel`."""
 
+        #: A pure function of the request: live calls to it during replay are deterministic.
+        deterministic = True
+
         def __init__(self, policy: Policy, *, model_id: str = "scripted", **kwargs: Any) -> None:
             super().__init__(model_id=model_id, **kwargs)
             self.policy = policy
