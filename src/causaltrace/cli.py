@@ -228,6 +228,134 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """Diagnose a stored run, print the diagnosis and store it with the run."""
+    from causaltrace.attribution.engine import diagnose_sync
+
+    with _store(args) as store:
+        store.mark_incomplete()
+        run = store.get_run(args.run_id)
+        diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
+                                  ablate=_csv(args.ablate))
+        store.save_diagnosis(diagnosis)
+    if args.json:
+        _print_json(diagnosis.model_dump(mode="json"))
+        return 0
+    _render_diagnosis(run, diagnosis, _console())
+    return 0
+
+
+def _csv(values: Sequence[str] | None) -> list[str]:
+    return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
+
+
+def _render_diagnosis(run: Any, d: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    head = f"[bold]diagnosis of run {run.run_id}[/] · method {d.method}"
+    if d.model:
+        head += f" · model {escape(d.model)}"
+    head += f" · verified by [cyan]{d.verified_by}[/]"
+    console.print(head)
+    if d.failed:
+        console.print(f"[bold red]failed:[/] {escape(d.failure_reason or 'no reason given')}")
+    else:
+        step = run.step_at(d.decisive_step_index) if d.decisive_step_index is not None else None
+        where = f"step {d.decisive_step_index}" if step is not None else "no step"
+        kind = f" ({step.kind})" if step is not None else ""
+        console.print(f"[bold]decisive error:[/] {where}{kind} by [yellow]{escape(d.agent or '-')}[/]")
+        if d.category:
+            console.print(f"[bold]category:[/] {d.category} {escape(d.category_name or '')}")
+        if step is not None:
+            console.print(f"[dim]step text:[/] {escape(_short(step.content, 200))}")
+        if d.explanation:
+            console.print(f"[bold]why:[/] {escape(d.explanation)}")
+        if d.evidence:
+            path = " → ".join(f"#{e.index} {e.role}" for e in d.evidence)
+            console.print(f"[bold]evidence path:[/] {path}")
+        if d.candidates:
+            from rich.table import Table
+
+            table = Table(title="top candidates", show_lines=False)
+            for col in ("rank", "step", "agent", "score", "reasons"):
+                table.add_column(col, overflow="fold" if col == "reasons" else "ellipsis")
+            for n, c in enumerate(d.candidates[:5], 1):
+                table.add_row(str(n), str(c.index), escape(c.agent), f"{c.score:.3f}",
+                              escape(_short("; ".join(c.reasons), 140)))
+            console.print(table)
+    cost = d.cost
+    money = f" · ${cost.usd:.4f}" if cost.usd is not None else ""
+    stages = ", ".join(f"{k}: {v}" for k, v in cost.calls_by_stage.items())
+    console.print(
+        f"[dim]cost: {cost.llm_calls} LLM call(s){f' ({stages})' if stages else ''}"
+        f"{f', {cost.cached_calls} from cache' if cost.cached_calls else ''} · {cost.input_tokens} in / "
+        f"{cost.output_tokens} out tokens · {cost.seconds:.2f} s{money}[/]"
+    )
+
+
+def _wide_console(stream: TextIO) -> Any:
+    from rich.console import Console
+
+    return Console(file=stream, highlight=False, soft_wrap=False, width=None if stream.isatty() else 220)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmark attribution methods on Who&When: a table on stdout (stderr with --json -) and optional JSON."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from causaltrace.attribution.bench import bench_whowhen, default_data_dir, render_table, select_runs
+
+    methods = _csv(args.method)
+    if not methods:
+        raise UserError("--method needs at least one method name")
+    data_dir = Path(args.data) if args.data else default_data_dir()
+    runs = select_runs(data_dir, args.subset, limit=args.limit, order=args.order)
+    err_console = _wide_console(sys.stderr)
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as progress:
+        task = progress.add_task("diagnosing", total=len(runs) * len(methods))
+
+        def tick(method: str, run: Any, diagnosis: Any) -> None:
+            progress.update(task, advance=1, description=f"{method} · {run.run_id}")
+
+        report = asyncio.run(
+            bench_whowhen(data_dir, methods, args.model, subset=args.subset, with_answer=args.with_answer,
+                          concurrency=args.concurrency, ablate=_csv(args.ablate), progress=tick, runs=runs)
+        )
+    to_stdout = args.json == "-"
+    render_table(report, err_console if to_stdout else _wide_console(sys.stdout))
+    if args.json:
+        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+        if to_stdout:
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+            print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the self-contained HTML report of a stored run (its newest diagnosis and its repair pairs included)."""
+    from causaltrace.report import write_report
+
+    with _store(args) as store:
+        store.mark_incomplete()
+        run = store.get_run(args.run_id)
+        diagnoses = store.diagnoses(run.run_id)
+        pairs = store.repair_pairs(run_id=run.run_id)
+    diagnosis = diagnoses[-1] if diagnoses else None
+    try:
+        path = write_report(run, args.html, diagnosis=diagnosis, pairs=pairs)
+    except OSError as exc:
+        raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
+    if diagnosis is None:
+        print(f"no diagnosis yet: run causaltrace diagnose {run.run_id}", file=sys.stderr)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------ parser
 
 
@@ -270,7 +398,55 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.add_argument("--redact", action="store_true", help="apply the payload policy (CAUSALTRACE_* env vars)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("diagnose", help="find the decisive error of a stored run (and store the diagnosis)")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p.add_argument("--method", default="graph", help="attribution method (default: graph)")
+    p.add_argument("--model", default=None,
+                   help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
+    p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
+    p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
+    p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("bench", help="benchmark attribution methods")
+    bench = p.add_subparsers(dest="bench_kind", metavar="BENCHMARK")
+    b = bench.add_parser("whowhen", help="the Who&When benchmark (184 failed multi-agent logs)")
+    b.add_argument("--method", required=True, action="append", metavar="M[,M2,…]",
+                   help="method(s) to compare, comma-separated")
+    b.add_argument("--model", default=None, help="litellm model, or 'local' (default: $CAUSALTRACE_MODEL)")
+    b.add_argument("--subset", default="all", choices=["algo", "hand", "all"], help="default: all")
+    answer = b.add_mutually_exclusive_group()
+    answer.add_argument("--with-answer", dest="with_answer", action="store_true",
+                        help="put the ground-truth answer in the prompts (the papers' setting)")
+    answer.add_argument("--without-answer", dest="with_answer", action="store_false", help="the default")
+    b.set_defaults(with_answer=False)
+    b.add_argument("--limit", type=int, default=None, metavar="N", help="the first N traces (see --order)")
+    b.add_argument("--order", default="file", choices=["file", "size"],
+                   help="file: file-number order; size: smallest first (by characters)")
+    b.add_argument("--concurrency", type=int, default=4, metavar="C", help="traces (and LLM calls) at a time")
+    b.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
+    b.add_argument("--data", default=None, metavar="DIR", help="the Who&When folder (default: ../shared/data/whowhen)")
+    b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
+    b.set_defaults(func=cmd_bench)
+    p.set_defaults(func=_bench_help(p))
+    from causaltrace._cli_replay import add_replay_commands
+
+    add_replay_commands(sub)
+
+    p = sub.add_parser("report", help="write a run's report as one self-contained HTML file")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p.add_argument("--html", required=True, metavar="OUT", help="the HTML file to write")
+    p.set_defaults(func=cmd_report)
     return parser
+
+
+def _bench_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return EXIT_USER_ERROR
+
+    return show
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,106 @@
+"""Repair end to end on a real smolagents team (reactive scripted models, the real sandbox, the real store):
+the search finds the earliest step whose minimal correction flips the run, updates the diagnosis, stores a repair
+pair whose prompt is the exact recorded request, and the pairs export in TRL / OpenAI preference formats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+import causaltrace
+from causaltrace.cli import main
+from causaltrace.collector.store import Store
+from causaltrace.config import TraceConfig
+from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+from causaltrace.replay.pairs import pair_rows
+from causaltrace.replay.repair import _producing_llm, repair_sync
+from causaltrace.replay.sandbox import SubprocessSandbox
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+import smolagents_agents as example  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def instrumented():
+    instrument_smolagents(TracerProvider(), TraceConfig())
+    yield
+    uninstrument_smolagents()
+    _runtime.reset_tracing()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return SubprocessSandbox()
+
+
+def _failed_run():
+    with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
+        example.build_failing().run(example.TASK)
+    assert handle.outcome.status == "failure"
+    return handle.run
+
+
+def test_repair_finds_the_decisive_code_step_and_stores_a_pair(sandbox):
+    run = _failed_run()
+    result = repair_sync(run, example.build_failing, example.verify, sandbox=sandbox)
+    assert result.repaired
+    step = run.step(result.decisive.step_id)
+    assert step.kind in ("tool_call", "code_execution") and "range(1, 6)" in (step.inputs.get("code")
+                                                                              or step.arguments.get("code", ""))
+    assert step.agent == "manager"
+    # the earliest flip: no earlier candidate flipped
+    assert all(a.crs == 0.0 for a in result.attempts[:-1]) and result.attempts[-1].crs == 1.0
+    assert result.live_calls_before_intervention == 0
+    best = result.decisive.best
+    assert best.outcome.final_answer == "91" and best.run is not None
+    diag = result.diagnosis
+    assert diag.verified_by == "replay" and diag.decisive_step_id == step.step_id and diag.agent == "manager"
+    assert any(r["flipped"] for r in diag.artifacts["replays"])
+    pair = result.pair
+    assert pair is not None and pair.step_id == step.step_id and pair.verified_by == "replay"
+    llm = _producing_llm(run, run.step(pair.step_id))
+    rec = llm.inputs["recording"]
+    call = run.recording.find(rec["agent_key"], "llm", rec["ordinal"])
+    assert pair.prompt == call.request["messages"]  # the exact recorded request at the corrected step
+    assert "range(1, 6)" in pair.rejected["content"] and "range(1, 6)" not in pair.chosen["content"]
+    with Store() as store:
+        assert store.repair_pairs(run_id=run.run_id)[0].pair_id == pair.pair_id
+        assert store.diagnoses(run.run_id)[-1].verified_by == "replay"
+    trl = list(pair_rows([pair], format="trl-dpo"))[0]
+    assert trl["prompt"][0]["role"] in ("system", "user") and isinstance(trl["prompt"][0]["content"], str)
+    assert trl["chosen"][0]["role"] == "assistant" and trl["metadata"]["crs"] == 1.0
+    assert trl["metadata"]["replay_run_id"] == best.run.run_id
+    openai = list(pair_rows([pair], format="openai-dpo"))[0]
+    assert set(openai) == {"input", "preferred_output", "non_preferred_output", "metadata"}
+
+
+def test_predicted_pairs_are_excluded_by_default():
+    from causaltrace.schema import RepairPair
+
+    predicted = RepairPair(pair_id="p", run_id="r", step_id="r/1", step_index=1, step_kind="message", agent="a",
+                           prompt=[{"role": "user", "content": "hi"}], chosen={"role": "assistant", "content": "x"},
+                           rejected={"role": "assistant", "content": "y"}, verified_by="prediction")
+    assert list(pair_rows([predicted])) == []
+    assert len(list(pair_rows([predicted], include_predicted=True))) == 1
+
+
+def test_cli_repair_and_pairs_export(capsys, tmp_path, monkeypatch):
+    run = _failed_run()
+    monkeypatch.chdir(tmp_path)
+    code = main(["repair", run.run_id, "--factory", f"{EXAMPLES}/smolagents_agents.py:build_failing",
+                 "--verify", f"{EXAMPLES}/smolagents_agents.py:verify"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "decisive step #" in out and "manager" in out and "flipped" in err
+    target = tmp_path / "pairs.jsonl"
+    assert main(["pairs", "export", "--format", "trl-dpo", "-o", str(target)]) == 0
+    rows = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["metadata"]["run_id"] == run.run_id
+    code = main(["repair", run.run_id, "--factory", "nope:build", "--verify", "text:91"])
+    assert code == 2 and "cannot import 'nope'" in capsys.readouterr().err
