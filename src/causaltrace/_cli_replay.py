@@ -105,8 +105,59 @@ def cmd_pairs_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo team of each framework: trace, diagnose, repair by replay, export the pair, write the report."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from causaltrace.config import causaltrace_home
+    from causaltrace.demo import run_demo
+
+    if args.db:
+        os.environ["CAUSALTRACE_DB"] = args.db
+    frameworks = ["autogen", "smolagents"] if args.framework == "both" else [args.framework]
+    err = Console(stderr=True, highlight=False)
+    out = Console(highlight=False)
+    out_dir = Path(args.out) if args.out else causaltrace_home() / "demo"
+    started = __import__("time").perf_counter()
+    with err.status("causaltrace demo") as status:
+
+        def say(message: str) -> None:
+            status.update(message)
+            err.print(f"[dim]{message}[/]")
+
+        results = run_demo(frameworks, model=args.model, out_dir=out_dir, say=say)
+    table = Table(title="causaltrace demo", show_lines=False)
+    for col in ("framework", "run", "outcome", "decisive step", "fix (replay-verified)", "replays", "seconds"):
+        table.add_column(col)
+    for r in results:
+        decisive = f"#{r.decisive_index} {r.decisive_kind} by {r.decisive_agent}" if r.decisive_index is not None else "-"
+        fix = f"{r.fix} → answer {r.repaired_answer}" if r.repaired else "no repair found"
+        table.add_row(r.framework, r.run_id[:12], r.status, decisive, fix, str(r.replays), f"{r.seconds:.1f}")
+    out.print(table)
+    for r in results:
+        out.print(f"[bold]{r.framework}[/]: report {r.report}  ·  repair pairs {r.pairs}")
+        out.print(f"   inspect: causaltrace show {r.run_id}  ·  causaltrace runs")
+    store = os.environ.get("CAUSALTRACE_DB") or str(causaltrace_home() / "causaltrace.db")
+    out.print(f"store: {store}  ·  total {__import__('time').perf_counter() - started:.1f} s")
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        out.print(f"spans exported over OTLP to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}")
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+    return 0 if all(r.repaired for r in results) else 1
+
+
 def add_replay_commands(sub: Any) -> None:
-    """Add ``repair`` and ``pairs`` to the ``causaltrace`` subcommands."""
+    """Add ``repair``, ``pairs`` and ``demo`` to the ``causaltrace`` subcommands."""
+    d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
+    d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"])
+    d.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for the LLM stages")
+    d.add_argument("--out", help="directory for the report and pairs (default: $CAUSALTRACE_HOME/demo)")
+    d.set_defaults(func=cmd_demo)
+
     p = sub.add_parser("repair", help="find the earliest step whose minimal correction flips a failed run")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--factory", required=True, help="module:function or file.py:function building a fresh team")

@@ -63,11 +63,18 @@ def _short(text: str | None, width: int = 80) -> str:
 # --------------------------------------------------------------------------------------------------- commands
 
 
+def _is_replay_name(name: str | None) -> bool:
+    """Runs produced by a replay are named "<original name> (replay)" (or "replay") by the playback adapters."""
+    return bool(name) and (name == "replay" or str(name).endswith(" (replay)"))
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the runs in the store, newest first."""
     with _store(args) as store:
         store.mark_incomplete()
-        rows = store.list_runs(failed=args.failed, limit=args.limit)
+        rows = store.list_runs(failed=args.failed, limit=None if args.replays else args.limit)
+    if not args.replays:  # the runs a replay produced are listed only on request
+        rows = [r for r in rows if not _is_replay_name(r.get("name"))][: args.limit]
     if args.json:
         _print_json(rows)
         return 0
@@ -372,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="list stored runs")
     p.add_argument("--failed", action="store_true", help="only runs whose outcome is a failure")
     p.add_argument("--limit", type=int, default=None, help="at most N runs")
+    p.add_argument("--replays", action="store_true", help="also list the runs that replays produced")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_runs)
 

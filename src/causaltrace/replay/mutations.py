@@ -75,9 +75,11 @@ def _format_number(text: str, value: int | float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-def _text_number_mutations(text: str) -> Iterator[tuple[str, str]]:
+def _text_number_mutations(text: str, grounded: frozenset[str] = frozenset()) -> Iterator[tuple[str, str]]:
     for match in _NUMBER.finditer(text):
         raw = match.group(0)
+        if raw in grounded:
+            continue
         number: int | float = float(raw) if "." in raw else int(raw)
         for variant in _number_variants(number):
             new = text[: match.start()] + _format_number(raw, variant) + text[match.end() :]
@@ -134,8 +136,6 @@ def _boundary_mutations(code: str, pos: Any) -> Iterator[tuple[str, str]]:
             target, what = node.upper, "slice end"
         if target is None or target.end_lineno is None or target.end_col_offset is None:
             continue
-        if isinstance(target, ast.Constant):
-            continue  # a literal end is already mutated as a number
         start = pos(target.lineno, target.col_offset)
         end = pos(target.end_lineno, target.end_col_offset)
         segment = code[start:end]
@@ -147,13 +147,15 @@ def _boundary_mutations(code: str, pos: Any) -> Iterator[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------------- arguments
 
 
-def _argument_mutations(arguments: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+def _argument_mutations(
+    arguments: dict[str, Any], grounded: frozenset[str] = frozenset()
+) -> Iterator[tuple[dict[str, Any], str]]:
     for key, value in arguments.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _num_text(value) not in grounded:
             for variant in _number_variants(value):
                 yield {**arguments, key: variant}, f"argument {key}: {value} → {variant}"
         elif isinstance(value, str):
-            for new, why in _text_number_mutations(value):
+            for new, why in _text_number_mutations(value, grounded):
                 yield {**arguments, key: new}, f"argument {key}: {why}"
             if key in ("code", "source", "script"):
                 for new, why in _code_mutations(value):
@@ -184,8 +186,8 @@ def _earlier_values(run: Run, step: Step) -> tuple[list[str], list[str]]:
     return numbers[-20:], entities[-20:]
 
 
-def _text_mutations(text: str, run: Run, step: Step) -> Iterator[tuple[str, str]]:
-    yield from _text_number_mutations(text)
+def _text_mutations(text: str, run: Run, step: Step, grounded: frozenset[str]) -> Iterator[tuple[str, str]]:
+    yield from _text_number_mutations(text, grounded)
     numbers, entities = _earlier_values(run, step)
     for match in _NUMBER.finditer(text):
         for value in numbers:
@@ -200,9 +202,30 @@ def _text_mutations(text: str, run: Run, step: Step) -> Iterator[tuple[str, str]
 # -------------------------------------------------------------------------------------------------- proposals
 
 
+def _num_text(value: int | float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def grounded_numbers(run: Run, step: Step) -> frozenset[str]:
+    """Numbers the step got from its sources: the task and the steps it depends on.
+
+    Nudging such a number (±1, ±10%) in a message or a tool argument would make a correct step wrong so that a
+    later fault is compensated — a spurious "repair" of a step that was right. Those mutations are not proposed
+    (code literals are exempt: a boundary bug often IS a number copied from the task, used wrongly).
+    """
+    texts = [run.task or ""]
+    by_id = {s.step_id: s for s in run.steps}
+    for dep in step.depends_on:
+        source = by_id.get(dep.step_id)
+        if source is not None and (source.kind == "task" or source.metadata.get("user_input") is True):
+            texts.append(source.content or "")
+    return frozenset(m.group(0) for text in texts for m in _NUMBER.finditer(text))
+
+
 def _raw_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
     """(original, replacement, description) for every applicable mutation of ``step``."""
     code = code_of(step)
+    grounded = grounded_numbers(run, step)
     if step.kind in ("handoff", "speaker_selection"):
         key = "target" if step.kind == "handoff" else "selected"
         current = step.outputs.get(key)
@@ -211,7 +234,7 @@ def _raw_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
                 yield current, agent, f"{key} {current} → {agent}"
         return
     if step.kind == "tool_call" and step.arguments is not None and code is None:
-        for new, why in _argument_mutations(step.arguments):
+        for new, why in _argument_mutations(step.arguments, grounded):
             yield step.arguments, new, why
         return
     if code is not None:
@@ -221,12 +244,12 @@ def _raw_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
     if step.kind == "tool_response":
         result = step.outputs.get("result", step.content)
         text = result if isinstance(result, str) else str(result)
-        for new, why in _text_number_mutations(text):
+        for new, why in _text_number_mutations(text, grounded):
             yield text, new, why
         return
     if step.kind in ("message", "reasoning", "llm_response", "final_answer", "planning"):
         text = step.content or str(step.outputs.get("text") or "")
-        for new, why in _text_mutations(text, run, step):
+        for new, why in _text_mutations(text, run, step, grounded):
             yield text, new, why
 
 
