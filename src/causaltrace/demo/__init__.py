@@ -68,9 +68,7 @@ async def demo_framework(
     """Run, diagnose, repair, export and report the demo team of ``framework``."""
     from causaltrace.attribution.engine import diagnose
     from causaltrace.collector.store import Store
-    from causaltrace.replay.pairs import export_pairs
     from causaltrace.replay.repair import repair
-    from causaltrace.report import write_report
 
     started = time.perf_counter()
     module = importlib.import_module(FRAMEWORKS[framework])
@@ -104,12 +102,21 @@ async def demo_framework(
             result.fix = repaired.decisive.best.intervention.description
             result.repaired_answer = repaired.decisive.best.outcome.final_answer
         pairs = store.repair_pairs(run_id=run.run_id)
-    out_dir.mkdir(parents=True, exist_ok=True)
     result.pairs = out_dir / f"{framework}-repair-pairs.jsonl"
-    result.pairs.write_text(export_pairs(pairs, format="trl-dpo"), encoding="utf-8")
-    result.report = write_report(run, out_dir / f"{framework}-report.html", diagnosis=final, pairs=pairs)
+    result.report = await asyncio.to_thread(
+        _write_outputs, run, final, pairs, result.pairs, out_dir / f"{framework}-report.html"
+    )
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _write_outputs(run: Any, diagnosis: Any, pairs: list[Any], pairs_path: Path, report_path: Path) -> Path:
+    from causaltrace.replay.pairs import export_pairs
+    from causaltrace.report import write_report
+
+    pairs_path.parent.mkdir(parents=True, exist_ok=True)
+    pairs_path.write_text(export_pairs(pairs, format="trl-dpo"), encoding="utf-8")
+    return write_report(run, report_path, diagnosis=diagnosis, pairs=pairs)
 
 
 def run_demo(
