@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any as _Any
 
+from causaltrace.attribution.engine import diagnose, diagnose_sync
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import (
     CausaltraceError,
@@ -29,6 +30,8 @@ from causaltrace.exceptions import (
 from causaltrace.instrumentation import instrument, uninstrument
 from causaltrace.instrumentation._export import export_stats
 from causaltrace.instrumentation._runtime import RunHandle, configure, current_run, run
+from causaltrace.replay.executor import replay, replay_sync
+from causaltrace.replay.repair import RepairResult, repair, repair_sync
 from causaltrace.schema import (
     Annotations,
     CodeResult,
@@ -46,6 +49,7 @@ from causaltrace.schema import (
     TokenUsage,
     Verdict,
 )
+from causaltrace.watch import Watch, watch
 
 __version__ = "0.1.0"
 
@@ -107,6 +111,15 @@ __all__ = [
     "__version__",
     "configure",
     "current_run",
+    "diagnose",
+    "diagnose_sync",
+    "replay",
+    "replay_sync",
+    "repair",
+    "repair_sync",
+    "watch",
+    "Watch",
+    "RepairResult",
     "export_stats",
     "instrument",
     "instrument_autogen",

@@ -1,0 +1,40 @@
+"""Attribution: find the decisive error of a failed run (which agent, which step, why, how sure).
+
+* :func:`diagnose` / :func:`diagnose_sync` — the engine (:mod:`.engine`): methods registered by name, each a small
+  composition of shared stages (:mod:`.stages`), returning a :class:`~causaltrace.schema.Diagnosis`.
+* :class:`Judge` — the LLM client for any litellm model or ``"local"`` (:mod:`.llm`, :mod:`.local_model`).
+* :mod:`.bench` — the Who&When harness behind ``causaltrace bench whowhen``.
+* :class:`~causaltrace.attribution.testing_models.FunctionJudge` — a function-backed fake model for tests.
+
+Importing this package is light: litellm and llama_cpp are imported only when a model is called.
+"""
+
+from causaltrace.attribution.engine import (
+    DiagnosisContext,
+    Finding,
+    Method,
+    MethodFailed,
+    Stage,
+    VerificationResult,
+    available_methods,
+    diagnose,
+    diagnose_sync,
+    register_verification_hook,
+    verification_hook,
+)
+from causaltrace.attribution.llm import Judge
+
+__all__ = [
+    "DiagnosisContext",
+    "Finding",
+    "Judge",
+    "Method",
+    "MethodFailed",
+    "Stage",
+    "VerificationResult",
+    "available_methods",
+    "diagnose",
+    "diagnose_sync",
+    "register_verification_hook",
+    "verification_hook",
+]

@@ -1,0 +1,361 @@
+"""The Who&When harness behind ``causaltrace bench whowhen`` (issue 5; ARCHITECTURE "Benchmark JSON").
+
+Usage::
+
+    report = await bench_whowhen(data_dir, ["graph", "all-at-once"], model="gpt-4o-mini", subset="all")
+    # {method_name: one-method object} (a single method: the one-method object itself)
+
+Scoring (FACTS.md "Who&When", SEEDS §5–§6): one prediction per file and every file in the denominator (no answer,
+a failed diagnosis → wrong). **Strict**: the predicted agent's base name equals the label, the predicted 0-based
+step equals the label. **Official** (the Who&When evaluator's legacy rule, reported as such): the label is a
+case-sensitive *substring* of the prediction (gold step "1" accepts "12"). ``step_within_1`` / ``_3``:
+|predicted − label| ≤ 1 / 3. ``coverage_at_k`` (methods whose candidates are a ranking): the labelled step is among
+the top k candidates. Percentages are 0–100 with 2 decimals; per-trace means use 2 decimals (seconds 3).
+
+Decisions where the contracts are silent:
+
+* ``by_length`` buckets count the trace's steps; each bucket holds ``n`` and the strict ``agent_accuracy``,
+  ``step_accuracy``, ``agent_step_accuracy`` (``null`` when empty).
+* Selection: ``--limit N`` takes the first N traces ordered by file number (with ``--subset all``, Algorithm-
+  Generated before Hand-Crafted at equal numbers, so both subsets appear); ``--order size`` orders by the characters
+  of the log's entries (what a model reads), ties by file number then subset.
+* ``calls_by_stage`` has one key per model-calling stage of the method (``Method.llm_stage_ids`` minus ablated
+  ones, plus any other stage that made calls), valued by the mean calls per trace.
+* A method that needs a model is refused before anything runs when none is given (UserError naming ``--model``).
+* Diagnoses run ``concurrency`` traces at a time, and LLM calls share one :class:`~causaltrace.attribution.llm.Judge`
+  (one concurrency limit, one cache) per model; reruns are answered from the cache (resumable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from causaltrace.attribution.engine import ModelArg, _ensure_builtin_methods, diagnose, resolve_judge
+from causaltrace.attribution.stages.view import base_agent
+from causaltrace.collector.whowhen import SUBSET_DIRS, iter_whowhen
+from causaltrace.exceptions import UserError
+from causaltrace.protocols import get_method
+from causaltrace.schema import Diagnosis, Run
+
+__all__ = [
+    "LENGTH_BUCKETS",
+    "TraceResult",
+    "bench_whowhen",
+    "default_data_dir",
+    "label_version",
+    "render_table",
+    "select_runs",
+    "summarise",
+]
+
+Subset = Literal["algo", "hand", "all"]
+LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
+    ("1-10", 1, 10),
+    ("11-20", 11, 20),
+    ("21-40", 21, 40),
+    ("41-80", 41, 80),
+    ("81+", 81, None),
+)
+_SUBSET_ORDER = {"algo": 0, "hand": 1}
+
+
+def default_data_dir() -> Path:
+    """``$CAUSALTRACE_WHOWHEN_DIR``, else ``../shared/data/whowhen`` next to the repository, else under the cwd."""
+    env = os.environ.get("CAUSALTRACE_WHOWHEN_DIR")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parents[3]
+    for base in (repo, Path.cwd()):
+        cand = base.parent / "shared" / "data" / "whowhen"
+        if cand.is_dir():
+            return cand
+    return repo.parent / "shared" / "data" / "whowhen"
+
+
+def label_version(data_dir: Path, runs: Sequence[Run] = ()) -> str | None:
+    """The data folder's ``VERSION`` (or the one the loader recorded on the runs)."""
+    for folder in (data_dir, data_dir.parent):
+        try:
+            text = (folder / "VERSION").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    for run in runs:
+        if run.annotations is not None and isinstance(run.annotations.extra.get("label_version"), str):
+            return str(run.annotations.extra["label_version"])
+    return None
+
+
+def _subset(run: Run) -> str:
+    extra = run.annotations.extra if run.annotations else {}
+    return str(extra.get("subset", "algo"))
+
+
+def _file_number(run: Run) -> int:
+    extra = run.annotations.extra if run.annotations else {}
+    value = extra.get("file_number")
+    return value if isinstance(value, int) else 10**9
+
+
+def _chars(run: Run) -> int:
+    return sum(len(s.content) for s in run.steps)
+
+
+def select_runs(
+    data_dir: Path, subset: Subset = "all", *, limit: int | None = None, order: Literal["file", "size"] = "file"
+) -> list[Run]:
+    """The traces to run, in order (module docstring: ``--limit`` / ``--order``)."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise UserError(f"no Who&When data at {str(data_dir)!r}; pass --data DIR (the folder holding "
+                        f"{SUBSET_DIRS['algo']}/ and {SUBSET_DIRS['hand']}/)")
+    runs = list(iter_whowhen(data_dir, subset))
+    if order == "size":
+        runs.sort(key=lambda r: (_chars(r), _file_number(r), _SUBSET_ORDER.get(_subset(r), 9)))
+    else:
+        runs.sort(key=lambda r: (_file_number(r), _SUBSET_ORDER.get(_subset(r), 9)))
+    if limit is not None:
+        if limit < 1:
+            raise UserError("--limit must be at least 1")
+        runs = runs[:limit]
+    return runs
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """One method's diagnosis of one trace, with the label it is scored against."""
+
+    run_id: str
+    subset: str
+    steps: int
+    label_agent: str
+    label_step: int
+    diagnosis: Diagnosis
+
+    @property
+    def predicted_agent(self) -> str | None:
+        return None if self.diagnosis.failed else self.diagnosis.agent
+
+    @property
+    def predicted_step(self) -> int | None:
+        return None if self.diagnosis.failed else self.diagnosis.decisive_step_index
+
+    def agent_ok(self) -> bool:
+        a = self.predicted_agent
+        return a is not None and base_agent(a).strip() == self.label_agent.strip()
+
+    def step_ok(self) -> bool:
+        return self.predicted_step is not None and self.predicted_step == self.label_step
+
+    def agent_ok_official(self) -> bool:
+        a = self.predicted_agent
+        return a is not None and self.label_agent in a
+
+    def step_ok_official(self) -> bool:
+        s = self.predicted_step
+        return s is not None and str(self.label_step) in str(s)
+
+    def within(self, k: int) -> bool:
+        s = self.predicted_step
+        return s is not None and abs(s - self.label_step) <= k
+
+    def covered(self, k: int) -> bool:
+        return self.label_step in [c.index for c in self.diagnosis.candidates[:k]]
+
+
+def _pct(hits: int, n: int) -> float | None:
+    return round(100.0 * hits / n, 2) if n else None
+
+
+def _mean(values: Sequence[float], digits: int = 2) -> float:
+    return round(sum(values) / len(values), digits) if values else 0.0
+
+
+def summarise(
+    results: Sequence[TraceResult],
+    *,
+    method: str,
+    model: str | None,
+    with_answer: bool,
+    subset: str,
+    label_version: str | None,
+    ranks: bool,
+    stage_ids: Sequence[str] = (),
+    by_subset: bool = False,
+) -> dict[str, Any]:
+    """The one-method object of ARCHITECTURE "Benchmark JSON" for ``results``."""
+    n = len(results)
+
+    def count(pred: Callable[[TraceResult], bool], rows: Sequence[TraceResult] = results) -> int:
+        return sum(1 for r in rows if pred(r))
+
+    out: dict[str, Any] = {
+        "method": method,
+        "model": model,
+        "with_answer": with_answer,
+        "subset": subset,
+        "label_version": label_version,
+        "n": n,
+        "agent_accuracy": _pct(count(TraceResult.agent_ok), n),
+        "step_accuracy": _pct(count(TraceResult.step_ok), n),
+        "agent_step_accuracy": _pct(count(lambda r: r.agent_ok() and r.step_ok()), n),
+        "agent_accuracy_official": _pct(count(TraceResult.agent_ok_official), n),
+        "step_accuracy_official": _pct(count(TraceResult.step_ok_official), n),
+        "step_within_1": _pct(count(lambda r: r.within(1)), n),
+        "step_within_3": _pct(count(lambda r: r.within(3)), n),
+        "coverage_at_k": (
+            {str(k): _pct(count(lambda r, k=k: r.covered(k)), n) for k in (1, 3, 5, 10)} if ranks else None
+        ),
+        "by_length": {},
+    }
+    for name, lo, hi in LENGTH_BUCKETS:
+        rows = [r for r in results if r.steps >= lo and (hi is None or r.steps <= hi)]
+        m = len(rows)
+        out["by_length"][name] = {
+            "n": m,
+            "agent_accuracy": _pct(count(TraceResult.agent_ok, rows), m),
+            "step_accuracy": _pct(count(TraceResult.step_ok, rows), m),
+            "agent_step_accuracy": _pct(count(lambda r: r.agent_ok() and r.step_ok(), rows), m),
+        }
+    if by_subset:
+        out["by_subset"] = {
+            key: summarise([r for r in results if r.subset == key], method=method, model=model,
+                           with_answer=with_answer, subset=key, label_version=label_version, ranks=ranks,
+                           stage_ids=stage_ids)
+            for key in ("algo", "hand")
+        }
+    costs = [r.diagnosis.cost for r in results]
+    stages = list(dict.fromkeys([*stage_ids, *(s for c in costs for s in c.calls_by_stage)]))
+    out["calls_per_trace"] = _mean([c.llm_calls for c in costs])
+    out["calls_by_stage"] = {s: _mean([c.calls_by_stage.get(s, 0) for c in costs]) for s in stages}
+    out["input_tokens_per_trace"] = _mean([c.input_tokens for c in costs])
+    out["output_tokens_per_trace"] = _mean([c.output_tokens for c in costs])
+    out["seconds_per_trace"] = _mean([c.seconds for c in costs], 3)
+    out["failed_diagnoses"] = sum(1 for r in results if r.diagnosis.failed)
+    return out
+
+
+def _method_info(name: str, ablate: Sequence[str]) -> tuple[bool, bool, list[str]]:
+    cls = get_method(name)
+    needs = bool(getattr(cls, "needs_model", False))
+    ranks = bool(getattr(cls, "ranks", False))
+    llm_stages = getattr(cls, "llm_stage_ids", None)
+    if llm_stages is None:
+        llm_stages = getattr(cls, "stage_ids", ()) if needs else ()
+    return needs, ranks, [s for s in llm_stages if s not in ablate]
+
+
+async def bench_whowhen(
+    data_dir: Path,
+    methods: Sequence[str],
+    model: ModelArg = None,
+    *,
+    subset: Subset = "all",
+    with_answer: bool = False,
+    limit: int | None = None,
+    order: Literal["file", "size"] = "file",
+    concurrency: int = 4,
+    ablate: Sequence[str] = (),
+    judge_options: Mapping[str, Any] | None = None,
+    progress: Callable[[str, Run, Diagnosis], None] | None = None,
+    runs: Sequence[Run] | None = None,
+) -> dict[str, Any]:
+    """Run ``methods`` over the selected traces and summarise each (module docstring).
+
+    Returns the one-method object for a single method, else ``{method_name: one-method object}``.
+    """
+    if not methods:
+        raise UserError("name at least one method (--method M[,M2,…])")
+    _ensure_builtin_methods()
+    data_dir = Path(data_dir)
+    infos = {m: _method_info(m, ablate) for m in methods}
+    known = {sid for m in methods for sid in _stage_ids(m)}
+    unknown = sorted(set(ablate) - known)
+    if unknown:
+        raise UserError(f"no method among {', '.join(methods)} has the stage(s) {', '.join(map(repr, unknown))}")
+    judge = None
+    if any(needs for needs, _, _ in infos.values()):
+        judge = resolve_judge(model, {"concurrency": concurrency, **dict(judge_options or {})})
+        if judge is None:
+            needing = [m for m, (needs, _, _) in infos.items() if needs]
+            raise UserError(f"method(s) {', '.join(needing)} need a model: pass --model MODEL (e.g. --model local "
+                            "or --model gpt-4o-mini) or set CAUSALTRACE_MODEL")
+    selected = list(runs) if runs is not None else select_runs(data_dir, subset, limit=limit, order=order)
+    version = label_version(data_dir, selected)
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(method: str, run: Run) -> TraceResult:
+        needs = infos[method][0]
+        async with gate:
+            d = await diagnose(run, method, judge if needs else None, with_answer=with_answer,
+                               ablate=[a for a in ablate if a in _stage_ids(method)])
+        if progress is not None:
+            progress(method, run, d)
+        ann = run.annotations
+        assert ann is not None and ann.mistake_step is not None
+        return TraceResult(run.run_id, _subset(run), len(run.steps), ann.mistake_agent or "", ann.mistake_step, d)
+
+    tasks = {m: [asyncio.ensure_future(one(m, r)) for r in selected] for m in methods}
+    try:
+        done = {m: await asyncio.gather(*tasks[m]) for m in methods}
+    except BaseException:
+        for pending in (t for ts in tasks.values() for t in ts):
+            pending.cancel()
+        await asyncio.gather(*(t for ts in tasks.values() for t in ts), return_exceptions=True)
+        raise
+    report: dict[str, Any] = {}
+    for m in methods:
+        results = done[m]
+        needs, ranks, stages = infos[m]
+        report[m] = summarise(results, method=m, model=judge.name if (needs and judge) else None,
+                              with_answer=with_answer, subset=subset, label_version=version, ranks=ranks,
+                              stage_ids=stages, by_subset=subset == "all")
+    return report[methods[0]] if len(methods) == 1 else report
+
+
+def _stage_ids(method: str) -> tuple[str, ...]:
+    return tuple(getattr(get_method(method), "stage_ids", ()))
+
+
+def render_table(report: Mapping[str, Any], console: Any) -> None:
+    """Print one row per method (the side-by-side comparison)."""
+    from rich.table import Table
+
+    rows = [report] if "method" in report else list(report.values())
+    first = rows[0] if rows else {}
+    title = (f"Who&When · subset {first.get('subset')} · n={first.get('n')} · "
+             f"{'with' if first.get('with_answer') else 'without'} answer · labels {first.get('label_version')}")
+    table = Table(title=title)
+    widest = max([len(str(r.get("method", ""))) for r in rows] + [6])
+    for col in ("method", "model", "agent %", "step %", "agent+step %", "official a/s %", "±1 %", "±3 %",
+                "cov@1/3/5/10 %", "calls/trace", "tokens in/out", "s/trace", "failed"):
+        if col == "method":
+            table.add_column(col, no_wrap=True, min_width=widest)
+        else:
+            table.add_column(col, justify="left" if col == "model" else "right")
+
+    def f(v: Any) -> str:
+        return "–" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+
+    for r in rows:
+        cov = r.get("coverage_at_k")
+        table.add_row(
+            r["method"], r.get("model") or "–", f(r["agent_accuracy"]), f(r["step_accuracy"]),
+            f(r["agent_step_accuracy"]), f"{f(r['agent_accuracy_official'])}/{f(r['step_accuracy_official'])}",
+            f(r["step_within_1"]), f(r["step_within_3"]),
+            "/".join(f(cov[k]) for k in ("1", "3", "5", "10")) if cov else "–",
+            f(r["calls_per_trace"]), f"{r['input_tokens_per_trace']:.0f}/{r['output_tokens_per_trace']:.0f}",
+            f"{r['seconds_per_trace']:.3f}", str(r["failed_diagnoses"]),
+        )
+    console.print(table)
+    for r in rows:
+        subs = r.get("by_subset")
+        if subs:
+            parts = [f"{k}: agent {f(v['agent_accuracy'])} / step {f(v['step_accuracy'])}" for k, v in subs.items()]
+            console.print(f"  {r['method']}: " + " · ".join(parts))

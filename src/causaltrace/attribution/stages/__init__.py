@@ -1,0 +1,77 @@
+"""The shared stages every attribution method is composed of (issue 5; ARCHITECTURE "The default attribution method").
+
+Deterministic (no model; memoised per diagnosis so methods share one computation):
+
+=====================  ===============================================================================
+stage id               what it computes
+=====================  ===============================================================================
+``dependency_graph``   explicit dependencies, or protocol relations recovered by rules (:mod:`.dependencies`)
+``failure_anchor``     the final failure step (:mod:`.anchor`)
+``error_signals``      steps exposing errors, who introduced them, category, recovered? (:mod:`.errors`)
+``loop_detect``        persistent loops: repeated near-identical actions without progress (:mod:`.loops`)
+``relevance``          backward relevance from the anchor over the graph and shared information (:mod:`.relevance`)
+``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
+=====================  ===============================================================================
+
+LLM stages call :meth:`causaltrace.attribution.engine.DiagnosisContext.ask` with their own stage id and a pydantic
+output model whose schema constrains step indices and agent names (:func:`~causaltrace.attribution.llm.step_index`,
+:func:`~causaltrace.attribution.llm.agent_name`).
+"""
+
+from causaltrace.attribution.stages.anchor import FailureAnchor, FailureAnchorStage, find_failure_anchor
+from causaltrace.attribution.stages.dependencies import (
+    LOG_RULES,
+    PROTOCOL_KINDS,
+    DependencyGraph,
+    DependencyGraphStage,
+    Edge,
+    ProtocolRule,
+    StepMatch,
+    build_dependency_graph,
+    interpret_rules,
+)
+from causaltrace.attribution.stages.errors import ErrorSignal, ErrorSignalsStage, categorise_error, detect_error_signals
+from causaltrace.attribution.stages.loops import Loop, LoopDetectStage, detect_loops
+from causaltrace.attribution.stages.relevance import Relevance, RelevanceStage, backward_relevance, salient_tokens
+from causaltrace.attribution.stages.segment import (
+    Segment,
+    SegmentPlan,
+    SegmentStage,
+    compress_text,
+    fit_texts,
+    plan_segments,
+    step_line,
+)
+
+__all__ = [
+    "LOG_RULES",
+    "PROTOCOL_KINDS",
+    "DependencyGraph",
+    "DependencyGraphStage",
+    "Edge",
+    "ErrorSignal",
+    "ErrorSignalsStage",
+    "FailureAnchor",
+    "FailureAnchorStage",
+    "Loop",
+    "LoopDetectStage",
+    "ProtocolRule",
+    "Relevance",
+    "RelevanceStage",
+    "Segment",
+    "SegmentPlan",
+    "SegmentStage",
+    "StepMatch",
+    "backward_relevance",
+    "build_dependency_graph",
+    "categorise_error",
+    "compress_text",
+    "detect_error_signals",
+    "detect_loops",
+    "find_failure_anchor",
+    "fit_texts",
+    "interpret_rules",
+    "plan_segments",
+    "salient_tokens",
+    "step_line",
+]

@@ -1,0 +1,204 @@
+"""Loop detector (ARCHITECTURE step 3: "persistent loops (repeated near-identical actions without progress — EMFA's
+loop branch)"; EMFA §2.6 / SEEDS §2.6, here deterministic).
+
+Two kinds of loop, both groups of at least ``min_repeats`` steps by the same agent, each member within ``max_gap``
+steps of the previous one:
+
+* an **action loop**: the members' actions are near-identical — the token sets of the *head* of their action
+  signatures (the first ``head_chars`` characters of the normalised kind / target / text, where an agent states
+  what it did: "I clicked 'See more results'") have Jaccard similarity ≥ ``threshold`` with the first member's;
+  numbers are kept, so a changing number is a different action — and there is **no progress**: for at least
+  ``min_repeated_followups`` of the repeats, the whole step (a log entry carries its own observation) or the
+  observation that follows it (the next step by another agent) is near-identical to an earlier one, or an error.
+  A repeated action whose observations keep changing (paging through new content) is not a loop.
+* an **instruction loop**: an agent re-issues an instruction to the same addressee (``"X (-> Y)"``, a handoff, a
+  speaker selection) whose text is similar (Jaccard of salient tokens ≥ ``instruction_threshold``; instructions are
+  rephrased when re-issued). Re-issuing says the previous attempt did not satisfy the instructing agent; the
+  addressee's ``replies`` between the members are recorded — the first one is the first failure to follow (or the
+  instruction was ambiguous: EMFA's loop branch separates the two; issue 6's LLM stages decide).
+
+The artifact lists each loop's kind, agent, members, replies, a short signature and, for action loops, the share of
+follow-ups that repeated. A loop's **first member** starts the repetition (EMFA's loop-branch candidate).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from causaltrace.attribution.engine import DiagnosisContext, Stage
+from causaltrace.attribution.stages.view import base_agent, candidate_steps, content_of, speaker
+from causaltrace.schema import Run, Step, action_signature
+
+__all__ = ["Loop", "LoopDetectStage", "detect_loops", "jaccard", "signature_tokens"]
+
+_TOKEN = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
+
+
+def signature_tokens(step: Step) -> frozenset[str]:
+    """The token set of a step's action signature (computed when the step has none)."""
+    sig = step.action_signature or action_signature(step.kind, step.tool_name, step.arguments or content_of(step))
+    return frozenset(_TOKEN.findall(sig.casefold()[:2000]))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Token-set Jaccard similarity (1.0 for two empty sets)."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+@dataclass
+class Loop:
+    """A persistent loop: who repeated what, where, and how little the observations changed."""
+
+    agent: str
+    members: list[int]
+    signature: str
+    repeated_followups: float
+    kind: str = "action"
+    addressee: str | None = None
+    replies: list[int] = field(default_factory=list)
+
+    @property
+    def start(self) -> int:
+        """The step that started the repetition."""
+        return self.members[0]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "agent": self.agent, "members": self.members,
+                               "signature": self.signature}
+        if self.kind == "instruction":
+            out["addressee"] = self.addressee
+            out["replies"] = self.replies
+        else:
+            out["repeated_followups"] = round(self.repeated_followups, 3)
+        return out
+
+
+def _is_error(step: Step) -> bool:
+    return step.status == "error" or step.kind == "error" or step.outputs.get("is_error") is True
+
+
+def head_tokens(step: Step, head_chars: int = 300) -> frozenset[str]:
+    """Tokens of the head of a step's action signature (where an agent states what it did)."""
+    sig = step.action_signature or action_signature(step.kind, step.tool_name, step.arguments or content_of(step))
+    return frozenset(_TOKEN.findall(sig.casefold()[:head_chars]))
+
+
+def _group(
+    steps: list[Step], key: Any, tokens: dict[int, frozenset[str]], threshold: float, max_gap: int
+) -> list[tuple[Any, list[Step]]]:
+    """Greedy grouping in step order: a step joins its key's open group whose first member it resembles."""
+    groups: list[tuple[Any, list[Step]]] = []
+    open_by_key: dict[Any, list[int]] = {}
+    for step in steps:
+        k = key(step)
+        if k is None:
+            continue
+        # groups whose last member is more than max_gap steps back are closed for good
+        still_open = [gi for gi in open_by_key.get(k, []) if step.index - groups[gi][1][-1].index <= max_gap]
+        open_by_key[k] = still_open
+        for gi in still_open:
+            members = groups[gi][1]
+            if jaccard(tokens[step.index], tokens[members[0].index]) >= threshold:
+                members.append(step)
+                break
+        else:
+            groups.append((k, [step]))
+            still_open.append(len(groups) - 1)
+    return groups
+
+
+def detect_loops(
+    run: Run,
+    *,
+    min_repeats: int = 2,
+    threshold: float = 0.8,
+    instruction_threshold: float = 0.5,
+    max_gap: int = 12,
+    head_chars: int = 300,
+    min_repeated_followups: float = 0.5,
+    min_action_tokens: int = 6,
+) -> list[Loop]:
+    """Persistent loops in ``run`` (module docstring), ordered by their first member."""
+    from causaltrace.attribution.stages.relevance import salient_tokens
+    from causaltrace.attribution.stages.view import addressee
+
+    steps = candidate_steps(run)  # content steps: an llm_response and the message it produced are one action
+    position = {s.index: i for i, s in enumerate(steps)}
+
+    def agent_of(step: Step) -> str:
+        return base_agent(step.agent or speaker(step))
+
+    loops: list[Loop] = []
+    heads = {s.index: head_tokens(s, head_chars) for s in steps}
+    # routing chatter ("Next speaker WebSurfer") is not an action: too few tokens to compare
+    actions = [s for s in steps if addressee(s) is None and len(heads[s.index]) >= min_action_tokens]
+    for agent, members in _group(actions, agent_of, heads, threshold, max_gap):
+        if len(members) < min_repeats:
+            continue
+        # a repeat makes no progress when its whole step (a log entry holds its observation too) or the next step
+        # by another agent repeats an earlier one, or is an error
+        fulls = [signature_tokens(m) for m in members]
+        followups = [_followup(steps, position[m.index], agent) for m in members]
+        seen: list[frozenset[str]] = []
+        repeated = 0
+        for n, f in enumerate(followups):
+            ft = signature_tokens(f) if f is not None else None
+            if n and (
+                any(jaccard(fulls[n], prev) >= threshold for prev in fulls[:n])
+                or (f is not None and _is_error(f))
+                or (ft is not None and any(jaccard(ft, prev) >= threshold for prev in seen))
+            ):
+                repeated += 1
+            if ft is not None:
+                seen.append(ft)
+        share = repeated / (len(members) - 1)
+        if share >= min_repeated_followups:
+            sig = " ".join(content_of(members[0]).split())[:160]
+            loops.append(Loop(agent, [m.index for m in members], sig, share))
+    instructions = [s for s in steps if addressee(s) is not None]
+    words = {s.index: frozenset(salient_tokens(content_of(s))) for s in instructions}
+    for (agent, target), members in _group(
+        instructions, lambda s: (agent_of(s), base_agent(addressee(s) or "")), words, instruction_threshold, max_gap
+    ):
+        if len(members) < min_repeats:
+            continue
+        bounds = [m.index for m in members] + [10**12]
+        replies = []
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            reply = next((s for s in steps if lo < s.index < hi and agent_of(s) == target), None)
+            if reply is not None:
+                replies.append(reply.index)
+        sig = " ".join(content_of(members[0]).split())[:160]
+        loops.append(Loop(agent, [m.index for m in members], sig, 1.0, kind="instruction", addressee=target,
+                          replies=replies))
+    loops.sort(key=lambda lp: (lp.start, lp.kind))
+    return loops
+
+
+def _followup(steps: list[Step], pos: int, agent: str) -> Step | None:
+    for later in steps[pos + 1 : pos + 4]:
+        if base_agent(later.agent or speaker(later)) != agent:
+            return later
+    return None
+
+
+class LoopDetectStage(Stage[list[Loop]]):
+    """Stage ``loop_detect`` (deterministic)."""
+
+    stage_id: ClassVar[str] = "loop_detect"
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+
+    async def run(self, ctx: DiagnosisContext) -> list[Loop]:
+        return detect_loops(ctx.run, **self.params)
+
+    def artifact(self, result: list[Loop]) -> Any:
+        return [lp.to_json() for lp in result]
+
+    def skipped(self, ctx: DiagnosisContext) -> list[Loop]:
+        return []
