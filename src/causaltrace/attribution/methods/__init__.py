@@ -10,21 +10,15 @@ method                 model      stages (SEEDS §8)
 ``binary-search``      needed     halve: ⌊log2 n⌋ … ⌈log2 n⌉ calls
 ``first-agent-step``   no         —
 ``most-active-agent``  no         —
-``defa``               needed     normalise, protocol_rules, summarise, semantic_deps, recall, propagation,
-                                  adjudicate (SEEDS §3, :mod:`.defa`)
-``emfa``               needed     success_spec, final_step, structure, annotate, loops, screen_propagation,
-                                  screen_loops, verify (SEEDS §2, :mod:`.emfa`)
 =====================  =========  ==========================================================================
 """
 
 from causaltrace.attribution.methods.baselines import AllAtOnce, BinarySearch, StepByStep
-from causaltrace.attribution.methods.defa import DeFA
-from causaltrace.attribution.methods.emfa import EMFA
 from causaltrace.attribution.methods.graph import GraphMethod
 from causaltrace.attribution.methods.heuristics import FirstAgentStep, MostActiveAgent
 from causaltrace.protocols import register_method
 
-__all__ = ["AllAtOnce", "BinarySearch", "DeFA", "EMFA", "FirstAgentStep", "GraphMethod", "MostActiveAgent", "StepByStep"]
+__all__ = ["AllAtOnce", "BinarySearch", "FirstAgentStep", "GraphMethod", "MostActiveAgent", "StepByStep"]
 
-for _method in (GraphMethod, AllAtOnce, StepByStep, BinarySearch, FirstAgentStep, MostActiveAgent, DeFA, EMFA):
+for _method in (GraphMethod, AllAtOnce, StepByStep, BinarySearch, FirstAgentStep, MostActiveAgent):
     register_method(_method.name, _method)
