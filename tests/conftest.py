@@ -35,6 +35,12 @@ def causaltrace_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_real_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LLM kill switch: any real model request fails loudly (the loopback local model stays allowed)."""
+    monkeypatch.setenv("CAUSALTRACE_ALLOW_MODEL_REQUESTS", "0")
+
+
 @pytest.fixture
 def whowhen_dir() -> Path:
     """The Who&When data (../shared/data/whowhen); skips (fails under strict) when it is absent."""
