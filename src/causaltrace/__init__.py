@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any as _Any
 
+from causaltrace import replay  # the package, callable as replay(...) — see causaltrace/replay/__init__.py
 from causaltrace.attribution.engine import diagnose, diagnose_sync
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import (
@@ -30,7 +31,7 @@ from causaltrace.exceptions import (
 from causaltrace.instrumentation import instrument, uninstrument
 from causaltrace.instrumentation._export import export_stats
 from causaltrace.instrumentation._runtime import RunHandle, configure, current_run, run
-from causaltrace.replay.executor import replay, replay_sync
+from causaltrace.replay.executor import replay_sync
 from causaltrace.replay.repair import RepairResult, repair, repair_sync
 from causaltrace.schema import (
     Annotations,
