@@ -197,3 +197,18 @@ def __getattr__(name: str) -> Any:
 
     globals()["AutogenInstrumentor"] = AutogenInstrumentor
     return AutogenInstrumentor
+
+
+# ------------------------------------------------------------------------------------------------- playback
+
+
+def _register_playback() -> None:
+    """Register the playback side (``_autogen_playback.py``, which imports AutoGen only on first use) in the
+    ReplayAdapter registry (ARCHITECTURE "Package layout": adapters register by framework name when imported)."""
+    from causaltrace.instrumentation._autogen_playback import AutogenReplayAdapter
+    from causaltrace.protocols import register_replay_adapter
+
+    register_replay_adapter(AutogenReplayAdapter())
+
+
+_register_playback()
