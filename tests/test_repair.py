@@ -104,3 +104,27 @@ def test_cli_repair_and_pairs_export(capsys, tmp_path, monkeypatch):
     assert len(rows) == 1 and rows[0]["metadata"]["run_id"] == run.run_id
     code = main(["repair", run.run_id, "--factory", "nope:build", "--verify", "text:91"])
     assert code == 2 and "cannot import 'nope'" in capsys.readouterr().err
+
+
+def test_causalflow_method_and_graph_replay_verification(sandbox, monkeypatch):
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.replay import executor
+    from causaltrace.replay.causalflow import verification_scope
+
+    monkeypatch.setattr(executor, "_DEFAULT_SANDBOX", sandbox)
+    run = _failed_run()
+    cf = diagnose_sync(run, "causalflow", factory=example.build_failing, verify=example.verify)
+    assert not cf.failed, cf.failure_reason
+    step = run.step_at(cf.decisive_step_index)
+    assert cf.verified_by == "replay" and cf.method == "causalflow" and step.agent == "manager"
+    assert cf.artifacts["replay"]["crs"][step.step_id] == 1.0
+    # every earlier candidate was tried and did not flip (exhaustive CRS)
+    assert all(v == 0.0 for sid, v in cf.artifacts["replay"]["crs"].items() if run.step(sid).index < step.index)
+    plain = diagnose_sync(run, "graph")
+    assert plain.verified_by == "heuristic"
+    with verification_scope(example.build_failing, example.verify):
+        verified = diagnose_sync(run, "graph")
+    assert verified.verified_by == "replay" and verified.decisive_step_index == cf.decisive_step_index
+    assert verified.artifacts["replay_verify"]["flipped"] == step.step_id
+    failed = diagnose_sync(run, "causalflow")
+    assert failed.failed and "--factory" in failed.failure_reason

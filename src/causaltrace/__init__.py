@@ -31,6 +31,7 @@ from causaltrace.exceptions import (
 from causaltrace.instrumentation import instrument, uninstrument
 from causaltrace.instrumentation._export import export_stats
 from causaltrace.instrumentation._runtime import RunHandle, configure, current_run, run
+from causaltrace.replay import causalflow as _causalflow  # noqa: F401  (registers `causalflow` + the graph hook)
 from causaltrace.replay.executor import replay_sync
 from causaltrace.replay.repair import RepairResult, repair, repair_sync
 from causaltrace.schema import (

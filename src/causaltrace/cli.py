@@ -237,13 +237,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     """Diagnose a stored run, print the diagnosis and store it with the run."""
-    from causaltrace.attribution.engine import diagnose_sync
+    from contextlib import nullcontext
 
+    from causaltrace._cli_replay import load_callable
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.replay.causalflow import verification_scope
+
+    if (args.factory is None) != (args.verify is None):
+        raise UserError("--factory and --verify go together (replay needs both)")
+    scope: Any = nullcontext()
+    if args.factory is not None:
+        scope = verification_scope(load_callable(args.factory, "--factory"), load_callable(args.verify, "--verify"))
     with _store(args) as store:
         store.mark_incomplete()
         run = store.get_run(args.run_id)
-        diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
-                                  ablate=_csv(args.ablate))
+        with scope:
+            diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
+                                      ablate=_csv(args.ablate))
         store.save_diagnosis(diagnosis)
     if args.json:
         _print_json(diagnosis.model_dump(mode="json"))
@@ -343,6 +353,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_faults(args: argparse.Namespace) -> int:
+    """The fault-injection suite (issue 7 "Proof"): offline localisation and repair of planted errors."""
+    from causaltrace.replay.faults.runner import bench_faults_command
+
+    return bench_faults_command(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report of a stored run (its newest diagnosis and its repair pairs included)."""
     from causaltrace.report import write_report
@@ -415,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
     p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
+    p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
     p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("bench", help="benchmark attribution methods")
@@ -437,6 +456,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--data", default=None, metavar="DIR", help="the Who&When folder (default: ../shared/data/whowhen)")
     b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
     b.set_defaults(func=cmd_bench)
+    b = bench.add_parser("faults", help="the fault-injection suite: localise and repair planted errors offline")
+    b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
+    b.add_argument("--framework", default=None, choices=["smolagents", "autogen"], help="default: both")
+    b.add_argument("--case", action="append", metavar="NAME", help="run only these cases (repeatable, or a,b)")
+    b.add_argument("--jobs", type=int, default=1, metavar="N", help="cases run in N processes (default 1)")
+    b.add_argument("--home", default=None, metavar="DIR",
+                   help="store the runs and replays in DIR (default: a temporary store, removed afterwards)")
+    b.set_defaults(func=cmd_bench_faults)
     p.set_defaults(func=_bench_help(p))
     from causaltrace._cli_replay import add_replay_commands
 
