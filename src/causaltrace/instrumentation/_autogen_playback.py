@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import builtins
 import copy
 import inspect
 import json
@@ -107,6 +106,8 @@ from causaltrace.instrumentation._autogen_access import (
     participants_of,
     tool_request,
 )
+from causaltrace.instrumentation._playback_common import exception_of as _exception_of
+from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.schema import (
     Intervention,
     RecordedCall,
@@ -474,51 +475,6 @@ def _calls_with_nested_calls(recording: Recording) -> set[tuple[str, str, int]]:
 
 def _cancelled(error: StepError | None) -> bool:
     return error is not None and error.type in ("Cancelled", "CancelledError")
-
-
-def _first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str, str, str]:
-    """The path of the first difference between two canonical requests and a short view of both sides."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for key in sorted(set(recorded) | set(replayed)):
-            if key not in recorded:
-                return f"{path}.{key}", "<absent>", _short(replayed[key])
-            if key not in replayed:
-                return f"{path}.{key}", _short(recorded[key]), "<absent>"
-            if recorded[key] != replayed[key]:
-                return _first_difference(recorded[key], replayed[key], f"{path}.{key}")
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for i, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
-            if a != b:
-                return _first_difference(a, b, f"{path}[{i}]")
-        if len(recorded) != len(replayed):
-            return f"{path} (length)", f"{len(recorded)} items", f"{len(replayed)} items"
-    elif isinstance(recorded, str) and isinstance(replayed, str):
-        i = next(
-            (n for n, (a, b) in enumerate(zip(recorded, replayed, strict=False)) if a != b),
-            min(len(recorded), len(replayed)),
-        )
-        lo = max(0, i - 40)
-        prefix = "…" if lo else ""
-        return f"{path} (character {i})", repr(prefix + recorded[lo : i + 80]), repr(prefix + replayed[lo : i + 80])
-    return path, _short(recorded), _short(replayed)
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = canonical_json(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _exception_of(error: StepError | None, default: str = "Error") -> BaseException:
-    """An exception with the recorded type NAME and message (a builtin type when the name is one)."""
-    name = error.type if error is not None and error.type else default
-    message = error.message if error is not None else ""
-    builtin = getattr(builtins, name, None)
-    if isinstance(builtin, type) and issubclass(builtin, Exception):
-        try:
-            return builtin(message)
-        except Exception:
-            pass
-    return type(name, (Exception,), {"__module__": "causaltrace.replay.served"})(message)
 
 
 # ---------------------------------------------------------------------------------------------- agent keys

@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import builtins
 import contextvars
 import copy
 import inspect
@@ -92,6 +91,8 @@ from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.instrumentation import _smol_access as acc
+from causaltrace.instrumentation._playback_common import exception_of as _exception_of
+from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.instrumentation._smol_steps import _STATE
 from causaltrace.schema import (
     Intervention,
@@ -306,49 +307,6 @@ class PlaybackLog:
                 "divergence": divergence,
                 "applied": self.applied,
             }
-
-
-def _first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str, str, str]:
-    """The path of the first difference between two canonical requests and a short view of both sides."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for key in sorted(set(recorded) | set(replayed)):
-            if key not in recorded:
-                return f"{path}.{key}", "<absent>", _short(replayed[key])
-            if key not in replayed:
-                return f"{path}.{key}", _short(recorded[key]), "<absent>"
-            if recorded[key] != replayed[key]:
-                return _first_difference(recorded[key], replayed[key], f"{path}.{key}")
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for i, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
-            if a != b:
-                return _first_difference(a, b, f"{path}[{i}]")
-        if len(recorded) != len(replayed):
-            return f"{path} (length)", f"{len(recorded)} items", f"{len(replayed)} items"
-    elif isinstance(recorded, str) and isinstance(replayed, str):
-        i = next((n for n, (a, b) in enumerate(zip(recorded, replayed, strict=False)) if a != b),
-                 min(len(recorded), len(replayed)))
-        lo = max(0, i - 40)
-        return (f"{path} (character {i})", repr(("…" if lo else "") + recorded[lo:i + 80]),
-                repr(("…" if lo else "") + replayed[lo:i + 80]))
-    return path, _short(recorded), _short(replayed)
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = canonical_json(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _exception_of(error: StepError | None, default: str = "Error") -> BaseException:
-    """An exception with the recorded type NAME and message (smolagents writes ``type(e).__name__`` into text)."""
-    name = error.type if error is not None and error.type else default
-    message = error.message if error is not None else ""
-    builtin = getattr(builtins, name, None)
-    if isinstance(builtin, type) and issubclass(builtin, Exception):
-        try:
-            return builtin(message)
-        except Exception:
-            pass
-    return type(name, (Exception,), {"__module__": "causaltrace.replay.served"})(message)
 
 
 # --------------------------------------------------------------------------------------- agents and keys
