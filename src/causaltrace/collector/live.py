@@ -86,8 +86,11 @@ class RunCollector(SpanProcessor):
         """Accept a staged Step whose span's ``on_end`` never came (not recorded, sampled out, or failed)."""
         with self._lock:
             step = self._staged.pop(step_id, None)
-        if step is not None:
-            self._accept(step)
+            if step is None:
+                return
+            self._add_locked(step)
+        if self.config.store:
+            self._submit("steps", (step.run_id, step))
 
     def finish_run(self, run_id: str, *, wait_s: float = 10.0, **run_fields: Any) -> Run:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
@@ -147,9 +150,15 @@ class RunCollector(SpanProcessor):
 
     def _accept(self, step: Step) -> None:
         with self._lock:
-            live = self._runs.setdefault(step.run_id, _LiveRun(step.run_id))
-            live.steps[step.step_id] = step
-        self._submit("steps", (step.run_id, step))
+            self._add_locked(step)
+        if self.config.store:
+            self._submit("steps", (step.run_id, step))
+
+    def _add_locked(self, step: Step) -> None:
+        live = self._runs.get(step.run_id)
+        if live is None:
+            live = self._runs[step.run_id] = _LiveRun(step.run_id)
+        live.steps[step.step_id] = step
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until everything submitted so far is written."""
