@@ -142,10 +142,12 @@ def test_model_falls_back_to_the_env_var(monkeypatch):
     assert d.model == "envfake" and d.decisive_step_index == 6 and len(fake.calls) == 1
 
 
-def test_graph_ignores_the_model_and_says_so():
+def test_graph_is_deterministic_without_a_model_or_with_its_llm_stages_ablated():
+    # issue 6: with a model, graph adds its LLM stages (recall, adjudicate: tests/test_methods_long_traces.py)
+    assert causaltrace.diagnose_sync(hand1(), "graph").verified_by == "heuristic"
     fake = FunctionJudge(lambda m, i: "{}")
-    d = causaltrace.diagnose_sync(hand1(), "graph", fake)
-    assert d.model is None and fake.calls == [] and d.verified_by == "heuristic"
+    d = causaltrace.diagnose_sync(hand1(), "graph", fake, ablate=["recall", "adjudicate"])
+    assert fake.calls == [] and d.verified_by == "heuristic" and d.cost.calls_by_stage == {}
 
 
 def test_diagnose_sync_works_inside_a_running_loop():

@@ -280,10 +280,12 @@ async def bench_whowhen(
     if unknown:
         raise UserError(f"no method among {', '.join(methods)} has the stage(s) {', '.join(map(repr, unknown))}")
     judge = None
-    if any(needs for needs, _, _ in infos.values()):
+    # issue 6: methods that merely *use* a model when given one (graph's LLM stages) get it too
+    uses = {m: infos[m][0] or bool(getattr(get_method(m), "uses_model", False)) for m in methods}
+    if any(uses.values()):
         judge = resolve_judge(model, {"concurrency": concurrency, **dict(judge_options or {})})
-        if judge is None:
-            needing = [m for m, (needs, _, _) in infos.items() if needs]
+        needing = [m for m, (needs, _, _) in infos.items() if needs]
+        if judge is None and needing:
             raise UserError(f"method(s) {', '.join(needing)} need a model: pass --model MODEL (e.g. --model local "
                             "or --model gpt-4o-mini) or set CAUSALTRACE_MODEL")
     selected = list(runs) if runs is not None else select_runs(data_dir, subset, limit=limit, order=order)
@@ -291,9 +293,8 @@ async def bench_whowhen(
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(method: str, run: Run) -> TraceResult:
-        needs = infos[method][0]
         async with gate:
-            d = await diagnose(run, method, judge if needs else None, with_answer=with_answer,
+            d = await diagnose(run, method, judge if uses[method] else None, with_answer=with_answer,
                                ablate=[a for a in ablate if a in _stage_ids(method)])
         if progress is not None:
             progress(method, run, d)
@@ -313,7 +314,8 @@ async def bench_whowhen(
     for m in methods:
         results = done[m]
         needs, ranks, stages = infos[m]
-        report[m] = summarise(results, method=m, model=judge.name if (needs and judge) else None,
+        used = needs or any(r.diagnosis.model for r in results)
+        report[m] = summarise(results, method=m, model=judge.name if (used and judge) else None,
                               with_answer=with_answer, subset=subset, label_version=version, ranks=ranks,
                               stage_ids=stages, by_subset=subset == "all")
     return report[methods[0]] if len(methods) == 1 else report

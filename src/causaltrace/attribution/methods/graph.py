@@ -1,8 +1,9 @@
 """``graph`` — the default method (ARCHITECTURE "The default attribution method"): graph-guided, then verified.
 
-This issue builds its deterministic core, which runs with no model; issue 6 adds the LLM stages (segmented
-candidate recall, propagation annotation, adjudication, local counterfactual refinement) on top of the same stages,
-and issue 7's replay registers the verification hook of step 6.
+This issue builds its deterministic core, which runs with no model; with a model, issue 6's LLM stages ``recall``
+(segmented candidate recall guided by the ranking) and ``adjudicate`` (one call) refine it
+(:mod:`causaltrace.attribution.stages.candidate_recall`; ``verified_by="prediction"``), and issue 7's replay
+registers the verification hook of step 6.
 
 Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 
@@ -13,6 +14,8 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 ``loop_detect``      step 3: persistent action loops and re-issued instructions
 ``relevance``        step 3: backward relevance from the anchor over the graph and the information steps share
 ``rank``             the candidate ranking below (deterministic)
+``recall``           with a model: candidate recall per segment on top of the ranking (issue 6)
+``adjudicate``       with a model: one adjudication call over the ranked and recalled candidates (issue 6)
 ``replay_verify``    step 6: the registered verification hook, when the run has a Recording (else skipped)
 ================== ==================================================================================================
 
@@ -235,9 +238,14 @@ class GraphMethod(Method):
         "loop_detect",
         "relevance",
         "rank",
+        "recall",
+        "adjudicate",
         "replay_verify",
     )
-    default_options: ClassVar[Mapping[str, Any]] = {"weights": {}, "max_candidates": 20}
+    #: issue 6: with a model, ``recall`` and ``adjudicate`` refine the ranking (:mod:`..stages.candidate_recall`).
+    uses_model: ClassVar[bool] = True
+    default_options: ClassVar[Mapping[str, Any]] = {"weights": {}, "max_candidates": 20, "max_recall_calls": 8,
+                                                    "adjudicate_top": 10}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         await ctx.run_stage(DependencyGraphStage())
@@ -256,6 +264,10 @@ class GraphMethod(Method):
             candidates=[c.to_candidate() for c in ranking[: int(self.options["max_candidates"])]],
             verified_by="heuristic",
         )
+        if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate)
+            from causaltrace.attribution.stages.candidate_recall import refine_with_model
+
+            await refine_with_model(ctx, finding, ranking, anchor, self.options)
         hook = verification_hook()
         if hook is not None and ctx.run.recording is not None and ctx.enabled("replay_verify"):
             result = await hook(ctx, list(finding.candidates))
