@@ -1,0 +1,18 @@
+"""The fault-injection suite (issue 7 "Proof"; ``causaltrace bench faults --json OUT``).
+
+Scripted runs across smolagents and AutoGen, driven by REACTIVE scripted models (ARCHITECTURE decision 8), each
+with ONE planted decisive error of one of five types — a wrong tool argument, a boundary bug in code, a wrong
+fact one agent states and another carries forward, a loop that never converges, a wrong handoff — and a recovered
+tool error as a distractor (a flaky tool fails once, the agent retries). Offline (no model: the ``graph``
+method's deterministic stages, the mutation proposals of decision 9 and replay), the suite checks that
+causaltrace localises the decisive step (the earliest step whose correction flips the run) and repairs the run.
+
+Layout: :mod:`.cases` (what a case is, rule helpers, strict verifiers), :mod:`.smolagents_cases`,
+:mod:`.autogen_cases`, :mod:`.runner` (record → diagnose → repair → report). Frameworks are imported lazily.
+"""
+
+from causaltrace.replay.faults.cases import FAULT_TYPES, FaultCase
+from causaltrace.replay.faults.runner import CaseResult, all_cases, render_table, run_case, run_suite, summarize
+
+__all__ = ["FAULT_TYPES", "CaseResult", "FaultCase", "all_cases", "render_table", "run_case", "run_suite",
+           "summarize"]
