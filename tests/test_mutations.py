@@ -54,7 +54,10 @@ def test_message_text_uses_values_seen_earlier_and_handoff_targets():
     assert "Sum the numbers 1 to 10 for Bob" in replacements  # 9 -> 10 (also seen earlier)
     assert any("Alice Smith" in r for r in replacements)
     handoff = Step(step_id="r/1", run_id="r", index=1, kind="handoff", agent="planner", outputs={"target": "solver"})
-    assert [p.replacement for p in propose_mutations(handoff, _run(handoff))] == ["planner", "reviewer"]
+    # never to itself; the targets the adapter recorded as allowed come first
+    assert [p.replacement for p in propose_mutations(handoff, _run(handoff))] == ["reviewer"]
+    allowed = handoff.model_copy(update={"metadata": {"candidates": ["billing", "solver", "planner"]}})
+    assert [p.replacement for p in propose_mutations(allowed, _run(allowed))] == ["billing"]
 
 
 def test_ranked_by_minimality_and_limited():

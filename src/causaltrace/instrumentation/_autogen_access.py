@@ -51,6 +51,20 @@ def participants_of(team: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
+def handoff_targets(agent: Any) -> list[str]:
+    """The agents an AssistantAgent may hand off to (``AssistantAgent._handoffs``: name → Handoff)."""
+    handoffs = getattr(agent, "_handoffs", None)
+    if not isinstance(handoffs, dict):
+        return []
+    return [str(getattr(h, "target", "")) for h in handoffs.values() if getattr(h, "target", None)]
+
+
+def selectable_speakers(manager: Any) -> list[str]:
+    """The participant names a group-chat manager chooses among (``BaseGroupChatManager._participant_names``)."""
+    names = getattr(manager, "_participant_names", None)
+    return [str(n) for n in names] if isinstance(names, (list, tuple)) else []
+
+
 def model_client_of(obj: Any) -> Any:
     """The model client an agent or a team (SelectorGroupChat) holds (``._model_client``), or None."""
     return getattr(obj, "_model_client", None)

@@ -59,11 +59,13 @@ from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._autogen_access import (
     client_settings,
     extract_code,
+    handoff_targets,
     llm_request,
     manager_name,
     model_client_of,
     parse_arguments,
     participants_of,
+    selectable_speakers,
     text_of,
     tool_request,
 )
@@ -880,6 +882,8 @@ def _message(turn: _Turn, msg: Any) -> None:
         outputs["target"] = msg.target
     code = extract_code(text)
     metadata: dict[str, Any] = {"message_type": type(msg).__name__}
+    if handoff:
+        metadata["candidates"] = handoff_targets(turn.agent)  # the targets a correction may choose among
     if turn.user_input:
         metadata["user_input"] = True
     step = turn.ctx.add_step(
@@ -1170,7 +1174,9 @@ def _begin_select(manager: Any, level: _Level, thread: Any) -> _Manager | None:
 
 
 @never_raise()
-def _end_select(level: _Level, mgr: _Manager, result: Any, error: BaseException | None) -> None:
+def _end_select(
+    level: _Level, mgr: _Manager, result: Any, error: BaseException | None, *, candidates: list[str] | None = None
+) -> None:
     if error is not None:
         if not isinstance(error, asyncio.CancelledError):
             level.ctx.add_step(
@@ -1186,7 +1192,7 @@ def _end_select(level: _Level, mgr: _Manager, result: Any, error: BaseException 
         depends_on=deps,
         content=", ".join(selected),
         outputs={"selected": selected[0] if len(selected) == 1 else selected},
-        metadata={"agent_key": mgr.key, "by_model": mgr.last_llm is not None},
+        metadata={"agent_key": mgr.key, "by_model": mgr.last_llm is not None, "candidates": candidates or []},
     )
     if step is not None:
         for name in selected:
@@ -1209,7 +1215,7 @@ async def _select_speaker(
     finally:
         _TURN.reset(t_turn)
         _MANAGER.reset(t_mgr)
-    _end_select(level, mgr, result, None)
+    _end_select(level, mgr, result, None, candidates=selectable_speakers(manager))
     return result
 
 

@@ -229,8 +229,11 @@ def _raw_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
     if step.kind in ("handoff", "speaker_selection"):
         key = "target" if step.kind == "handoff" else "selected"
         current = step.outputs.get(key)
-        for agent in run.agents:
-            if agent != current:
+        # the targets the framework allowed at that step (recorded by the adapter), then the run's other agents
+        recorded = step.metadata.get("candidates")
+        options = [str(a) for a in recorded] if isinstance(recorded, list) and recorded else list(run.agents)
+        for agent in options:
+            if agent != current and agent != step.agent:
                 yield current, agent, f"{key} {current} → {agent}"
         return
     if step.kind == "tool_call" and step.arguments is not None and code is None:

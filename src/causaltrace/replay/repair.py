@@ -37,10 +37,12 @@ from causaltrace.schema import (
     Cost,
     Diagnosis,
     EvidenceItem,
+    Outcome,
     RepairPair,
     ReplayResult,
     Run,
     Step,
+    StepError,
 )
 
 __all__ = ["RepairResult", "StepAttempt", "build_repair_pair", "repair", "repair_sync"]
@@ -249,7 +251,17 @@ async def repair(
         attempts.append(attempt)
         original = _original(step, replacement_kind(step))
         for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
-            result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy)
+            try:
+                result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy)
+            except UserError as exc:  # the adapter refused this proposal (e.g. a handoff target the agent lacks)
+                result = ReplayResult(
+                    original_run_id=run.run_id,
+                    intervention=proposal,
+                    outcome=Outcome(status="unknown", reason=f"intervention refused: {exc.message}"),
+                    flipped=False,
+                    replays_run=0,
+                    error=StepError(type="InterventionRefused", message=exc.message),
+                )
             replays += result.replays_run
             attempt.replays.append(result)
             if on_replay is not None:
