@@ -128,3 +128,42 @@ def test_causalflow_method_and_graph_replay_verification(sandbox, monkeypatch):
     assert verified.artifacts["replay_verify"]["flipped"] == step.step_id
     failed = diagnose_sync(run, "causalflow")
     assert failed.failed and "--factory" in failed.failure_reason
+
+
+async def test_predictive_replay_and_repair_of_an_imported_run():
+    """A run without a recording (an imported log): an LLM predicts the corrected outcome; never called a replay."""
+    from causaltrace.attribution.llm import Judge
+    from causaltrace.collector.otlp import load_otlp_json
+    from causaltrace.replay.executor import replay
+    from causaltrace.replay.repair import repair
+    from causaltrace.schema import Intervention
+    from causaltrace.testing import FunctionJudge
+
+    (run,) = load_otlp_json(EXAMPLES / "sample_run.otlp.jsonl")
+    assert not run.recording or not run.recording.calls  # nothing to play back
+    prompts = []
+
+    def model(messages, info):
+        text = messages[-1]["content"]
+        prompts.append((info.stage_id, text))
+        if info.stage_id == "predict":
+            fixed = "corrected: add_range({\"start\": 1, \"stop\": 11})" in text or '"stop": 11' in text
+            return json.dumps({"would_succeed": fixed, "confidence": 0.8, "reasoning": "the bound now includes 10"})
+        return json.dumps({"corrected": "{\"start\": 1, \"stop\": 11}", "changes_made": "stop 10 -> 11"})
+
+    judge = Judge(FunctionJudge(model), cache=False)
+    call = next(s for s in run.steps if s.tool_name == "add_range" and s.kind == "tool_call")
+    good = await replay(run, None, Intervention(step_id=call.step_id, replacement={"start": 1, "stop": 11}), "55",
+                        model=judge)
+    assert good.flipped and good.verified_by == "prediction" and good.run is None and good.replays_run == 0
+    stage, text = prompts[-1]
+    assert stage == "predict" and "Original outcome: FAILED" in text and "#15 final_answer" in text
+    bad = await replay(run, None, Intervention(step_id=call.step_id, replacement={"start": 2, "stop": 10}), "55",
+                       model=judge)
+    assert not bad.flipped and bad.verified_by == "prediction"
+    with pytest.raises(causaltrace.UserError, match="predictive replay"):
+        await replay(run, None, Intervention(step_id=call.step_id, replacement={}), "55")
+    result = await repair(run, None, "55", [call.step_id], model=judge, store=False)
+    assert result.repaired and result.diagnosis.verified_by == "prediction"
+    assert result.pair is not None and result.pair.verified_by == "prediction"
+    assert list(pair_rows([result.pair])) == []  # predicted pairs are exported only on request

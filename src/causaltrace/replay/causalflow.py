@@ -33,6 +33,7 @@ from causaltrace.attribution.engine import (
     register_verification_hook,
 )
 from causaltrace.protocols import register_method
+from causaltrace.replay.executor import has_recording
 from causaltrace.schema import Candidate, Run
 
 __all__ = ["CausalFlowMethod", "verification_scope"]
@@ -101,7 +102,7 @@ class CausalFlowMethod(Method):
         inputs = _inputs(self.options)
         if inputs is None:
             raise MethodFailed("causalflow replays the run: give --factory and --verify (or factory=/verify=)")
-        if ctx.run.recording is None:
+        if not has_recording(ctx.run):
             raise MethodFailed("causalflow needs a recorded run (this one was imported or recorded with record=False)")
         factory, verify = inputs
         result = await _repair(ctx.run, factory, verify, None, ctx, exhaustive=True, k=int(self.options["k"]))

@@ -47,6 +47,11 @@ class ReplayPolicy:
             raise UserError(f"a flip needs r of R replays with 1 <= r <= R, got {self.required} of {self.attempts}")
 
 
+def has_recording(run: Run) -> bool:
+    """Whether the run can be played back: it has a Recording with at least one recorded call."""
+    return run.recording is not None and bool(run.recording.calls)
+
+
 _DEFAULT_SANDBOX: Sandbox | None = None
 
 
@@ -73,9 +78,10 @@ async def _replay_once(
     sandbox: Sandbox | None,
     live_override: str | None,
 ) -> ReplayResult:
-    if run.recording is None:
+    if not has_recording(run):
         raise UserError(
-            f"run {run.run_id} has no recording (imported or recorded with record=False): use predictive replay"
+            f"run {run.run_id} has no recording (imported or recorded with record=False): give a model (--model) "
+            "for predictive replay"
         )
     if intervention.step_id not in {s.step_id for s in run.steps}:
         raise UserError(f"step {intervention.step_id!r} is not a step of run {run.run_id}")
@@ -122,13 +128,26 @@ async def replay(
     sandbox: Sandbox | None = None,
     live_override: str | None = None,
     policy: ReplayPolicy | None = None,
+    model: Any = None,
 ) -> ReplayResult:
     """Re-run ``run`` with ``intervention`` applied and judge the new outcome with ``verify``.
+
+    A run without a Recording (an imported log) cannot be re-run: with ``model`` its outcome is PREDICTED
+    (:mod:`causaltrace.replay.predictive`, ``verified_by="prediction"``), without one it is a ``UserError``.
 
     Returns the first replay's result, with ``flipped`` decided by the r-of-R policy when the replay made live LLM
     calls (a deterministic replay decides alone). Raises ``UserError`` for a run without a recording or a step that
     is not in it, and ``ReplayError`` when the adapter cannot play the run back at all.
     """
+    if not has_recording(run) and model is not None:
+        from causaltrace.replay.predictive import predict_replay
+
+        judge = model
+        if not hasattr(model, "ask"):
+            from causaltrace.attribution.llm import Judge
+
+            judge = Judge(model)
+        return await predict_replay(run, intervention, judge=judge)
     if sandbox is None:
         sandbox = default_sandbox()
     policy = policy or ReplayPolicy()

@@ -28,7 +28,7 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, Sandbox
-from causaltrace.replay.executor import ReplayPolicy, replay
+from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
 from causaltrace.replay.minimality import minimality
 from causaltrace.replay.mutations import code_of
 from causaltrace.replay.proposals import _original, proposals_for, replacement_kind
@@ -160,7 +160,7 @@ def build_repair_pair(run: Run, result: ReplayResult, *, crs: float, minimality_
         task_id=str(run.metadata.get("task_id")) if run.metadata.get("task_id") else None,
         minimality=minimality_score,
         crs=crs,
-        verified_by="replay",
+        verified_by=result.verified_by,
         replays_run=replays_run,
         replays_succeeded=result.replays_flipped,
         replay_run_id=result.run.run_id if result.run is not None else None,
@@ -230,8 +230,8 @@ async def repair(
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
-    if run.recording is None:
-        raise UserError(f"run {run.run_id} has no recording, so it cannot be replayed")
+    if not has_recording(run) and model is None:
+        raise UserError(f"run {run.run_id} has no recording: repairing it needs a model (--model) to predict replays")
     started = time.perf_counter()
     store_obj = _open_store(store)
     if diagnosis is None and store_obj is not None:
@@ -252,7 +252,7 @@ async def repair(
         original = _original(step, replacement_kind(step))
         for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
             try:
-                result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy)
+                result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy, model=judge)
             except UserError as exc:  # the adapter refused this proposal (e.g. a handoff target the agent lacks)
                 result = ReplayResult(
                     original_run_id=run.run_id,
@@ -335,10 +335,13 @@ def _updated_diagnosis(
     step = run.step(decisive.step_id)
     best = decisive.best
     assert best is not None
+    if best.verified_by == "prediction":
+        how = "is PREDICTED to flip the run to success (no recording to replay)"
+    else:
+        how = f"flips the run to success in replay ({best.replays_flipped} of {best.replays_run} replays)"
     explanation = (
         f"Correcting step #{step.index} ({step.kind} by {step.agent or '-'}) — {best.intervention.description} — "
-        f"flips the run to success in replay ({best.replays_flipped} of {best.replays_run} replays); it is the "
-        "earliest step whose correction does."
+        f"{how}; it is the earliest step whose correction does."
     )
     evidence = [EvidenceItem(step_id=step.step_id, index=step.index, role="introduced", note=best.intervention.description)]
     downstream = [s for s in run.steps if s.index > step.index and s.kind in ("message", "final_answer")]
@@ -358,8 +361,8 @@ def _updated_diagnosis(
         explanation=explanation,
         evidence=tuple(evidence),
         candidates=tuple(candidates),
-        confidence=1.0,
-        verified_by="replay",
+        confidence=1.0 if best.verified_by == "replay" else None,
+        verified_by=best.verified_by,
     )
 
 
