@@ -167,3 +167,34 @@ async def test_predictive_replay_and_repair_of_an_imported_run():
     assert result.repaired and result.diagnosis.verified_by == "prediction"
     assert result.pair is not None and result.pair.verified_by == "prediction"
     assert list(pair_rows([result.pair])) == []  # predicted pairs are exported only on request
+
+
+async def test_llm_proposals_follow_causalflow_and_bad_answers_are_skipped():
+    from causaltrace.attribution.llm import Judge
+    from causaltrace.replay.proposals import proposals_for
+    from causaltrace.testing import FunctionJudge
+
+    run = _failed_run()
+    code_step = next(s for s in run.steps if s.kind == "code_execution" and "range(1, 6)" in str(s.inputs))
+    sent = []
+    answers = iter([
+        json.dumps({"corrected": str(code_step.inputs["code"]).replace("range(1, 6)", "range(1, 7)"),
+                    "changes_made": "include 6"}),
+        "not json at all",  # garbage: repaired once, then skipped
+        "still garbage",
+        "garbage again",
+        json.dumps({"corrected": str(code_step.inputs["code"]), "changes_made": "nothing"}),  # no-op: dropped
+    ])
+
+    def model(messages, info):
+        sent.append(messages[-1]["content"])
+        return next(answers)
+
+    judge = Judge(FunctionJudge(model), cache=False, max_repairs=2)
+    proposals = await proposals_for(code_step, run, judge=judge, k=3, mutation_budget=5)
+    llm = [p for p in proposals if p.source == "llm"]
+    assert len(llm) == 1 and "range(1, 7)" in llm[0].replacement and llm[0].description == "include 6"
+    assert "Task: What is the sum of the squares" in sent[0] and "range(1, 6)" in sent[0]
+    assert "smallest possible change" in sent[0] and "final answer is 55" in sent[0]
+    # 5 mutations asked for; the one equal to the LLM proposal (6 → 7) is deduplicated
+    assert len([p for p in proposals if p.source == "mutation"]) == 4
