@@ -18,6 +18,7 @@ from causaltrace.attribution import (
     VerificationResult,
     available_methods,
     register_verification_hook,
+    verification_hook,
 )
 from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV, output_model, step_index
 from causaltrace.attribution.stages import DependencyGraphStage, FailureAnchorStage
@@ -171,6 +172,7 @@ def test_the_verification_hook_is_called_for_runs_with_a_recording():
         return VerificationResult(step_id=ctx.run.step_at(3).step_id, explanation="flipped by replay",
                                   artifact={"replays": 1})
 
+    previous = verification_hook()  # replay/ installs one at import: put it back afterwards
     register_verification_hook(hook)
     try:
         plain = causaltrace.diagnose_sync(run)
@@ -184,7 +186,7 @@ def test_the_verification_hook_is_called_for_runs_with_a_recording():
         skipped = causaltrace.diagnose_sync(recorded, ablate=["replay_verify"])
         assert skipped.verified_by == "heuristic" and len(seen) == 1
     finally:
-        register_verification_hook(None)
+        register_verification_hook(previous)
 
 
 def test_the_diagnosis_round_trips_through_the_store():
