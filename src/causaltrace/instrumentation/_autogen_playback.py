@@ -106,6 +106,7 @@ from causaltrace.instrumentation._autogen_access import (
     participants_of,
     tool_request,
 )
+from causaltrace.instrumentation._playback_common import PlaybackAdapterBase
 from causaltrace.instrumentation._playback_common import exception_of as _exception_of
 from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.schema import (
@@ -1457,31 +1458,10 @@ def _input_twin(original: Callable[..., Any], log: PlaybackLog, key: str) -> Cal
     return ask
 
 
-class AutogenReplayAdapter:
+class AutogenReplayAdapter(PlaybackAdapterBase):
     """The AutoGen ``ReplayAdapter`` (registered by ``instrumentation/autogen.py`` at import)."""
 
     framework = "autogen"
-
-    def build_playback(
-        self,
-        factory: Callable[[], Any],
-        recording: Recording,
-        intervention: Intervention | None,
-        *,
-        sandbox: Any,
-        live_override: str | None = None,
-        run: Run | None = None,
-    ) -> Any:
-        """Build a fresh team with ``factory`` (sync or async) and swap in the playback parts; returns an
-        :class:`AutogenPlayback` (or an awaitable of one when the factory is async)."""
-        built = factory()
-        if inspect.isawaitable(built):
-
-            async def assemble() -> AutogenPlayback:
-                return self._assemble(await built, recording, intervention, sandbox, live_override, run)
-
-            return assemble()
-        return self._assemble(built, recording, intervention, sandbox, live_override, run)
 
     def _assemble(
         self,

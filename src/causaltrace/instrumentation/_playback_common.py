@@ -5,11 +5,52 @@ into the text the next model call sees, so a served error must look the same).""
 from __future__ import annotations
 
 import builtins
+import inspect
+from collections.abc import Callable
 from typing import Any
 
-from causaltrace.schema import StepError, canonical_json
+from causaltrace.schema import Intervention, Recording, Run, StepError, canonical_json
 
-__all__ = ["exception_of", "first_difference", "short"]
+__all__ = ["PlaybackAdapterBase", "exception_of", "first_difference", "short"]
+
+
+class PlaybackAdapterBase:
+    """The part of the ``ReplayAdapter`` protocol both frameworks share: call the user's factory (sync or async),
+    then ``_assemble`` the playback on the fresh object (framework-specific)."""
+
+    framework: str = ""
+
+    def build_playback(
+        self,
+        factory: Callable[[], Any],
+        recording: Recording,
+        intervention: Intervention | None,
+        *,
+        sandbox: Any,
+        live_override: str | None = None,
+        run: Run | None = None,
+    ) -> Any:
+        """Build a fresh team / agent with ``factory`` and swap in the playback parts (an awaitable when the factory
+        is async)."""
+        built = factory()
+        if inspect.isawaitable(built):
+
+            async def assemble() -> Any:
+                return self._assemble(await built, recording, intervention, sandbox, live_override, run)
+
+            return assemble()
+        return self._assemble(built, recording, intervention, sandbox, live_override, run)
+
+    def _assemble(
+        self,
+        root: Any,
+        recording: Recording,
+        intervention: Intervention | None,
+        sandbox: Any,
+        live_override: str | None,
+        run: Run | None,
+    ) -> Any:
+        raise NotImplementedError
 
 
 def first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str, str, str]:

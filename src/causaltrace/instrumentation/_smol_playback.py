@@ -79,7 +79,6 @@ import ast
 import asyncio
 import contextvars
 import copy
-import inspect
 import json
 import logging
 import os
@@ -91,6 +90,7 @@ from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.instrumentation import _smol_access as acc
+from causaltrace.instrumentation._playback_common import PlaybackAdapterBase
 from causaltrace.instrumentation._playback_common import exception_of as _exception_of
 from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.instrumentation._smol_steps import _STATE
@@ -1153,30 +1153,10 @@ class SmolPlayback:
     executors: list[SandboxedCodeExecutor] = field(default_factory=list)
 
 
-class SmolagentsReplayAdapter:
+class SmolagentsReplayAdapter(PlaybackAdapterBase):
     """The smolagents ``ReplayAdapter`` (registered by ``instrumentation/smolagents.py`` at import)."""
 
     framework = "smolagents"
-
-    def build_playback(
-        self,
-        factory: Callable[[], Any],
-        recording: Recording,
-        intervention: Intervention | None,
-        *,
-        sandbox: Any,
-        live_override: str | None = None,
-        run: Run | None = None,
-    ) -> Any:
-        """Build a fresh agent with ``factory`` (sync or async) and swap in the playback parts; returns a
-        :class:`SmolPlayback` (or an awaitable of one when the factory is async)."""
-        built = factory()
-        if inspect.isawaitable(built):
-            async def assemble() -> SmolPlayback:
-                return self._assemble(await built, recording, intervention, sandbox, live_override, run)
-
-            return assemble()
-        return self._assemble(built, recording, intervention, sandbox, live_override, run)
 
     def _assemble(self, root: Any, recording: Recording, intervention: Intervention | None, sandbox: Any,
                   live_override: str | None, run: Run | None) -> SmolPlayback:
