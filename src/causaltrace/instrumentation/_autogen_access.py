@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -109,11 +110,29 @@ def client_settings(client: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- canonical requests
 
 
+_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _tool_schema(tool: Any) -> Any:
+    """A tool's schema (cached per tool object: AutoGen's ``FunctionTool.schema`` rebuilds a pydantic JSON schema on
+    every access, which was the largest single cost of recording a model call)."""
+    if isinstance(tool, Mapping):
+        return tool
+    try:
+        cached = _SCHEMAS.get(tool)
+    except TypeError:  # not weakly referenceable
+        cached = None
+    if cached is not None:
+        return dict(cached)
     schema = getattr(tool, "schema", None)
-    if schema is not None and not isinstance(tool, Mapping):
-        return dict(schema)
-    return tool
+    if schema is None:
+        return tool
+    value = dict(schema)
+    try:
+        _SCHEMAS[tool] = value
+    except TypeError:
+        pass
+    return dict(value)
 
 
 def _json_output(value: Any) -> Any:
