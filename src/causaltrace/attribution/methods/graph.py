@@ -2,8 +2,10 @@
 
 This issue builds its deterministic core, which runs with no model; with a model, issue 6's LLM stages ``recall``
 (segmented candidate recall guided by the ranking) and ``adjudicate`` (one call) refine it
-(:mod:`causaltrace.attribution.stages.candidate_recall`; ``verified_by="prediction"``), and issue 7's replay
-registers the verification hook of step 6.
+(:mod:`causaltrace.attribution.stages.candidate_recall`; ``verified_by="prediction"``), then ``refine`` (step 5's
+local counterfactual refinement, DCFA's LCE in its cheapest form: one simulated-outcome call for each of the top 2
+candidates; :mod:`causaltrace.attribution.stages.refine`), and issue 7's replay registers the verification hook of
+step 6.
 
 Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 
@@ -16,6 +18,8 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 ``rank``             the candidate ranking below (deterministic)
 ``recall``           with a model: candidate recall per segment on top of the ranking (issue 6)
 ``adjudicate``       with a model: one adjudication call over the ranked and recalled candidates (issue 6)
+``refine``           with a model: one counterfactual-simulation call per top-2 candidate, ΔS by DCFA's similarity;
+                     the earliest candidate simulated to succeed wins, possibly overturning ``adjudicate`` (issue 6)
 ``replay_verify``    step 6: the registered verification hook, when the run has a Recording (else skipped)
 ================== ==================================================================================================
 
@@ -240,12 +244,14 @@ class GraphMethod(Method):
         "rank",
         "recall",
         "adjudicate",
+        "refine",
         "replay_verify",
     )
-    #: issue 6: with a model, ``recall`` and ``adjudicate`` refine the ranking (:mod:`..stages.candidate_recall`).
+    #: issue 6: with a model, ``recall``, ``adjudicate`` (:mod:`..stages.candidate_recall`) and ``refine``
+    #: (:mod:`..stages.refine`) refine the ranking.
     uses_model: ClassVar[bool] = True
     default_options: ClassVar[Mapping[str, Any]] = {"weights": {}, "max_candidates": 20, "max_recall_calls": 8,
-                                                    "adjudicate_top": 10}
+                                                    "adjudicate_top": 10, "refine_top": 2}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         await ctx.run_stage(DependencyGraphStage())
@@ -264,10 +270,12 @@ class GraphMethod(Method):
             candidates=[c.to_candidate() for c in ranking[: int(self.options["max_candidates"])]],
             verified_by="heuristic",
         )
-        if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate)
+        if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
+            from causaltrace.attribution.stages.refine import refine_finding
 
             await refine_with_model(ctx, finding, ranking, anchor, self.options)
+            await refine_finding(ctx, finding, ranking, anchor, self.options)
         hook = verification_hook()
         if hook is not None and ctx.run.recording is not None and ctx.enabled("replay_verify"):
             result = await hook(ctx, list(finding.candidates))
