@@ -106,7 +106,7 @@ from causaltrace.instrumentation._autogen_access import (
     participants_of,
     tool_request,
 )
-from causaltrace.instrumentation._playback_common import PlaybackAdapterBase
+from causaltrace.instrumentation._playback_common import DivergenceLog, PlaybackAdapterBase
 from causaltrace.instrumentation._playback_common import exception_of as _exception_of
 from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.schema import (
@@ -233,7 +233,7 @@ class _CodeRecord:
 # ------------------------------------------------------------------------------------------------ the log
 
 
-class PlaybackLog:
+class PlaybackLog(DivergenceLog):
     """What one playback shares across its agents: the recording, the target, ordinal counters, tool-call
     reservations, what was released, counts and the divergences seen (the first one is the one reported)."""
 
@@ -322,18 +322,6 @@ class PlaybackLog:
             return self.next_ordinal(key, "tool"), parsed
 
     # -- matching ------------------------------------------------------------------------------------------------
-
-    def check(self) -> None:
-        """Raise the first divergence again (the run must stop at it)."""
-        if self.divergences:
-            raise ReplayDivergence(self.divergences[0])
-
-    def diverge(self, message: str) -> ReplayDivergence:
-        with self._lock:
-            self.divergences.append(message)
-            first = self.divergences[0]
-        logger.info("causaltrace replay: %s", message)
-        return ReplayDivergence(first)
 
     def decide(self, key: str, kind: str, ordinal: int, digest: str, canonical: Any, what: str) -> _Decision:
         """Serve, intervene, re-run or go live at ``(key, kind, ordinal)``; ReplayDivergence before the

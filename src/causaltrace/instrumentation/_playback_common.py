@@ -6,12 +6,39 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from causaltrace.exceptions import ReplayDivergence
 from causaltrace.schema import Intervention, Recording, Run, StepError, canonical_json
 
-__all__ = ["PlaybackAdapterBase", "exception_of", "first_difference", "short"]
+__all__ = ["DivergenceLog", "PlaybackAdapterBase", "exception_of", "first_difference", "short"]
+
+logger = logging.getLogger("causaltrace")
+
+
+class DivergenceLog:
+    """The divergence half of a playback log: once a replay diverges, every later call raises the FIRST divergence
+    (a divergence inside a nested agent must not surface later as some other error). Subclasses set ``_lock`` and
+    ``divergences``."""
+
+    _lock: threading.Lock
+    divergences: list[str]
+
+    def check(self) -> None:
+        """Raise the first divergence again (the run must stop at it)."""
+        if self.divergences:
+            raise ReplayDivergence(self.divergences[0])
+
+    def diverge(self, message: str) -> ReplayDivergence:
+        """Note a divergence; returns the exception of the FIRST one."""
+        with self._lock:
+            self.divergences.append(message)
+            first = self.divergences[0]
+        logger.info("causaltrace replay: %s", message)
+        return ReplayDivergence(first)
 
 
 class PlaybackAdapterBase:

@@ -90,7 +90,7 @@ from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.instrumentation import _smol_access as acc
-from causaltrace.instrumentation._playback_common import PlaybackAdapterBase
+from causaltrace.instrumentation._playback_common import DivergenceLog, PlaybackAdapterBase
 from causaltrace.instrumentation._playback_common import exception_of as _exception_of
 from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.instrumentation._smol_steps import _STATE
@@ -175,7 +175,7 @@ class _Pending:
     claimed: bool = False
 
 
-class PlaybackLog:
+class PlaybackLog(DivergenceLog):
     """What one playback shares across its agents: the recording, the target, ordinal counters, reservations,
     counts and the divergences seen (the first one is the one reported)."""
 
@@ -224,18 +224,6 @@ class PlaybackLog:
             return self.next_ordinal(key, "tool"), arguments
 
     # -- matching ------------------------------------------------------------------------------------------------
-
-    def check(self) -> None:
-        """Raise the first divergence again (the run must stop at it)."""
-        if self.divergences:
-            raise ReplayDivergence(self.divergences[0])
-
-    def diverge(self, message: str) -> ReplayDivergence:
-        with self._lock:
-            self.divergences.append(message)
-            first = self.divergences[0]
-        logger.info("causaltrace replay: %s", message)
-        return ReplayDivergence(first)
 
     def decide(self, key: str, kind: str, ordinal: int, digest: str, canonical: Any, what: str) -> _Decision:
         """Serve, intervene or go live at ``(key, kind, ordinal)``; ReplayDivergence before the intervention."""
