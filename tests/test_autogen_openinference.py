@@ -81,6 +81,7 @@ async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
     instrumentor = AutogenAgentChatInstrumentor()
     if arm == "openinference":
+        uninstrument_autogen()  # never both at once, whatever an earlier test left instrumented
         instrumentor.instrument(tracer_provider=provider)
     else:
         instrument_autogen(provider, TraceConfig(store=False))

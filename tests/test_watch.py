@@ -4,6 +4,7 @@ the background, the diagnosis lands on the run's root span (ended with the run's
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 import time
@@ -33,6 +34,10 @@ def exporter():
     instrument_smolagents(provider, TraceConfig())
     yield exp
     uninstrument_smolagents()
+    if importlib.util.find_spec("autogen_agentchat") is not None:  # watch() instruments every installed framework
+        from causaltrace.instrumentation.autogen import uninstrument_autogen
+
+        uninstrument_autogen()
     _runtime.reset_tracing()
 
 

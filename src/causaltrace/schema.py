@@ -18,6 +18,7 @@ Design decisions:
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import pickle
@@ -27,6 +28,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ __all__ = [
     "VerifiedBy",
     "action_signature",
     "canonical_json",
+    "canonical_request",
     "canonicalize_request",
     "decode_response",
     "encode_response",
@@ -329,22 +332,66 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-def canonicalize_request(
-    request: Any,
-    *,
-    call_id_pattern: re.Pattern[str] | None = None,
-    drop_keys: Iterable[str] = ("created_at",),
-) -> Any:
-    """Return a JSON-able copy of ``request`` with tool-call ids replaced by request-local aliases.
+def _plain_json_bytes(value: Any) -> bytes:
+    """Compact JSON of ``value`` (pydantic models, dataclasses, containers…), serialised by pydantic-core in Rust.
 
-    ARCHITECTURE "Recording": ids found under ``id`` / ``call_id`` / ``tool_call_id`` keys (and, when
-    ``call_id_pattern`` is given, occurrences of that pattern inside strings — smolagents puts ids in message text)
-    become ``call#0``, ``call#1``… numbered by first appearance within this request; ``created_at`` is dropped.
-    A message ``id`` (AutoGen's uuid) never reaches a model request, so every ``id`` value is treated as a call id.
+    The recording hot path: about 8x faster than ``json.dumps`` calling ``model_dump`` per object. Types it does not
+    know go through :func:`_json_default`; should that fail, the plain ``json.dumps`` path decides. Sets serialise in
+    iteration order here (requests carry none in practice); bytes as URL-safe base64.
     """
-    plain = json.loads(canonical_json(request))
+    try:
+        return pydantic_core.to_json(value, fallback=_json_default, bytes_mode="base64")
+    except Exception:  # a serializer raising on an odd object: the slow path handles (or reprs) it
+        return canonical_json(value).encode()
+
+
+_JSON_STRING_BODY = r'(?:[^"\\]|\\.)*'
+#: A call id under one of the id keys, in compact JSON text: group 1 the key, group 2 the (escaped) id.
+_ID_VALUE = rf'"({"|".join(_CALL_ID_KEYS)})":"({_JSON_STRING_BODY})"'
+_ID_MARKERS = tuple(f'"{key}":"' for key in _CALL_ID_KEYS)
+
+
+_ID_REGEX = re.compile(_ID_VALUE)
+
+
+@functools.lru_cache(maxsize=16)
+def _drop_regex(keys: tuple[str, ...]) -> re.Pattern[str]:
+    names = "|".join(re.escape(key) for key in keys)
+    scalar = rf'(?:"{_JSON_STRING_BODY}"|[-+\w.]+)(?=[,}}])'
+    return re.compile(rf'(?<=\{{)"(?:{names})":{scalar},?|,"(?:{names})":{scalar}')
+
+
+def _edit_canonical_text(text: str, drop: tuple[str, ...]) -> str | None:
+    """Alias call ids and drop ``drop`` keys on compact, key-sorted JSON text (the recording hot path).
+
+    In compact JSON an unescaped ``"`` only ever bounds a string, so a key and its string value are found exactly.
+    Returns ``text`` itself when there is nothing to do, None when a dropped key holds an object or array (the caller
+    walks the data instead). A ``call_id_pattern`` is never applied to text: escapes (``\\n`` before an id) would
+    change what its look-arounds see.
+    """
+    if drop and any(f'"{key}":' in text for key in drop):
+        text = _drop_regex(drop).sub("", text)
+        if any(f'"{key}":' in text for key in drop):
+            return None
+    if not any(marker in text for marker in _ID_MARKERS):
+        return text
     aliases: dict[str, str] = {}
-    dropped = set(drop_keys)
+
+    def alias(value: str) -> str:
+        if value not in aliases:
+            aliases[value] = f"call#{len(aliases)}"
+        return aliases[value]
+
+    def replace(match: re.Match[str]) -> str:
+        return f'"{match.group(1)}":"{alias(match.group(2))}"' if match.group(2) else match.group(0)
+
+    return _ID_REGEX.sub(replace, text)
+
+
+def _canonical_walk(plain: Any, call_id_pattern: Any, drop: tuple[str, ...]) -> Any:
+    """:func:`canonicalize_request` on parsed JSON data (the reference implementation, and the fallback)."""
+    aliases: dict[str, str] = {}
+    dropped = set(drop)
 
     def alias(value: str) -> str:
         if value not in aliases:
@@ -370,6 +417,47 @@ def canonicalize_request(
         return node
 
     return walk(plain)
+
+
+def canonical_request(
+    request: Any,
+    *,
+    call_id_pattern: Any = None,
+    drop_keys: Iterable[str] = ("created_at",),
+) -> tuple[Any, str]:
+    """``(canonicalize_request(request), request_hash(...))`` in one pass: the recording hot path.
+
+    The request is serialised once (pydantic-core), its key-sorted compact text is edited in place and hashed; the
+    data is parsed back only when the text changed. With a ``call_id_pattern`` (ids inside message text) the parsed
+    data is walked instead.
+    """
+    drop = tuple(drop_keys)
+    plain = json.loads(_plain_json_bytes(request))
+    text = canonical_json(plain)
+    edited = None if call_id_pattern is not None else _edit_canonical_text(text, drop)
+    if edited is None:
+        canonical = _canonical_walk(plain, call_id_pattern, drop)
+        return canonical, request_hash(canonical)
+    if edited is not text:
+        plain = json.loads(edited)
+    return plain, hashlib.sha256(edited.encode()).hexdigest()
+
+
+def canonicalize_request(
+    request: Any,
+    *,
+    call_id_pattern: Any = None,
+    drop_keys: Iterable[str] = ("created_at",),
+) -> Any:
+    """Return a JSON-able copy of ``request`` with tool-call ids replaced by request-local aliases.
+
+    ARCHITECTURE "Recording": ids found under ``id`` / ``call_id`` / ``tool_call_id`` keys (and, when
+    ``call_id_pattern`` is given, occurrences of that pattern inside strings — smolagents puts ids in message text)
+    become ``call#0``, ``call#1``… numbered by first appearance within this request (in key-sorted order);
+    ``created_at`` is dropped. A message ``id`` (AutoGen's uuid) never reaches a model request, so every ``id``
+    value is treated as a call id.
+    """
+    return canonical_request(request, call_id_pattern=call_id_pattern, drop_keys=drop_keys)[0]
 
 
 def request_hash(canonical_request: Any) -> str:

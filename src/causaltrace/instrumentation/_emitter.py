@@ -121,13 +121,16 @@ class StepSpan:
     start_ns: int
     attributes: dict[str, Any]
     links: list[Link] = field(default_factory=list)
+    current: NonRecordingSpan | None = None
 
     def get_span_context(self) -> SpanContext:
         return self.context
 
     def as_current(self) -> NonRecordingSpan:
         """A span object to make current, so the framework's own spans nest under this step."""
-        return NonRecordingSpan(self.context)
+        if self.current is None:
+            self.current = NonRecordingSpan(self.context)
+        return self.current
 
 
 def _sdk_parts(tracer: trace.Tracer) -> tuple[Any, Any, Any, Any] | None:

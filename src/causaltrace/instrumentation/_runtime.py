@@ -27,11 +27,11 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext
 from pydantic import BaseModel
@@ -55,15 +55,15 @@ from causaltrace.schema import (
     Verdict,
     action_signature,
     canonical_json,
-    canonicalize_request,
+    canonical_request,
     encode_response,
-    request_hash,
 )
 
 __all__ = [
     "CallHandle",
     "RunContext",
     "RunHandle",
+    "Scope",
     "StepHandle",
     "Tracing",
     "attach_run",
@@ -79,6 +79,35 @@ logger = logging.getLogger("causaltrace")
 
 _CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("causaltrace_run", default=None)
 _CURRENT_STEP: contextvars.ContextVar[StepHandle | None] = contextvars.ContextVar("causaltrace_step", default=None)
+
+
+class Scope:
+    """Set context variables and (optionally) the current OTel span for one ``with`` block, then restore them.
+
+    The instrumentation hot path enters a scope around every item a framework stream yields; one plain object with
+    ``__enter__`` / ``__exit__`` costs a fraction of nested ``@contextmanager`` generators and ``trace.use_span``.
+    """
+
+    __slots__ = ("_otel_token", "_span", "_tokens", "_values")
+
+    def __init__(self, values: tuple[tuple[contextvars.ContextVar[Any], Any], ...], span: Span | None = None) -> None:
+        self._values = values
+        self._span = span
+        self._tokens: list[contextvars.Token[Any]] = []
+        self._otel_token: object = None
+
+    def __enter__(self) -> Scope:
+        self._tokens = [var.set(value) for var, value in self._values]
+        if self._span is not None:
+            self._otel_token = otel_context.attach(trace.set_span_in_context(self._span))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._otel_token is not None:
+            otel_context.detach(self._otel_token)  # type: ignore[arg-type]
+            self._otel_token = None
+        for (var, _), token in zip(reversed(self._values), reversed(self._tokens), strict=True):
+            var.reset(token)
 
 
 # ----------------------------------------------------------------------------------------------- tracing set-up
@@ -299,18 +328,10 @@ class StepHandle:
         self.ctx._step_ended(self, step, end_ns)
         return step
 
-    @contextmanager
-    def activate(self) -> Iterator[StepHandle]:
-        """Make this step's span (and this step) current, so the framework's own spans and nested steps nest here."""
-        token = _CURRENT_STEP.set(self)
-        try:
-            if self.span is not None:
-                with trace.use_span(self.span.as_current(), end_on_exit=False):
-                    yield self
-            else:
-                yield self
-        finally:
-            _CURRENT_STEP.reset(token)
+    def activate(self, *also: tuple[contextvars.ContextVar[Any], Any]) -> Scope:
+        """A scope making this step's span (and this step) current, so the framework's own spans and nested steps
+        nest here; ``also`` are more (context variable, value) pairs the caller sets in the same scope."""
+        return Scope(((_CURRENT_STEP, self), *also), self.span.as_current() if self.span is not None else None)
 
 
 def current_step() -> StepHandle | None:
@@ -347,21 +368,26 @@ class CallHandle:
         except TypeError as exc:
             logger.info("causaltrace: call %s/%s#%d not recordable: %s", self.agent_key, self.kind, self.ordinal, exc)
             encoded, response_type, live_only = None, None, True
-        self.call = RecordedCall(
-            run_id=self.ctx.run_id,
-            step_id=step_id or self.step_id,
-            agent_key=self.agent_key,
-            kind=self.kind,  # type: ignore[arg-type]
-            ordinal=self.ordinal,
-            request=self.request,
-            request_hash=self.request_hash,
-            response=encoded,
-            response_type=response_type,
-            settings=self.settings,
-            start_order=self.start_order,
-            finish_order=self.ctx._next_finish(),
-            live_only=live_only,
-            error=_error_of(error),
+        # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
+        # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
+        self.call = _construct(
+            RecordedCall,
+            {
+                "run_id": self.ctx.run_id,
+                "step_id": step_id or self.step_id,
+                "agent_key": self.agent_key,
+                "kind": self.kind,
+                "ordinal": self.ordinal,
+                "request": self.request,
+                "request_hash": self.request_hash,
+                "response": encoded,
+                "response_type": response_type,
+                "settings": _as_json(self.settings),
+                "start_order": self.start_order,
+                "finish_order": self.ctx._next_finish(),
+                "live_only": live_only,
+                "error": _error_of(error),
+            },
         )
         self.ctx._add_call(self.call)
 
@@ -591,7 +617,9 @@ class RunContext:
         """
         if not self.tracing.config.record:
             return None
-        canonical = canonicalize_request(request, call_id_pattern=call_id_pattern)
+        if kind not in ("llm", "tool"):
+            raise ValueError(f"unknown recorded call kind {kind!r}")
+        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern)
         with self._lock:
             if ordinal is None:
                 ordinal = self._ordinals.get((agent_key, kind), 0)
@@ -604,7 +632,7 @@ class RunContext:
             kind=kind,
             ordinal=ordinal,
             request=canonical,
-            request_hash=request_hash(canonical),
+            request_hash=digest,
             start_order=start_order,
             settings=dict(settings or {}),
             step_id=step_id,
@@ -805,18 +833,13 @@ def attach_run(
     return ctx, True
 
 
-@contextmanager
-def run_scope(ctx: RunContext) -> Iterator[RunContext]:
-    """Make ``ctx`` the current run (and its root span the current span) inside the block."""
-    token = _CURRENT_RUN.set(ctx)
-    try:
-        if ctx.root_span is not None:
-            with trace.use_span(ctx.root_span, end_on_exit=False):
-                yield ctx
-        else:
-            yield ctx
-    finally:
-        _CURRENT_RUN.reset(token)
+def run_scope(ctx: RunContext, *also: tuple[contextvars.ContextVar[Any], Any], step: StepHandle | None = None) -> Scope:
+    """A scope making ``ctx`` the current run and its root span the current span (or, with ``step``, that step and
+    its span); ``also`` are more (context variable, value) pairs the caller sets in the same scope."""
+    if step is not None:
+        span = step.span.as_current() if step.span is not None else None
+        return Scope(((_CURRENT_RUN, ctx), (_CURRENT_STEP, step), *also), span)
+    return Scope(((_CURRENT_RUN, ctx), *also), ctx.root_span)
 
 
 # --------------------------------------------------------------------------------------------- run marking

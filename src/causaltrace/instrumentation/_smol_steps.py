@@ -39,8 +39,8 @@ import contextvars
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,22 +188,16 @@ class AgentRun:
 
     # -- context ---------------------------------------------------------------------------------------------------
 
-    @contextmanager
-    def entered(self, *, force: bool = False) -> Iterator[None]:
+    def entered(self, *, force: bool = False) -> AbstractContextManager[Any]:
         """Make this agent run current (its run, its agent_turn span); a no-op when it already is."""
         if not force and _STATE.get() is self:
-            yield
-            return
-        with ExitStack() as stack:
-            if self.owned:
-                stack.enter_context(_runtime.run_scope(self.ctx))
-            tokens = (_STATE.set(self), _INVOKER.set(None), _IN_TOOL.set(None))
-            stack.callback(_STATE.reset, tokens[0])
-            stack.callback(_INVOKER.reset, tokens[1])
-            stack.callback(_IN_TOOL.reset, tokens[2])
-            if self.turn is not None:
-                stack.enter_context(self.turn.activate())
-            yield
+            return nullcontext()
+        values = ((_STATE, self), (_INVOKER, None), (_IN_TOOL, None))
+        if self.owned:
+            return _runtime.run_scope(self.ctx, *values, step=self.turn)
+        if self.turn is not None:
+            return self.turn.activate(*values)
+        return _runtime.Scope(values)
 
     def _step(self, kind: str, **fields: Any) -> StepHandle:
         handle = self.ctx.start_step(kind, agent=self.name, parent=self.turn, **fields)

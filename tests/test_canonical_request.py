@@ -1,0 +1,81 @@
+"""The recording's canonical request: the one-pass text implementation agrees with the reference walk.
+
+``canonical_request`` (the hot path) aliases call ids and drops ``created_at`` on the compact JSON text; the
+reference ``_canonical_walk`` does it on parsed data. Both must give the same canonical request, and the hash must
+be ``request_hash`` of it, for any JSON request — including strings that LOOK like ids inside other strings, escaped
+quotes, unicode, empty ids and ids repeated across messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from causaltrace.schema import _canonical_walk, _plain_json_bytes, canonical_request, canonicalize_request, request_hash
+
+PATTERN = re.compile(r"call_[A-Za-z0-9]{3,}")
+
+_keys = st.sampled_from(["id", "call_id", "tool_call_id", "created_at", "content", "name", "role", "args", "x"])
+_texts = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(['"id":"x"', 'say \\"id\\"', "call_abc1", "see call_zz9 and call_abc1", "", '{"created_at":1}']),
+)
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, width=32), _texts)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=5)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(request=_json, pattern=st.sampled_from([None, PATTERN]))
+def test_text_path_equals_reference_walk(request, pattern):
+    canonical, digest = canonical_request(request, call_id_pattern=pattern)
+    assert canonical == _canonical_walk(json.loads(_plain_json_bytes(request)), pattern, ("created_at",))
+    assert digest == request_hash(canonical)
+
+
+class _Call(BaseModel):
+    id: str
+    name: str
+    arguments: str
+
+
+class _Msg(BaseModel):
+    content: list[_Call] | str
+    source: str
+
+
+def test_aliases_are_request_local_and_in_key_order():
+    request = {
+        "messages": [
+            _Msg(content=[_Call(id="toolu_9", name="add", arguments='{"a": 1}')], source="solver"),
+            {"call_id": "toolu_9", "content": "2", "created_at": "2026-01-01T00:00:00Z"},
+            {"tool_call_id": "other", "content": 'quoted "id":"fake" stays'},
+        ]
+    }
+    canonical = canonicalize_request(request)
+    assert canonical["messages"][0]["content"][0]["id"] == "call#0"
+    assert canonical["messages"][1] == {"call_id": "call#0", "content": "2"}
+    assert canonical["messages"][2] == {"content": 'quoted "id":"fake" stays', "tool_call_id": "call#1"}
+    # the same request with other live ids hashes the same (playback matches it)
+    again = {
+        "messages": [
+            _Msg(content=[_Call(id="toolu_X", name="add", arguments='{"a": 1}')], source="solver"),
+            {"call_id": "toolu_X", "content": "2", "created_at": "2027-05-05T00:00:00Z"},
+            {"tool_call_id": "zzz", "content": 'quoted "id":"fake" stays'},
+        ]
+    }
+    assert canonical_request(again)[1] == canonical_request(request)[1]
+
+
+def test_a_dropped_key_holding_an_object_falls_back_to_the_walk():
+    request = {"created_at": {"when": "now", "id": "a"}, "messages": [{"id": "a", "content": "hi"}]}
+    canonical, digest = canonical_request(request)
+    assert canonical == {"messages": [{"content": "hi", "id": "call#0"}]}
+    assert digest == request_hash(canonical)
