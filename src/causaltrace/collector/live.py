@@ -3,8 +3,8 @@
 Steps may end in any order; the collector keeps them per run and hands them to the store in batches from a
 background writer thread, so the agent never waits on SQLite and a process that dies mid-run leaves its steps
 behind (the run is then listed ``incomplete``). The full Step (not the payload-limited span attributes) reaches
-the collector: the emitter stages it right before ending the span, and ``on_end`` takes it from there; a step span
-the emitter did not stage (another tracer in this process) is rebuilt from its attributes instead.
+the collector: the emitter's span (a :class:`StepSpanRecord`) carries it to ``on_end``; a step span of another
+tracer in this process is rebuilt from its attributes instead.
 
 The collector finalises a Run on the adapter's run-end signal (:meth:`RunCollector.finish_run`), not when the root
 span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open while the diagnosis runs).
@@ -27,7 +27,7 @@ from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.schema import Run, Step
 
-__all__ = ["RunCollector", "ns_to_datetime"]
+__all__ = ["RunCollector", "StepSpanRecord", "ns_to_datetime"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -39,6 +39,20 @@ def ns_to_datetime(ns: int | None) -> datetime | None:
     if not ns:
         return None
     return _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+class StepSpanRecord(ReadableSpan):
+    """A finished step span that carries its full Step: how the emitter hands a Step to the collector.
+
+    The collector's ``on_end`` takes ``step`` from it and sets ``collected``; an emitter that finds ``collected``
+    still False after the processors ran (the span never reached the collector) hands the Step over directly, so
+    nothing is lost. Exporters see an ordinary ``ReadableSpan``.
+    """
+
+    def __init__(self, *args: Any, step: Step, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step = step
+        self.collected = False
 
 
 @dataclass
@@ -61,7 +75,6 @@ class RunCollector(SpanProcessor):
         self._store_factory = store_factory
         self._store: Any = None
         self._runs: dict[str, _LiveRun] = {}
-        self._staged: dict[str, Step] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
         self._writer: threading.Thread | None = None
@@ -77,20 +90,11 @@ class RunCollector(SpanProcessor):
             self._runs.setdefault(run_id, _LiveRun(run_id))
         self._submit("begin", (run_id, fields))
 
-    def stage(self, step: Step) -> None:
-        """Hand over the full Step whose span is about to end."""
-        with self._lock:
-            self._staged[step.step_id] = step
-
-    def claim_staged(self, step_id: str) -> None:
-        """Accept a staged Step whose span's ``on_end`` never came (not recorded, sampled out, or failed)."""
-        with self._lock:
-            step = self._staged.pop(step_id, None)
-            if step is None:
-                return
-            self._add_locked(step)
-        if self.config.store:
-            self._submit("steps", (step.run_id, step))
+    def accept(self, step: Step) -> None:
+        """Take a full Step whose span was not emitted or never reached :meth:`on_end` (not sampled, or a processor
+        before this one raised)."""
+        if not self.closed:
+            self._accept(step)
 
     def finish_run(self, run_id: str, *, wait_s: float = 10.0, **run_fields: Any) -> Run:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
@@ -122,12 +126,15 @@ class RunCollector(SpanProcessor):
         if self.closed:
             return
         try:
+            if isinstance(span, StepSpanRecord):
+                span.collected = True
+                self._accept(span.step)
+                return
             attrs = span.attributes or {}
             step_id = attrs.get(semconv.STEP_ID)
             if step_id is None:
                 return
-            with self._lock:
-                step = self._staged.pop(str(step_id), None)
+            step = None
             if step is None:
                 span_id = f"{span.context.span_id:016x}" if span.context else None
                 step = semconv.step_from_attributes(

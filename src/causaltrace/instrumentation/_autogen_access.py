@@ -12,6 +12,8 @@ accessor                           private attribute                           u
 :func:`model_client_of`            ``<agent or team>._model_client``           patching the client class;
                                                                                the selector's client
 :func:`manager_name`               ``BaseGroupChatManager._name``              the selector's agent name
+:func:`team_manager_name`          ``BaseGroupChat._group_chat_manager_name``  the MagenticOne orchestrator's name
+:func:`message_thread_of`          ``BaseGroupChatManager._message_thread``    what the orchestrator has read
 :func:`client_create_args`         ``<OpenAI-style client>._create_args``      model name and temperature
 =================================  ==========================================  =================================
 
@@ -33,9 +35,11 @@ __all__ = [
     "extract_code",
     "llm_request",
     "manager_name",
+    "message_thread_of",
     "model_client_of",
     "parse_arguments",
     "participants_of",
+    "team_manager_name",
     "text_of",
     "tool_request",
 ]
@@ -76,6 +80,19 @@ def manager_name(manager: Any) -> str:
     ``SelectorGroupChatManager``."""
     name = getattr(manager, "_name", None)
     return name if isinstance(name, str) and name else type(manager).__name__
+
+
+def team_manager_name(team: Any) -> str:
+    """The name a team's group-chat manager publishes under (``BaseGroupChat._group_chat_manager_name``), e.g.
+    ``MagenticOneOrchestrator``."""
+    name = getattr(team, "_group_chat_manager_name", None)
+    return name if isinstance(name, str) and name else type(team).__name__ + "Manager"
+
+
+def message_thread_of(manager: Any) -> list[Any]:
+    """The messages a group-chat manager holds in its thread (``BaseGroupChatManager._message_thread``)."""
+    value = getattr(manager, "_message_thread", None)
+    return list(value) if isinstance(value, list) else []
 
 
 def client_create_args(client: Any) -> Mapping[str, Any]:

@@ -16,6 +16,11 @@ separate runs):
 * ``_MANAGER`` — a SelectorGroupChat manager choosing the next speaker: its model calls are llm_responses of the
   manager, whose agent name is the manager's own name (``SelectorGroupChatManager`` by default) and whose
   agent_key is ``<team path>/<manager name>`` (ARCHITECTURE "Recording": ``team/<manager name>``).
+* ``_ORCH`` — a MagenticOne orchestrator inside one of its phases (``_orchestrate_step``: the progress ledger and
+  the next speaker; ``_reenter_outer_loop``: the task ledger; ``_update_task_ledger``: re-planning;
+  ``_prepare_final_answer``): the messages it adds to its own thread become its steps. Its model calls are found by
+  client identity (the team's ``model_client``, outside any agent turn), so the facts and plan calls of its
+  ``handle_start`` are the orchestrator's too.
 * per run (``_RunState``): AutoGen message id → the step that emitted it (``saw`` edges), and per agent_key the
   previous llm_response (``continues``) and what arrived since it (``saw``, ``observed``, ``memory_read``).
 
@@ -34,8 +39,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +58,12 @@ from autogen_agentchat.messages import (
     ToolCallRequestEvent,
 )
 from autogen_core.models import ChatCompletionClient, CreateResult
+from autogen_core.utils import extract_json_from_str
+
+try:
+    from autogen_agentchat.teams import MagenticOneGroupChat
+except ImportError:  # pragma: no cover - an AutoGen without MagenticOne: its teams are traced like any other
+    MagenticOneGroupChat = None
 
 from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._autogen_access import (
@@ -62,10 +72,12 @@ from causaltrace.instrumentation._autogen_access import (
     handoff_targets,
     llm_request,
     manager_name,
+    message_thread_of,
     model_client_of,
     parse_arguments,
     participants_of,
     selectable_speakers,
+    team_manager_name,
     text_of,
     tool_request,
 )
@@ -86,9 +98,14 @@ __all__ = [
     "wrap_create_stream",
     "wrap_execute_code",
     "wrap_execute_tool_call",
+    "wrap_orchestrate_step",
+    "wrap_orchestrator_final_answer",
+    "wrap_orchestrator_outer_loop",
+    "wrap_orchestrator_replan",
     "wrap_select_speaker",
     "wrap_team_run_stream",
     "wrap_turn_stream",
+    "wrap_update_message_thread",
 ]
 
 logger = logging.getLogger("causaltrace")
@@ -98,6 +115,7 @@ _LEVEL: contextvars.ContextVar[_Level | None] = contextvars.ContextVar("causaltr
 _TURN: contextvars.ContextVar[_Turn | None] = contextvars.ContextVar("causaltrace_autogen_turn", default=None)
 _MANAGER: contextvars.ContextVar[_Manager | None] = contextvars.ContextVar("causaltrace_autogen_mgr", default=None)
 _IN_LLM: contextvars.ContextVar[bool] = contextvars.ContextVar("causaltrace_autogen_in_llm", default=False)
+_ORCH: contextvars.ContextVar[_Phase | None] = contextvars.ContextVar("causaltrace_autogen_orch", default=None)
 
 
 def enable() -> None:
@@ -280,6 +298,7 @@ class _Level:
     selected: dict[str, str] = field(default_factory=dict)
     handoffs: dict[str, str] = field(default_factory=dict)
     selector_seen: dict[str, int] = field(default_factory=dict)
+    orchestrator: _Orchestrator | None = None
 
 
 @dataclass(eq=False)
@@ -335,6 +354,30 @@ class _Manager:
     last_llm: str | None = None
 
 
+@dataclass(eq=False)
+class _Orchestrator(_Manager):
+    """A MagenticOneGroupChat's orchestrator (one per team run): its client, the participants it chooses among,
+    the thread messages it has already read, and the text of its last model call (the progress ledger)."""
+
+    client: Any = None
+    participants: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    last_text: str = ""
+    failed: BaseException | None = None
+
+
+@dataclass(eq=False)
+class _Phase:
+    """One orchestrator method in flight (``kind``: ``step``, ``outer``, ``replan`` or ``final``)."""
+
+    orch: _Orchestrator
+    level: _Level
+    manager: Any
+    kind: str
+    attempts: list[str] = field(default_factory=list)
+    said: int = 0
+
+
 def _sid(handle: StepHandle | None) -> str | None:
     return handle.step_id if handle is not None else None
 
@@ -351,13 +394,11 @@ def _extend_unique(target: list[str], items: list[str | None]) -> None:
             target.append(item)
 
 
-@contextmanager
-def _activated(handle: StepHandle | None) -> Iterator[None]:
-    if handle is None:
-        yield
-    else:
-        with handle.activate():
-            yield
+_NO_SCOPE = nullcontext()
+
+
+def _activated(handle: StepHandle | None) -> AbstractContextManager[Any]:
+    return _NO_SCOPE if handle is None else handle.activate()
 
 
 # ------------------------------------------------------------------------------------------ stop classification
@@ -370,6 +411,7 @@ _LIMIT_STOPS = (
         r"Token usage limit reached, total token count: \d+, prompt token count: \d+, completion token count: \d+\.?"
     ),
     re.compile(r"Timeout of [\d.]+ seconds reached"),
+    re.compile(r"Max rounds reached\.?"),  # MagenticOneGroupChat's max_turns
 )
 _TEXT_MENTION = re.compile(r"Text '(.+?)' mentioned")
 
@@ -487,26 +529,21 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> _LevelRun |
         task_step_id = state.msg_steps.get(messages[-1].id)
     parent_id = _sid(team_turn) if team_turn is not None else _sid(invoking)
     level = _Level(ctx, state, path, nested, parent_id, task_step_id)
+    if team and MagenticOneGroupChat is not None and isinstance(obj, MagenticOneGroupChat):
+        level.orchestrator = _new_orchestrator(obj, level)
     ensure_patched_for(obj)
     return _LevelRun(ctx, owned, level, nested, team_turn, invoking, messages, outer_turn)
 
 
-@contextmanager
-def _level_scope(lr: _LevelRun) -> Iterator[None]:
-    t_level = _LEVEL.set(lr.level)
-    t_turn = _TURN.set(None)
-    t_mgr = _MANAGER.set(None)
-    try:
-        if lr.owned:
-            with _runtime.run_scope(lr.ctx), _activated(lr.team_turn):
-                yield
-        else:
-            with _activated(lr.team_turn):
-                yield
-    finally:
-        _MANAGER.reset(t_mgr)
-        _TURN.reset(t_turn)
-        _LEVEL.reset(t_level)
+def _level_scope(lr: _LevelRun) -> AbstractContextManager[Any]:
+    """This team / agent run is current (and its run when owned, and its team turn when nested); no agent turn or
+    speaker selection is."""
+    values = ((_LEVEL, lr.level), (_TURN, None), (_MANAGER, None))
+    if lr.owned:
+        return _runtime.run_scope(lr.ctx, *values, step=lr.team_turn)
+    if lr.team_turn is not None:
+        return lr.team_turn.activate(*values)
+    return _runtime.Scope(values)
 
 
 async def _end_level(lr: _LevelRun, result: Any, error: BaseException | None, *, closed: bool) -> None:
@@ -739,17 +776,12 @@ def _begin_turn(agent: Any, messages: Any) -> tuple[_Turn | None, bool]:
     return turn, True
 
 
-@contextmanager
-def _turn_scope(turn: _Turn | None) -> Iterator[None]:
+def _turn_scope(turn: _Turn | None) -> AbstractContextManager[Any]:
     if turn is None:
-        yield
-        return
-    token = _TURN.set(turn)
-    try:
-        with _activated(turn.handle):
-            yield
-    finally:
-        _TURN.reset(token)
+        return _NO_SCOPE
+    if turn.handle is None:
+        return _runtime.Scope(((_TURN, turn),))
+    return turn.handle.activate((_TURN, turn))
 
 
 @never_raise()
@@ -1219,6 +1251,205 @@ async def _select_speaker(
     return result
 
 
+# ------------------------------------------------------------------------------------- MagenticOne orchestration
+#
+# MagenticOneOrchestrator (autogen_agentchat 0.7.5) chooses speakers in its own private methods, not in
+# ``select_speaker`` (which it leaves unused): ``handle_start`` asks for facts and a plan, ``_reenter_outer_loop``
+# broadcasts the task ledger, each ``_orchestrate_step`` asks for the JSON progress ledger, then broadcasts the
+# instruction to the next speaker (or ``_update_task_ledger`` re-plans, or ``_prepare_final_answer`` answers). Each of
+# these messages enters the orchestrator's own thread through ``update_message_thread`` BEFORE it is published, so
+# that hook makes its steps while the phase it belongs to is known: the task ledger → ``planning``; an instruction →
+# ``speaker_selection`` (the ledger's ``next_speaker``) and ``message``; the final answer → ``message``. Each is
+# ``produced_by`` the orchestrator's last llm_response; the selected agent's next agent_turn is ``selected_by`` the
+# speaker_selection, and the agents' llm_responses ``saw`` the messages.
+
+
+@never_raise(default=None)
+def _new_orchestrator(team: Any, level: _Level) -> _Orchestrator | None:
+    client = model_client_of(team)
+    if client is None:
+        return None
+    name = team_manager_name(team)
+    key = "/".join(level.path + (name,))
+    memo = level.state.memo(key)
+    _extend_unique(memo.saw, [level.task_step_id])  # the facts call reads the task
+    members = [_name_of(p, type(p).__name__) for p in participants_of(team)]
+    return _Orchestrator(name=name, key=key, parent_id=level.parent_id, memo=memo, client=client, participants=members)
+
+
+def _orchestrator_of(ctx: RunContext, client: Any) -> _Orchestrator | None:
+    """The MagenticOne orchestrator whose client makes this model call outside any agent turn, or None."""
+    level = _LEVEL.get()
+    if level is None or level.ctx is not ctx or level.orchestrator is None:
+        return None
+    return level.orchestrator if client is level.orchestrator.client else None
+
+
+def _retried_attempt(orch: _Orchestrator) -> str | None:
+    """The previous progress-ledger call of the same ``_orchestrate_step`` (its JSON was rejected), or None."""
+    phase = _ORCH.get()
+    if phase is None or phase.orch is not orch or phase.kind != "step" or not phase.attempts:
+        return None
+    return phase.attempts[-1]
+
+
+def _note_attempt(orch: _Orchestrator, step_id: str) -> None:
+    phase = _ORCH.get()
+    if phase is not None and phase.orch is orch and phase.kind == "step":
+        phase.attempts.append(step_id)
+
+
+@never_raise(default=None)
+def _begin_phase(manager: Any, kind: str) -> _Phase | None:
+    level = _LEVEL.get()
+    if level is None or level.orchestrator is None or _runtime.current_run() is not level.ctx or level.state.closed:
+        return None
+    orch = level.orchestrator
+    if model_client_of(manager) is not orch.client:
+        return None
+    if kind == "outer":  # the participants are reset (GroupChatReset): their context does not carry over
+        for name in orch.participants:
+            memo = level.state.memos.get("/".join(level.path + (name,)))
+            if memo is not None:
+                memo.last_llm, memo.saw, memo.observed, memo.memory = None, [], [], []
+    else:  # what reached the orchestrator's thread from the agents since its last call
+        fresh: list[str | None] = []
+        for msg in message_thread_of(manager):
+            if isinstance(msg, BaseChatMessage) and msg.id not in orch.seen:
+                orch.seen.add(msg.id)
+                if msg.source != orch.name:
+                    fresh.append(level.state.msg_steps.get(msg.id))
+        _extend_unique(orch.memo.saw, fresh)
+    return _Phase(orch, level, manager, kind)
+
+
+def _next_speaker(ledger: str, participants: list[str]) -> str | None:
+    """The progress ledger's ``next_speaker`` answer, read as the orchestrator reads it."""
+    if len(participants) == 1:
+        return participants[0]
+    try:
+        found = extract_json_from_str(ledger)
+    except Exception:
+        return None
+    entry = found[0].get("next_speaker") if len(found) == 1 and isinstance(found[0], dict) else None
+    answer = entry.get("answer") if isinstance(entry, dict) else None
+    return answer if isinstance(answer, str) else None
+
+
+@never_raise()
+def _orchestrator_said(phase: _Phase, messages: Any) -> None:
+    orch, level = phase.orch, phase.level
+    if level.state.closed:
+        return
+    for msg in list(messages or ()):
+        if not isinstance(msg, BaseChatMessage) or msg.source != orch.name or msg.id in level.state.msg_steps:
+            continue
+        orch.seen.add(msg.id)
+        text = text_of(msg)
+        deps = [(orch.last_llm, "produced_by")] if orch.last_llm else []
+        metadata: dict[str, Any] = {"message_type": type(msg).__name__, "agent_key": orch.key}
+        if phase.kind == "step":
+            selected = _next_speaker(orch.last_text, orch.participants)
+            if selected is not None:
+                selection = level.ctx.add_step(
+                    "speaker_selection",
+                    agent=orch.name,
+                    parent=orch.parent_id,
+                    depends_on=deps,
+                    content=selected,
+                    outputs={"selected": selected, "instruction": text},
+                    metadata={
+                        "agent_key": orch.key,
+                        "by_model": orch.last_llm is not None,
+                        "candidates": list(orch.participants),
+                        "ledger_field": "next_speaker",
+                    },
+                )
+                if selection is not None:
+                    level.selected[selected] = selection.step_id
+            metadata["ledger_field"] = "instruction_or_question"
+        phase.said += 1
+        step = level.ctx.add_step(
+            "planning" if phase.kind == "outer" and phase.said == 1 else "message",  # the task ledger comes first
+            agent=orch.name,
+            parent=orch.parent_id,
+            depends_on=deps,
+            content=text,
+            inputs=extract_code(text) or {},
+            outputs={"text": text},
+            metadata=metadata,
+        )
+        if step is not None:
+            level.state.msg_steps[msg.id] = step.step_id
+
+
+@never_raise()
+def _orchestrator_failed(phase: _Phase, exc: BaseException) -> None:
+    """An exception out of an orchestrator phase (a ledger it could not parse, an invalid speaker): one ``error``
+    step of the orchestrator (once, however many nested phases it passes through)."""
+    orch, level = phase.orch, phase.level
+    if isinstance(exc, asyncio.CancelledError) or orch.failed is exc or level.state.closed:
+        return
+    orch.failed = exc
+    if level.state.agent_error is None:
+        level.state.agent_error = (orch.name, exc)
+    level.ctx.add_step(
+        "error",
+        agent=orch.name,
+        parent=orch.parent_id,
+        content=f"{type(exc).__name__}: {exc}",
+        error=exc,
+        metadata={"agent_key": orch.key},
+    )
+
+
+async def _in_phase(wrapped: Any, phase: _Phase, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    token = _ORCH.set(phase)
+    try:
+        return await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _orchestrator_failed(phase, exc)
+        raise
+    finally:
+        _ORCH.reset(token)
+
+
+def _phase_wrapper(kind: str, doc: str) -> Any:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        phase = _begin_phase(instance, kind) if _ENABLED else None
+        if phase is None:
+            return wrapped(*args, **kwargs)
+        return _in_phase(wrapped, phase, args, kwargs)
+
+    wrapper.__doc__ = doc
+    return wrapper
+
+
+wrap_orchestrate_step = _phase_wrapper(
+    "step",
+    "``MagenticOneOrchestrator._orchestrate_step`` (private): the progress-ledger call(s), then a speaker_selection "
+    "and the instruction message (or re-planning, or the final answer).",
+)
+wrap_orchestrator_outer_loop = _phase_wrapper(
+    "outer", "``MagenticOneOrchestrator._reenter_outer_loop`` (private): the task ledger, a ``planning`` step."
+)
+wrap_orchestrator_replan = _phase_wrapper(
+    "replan", "``MagenticOneOrchestrator._update_task_ledger`` (private): the facts-update and plan-update calls."
+)
+wrap_orchestrator_final_answer = _phase_wrapper(
+    "final", "``MagenticOneOrchestrator._prepare_final_answer`` (private): the final-answer call and its message."
+)
+
+
+def wrap_update_message_thread(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseGroupChatManager.update_message_thread``: inside a MagenticOne orchestrator phase, the orchestrator's
+    own messages (added to its thread before they are published) become its steps; a pass-through otherwise."""
+    phase = _ORCH.get()
+    if _ENABLED and phase is not None and phase.manager is instance:
+        _orchestrator_said(phase, _arg(args, kwargs, 0, "messages", ()))
+    return wrapped(*args, **kwargs)
+
+
 # --------------------------------------------------------------------------------------------------- model calls
 
 
@@ -1242,6 +1473,8 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         owner, agent, key, parent, memo = turn, turn.name, turn.key, turn.handle, turn.memo
     elif mgr is not None:
         owner, agent, key, parent, memo = mgr, mgr.name, mgr.key, mgr.parent_id, mgr.memo
+    elif (orch := _orchestrator_of(ctx, client)) is not None:
+        owner, agent, key, parent, memo = orch, orch.name, orch.key, orch.parent_id, orch.memo
     else:  # a model call outside any agent turn (a custom orchestrator): the client is the agent
         level = _LEVEL.get()
         agent = type(client).__name__
@@ -1249,8 +1482,11 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
         memo = state.memo(key)
     deps: list[tuple[str, str]] = []
-    if memo.last_llm:
+    retried = _retried_attempt(owner) if isinstance(owner, _Orchestrator) else None
+    if memo.last_llm and memo.last_llm != retried:
         deps.append((memo.last_llm, "continues"))
+    if retried:
+        deps.append((retried, "retry_of"))
     deps += [(s, "saw") for s in memo.saw]
     deps += [(s, "observed") for s in memo.observed]
     deps += [(s, "memory_read") for s in memo.memory]
@@ -1289,6 +1525,8 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
     )
     if record is not None and handle is not None:
         record.step_id = handle.step_id
+    if isinstance(owner, _Orchestrator) and handle is not None:
+        _note_attempt(owner, handle.step_id)
     return _LlmCall(owner, memo, handle, record)
 
 
@@ -1331,6 +1569,8 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
             llm.owner.last_llm = step_id
             if isinstance(llm.owner, _Turn):
                 llm.owner.last_producer = step_id
+            elif isinstance(llm.owner, _Orchestrator):
+                llm.owner.last_text = text
 
 
 @never_raise()

@@ -7,7 +7,7 @@ user's factory and, on every member of it — participants, nested teams, the ag
 swaps in playback parts. Only the fresh objects' own attributes are reassigned; shared objects (a client or a
 workbench used by several agents, module-level tools) are wrapped, never patched:
 
-* **the model client** (an agent's, a ``SelectorGroupChat``'s) — a ``PlaybackChatCompletionClient`` wrapping the
+* **the model client** (an agent's, a ``SelectorGroupChat``'s, a ``MagenticOneGroupChat``'s orchestrator's) — a ``PlaybackChatCompletionClient`` wrapping the
   factory-built client and declaring the same ``model_info`` (FACTS.md: else the selector builds a different
   prompt). At ``create()`` / ``create_stream()`` entry — before the framework mutates the messages — it builds the
   canonical request exactly as the recording does (``_autogen_access.llm_request`` +
@@ -22,8 +22,8 @@ workbench used by several agents, module-level tools) are wrapped, never patched
 * **a UserProxyAgent's input** — the recorded user answers, in order (then the original input function).
 
 ``agent_key`` and ordinals follow the recording's rules: the key of a call is read from the recording side's live
-state when the replay runs instrumented (the turn's / the selector manager's key: exactly what the new run records),
-else the static ``/``-joined path of names computed when the team is built; llm ordinals count per key; tool
+state when the replay runs instrumented (the turn's / the selector manager's key: exactly what the new run records;
+a MagenticOne orchestrator's calls: ``<team path>/<manager name>``, as the recording keys them), else the static ``/``-joined path of names computed when the team is built; llm ordinals count per key; tool
 ordinals are reserved in the order of the calls in the model's response (when the response comes back) and claimed
 by call id when the tool runs, so parallel calls keep their numbers.
 
@@ -66,7 +66,10 @@ tool_call                                   that call's arguments (a dict) in th
 tool_response                               that tool call's result (the tool, or the nested agent, is not run)
 handoff                                     the handoff call in the producing CreateResult now targets the new
                                             agent (one of the agent's handoffs)
-speaker_selection                           the selector's answer (the new speaker's name)
+speaker_selection                           the selector's answer (the new speaker's name); for MagenticOne, the
+                                            ``next_speaker`` answer in the orchestrator's JSON progress ledger
+MagenticOne instruction (a ``message``)     the ``instruction_or_question`` answer in that ledger (new text)
+planning (MagenticOne's task ledger)        the text of the plan call that wrote it (the new plan)
 code_execution                              new code in the step that carried it (message or llm response)
 ==========================================  =====================================================================
 
@@ -1153,6 +1156,34 @@ def _set_text(result: Any, old: str | None, new: str) -> Any:
     return result
 
 
+_FENCED_JSON = re.compile(r"```(?:[ \t]*json)?[ \t]*\n([\s\S]*?)```")
+
+
+def _ledger_transform(field_name: str, value: str) -> Callable[[Any], Any]:
+    """A MagenticOne progress ledger (the JSON object the orchestrator parses, bare or in a fenced block) with the
+    ``answer`` of ``field_name`` (``next_speaker`` / ``instruction_or_question``) replaced by ``value``."""
+
+    def apply(result: Any) -> Any:
+        content = result.content
+        if not isinstance(content, str):
+            raise UserError("the producing model response is a tool call, not a progress ledger")
+        fenced = _FENCED_JSON.search(content)
+        raw = fenced.group(1) if fenced else content
+        try:
+            ledger = json.loads(raw)
+        except ValueError:
+            raise UserError("the producing model response is not a JSON progress ledger") from None
+        entry = ledger.get(field_name) if isinstance(ledger, dict) else None
+        if not isinstance(entry, dict):
+            raise UserError(f"the progress ledger has no {field_name!r} entry")
+        entry["answer"] = value
+        new = json.dumps(ledger, ensure_ascii=False)
+        result.content = content[: fenced.start(1)] + new + "\n" + content[fenced.end(1) :] if fenced else new
+        return result
+
+    return apply
+
+
 def _function_calls(calls: Any, old: Any) -> list[Any]:
     from autogen_core import FunctionCall
 
@@ -1283,11 +1314,22 @@ def _resolve_target(
         return _Target(rec, "response", value=value, transform=lambda r: _set_text(r, old_text, value))
 
     kind = step.kind
+    ledger_field = step.metadata.get("ledger_field")  # a MagenticOne orchestrator's decision: its JSON ledger
+    if ledger_field in ("next_speaker", "instruction_or_question") and kind in ("speaker_selection", "message"):
+        rec = llm_of(_dep(step, "produced_by", run), step)
+        if not isinstance(value, str):
+            raise UserError(f"a {kind} intervention needs a str (the new speaker's name or instruction)")
+        return _checked(_Target(rec, "response", value=value, transform=_ledger_transform(str(ledger_field), value)))
     if kind == "llm_response":
         rec = llm_of(step, step)
         return _checked(_Target(rec, "response", value=value, transform=_llm_transform(value)))
     if kind == "message":
         return _checked(text_or_code(step, step.content))
+    if kind == "planning":  # a MagenticOne task ledger: the plan call that wrote it gets the new plan
+        rec = llm_of(_dep(step, "produced_by", run), step)
+        if not isinstance(value, str):
+            raise UserError("a planning intervention needs the new plan as a str")
+        return _checked(_Target(rec, "response", value=value, transform=lambda r: _set_text(r, None, value)))
     if kind == "final_answer":
         message = _dep(step, "answer_of", run)
         if message is None:
@@ -1347,7 +1389,7 @@ def _resolve_target(
         raise UserError(f"code_execution {step.step_id}: its code came from a {carrier.kind} step no model produced")
     raise UserError(
         f"cannot intervene on a {kind!r} step in an AutoGen replay (supported: llm_response, message, reasoning, "
-        "final_answer, tool_call, tool_response, handoff, speaker_selection, code_execution)"
+        "final_answer, tool_call, tool_response, handoff, speaker_selection, code_execution, planning)"
     )
 
 
@@ -1471,16 +1513,16 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
         playback = AutogenPlayback(root, log, agents)
         client_cls = _client_class()
         from autogen_agentchat.agents import UserProxyAgent
-        from autogen_agentchat.teams import SelectorGroupChat
+        from autogen_agentchat.teams import MagenticOneGroupChat, SelectorGroupChat
 
         for key, obj, is_team in members:
             client = model_client_of(obj)
             if isinstance(client, client_cls):
                 raise UserError("the factory must build a FRESH team on every call (this one is already played back)")
             if client is not None:
-                if is_team and isinstance(obj, SelectorGroupChat):  # the selector's calls: the manager's key
+                if is_team and isinstance(obj, (SelectorGroupChat, MagenticOneGroupChat)):  # the manager's key
                     pb = _ClientPlayback(log, f"{key}/{_manager_name_of(obj)}", client, live_override, manager=True)
-                elif is_team:  # another orchestrator's calls are keyed by the client's class (the recording's rule)
+                elif is_team:  # another team's own client: keyed by the client's class (the recording's rule)
                     pb = _ClientPlayback(log, f"{key}/{type(client).__name__}", client, live_override)
                 else:
                     pb = _ClientPlayback(log, key, client, live_override)

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from causaltrace import semconv
-from causaltrace.collector.live import RunCollector
+from causaltrace.collector.live import RunCollector, StepSpanRecord
 from causaltrace.config import TraceConfig
 from causaltrace.schema import Step
 
@@ -210,10 +209,10 @@ class Emitter:
     ) -> None:
         """Write the step's span (final attributes, status, links) to the span processors; hand over the Step.
 
-        Never raises. The collector takes the staged full Step in its ``on_end``; if no span was emitted, the Step is
-        handed over directly, so nothing is lost.
+        Never raises. The span carries the full Step to the collector's ``on_end``; if no span was emitted, or it
+        never reached the collector, the Step is handed over directly, so nothing is lost.
         """
-        collector.stage(step)
+        record = None
         try:
             if span is not None and self._sdk is not None:
                 processor, resource, scope, _ = self._sdk
@@ -226,7 +225,7 @@ class Emitter:
                     status = _OK
                 else:
                     status = _UNSET
-                readable = ReadableSpan(
+                record = StepSpanRecord(
                     name=semconv.span_name(step),
                     context=span.context,
                     parent=span.parent,
@@ -238,12 +237,14 @@ class Emitter:
                     start_time=span.start_ns,
                     end_time=end_time_ns,
                     instrumentation_scope=scope,
+                    step=step,
                 )
-                processor.on_end(readable)
+                processor.on_end(record)
         except Exception:
             logger.warning("causaltrace: could not emit the span of step %s", step.step_id, exc_info=True)
         finally:
-            collector.claim_staged(step.step_id)
+            if record is None or not record.collected:
+                collector.accept(step)
 
     @never_raise()
     def end_root(

@@ -281,9 +281,12 @@ class StepHandle:
     @never_raise()
     def update(self, **fields: Any) -> None:
         """Set step fields known only later (content, outputs, usage…); ``depends_on`` entries are appended."""
+        self._update(fields)
+
+    def _update(self, fields: dict[str, Any]) -> None:
         deps = fields.pop("depends_on", None)
         if deps:
-            self.add_dependencies(deps)
+            self._add_dependencies(deps)
         if "usage" in fields and isinstance(fields["usage"], tuple):
             fields["usage"] = TokenUsage(input_tokens=fields["usage"][0], output_tokens=fields["usage"][1])
         self._fields.update(fields)
@@ -291,6 +294,9 @@ class StepHandle:
     @never_raise()
     def add_dependencies(self, deps: Iterable[tuple[str, str] | Dependency]) -> None:
         """Add dependencies (producer step id, kind); duplicates and unknown or later producers are ignored."""
+        self._add_dependencies(deps)
+
+    def _add_dependencies(self, deps: Iterable[tuple[str, str] | Dependency]) -> None:
         new = self.ctx._dependencies(deps, consumer_index=self.index, existing=self._fields["depends_on"])
         if not new:
             return
@@ -308,7 +314,8 @@ class StepHandle:
         """End the step: its status is known now (``error`` implies status ``error``). Idempotent."""
         if self.step is not None:
             return self.step
-        self.update(**fields)
+        if fields:
+            self._update(fields)
         step_error = _error_of(error)
         if step_error is not None:
             status = "error"
@@ -325,7 +332,8 @@ class StepHandle:
             data["action_signature"] = action_signature(data["kind"], target, payload)
         step = _build_step(data)
         self.step = step
-        self.ctx._step_ended(self, step, end_ns)
+        tracing = self.ctx.tracing
+        tracing.emitter.end_step_span(self.span, step, end_time_ns=end_ns, collector=tracing.collector)
         return step
 
     def activate(self, *also: tuple[contextvars.ContextVar[Any], Any]) -> Scope:
@@ -536,11 +544,14 @@ class RunContext:
             self._indexes[step_id] = index
             if parent_id is not None and parent_id not in self._indexes:
                 parent_id = None
-            deps = self._dependencies(depends_on, consumer_index=index, existing=())
-            links = self._links(deps)
+            if depends_on:
+                deps = self._dependencies(depends_on, consumer_index=index, existing=())
+                links = self._links(deps)
+            else:
+                deps, links = [], []
             parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
-        if agent:
-            self.add_agent(agent)
+            if agent and agent not in self.agents:
+                self.agents.append(agent)
         fields: dict[str, Any] = {
             "step_id": step_id,
             "run_id": self.run_id,
@@ -581,9 +592,6 @@ class RunContext:
         if handle is not None:
             handle.end(status=status, error=error)
         return handle
-
-    def _step_ended(self, handle: StepHandle, step: Step, end_ns: int) -> None:
-        self.tracing.emitter.end_step_span(handle.span, step, end_time_ns=end_ns, collector=self.tracing.collector)
 
     def steps(self) -> list[Step]:
         """The steps that have ended so far, in index order."""

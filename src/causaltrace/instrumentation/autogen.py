@@ -32,6 +32,17 @@ hook                                               steps and dependencies
 ``CodeExecutorAgent.execute_code_block``           ``code_execution`` (``executes`` the step carrying the code)
 ``SelectorGroupChatManager.select_speaker``        the selector's ``llm_response`` (agent = the manager's name)
                                                    and ``speaker_selection`` (``produced_by`` it)
+``MagenticOneOrchestrator._orchestrate_step``,     MagenticOneGroupChat's orchestrator (agent = the manager's
+``._reenter_outer_loop``,                          name, ``MagenticOneOrchestrator``): every model call of its
+``._update_task_ledger``,                          client outside an agent turn (facts, plan, progress ledger,
+``._prepare_final_answer`` (private) and           re-planning, final answer) is its ``llm_response``; the
+``BaseGroupChatManager.update_message_thread``     messages it adds to its thread are steps ``produced_by`` its
+                                                   last llm_response: the task ledger a ``planning`` step, each
+                                                   instruction a ``speaker_selection`` (outputs ``selected`` =
+                                                   the ledger's ``next_speaker``, ``instruction``) and a
+                                                   ``message``, the final answer a ``message``; a re-asked
+                                                   progress ledger is ``retry_of`` the rejected one; an
+                                                   exception out of its methods an ``error`` step
 =================================================  ===========================================================
 
 Decisions (documented here and in the issue note):
@@ -39,11 +50,13 @@ Decisions (documented here and in the issue note):
 * ``agent_key`` (the Recording's key) is the ``/``-joined path of names from the root: the root team's ``name``
   (``"team"`` when it has none), nested teams' names, then the agent (``team/solver``); an agent run inside an
   AgentTool adds the invoking agent (``team/solver/helper``); the selector is ``<team path>/<manager name>``
-  (``SelectorGroupChat/SelectorGroupChatManager`` by default). Runtime ids never appear (they embed uuids).
+  (``SelectorGroupChat/SelectorGroupChatManager`` by default), and so is a MagenticOne orchestrator
+  (``MagenticOneGroupChat/MagenticOneOrchestrator``). Runtime ids never appear (they embed uuids).
 * The final answer is the text of the last chat message from a participant other than ``user``, with the
   TextMentionTermination keyword stripped. ``stop`` is ``limit`` for MaxMessageTermination, ``max_turns``,
-  TokenUsageTermination, TimeoutTermination and cancellation, ``normal`` for every other termination (also when a
-  limit and another condition fire on the same message), ``error`` when the run raised.
+  TokenUsageTermination, TimeoutTermination, cancellation and MagenticOne's ``max_turns`` ("Max rounds reached."),
+  ``normal`` for every other termination (also when a limit and another condition fire on the same message; a
+  MagenticOne run the orchestrator judged satisfied), ``error`` when the run raised.
 * A failed tool (``is_error=True``) is an ERROR ``tool_response`` with the error text; its ``tool_call`` stays OK
   (the call was made as the model asked). An exception inside an agent is an ``error`` step plus ERROR on its
   ``agent_turn``; the run's outcome is then a failure (AutoGen raises it from ``run_stream``, unchanged).
@@ -58,8 +71,14 @@ Decisions (documented here and in the issue note):
 * A ``str`` task is turned into the very ``TextMessage(source="user")`` AutoGen would build, before the framework
   starts, so the ``task`` step is known to be what every agent's first delivered message came from.
 * Limits: a team given an EXTERNAL runtime (``runtime=``) that was started outside the run is not traced inside
-  (its tasks do not carry the run's context); MagenticOneGroupChat's orchestrator calls are recorded as
-  llm_responses of the client's class name, without speaker-selection steps; AutoGen 0.7.5's own
+  (its tasks do not carry the run's context); MagenticOneGroupChat is captured (table above) through four PRIVATE
+  MagenticOneOrchestrator methods of 0.7.5 and ``update_message_thread``: one that is missing is skipped with a
+  warning (that phase's planning / speaker_selection / message steps are then missing; every orchestrator model
+  call is still its llm_response, found by client identity), the selected speaker is re-read from the progress
+  ledger the orchestrator accepted, its ``Max rounds reached.`` stop is a limit, and the participants'
+  ``GroupChatReset`` on re-planning ends their ``continues`` chains; playback keys its calls
+  ``<team path>/MagenticOneOrchestrator``, and a speaker_selection or instruction intervention edits the ledger JSON,
+  a ``planning`` one the plan call's text; AutoGen 0.7.5's own
   ``CancellationToken``, cancelled while a tool runs, leaves ``team.run`` hanging with or without causaltrace
   (cancel the asyncio task instead: that is a ``limit`` stop).
 * Private AutoGen attributes are read in one accessor each (:mod:`._autogen_access`).
@@ -101,6 +120,32 @@ PATCHES: tuple[tuple[str, str, str], ...] = (
         "autogen_agentchat.teams._group_chat._selector_group_chat",
         "SelectorGroupChatManager.select_speaker",
         "wrap_select_speaker",
+    ),
+    # MagenticOneGroupChat: its orchestrator picks speakers in these private methods (``select_speaker`` is unused)
+    (
+        "autogen_agentchat.teams._group_chat._base_group_chat_manager",
+        "BaseGroupChatManager.update_message_thread",
+        "wrap_update_message_thread",
+    ),
+    (
+        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
+        "MagenticOneOrchestrator._orchestrate_step",
+        "wrap_orchestrate_step",
+    ),
+    (
+        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
+        "MagenticOneOrchestrator._reenter_outer_loop",
+        "wrap_orchestrator_outer_loop",
+    ),
+    (
+        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
+        "MagenticOneOrchestrator._update_task_ledger",
+        "wrap_orchestrator_replan",
+    ),
+    (
+        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
+        "MagenticOneOrchestrator._prepare_final_answer",
+        "wrap_orchestrator_final_answer",
     ),
 )
 

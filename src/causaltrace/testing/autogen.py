@@ -16,7 +16,11 @@ The policies of the demo arithmetic team (task ``"(a + b) * c"``):
 * :func:`reviewer_policy` recomputes every operation the solver reported and answers ``RESULT: n verified.
   APPROVE`` only when all of them and the RESULT agree, else ``REJECT: <what is wrong>`` (it checks the
   arithmetic it was shown, not the task — weak verification, so a wrong operand is carried forward);
-* :func:`selector_policy` picks a SelectorGroupChat's next speaker from the conversation in the selector prompt.
+* :func:`selector_policy` picks a SelectorGroupChat's next speaker from the conversation in the selector prompt;
+* :func:`orchestrator_policy` plays a MagenticOneGroupChat's orchestrator (see its docstring): the task-ledger
+  facts and plan, the JSON progress ledger (who speaks next, with what instruction; satisfied once the reviewer
+  APPROVEs; stalling when an agent repeats itself or reports ``RESULT: unknown``), the re-planning prompts and the
+  final answer — so a MagenticOne team runs to completion offline.
 
 Usage:
     >>> from causaltrace.testing.autogen import planner_client, solver_client
@@ -52,6 +56,8 @@ __all__ = [
     "ScriptedRequest",
     "ToolCallSpec",
     "call",
+    "orchestrator_client",
+    "orchestrator_policy",
     "parse_task",
     "planner_client",
     "planner_policy",
@@ -291,7 +297,7 @@ def parse_task(text: str) -> tuple[int, int, int] | None:
 
 def planner_policy(request: ScriptedRequest) -> str:
     """Restate the task's numbers as a two-step plan (again after a rejection, naming it)."""
-    numbers = parse_task(request.task())
+    numbers = parse_task(request.task()) or parse_task(request.text())  # MagenticOne: the task is in the ledger
     if numbers is None:
         return "PLAN: I found no expression of the form (a + b) * c in the task."
     a, b, c = numbers
@@ -383,6 +389,131 @@ def selector_policy(order: Sequence[str] = ("planner", "solver", "reviewer")) ->
     return policy
 
 
+# ------------------------------------------------------------------------------------- the MagenticOne orchestrator
+
+#: What the orchestrator's prompts (autogen_agentchat 0.7.5, ``_magentic_one/_prompts.py``) say, to tell them apart.
+_FACTS_PROMPT = "Here is the pre-survey:"
+_PLAN_PROMPT = "please devise a short bullet-point plan"
+_LEDGER_PROMPT = "please answer the following questions, including necessary reasoning"
+_FACTS_UPDATE_PROMPT = "Please rewrite the following fact sheet"
+_PLAN_UPDATE_PROMPT = "Please briefly explain what went wrong on this last run"
+_FINAL_PROMPT = "provide the final answer to the original request"
+_NAMES = re.compile(r"Who should speak next\? \(select from: ([^)]*)\)")
+_TEAM = re.compile(r"assembled the following team:\s*\n(.*?)\n\s*\n", re.DOTALL)
+
+#: The instruction the scripted orchestrator gives each role of the arithmetic team (others: a generic one).
+ORCHESTRATOR_INSTRUCTIONS: dict[str, str] = {
+    "planner": "Restate the numbers of the request as a two-step plan for the solver.",
+    "solver": "Compute the plan with the add and multiply tools and end with 'RESULT: n'.",
+    "reviewer": "Check the solver's arithmetic: say APPROVE if it is right, else REJECT.",
+}
+
+
+def _instruction(name: str) -> str:
+    return ORCHESTRATOR_INSTRUCTIONS.get(name, f"{name}, please do your part of the plan.")
+
+
+def _ledger_entry(reason: str, answer: Any) -> dict[str, Any]:
+    return {"reason": reason, "answer": answer}
+
+
+def orchestrator_policy(order: Sequence[str] = ("planner", "solver", "reviewer")) -> Policy:
+    """A MagenticOneGroupChat orchestrator, answering each of its prompts from the request alone:
+
+    * facts (``pre-survey``): the numbers the task gives; plan: one bullet per team member, in ``order``;
+    * the progress ledger (pure JSON, the keys ``is_request_satisfied``, ``is_in_loop``, ``is_progress_being_made``,
+      ``next_speaker``, ``instruction_or_question``): reads the agents' messages in the conversation (user-role
+      messages whose source is a team member). Satisfied when the last one is the reviewer's ``APPROVE``; else the
+      next speaker is the member after the last speaker in ``order`` (the first when nobody spoke since the last
+      ledger, back to the solver after a ``REJECT``). Not progressing when the last message reports
+      ``RESULT: unknown``; in a loop (and not progressing) when it repeats an earlier message of the same member;
+    * the re-planning prompts (facts update, plan update) and the final answer: ``The answer is RESULT: n.`` with
+      the last RESULT an agent reported (the approved one when there is one), else ``RESULT: unknown``.
+    """
+
+    def speakers(request: ScriptedRequest, names: Sequence[str]) -> list[tuple[str, str]]:
+        return [
+            (str(m.source), _text(m)) for m in request.messages[:-1] if isinstance(m, UserMessage) and m.source in names
+        ]
+
+    def team_names(prompt: str) -> list[str]:
+        m = _NAMES.search(prompt)
+        if m:
+            return [n.strip() for n in m.group(1).split(",") if n.strip()]
+        t = _TEAM.search(prompt)
+        if t:
+            return [line.split(":", 1)[0].strip() for line in t.group(1).splitlines() if ":" in line]
+        return list(order)
+
+    def ledger(request: ScriptedRequest, prompt: str) -> str:
+        names = team_names(prompt)
+        ranked = [n for n in order if n in names] + [n for n in names if n not in order]
+        said = speakers(request, names)
+        satisfied, loop, progress = False, False, True
+        if not said:
+            nxt, why = ranked[0], "Nobody has worked on the request yet."
+        else:
+            last, text = said[-1]
+            if last == "reviewer" and "APPROVE" in text:
+                satisfied = True
+            loop = said[-1] in said[:-1]
+            progress = not loop and "RESULT: unknown" not in text
+            if last == "reviewer" and text.startswith("REJECT") and "solver" in ranked:
+                nxt = "solver"
+            else:
+                nxt = ranked[(ranked.index(last) + 1) % len(ranked)] if last in ranked else ranked[0]
+            why = f"{last} said: {text}"
+        entry = {
+            "is_request_satisfied": _ledger_entry(
+                f"The reviewer approved: {said[-1][1]}" if satisfied else "No approved result yet.", satisfied
+            ),
+            "is_in_loop": _ledger_entry("The last message repeats an earlier one." if loop else "No repetition.", loop),
+            "is_progress_being_made": _ledger_entry(why if not progress else "The team is moving on.", progress),
+            "next_speaker": _ledger_entry(why, nxt),
+            "instruction_or_question": _ledger_entry(f"{nxt} is next in the plan.", _instruction(nxt)),
+        }
+        return json.dumps(entry)
+
+    def final(request: ScriptedRequest) -> str:
+        results = [
+            (src, r.group(1))
+            for src, text in speakers(request, list(order))
+            for r in [_RESULT.search(text)]
+            if r is not None
+        ]
+        approved = [v for src, v in results if src == "reviewer"]
+        value = approved[-1] if approved else (results[-1][1] if results else "unknown")
+        if value == "unknown":
+            return "We could not complete the request. RESULT: unknown"
+        return f"The answer is RESULT: {value}."
+
+    def policy(request: ScriptedRequest) -> str:
+        prompt = request.last_user_text()
+        if _LEDGER_PROMPT in prompt:
+            return ledger(request, prompt)
+        if _FACTS_PROMPT in prompt:
+            numbers = parse_task(prompt)
+            given = f"the expression ({numbers[0]} + {numbers[1]}) * {numbers[2]}" if numbers else "no numbers"
+            return (
+                f"1. GIVEN OR VERIFIED FACTS\n- The request gives {given}.\n\n2. FACTS TO LOOK UP\n- None.\n\n"
+                "3. FACTS TO DERIVE\n- The value of the expression.\n\n4. EDUCATED GUESSES\n- None."
+            )
+        if _PLAN_PROMPT in prompt:
+            return "\n".join(f"- {n}: {_instruction(n)}" for n in team_names(prompt))
+        if _FACTS_UPDATE_PROMPT in prompt:
+            failed = sum(1 for _, text in speakers(request, list(order)) if "RESULT: unknown" in text)
+            return f"The same facts; {failed} attempt(s) reported no result. EDUCATED GUESS: a tool is broken."
+        if _PLAN_UPDATE_PROMPT in prompt:
+            return "The last run found no result. New plan:\n" + "\n".join(
+                f"- {n}: {_instruction(n)}" for n in team_names(prompt)
+            )
+        if _FINAL_PROMPT in prompt:
+            return final(request)
+        return "I do not recognise this prompt."
+
+    return policy
+
+
 def planner_client() -> ScriptedChatCompletionClient:
     """A fresh client running :func:`planner_policy`."""
     return ScriptedChatCompletionClient(planner_policy, model="scripted-planner")
@@ -403,3 +534,8 @@ def reviewer_client() -> ScriptedChatCompletionClient:
 def selector_client(order: Sequence[str] = ("planner", "solver", "reviewer")) -> ScriptedChatCompletionClient:
     """A fresh client running :func:`selector_policy`."""
     return ScriptedChatCompletionClient(selector_policy(order), model="scripted-selector")
+
+
+def orchestrator_client(order: Sequence[str] = ("planner", "solver", "reviewer")) -> ScriptedChatCompletionClient:
+    """A fresh client running :func:`orchestrator_policy` (a MagenticOneGroupChat's ``model_client``)."""
+    return ScriptedChatCompletionClient(orchestrator_policy(order), model="scripted-orchestrator")
