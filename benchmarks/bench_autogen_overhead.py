@@ -13,6 +13,8 @@ Modes:
   ct-store-off   causaltrace, TraceConfig(store=False): collector and recording on, no SQLite writes
   ct-store-on    causaltrace, TraceConfig(store=True), CAUSALTRACE_HOME in a temporary directory
   ct-no-record   causaltrace, store off AND record off (for information: what the Recording costs)
+  ct-no-spans    causaltrace, store off, on a provider whose sampler drops every trace: steps, collector and
+                 recording run, no span is exported (for information: what emitting the spans costs)
 
 Every instrumented mode exports to its own SDK TracerProvider with a SimpleSpanProcessor and a discarding exporter;
 no global provider is set, so AutoGen's own spans are no-ops in every mode. Times are CPU time of the process
@@ -40,18 +42,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record")
+MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans")
 
 
-def _provider() -> Any:
+def _provider(sampled: bool = True) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
     class Discard(SpanExporter):
         def export(self, spans):  # type: ignore[no-untyped-def]
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
     provider.add_span_processor(SimpleSpanProcessor(Discard()))
     return provider
 
@@ -69,6 +72,7 @@ class _Modes:
             "ct-store-off": TraceConfig(store=False),
             "ct-store-on": TraceConfig(store=True),
             "ct-no-record": TraceConfig(store=False, record=False),
+            "ct-no-spans": TraceConfig(store=False),
         }
 
     def on(self, mode: str) -> None:
@@ -78,7 +82,7 @@ class _Modes:
         elif mode in self.configs:
             from causaltrace.instrumentation.autogen import instrument_autogen
 
-            instrument_autogen(_provider(), self.configs[mode])
+            instrument_autogen(_provider(sampled=mode != "ct-no-spans"), self.configs[mode])
 
     def off(self, mode: str) -> None:
         if mode == "openinference":
