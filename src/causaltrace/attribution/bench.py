@@ -18,7 +18,8 @@ Decisions where the contracts are silent:
   ``step_accuracy``, ``agent_step_accuracy`` (``null`` when empty).
 * Selection: ``--limit N`` takes the first N traces ordered by file number (with ``--subset all``, Algorithm-
   Generated before Hand-Crafted at equal numbers, so both subsets appear); ``--order size`` orders by the characters
-  of the log's entries (what a model reads), ties by file number then subset.
+  of the task and the log's entries (what a model reads: every prompt carries the task), ties by file number then
+  subset.
 * ``calls_by_stage`` has one key per model-calling stage of the method (``Method.llm_stage_ids`` minus ablated
   ones, plus any other stage that made calls), valued by the mean calls per trace.
 * A method that needs a model is refused before anything runs when none is given (UserError naming ``--model``).
@@ -104,7 +105,8 @@ def _file_number(run: Run) -> int:
 
 
 def _chars(run: Run) -> int:
-    return sum(len(s.content) for s in run.steps)
+    """What a model reads of the run: the task (every prompt carries it) and the log's entries."""
+    return len(run.task or "") + sum(len(s.content) for s in run.steps)
 
 
 def select_runs(

