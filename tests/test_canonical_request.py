@@ -15,13 +15,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from causaltrace.instrumentation._smol_access import CallIdPattern
 from causaltrace.schema import _canonical_walk, _plain_json_bytes, canonical_request, canonicalize_request, request_hash
 
 PATTERN = re.compile(r"call_[A-Za-z0-9]{3,}")
+#: Known ids (the smolagents adapter's pattern): aliased on the JSON text, next to escapes, never inside keys.
+KNOWN_IDS = CallIdPattern(["call_1", "ncall_1", "u001f", "c-2", "call_12"])
 
-_keys = st.sampled_from(["id", "call_id", "tool_call_id", "created_at", "content", "name", "role", "args", "x"])
+_keys = st.sampled_from(
+    ["id", "call_id", "tool_call_id", "created_at", "content", "name", "role", "args", "x", "call_1", "k call_12"]
+)
+_id_texts = st.lists(
+    st.sampled_from(["call_1", "ncall_1", "call_12", "c-2", "u001f", "\n", "\\", "\\n", "\x1f", '"', " ", "x", "-", "é"]),
+    max_size=6,
+).map("".join)
 _texts = st.one_of(
     st.text(max_size=12),
+    _id_texts,
     st.sampled_from(['"id":"x"', 'say \\"id\\"', "call_abc1", "see call_zz9 and call_abc1", "", '{"created_at":1}']),
 )
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, width=32), _texts)
@@ -33,7 +43,7 @@ _json = st.recursive(
 
 
 @settings(max_examples=400, deadline=None)
-@given(request=_json, pattern=st.sampled_from([None, PATTERN]))
+@given(request=_json, pattern=st.sampled_from([None, PATTERN, KNOWN_IDS]))
 def test_text_path_equals_reference_walk(request, pattern):
     canonical, digest = canonical_request(request, call_id_pattern=pattern)
     assert canonical == _canonical_walk(json.loads(_plain_json_bytes(request)), pattern, ("created_at",))

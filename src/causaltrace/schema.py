@@ -345,6 +345,23 @@ def _plain_json_bytes(value: Any) -> bytes:
         return canonical_json(value).encode()
 
 
+def _plain_json(value: Any) -> Any:
+    """``value`` as fresh plain JSON data (dicts, lists, str, numbers…), converted by pydantic-core in Rust.
+
+    The same data as parsing :func:`_plain_json_bytes`, without the text round trip; nothing is shared with
+    ``value`` (the framework may mutate its objects after the call).
+    """
+    try:
+        return pydantic_core.to_jsonable_python(value, fallback=_json_default, bytes_mode="base64")
+    except Exception:  # a serializer raising on an odd object: the slow path handles (or reprs) it
+        return json.loads(canonical_json(value))
+
+
+#: :func:`canonical_json` as a reusable encoder for data already made plain (no cycles to check).
+_CANONICAL_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_json_default
+)
+
 _JSON_STRING_BODY = r'(?:[^"\\]|\\.)*'
 #: A call id under one of the id keys, in compact JSON text: group 1 the key, group 2 the (escaped) id.
 _ID_VALUE = rf'"({"|".join(_CALL_ID_KEYS)})":"({_JSON_STRING_BODY})"'
@@ -361,19 +378,59 @@ def _drop_regex(keys: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(rf'(?<=\{{)"(?:{names})":{scalar},?|,"(?:{names})":{scalar}')
 
 
-def _edit_canonical_text(text: str, drop: tuple[str, ...]) -> str | None:
+#: A whole JSON string literal from its opening quote's end: where a candidate id's literal ends (a key if ``:`` follows).
+_STRING_TAIL = re.compile(r'(?:[^"\\]|\\.)*"')
+#: The escapes :func:`canonical_json` writes before a character that is not a word character in the decoded text.
+_WORD_ESCAPES = frozenset("bfnrt")
+#: Ids that could also match a bare JSON token (a number, true/false/null): these requests are walked instead.
+_BARE_TOKEN = re.compile(r"[-+.0-9eE]+|true|false|null")
+
+
+@functools.lru_cache(maxsize=64)
+def _text_id_regex(ids: tuple[str, ...]) -> re.Pattern[str] | None:
+    r"""One left-to-right regex for the compact JSON text: a string under an id key, or a known id followed by a
+    non-word character.
+
+    Whether the character BEFORE an id match opens a token (``(?<![\w-])`` on the decoded string) is decided by the
+    match callback, which knows escapes (a ``\n`` or ``\uXXXX`` before an id stands for a non-word character);
+    without look-behinds the regex keeps its fast first-character scan. None when an id is not a plain ``[\w-]+``
+    token or could match a bare JSON token: such requests take the walk.
+    """
+    if not ids or any(not re.fullmatch(r"[\w-]+", i) or _BARE_TOKEN.fullmatch(i) for i in ids):
+        return None
+    names = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+    return re.compile(rf"{_ID_VALUE}|(?:{names})(?![\w-])")
+
+
+def _escaped(text: str, pos: int) -> bool:
+    """True when the character at ``pos`` follows an odd run of backslashes (it is part of an escape)."""
+    run = 0
+    while pos - run - 1 >= 0 and text[pos - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _edit_canonical_text(text: str, drop: tuple[str, ...], ids: tuple[str, ...] = ()) -> str | None:
     """Alias call ids and drop ``drop`` keys on compact, key-sorted JSON text (the recording hot path).
 
     In compact JSON an unescaped ``"`` only ever bounds a string, so a key and its string value are found exactly.
-    Returns ``text`` itself when there is nothing to do, None when a dropped key holds an object or array (the caller
-    walks the data instead). A ``call_id_pattern`` is never applied to text: escapes (``\\n`` before an id) would
-    change what its look-arounds see.
+    ``ids`` are known call ids to alias wherever they occur as whole tokens inside string values (smolagents writes
+    them into message text); keys are left alone, as the walk does. Returns ``text`` itself when there is nothing to
+    do, None when the text cannot be edited exactly (a dropped key holds an object or array, or an id could be
+    mistaken for a bare JSON token): the caller walks the data instead.
     """
     if drop and any(f'"{key}":' in text for key in drop):
         text = _drop_regex(drop).sub("", text)
         if any(f'"{key}":' in text for key in drop):
             return None
-    if not any(marker in text for marker in _ID_MARKERS):
+    ids = tuple(i for i in ids if i and i in text)
+    if ids:
+        regex = _text_id_regex(ids)
+        if regex is None:
+            return None
+    elif any(marker in text for marker in _ID_MARKERS):
+        regex = _ID_REGEX
+    else:
         return text
     aliases: dict[str, str] = {}
 
@@ -383,9 +440,31 @@ def _edit_canonical_text(text: str, drop: tuple[str, ...]) -> str | None:
         return aliases[value]
 
     def replace(match: re.Match[str]) -> str:
-        return f'"{match.group(1)}":"{alias(match.group(2))}"' if match.group(2) else match.group(0)
+        if match.group(1) is not None:  # a string under an id key: the whole value
+            return f'"{match.group(1)}":"{alias(match.group(2))}"' if match.group(2) else match.group(0)
+        start = match.start()
+        before = text[start - 1]
+        if before.isalnum() or before in "_-":
+            # A word character before: in the decoded string too, unless it ends an escape (``\n``, ``\uXXXX``).
+            # Every character of the match is a word character, so no decoded match starts inside it either.
+            at = start - 2 if before in _WORD_ESCAPES and text[start - 2] == "\\" else start - 6
+            if text[at] != "\\" or _escaped(text, at) or (at == start - 6 and text[at + 1] != "u"):
+                return match.group(0)
+        elif _escaped(text, start):  # starts inside an escape (``\n`` + an id beginning with "n")
+            raise _NotExact
+        tail = _STRING_TAIL.match(text, match.end())
+        if tail is None or text.startswith(":", tail.end()):  # inside a key
+            raise _NotExact
+        return alias(match.group(0))
 
-    return _ID_REGEX.sub(replace, text)
+    try:
+        return regex.sub(replace, text)
+    except _NotExact:  # a match the decoded strings would not have (it may hide one they have): walk instead
+        return None
+
+
+class _NotExact(Exception):
+    """An id match on the JSON text that does not stand for the same match in the decoded strings."""
 
 
 def _canonical_walk(plain: Any, call_id_pattern: Any, drop: tuple[str, ...]) -> Any:
@@ -427,14 +506,15 @@ def canonical_request(
 ) -> tuple[Any, str]:
     """``(canonicalize_request(request), request_hash(...))`` in one pass: the recording hot path.
 
-    The request is serialised once (pydantic-core), its key-sorted compact text is edited in place and hashed; the
-    data is parsed back only when the text changed. With a ``call_id_pattern`` (ids inside message text) the parsed
-    data is walked instead.
+    The request becomes plain JSON data once (pydantic-core), its key-sorted compact text is edited in place and
+    hashed; the data is parsed back only when the text changed. A ``call_id_pattern`` that names its ``ids`` (the
+    smolagents adapter's) is applied on the text too; any other pattern (a bare regex) makes the data walked.
     """
     drop = tuple(drop_keys)
-    plain = json.loads(_plain_json_bytes(request))
-    text = canonical_json(plain)
-    edited = None if call_id_pattern is not None else _edit_canonical_text(text, drop)
+    plain = _plain_json(request)
+    text = _CANONICAL_ENCODER.encode(plain)
+    ids = () if call_id_pattern is None else getattr(call_id_pattern, "ids", None)
+    edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
         canonical = _canonical_walk(plain, call_id_pattern, drop)
         return canonical, request_hash(canonical)

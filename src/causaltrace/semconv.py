@@ -116,8 +116,12 @@ def span_name(step: Step) -> str:
     return f"{step.kind} {target}" if target else step.kind
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    """A structured attribute as JSON text (``json.dumps`` with a reused encoder: this runs for every step)."""
+    return _ENCODER.encode(value)
 
 
 def step_attributes(step: Step) -> dict[str, Any]:

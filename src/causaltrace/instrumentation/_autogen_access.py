@@ -104,6 +104,11 @@ def client_create_args(client: Any) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------------------------------- settings
 
 
+def _is_plain_scalar(value: Any) -> bool:
+    """A JSON scalar needing no conversion (floats excluded: NaN is not JSON)."""
+    return value is None or type(value) in (str, int, bool)
+
+
 def client_settings(client: Any) -> dict[str, Any]:
     """The client settings stored with each recorded LLM call: model, temperature (when known), model_info.
 
@@ -118,7 +123,10 @@ def client_settings(client: Any) -> dict[str, Any]:
         settings["temperature"] = temperature
     try:
         info = client.model_info
-        settings["model_info"] = json.loads(json.dumps(dict(info), default=str))
+        info = dict(info)
+        # model_info is a TypedDict of plain values: copied as is, or made JSON-safe when it holds anything else
+        plain = all(_is_plain_scalar(v) for v in info.values())
+        settings["model_info"] = info if plain else json.loads(json.dumps(info, default=str))
     except Exception:  # a client without model_info: record what we have
         pass
     return settings

@@ -70,12 +70,35 @@ def _truncate(value: str, limit: int) -> tuple[str, bool]:
 def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig) -> dict[str, Any]:
     """The attributes to export under ``config``: hidden payloads dropped, redacted, long texts cut with a marker.
 
-    A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
+    A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell. Runs once per
+    step on the agent's thread: without hiding or redaction only texts (and lists of texts) are looked at.
     """
     limit = config.max_attribute_chars
     hide_in, hide_out, redact = config.hide_inputs, config.hide_outputs, config.redact
-    out: dict[str, Any] = {}
+    if hide_in or hide_out or redact is not None:
+        attrs = _hide_and_redact(attrs, hide_in, hide_out, redact)
+    out: dict[str, Any] = dict(attrs)
     truncated = False
+    for key, value in out.items():
+        cls = type(value)
+        if cls is str:
+            if len(value) > limit:
+                out[key], truncated = _truncate(value, limit)[0], True
+        elif cls is list or cls is tuple:
+            if any(isinstance(item, str) and len(item) > limit for item in value):
+                out[key], truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
+            elif cls is tuple:
+                out[key] = list(value)
+    if truncated and semconv.STEP_ID in out:
+        out[semconv.STEP_TRUNCATED] = True
+    return out
+
+
+def _hide_and_redact(
+    attrs: Mapping[str, Any], hide_in: bool, hide_out: bool, redact: Callable[[str, Any], Any] | None
+) -> dict[str, Any]:
+    """Drop hidden inputs / outputs and pass payload attributes through the redaction callback (None drops one)."""
+    out: dict[str, Any] = {}
     for key, value in attrs.items():
         if key in _PAYLOAD_KEYS:
             if (hide_in and key in _INPUT_KEYS) or (hide_out and key in _OUTPUT_KEYS):
@@ -88,19 +111,7 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig) -> dict[
                     continue
                 if value is None:
                     continue
-        if type(value) is str:
-            if len(value) > limit:
-                value, truncated = _truncate(value, limit)[0], True
-        elif isinstance(value, (list, tuple)):
-            items = []
-            for item in value:
-                if isinstance(item, str) and len(item) > limit:
-                    item, truncated = _truncate(item, limit)[0], True
-                items.append(item)
-            value = items
         out[key] = value
-    if truncated and semconv.STEP_ID in out:
-        out[semconv.STEP_TRUNCATED] = True
     return out
 
 

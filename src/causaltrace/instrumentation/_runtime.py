@@ -174,19 +174,27 @@ def _now_ns() -> int:
 
 _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_STATUSES = frozenset({"ok", "error", "unset"})
-_PLAIN = (str, int, float, bool, type(None))
 
 
 def _is_plain_json(value: Any, depth: int = 0) -> bool:
     """True when ``value`` is made of JSON types only (the common case, checked without a serialisation)."""
-    if isinstance(value, _PLAIN):
-        return not isinstance(value, float) or value == value  # NaN is not JSON
+    cls = type(value)
+    if cls is str or cls is int or cls is bool or value is None:
+        return True
+    if cls is float:
+        return value == value  # NaN is not JSON
     if depth > 50:
         return False
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_plain_json(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_is_plain_json(v, depth + 1) for v in value)
+    if cls is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _is_plain_json(item, depth + 1):
+                return False
+        return True
+    if cls is list:
+        for item in value:
+            if not _is_plain_json(item, depth + 1):
+                return False
+        return True
     return False
 
 
