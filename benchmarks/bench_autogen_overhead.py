@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _overhead_stats import lower_quartile, ratio_spread  # noqa: E402
+
 MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans")
 
 
@@ -96,18 +99,21 @@ class _Modes:
             _runtime.reset_tracing()
 
 
-async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str, float]]:
+async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "examples"))
     example = importlib.import_module("autogen_team")
     from autogen_agentchat.messages import ToolCallExecutionEvent
 
     modes = _Modes()
-    cpu: dict[str, list[float]] = {m: [] for m in MODES}
-    wall: dict[str, list[float]] = {m: [] for m in MODES}
+    cpu: dict[str, list[list[float]]] = {m: [] for m in MODES}  # per round, the per-run times
+    wall: dict[str, list[list[float]]] = {m: [] for m in MODES}
     events: dict[str, set[int]] = {m: set() for m in MODES}
     for round_no in range(batches + 1):  # round 0 is the warm-up
         for mode in MODES:
             modes.on(mode)
+            if round_no:
+                cpu[mode].append([])
+                wall[mode].append([])
             try:
                 for _ in range(warmup if round_no == 0 else batch):
                     team = example.build()
@@ -116,8 +122,8 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
                     stop_cpu, stop_wall = time.process_time(), time.perf_counter()
                     if round_no == 0:
                         continue
-                    cpu[mode].append(stop_cpu - start_cpu)
-                    wall[mode].append(stop_wall - start_wall)
+                    cpu[mode][-1].append(stop_cpu - start_cpu)
+                    wall[mode][-1].append(stop_wall - start_wall)
                     model_calls = sum(agent._model_client.calls for agent in team._participants)
                     tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
                     events[mode].add(len(result.messages) + model_calls + tools)
@@ -126,22 +132,24 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
                 modes.off(mode)
                 if round_no and mode == "ct-store-on":  # the writes flushed at the end of the batch count
                     flush = (time.process_time() - start_cpu) / batch
-                    cpu[mode][-batch:] = [t + flush for t in cpu[mode][-batch:]]
+                    cpu[mode][-1] = [t + flush for t in cpu[mode][-1]]
 
-    def q1(values: list[float]) -> float:
-        return statistics.quantiles(values, n=4)[0] * 1e6
-
-    return {
-        mode: {
-            "cpu_us": q1(cpu[mode]),
-            "wall_us": q1(wall[mode]),
-            "cpu_median_us": statistics.median(cpu[mode]) * 1e6,
-            "wall_median_us": statistics.median(wall[mode]) * 1e6,
+    results: dict[str, dict[str, Any]] = {}
+    for mode in MODES:
+        all_cpu = [t for batch_times in cpu[mode] for t in batch_times]
+        all_wall = [t for batch_times in wall[mode] for t in batch_times]
+        results[mode] = {
+            "cpu_us": lower_quartile(all_cpu) * 1e6,
+            "wall_us": lower_quartile(all_wall) * 1e6,
+            "cpu_median_us": statistics.median(all_cpu) * 1e6,
+            "wall_median_us": statistics.median(all_wall) * 1e6,
             "events": float(next(iter(events[mode]))) if len(events[mode]) == 1 else float("nan"),
-            "runs": float(len(cpu[mode])),
+            "runs": float(len(all_cpu)),
         }
-        for mode in MODES
-    }
+    for mode in ("ct-store-off", "ct-store-on"):
+        spread = ratio_spread(cpu, mode=mode, reference="openinference", baseline="baseline")
+        results[mode]["ratio_cpu_per_round_q1_median_q3"] = list(spread) if spread else None
+    return results
 
 
 def main() -> int:
@@ -179,9 +187,11 @@ def main() -> int:
             ref = oi[f"added_{kind}_us_per_event"]
             ratio = results[mode][f"added_{kind}_us_per_event"] / ref if ref > 0 else float("inf")
             results[mode][f"ratio_{kind}_to_openinference"] = ratio
+        spread = results[mode]["ratio_cpu_per_round_q1_median_q3"]
         print(
             f"ratio {mode} / openinference: {results[mode]['ratio_cpu_to_openinference']:.2f} (CPU), "
             f"{results[mode]['ratio_wall_to_openinference']:.2f} (wall)"
+            + (f"; per round (CPU) median {spread[1]:.2f}, quartiles {spread[0]:.2f}-{spread[2]:.2f}" if spread else "")
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -15,7 +15,9 @@ uninstrumented time per run, divided by the events of one run. "store off" is ca
 do-nothing exporter through a ``SimpleSpanProcessor`` on its own ``TracerProvider``. Each top-level ``agent.run``
 is a run of its own (no ``causaltrace.run`` block): causaltrace's time includes finishing the Run. The variants take
 turns within each round and both wall time and process CPU time are reported; on a loaded machine the CPU time is
-the steadier of the two (the store writer's CPU time, on its background thread, is included in "store on").
+the steadier of the two (the store writer's CPU time, on its background thread, is included in "store on"). Each
+run is timed on its own; a variant's figure is the LOWER QUARTILE of its runs (a shared machine's load only ever
+adds time), and the ratio's spread over the rounds is printed beside it (``benchmarks/_overhead_stats.py``).
 
 Target (issue 4): causaltrace store off / OpenInference <= 1.0.
 
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +40,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _overhead_stats import lower_quartile, ratio_spread  # noqa: E402
 
 
 def _example() -> Any:
@@ -134,33 +137,37 @@ def _variants(tmp: Path) -> list[_Variant]:
     ]
 
 
-def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict[str, dict[str, float]]:
-    """Seconds per ``agent.run`` for each variant: the variants take turns, ``runs`` runs each per round (so a
-    change in the machine's load hits them all alike); the median over rounds is kept, of wall time and of the
-    process's CPU time (all threads: what the tracing itself costs, whatever else the machine is doing)."""
+def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict[str, dict[str, list[list[float]]]]:
+    """Seconds of each ``agent.run``, per clock, variant and round: the variants take turns, ``runs`` runs each per
+    round (so a change in the machine's load hits them all alike); wall time and the process's CPU time (all
+    threads: what the tracing itself costs, whatever else the machine is doing)."""
     agent = build()
     for _ in range(5):
         agent.run(task)
-    wall: dict[str, list[float]] = {}
-    cpu: dict[str, list[float]] = {}
+    times: dict[str, dict[str, list[list[float]]]] = {"wall": {}, "cpu": {}}
     with tempfile.TemporaryDirectory() as tmp:
         variants = _variants(Path(tmp))
         for _ in range(rounds):
             for variant in variants:
                 handle = variant.setup()
+                wall = times["wall"].setdefault(variant.name, [])
+                cpu = times["cpu"].setdefault(variant.name, [])
+                wall.append([])
+                cpu.append([])
                 try:
                     agent.run(task)  # warm: patches model / tool classes at run start
-                    w0, c0 = time.perf_counter(), time.process_time()
                     for _ in range(runs):
+                        w0, c0 = time.perf_counter(), time.process_time()
                         agent.run(task)
-                    wall.setdefault(variant.name, []).append((time.perf_counter() - w0) / runs)
-                    cpu.setdefault(variant.name, []).append((time.process_time() - c0) / runs)
+                        wall[-1].append(time.perf_counter() - w0)
+                        cpu[-1].append(time.process_time() - c0)
                 finally:
                     variant.teardown(handle)
-    return {
-        "wall": {k: statistics.median(v) for k, v in wall.items()},
-        "cpu": {k: statistics.median(v) for k, v in cpu.items()},
-    }
+    return times
+
+
+def _rounded(values: tuple[float, ...] | None) -> list[float] | None:
+    return [round(v, 2) for v in values] if values is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {events['events']} events/run ({events['steps']} steps, {events['model_calls']} model calls, "
               f"{events['tool_calls']} tool calls)")
         for clock in ("cpu", "wall"):
-            times = seconds[clock]
+            per_round = seconds[clock]
+            times = {k: lower_quartile([t for r in v for t in r]) for k, v in per_round.items()}
             base = times["uninstrumented"]
             added = {k: (v - base) * 1e6 / events["events"] for k, v in times.items() if k != "uninstrumented"}
             oi = added["openinference"]
@@ -195,14 +203,20 @@ def main(argv: list[str] | None = None) -> int:
                 "added_us_per_event": {k: round(v, 1) for k, v in added.items()},
                 "ratio_store_off_to_openinference": round(added["causaltrace_store_off"] / oi, 2) if oi > 0 else None,
                 "ratio_store_on_to_openinference": round(added["causaltrace_store_on"] / oi, 2) if oi > 0 else None,
+                "ratio_store_off_per_round_q1_median_q3": _rounded(
+                    ratio_spread(per_round, mode="causaltrace_store_off", reference="openinference",
+                                 baseline="uninstrumented")
+                ),
             }
             r = result[clock]
-            print(f"  [{clock} time]")
+            print(f"  [{clock} time, lower quartile of the per-run times]")
             for variant, us in r["us_per_run"].items():
                 extra = r["added_us_per_event"].get(variant)
                 print(f"    {variant:24} {us:10.1f} us/run" + ("" if extra is None else f"   +{extra:7.1f} us/event"))
+            spread = r["ratio_store_off_per_round_q1_median_q3"]
             print(f"    ratio causaltrace/OpenInference: store off {r['ratio_store_off_to_openinference']}, "
-                  f"store on {r['ratio_store_on_to_openinference']}")
+                  f"store on {r['ratio_store_on_to_openinference']}"
+                  + (f"; store off per round: median {spread[1]}, quartiles {spread[0]}-{spread[2]}" if spread else ""))
         results[name] = result
     if args.json:
         text = json.dumps(results, indent=2)

@@ -1,0 +1,29 @@
+"""The overhead benchmarks' statistics: lower quartiles per mode, and the ratio's spread over rounds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from _overhead_stats import lower_quartile, ratio_spread
+
+
+def test_lower_quartile_ignores_slow_outliers():
+    assert lower_quartile([5.0]) == 5.0
+    assert lower_quartile([1.0, 2.0, 3.0, 4.0, 100.0]) == pytest.approx(1.5)
+
+
+def test_ratio_spread_is_computed_round_by_round_against_the_same_rounds_baseline():
+    rounds = {
+        "base": [[10.0, 10.0, 10.0], [20.0, 20.0, 20.0], [10.0, 10.0, 10.0]],
+        "ref": [[12.0, 12.0, 12.0], [22.0, 22.0, 22.0], [10.0, 10.0, 10.0]],  # adds 2, 2, then nothing
+        "ours": [[13.0, 13.0, 13.0], [26.0, 26.0, 26.0], [30.0, 30.0, 30.0]],  # adds 3, 6, 20
+    }
+    q1, median, q3 = ratio_spread(rounds, mode="ours", reference="ref", baseline="base")
+    # the third round is left out (the reference added nothing): ratios 1.5 and 3.0 remain
+    assert (q1, median, q3) == pytest.approx((1.125, 2.25, 3.375))
+    assert ratio_spread({"base": [[1.0]], "ref": [[1.0]], "ours": [[2.0]]}, mode="ours", reference="ref",
+                        baseline="base") is None
