@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import pydantic_core
+
 from causaltrace.schema import (
     Annotations,
     Dependency,
@@ -116,12 +118,13 @@ def span_name(step: Step) -> str:
     return f"{step.kind} {target}" if target else step.kind
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
-
-
 def _dumps(value: Any) -> str:
-    """A structured attribute as JSON text (``json.dumps`` with a reused encoder: this runs for every step)."""
-    return _ENCODER.encode(value)
+    """A structured attribute as compact JSON text, keys in insertion order (pydantic-core: this runs for every
+    step); what JSON cannot hold is written as its ``str``."""
+    try:
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except Exception:  # a value whose own serialiser raises: the standard library decides (or strs it)
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def step_attributes(step: Step) -> dict[str, Any]:

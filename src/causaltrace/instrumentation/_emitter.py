@@ -70,28 +70,37 @@ def _truncate(value: str, limit: int) -> tuple[str, bool]:
 def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig) -> dict[str, Any]:
     """The attributes to export under ``config``: hidden payloads dropped, redacted, long texts cut with a marker.
 
-    A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell. Runs once per
-    step on the agent's thread: without hiding or redaction only texts (and lists of texts) are looked at.
+    A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
     """
-    limit = config.max_attribute_chars
-    hide_in, hide_out, redact = config.hide_inputs, config.hide_outputs, config.redact
-    if hide_in or hide_out or redact is not None:
-        attrs = _hide_and_redact(attrs, hide_in, hide_out, redact)
-    out: dict[str, Any] = dict(attrs)
+    if config.hide_inputs or config.hide_outputs or config.redact is not None:
+        out = _hide_and_redact(attrs, config.hide_inputs, config.hide_outputs, config.redact)
+    else:
+        out = dict(attrs)
+    _cut_long_texts(out, config.max_attribute_chars)
+    return out
+
+
+def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
+    """Cut texts (and texts in lists) longer than ``limit`` in place, with a marker; tuples become lists. Runs once
+    per step on the agent's thread, so only texts and lists are looked at."""
     truncated = False
-    for key, value in out.items():
+    for key, value in attrs.items():
         cls = type(value)
         if cls is str:
             if len(value) > limit:
-                out[key], truncated = _truncate(value, limit)[0], True
+                attrs[key], truncated = _truncate(value, limit)[0], True
         elif cls is list or cls is tuple:
-            if any(isinstance(item, str) and len(item) > limit for item in value):
-                out[key], truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
+            long = False
+            for item in value:
+                if type(item) is str and len(item) > limit:
+                    long = True
+                    break
+            if long:
+                attrs[key], truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
             elif cls is tuple:
-                out[key] = list(value)
-    if truncated and semconv.STEP_ID in out:
-        out[semconv.STEP_TRUNCATED] = True
-    return out
+                attrs[key] = list(value)
+    if truncated and semconv.STEP_ID in attrs:
+        attrs[semconv.STEP_TRUNCATED] = True
 
 
 def _hide_and_redact(
@@ -228,7 +237,12 @@ class Emitter:
             if span is not None and self._sdk is not None:
                 processor, resource, scope, _ = self._sdk
                 attrs = span.attributes
-                attrs.update(apply_payload_policy(semconv.step_attributes(step), self.config))
+                config = self.config
+                if config.hide_inputs or config.hide_outputs or config.redact is not None:
+                    attrs.update(apply_payload_policy(semconv.step_attributes(step), config))
+                else:  # the common case: the full attributes, long texts cut in place
+                    attrs.update(semconv.step_attributes(step))
+                    _cut_long_texts(attrs, config.max_attribute_chars)
                 if step.status == "error":
                     message = f"{step.error.type}: {step.error.message}" if step.error else "error"
                     status = Status(StatusCode.ERROR, message[: self.config.max_attribute_chars])

@@ -173,6 +173,7 @@ def _now_ns() -> int:
 
 
 _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
+_STEP_KINDS = frozenset(STEP_KINDS)
 _STEP_STATUSES = frozenset({"ok", "error", "unset"})
 
 
@@ -246,6 +247,11 @@ def _build_step(data: dict[str, Any]) -> Step:
     return _construct(Step, data)
 
 
+def _usage(input_tokens: int, output_tokens: int) -> TokenUsage:
+    """A TokenUsage from an adapter's (input, output) token counts, built without a validation (the step hot path)."""
+    return _construct(TokenUsage, {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens)})
+
+
 def _error_of(error: BaseException | StepError | str | None) -> StepError | None:
     if error is None:
         return None
@@ -296,7 +302,7 @@ class StepHandle:
         if deps:
             self._add_dependencies(deps)
         if "usage" in fields and isinstance(fields["usage"], tuple):
-            fields["usage"] = TokenUsage(input_tokens=fields["usage"][0], output_tokens=fields["usage"][1])
+            fields["usage"] = _usage(*fields["usage"])
         self._fields.update(fields)
 
     @never_raise()
@@ -543,7 +549,7 @@ class RunContext:
             parent = cur if cur is not None and cur.ctx is self else None
         parent_id = parent.step_id if isinstance(parent, StepHandle) else parent
         if isinstance(usage, tuple):
-            usage = TokenUsage(input_tokens=usage[0], output_tokens=usage[1])
+            usage = _usage(*usage)
         start_ns = _now_ns()
         with self._lock:
             index = self._next_index
@@ -579,7 +585,7 @@ class RunContext:
             "metadata": dict(metadata or {}),
             "started_at": ns_to_datetime(start_ns),
         }
-        if kind not in STEP_KINDS:
+        if kind not in _STEP_KINDS:
             raise ValueError(f"unknown step kind {kind!r}")
         target = tool_name or agent
         span = self.tracing.emitter.start_step_span(
