@@ -18,8 +18,10 @@ Design decisions:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
+import importlib
 import json
 import pickle
 import re
@@ -548,9 +550,10 @@ def request_hash(canonical_request: Any) -> str:
 def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     """Encode a response for the Recording: ``(json, None)`` when it is plain JSON, else a typed envelope.
 
-    The envelope is ``{"type": "<module>.<qualname>", "pickle_b64": "..."}`` and the second element names the type;
-    :func:`decode_response` serves it back as the same type. Raises ``TypeError`` when it cannot be encoded at all
-    (the caller then marks the entry ``live_only``).
+    A pydantic model whose class survives a JSON round trip (checked once per class) is stored readable, as
+    ``{"type": "<module>.<qualname>", "json": "<model JSON>"}``; anything else as ``{"type": …, "pickle_b64": …}``.
+    The second element names the type; :func:`decode_response` serves it back as the same type. Raises ``TypeError``
+    when it cannot be encoded at all (the caller then marks the entry ``live_only``).
     """
     if value is None or isinstance(value, (str, int, float, bool)):
         return value, None
@@ -561,7 +564,13 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
             pass
         else:
             return json.loads(text), None
-    type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+    cls = type(value)
+    type_name = f"{cls.__module__}.{cls.__qualname__}"
+    if isinstance(value, BaseModel) and _json_round_trips(cls, value):
+        try:
+            return {"type": type_name, "json": value.model_dump_json()}, type_name
+        except Exception:  # a field whose serialiser fails on this value: pickle it
+            pass
     try:
         blob = pickle.dumps(value)
     except Exception as exc:  # pickling user objects can raise anything
@@ -569,12 +578,65 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     return {"type": type_name, "pickle_b64": base64.b64encode(blob).decode()}, type_name
 
 
+#: Pydantic model classes → whether their instances are stored as JSON (decided once per class).
+_ROUND_TRIPS: dict[type, bool] = {}
+
+
+def _json_round_trips(cls: type[BaseModel], sample: BaseModel) -> bool:
+    """Whether ``cls`` instances can be stored as JSON: no state JSON leaves out anywhere in the class or the models
+    and dataclasses its fields hold (private attributes, excluded fields, fields outside ``__init__``), the class
+    importable by name, and the first instance seen coming back equal from its own JSON."""
+    known = _ROUND_TRIPS.get(cls)
+    if known is None:
+        try:
+            known = (
+                _json_complete(cls, set())
+                and _class_named(f"{cls.__module__}.{cls.__qualname__}") is cls
+                and cls.model_validate_json(sample.model_dump_json()) == sample
+            )
+        except Exception:
+            known = False
+        _ROUND_TRIPS[cls] = known
+    return known
+
+
+def _json_complete(tp: Any, seen: set[int]) -> bool:
+    """True when nothing of a ``tp`` value is lost in its JSON, as far as the type itself tells."""
+    if id(tp) in seen:
+        return True
+    seen.add(id(tp))
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if tp.__private_attributes__ or any(f.exclude for f in tp.model_fields.values()):
+            return False
+        return all(_json_complete(f.annotation, seen) for f in tp.model_fields.values())
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        fields = dataclasses.fields(tp)
+        return all(f.init for f in fields) and all(_json_complete(f.type, seen) for f in fields)
+    return all(_json_complete(arg, seen) for arg in get_args(tp))
+
+
+def _class_named(type_name: str) -> Any:
+    """The class a ``<module>.<qualname>`` names (the longest importable module prefix, then attributes)."""
+    parts = type_name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no module for {type_name!r}")
+
+
 def decode_response(value: JsonValue, response_type: str | None) -> Any:
     """Inverse of :func:`encode_response`: a fresh object each call (agents mutate what they get back)."""
     if response_type is None:
         return json.loads(json.dumps(value))
+    if isinstance(value, dict) and isinstance(value.get("json"), str):
+        return _class_named(response_type).model_validate_json(value["json"])
     if not isinstance(value, dict) or not isinstance(value.get("pickle_b64"), str):
-        raise ValueError(f"recorded {response_type} response has no pickle_b64 envelope")
+        raise ValueError(f"recorded {response_type} response has no pickle_b64 or json envelope")
     return pickle.loads(base64.b64decode(value["pickle_b64"]))
 
 

@@ -41,7 +41,7 @@ Matching (decision 6), per call at ``(agent_key, kind, ordinal)`` with request h
   ``deterministic`` (one replay decides a flip) unless a live call went to a client that does not declare
   ``deterministic = True`` (the reactive scripted clients of ``causaltrace.testing`` do; litellm models do not).
 
-Served responses are fresh copies (:func:`~causaltrace.schema.decode_response` unpickles anew). A served call made
+Served responses are fresh copies (:func:`~causaltrace.schema.decode_response` decodes anew). A served call made
 before the intervened call is released only after every expected recorded call that FINISHED before it was released
 (FACTS.md: GraphFlow fan-out — D sees B and C in the order they finished); a bounded wait, so a replay never hangs
 on a call that will not come. A recorded tool call that had recorded calls nested inside it (an ``AgentTool`` or

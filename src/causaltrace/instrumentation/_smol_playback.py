@@ -36,7 +36,7 @@ Matching (decision 6), per call at ``(agent_key, kind, ordinal)`` with request h
   (``temperature=0`` and a ``seed`` set on API models, which accept them) or ``LiteLLMModel(live_override)``; the
   real tool.
 
-Served responses are fresh copies (``decode_response`` unpickles anew: agents mutate what they get back); a recorded
+Served responses are fresh copies (``decode_response`` decodes anew: agents mutate what they get back); a recorded
 error is served by raising an exception of the recorded type name and message. Released order: smolagents sorts
 parallel tool results by tool-call id, so serving needs no finish-order gate here.
 
