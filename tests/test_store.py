@@ -455,6 +455,48 @@ def test_live_run_progress_then_finish(store: Store) -> None:
     assert store.get_run("live-0002") == final
 
 
+def test_finish_keeps_the_steps_this_writer_stored_live_and_writes_the_rest(store: Store) -> None:
+    begin(store, "live-0003")
+    steps = chain_steps("live-0003", 4)
+    store.add_steps("live-0003", steps[:3])
+    with sqlite3.connect(store.path) as conn:
+        rowids = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'live-0003'").fetchall())
+    final = Run(
+        run_id="live-0003",
+        framework="test",
+        task="t",
+        steps=tuple(steps),
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=10),
+        outcome=Outcome(status="failure", stop="error", reason="boom"),
+    )
+    store.finish_run(final, stored_steps={s.step_id for s in steps[:3]})
+    assert store.get_run("live-0003") == final
+    with sqlite3.connect(store.path) as conn:
+        after = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'live-0003'").fetchall())
+        assert conn.execute("SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0003'").fetchone()[0] == 3
+    assert {k: after[k] for k in rowids} == rowids  # the live rows were kept, not deleted and written again
+    assert len(after) == 4
+
+
+def test_finish_rewrites_everything_when_the_run_is_not_this_writers_live_run(store: Store) -> None:
+    begin(store, "live-0004", writer=WriterInfo(pid=1, start_time="1", host="another-host"))
+    steps = chain_steps("live-0004", 3)
+    store.add_steps("live-0004", [steps[0].model_copy(update={"content": "stale"})])
+    final = Run(
+        run_id="live-0004",
+        framework="test",
+        task="t",
+        steps=tuple(steps),
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=10),
+        outcome=Outcome(status="success", stop="normal"),
+    )
+    # the ids were stored by another writer: nothing is trusted, every row is replaced
+    store.finish_run(final, stored_steps={steps[0].step_id})
+    assert store.get_run("live-0004") == final
+
+
 def test_add_steps_needs_begin_and_matching_run_id(store: Store) -> None:
     with pytest.raises(StoreError, match="begin_run"):
         store.add_steps("never-begun", chain_steps("never-begun", 1))

@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -78,6 +79,12 @@ class RunCollector(SpanProcessor):
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
         self._writer: threading.Thread | None = None
+        #: How long the writer waits for more operations to share one transaction (a run's end or a flush cuts it
+        #: short): the most a crash can lose of what was already handed over.
+        self.linger_s = _LINGER_S
+        self._urgent = threading.Event()
+        #: Writer thread only: per live run, the ids of the steps already in the store.
+        self._stored: dict[str, set[str]] = {}
         self.write_errors = 0
         #: Set when this collector's set-up was replaced: it ignores further spans (it stays on the provider).
         self.closed = False
@@ -182,6 +189,8 @@ class RunCollector(SpanProcessor):
             return
         self._ensure_writer()
         self._queue.put((op, payload, done))
+        if done is not None:  # someone waits on it: end the writer's linger now
+            self._urgent.set()
 
     def _ensure_writer(self) -> None:
         if self._writer is not None and self._writer.is_alive():
@@ -204,30 +213,29 @@ class RunCollector(SpanProcessor):
 
     def _write_loop(self) -> None:
         while True:
-            op, payload, done = self._queue.get()
-            batch: list[Step] = []
-            pending: list[tuple[str, Any, threading.Event | None]] = [(op, payload, done)]
-            # Coalesce queued step writes into one transaction.
-            while len(pending) < 2000:
-                try:
-                    pending.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            pending = self._gather()
+            if all(op == "flush" for op, _, _ in pending):  # nothing to write: wake the waiters
+                for _, _, event in pending:
+                    if event is not None:
+                        event.set()
+                continue
             try:
                 store = self._open_store()
-                for op_i, payload_i, _ in pending:
-                    if op_i == "steps":
-                        batch.append(payload_i[1])
-                        continue
-                    self._write_steps(store, batch)
-                    batch = []
-                    if op_i == "begin":
-                        run_id, fields = payload_i
-                        store.begin_run(run_id, **fields)
-                    elif op_i == "finish":
-                        store.finish_run(payload_i)
-                self._write_steps(store, batch)
-            except Exception:
+                try:
+                    with _transaction(store):  # one commit for the whole batch
+                        written = self._apply(store, pending)
+                except Exception:
+                    # the batch rolled back: write its operations one by one, so only a failing one is lost
+                    written = {}
+                    for item in pending:
+                        try:
+                            with _transaction(store):
+                                _merge(written, self._apply(store, [item], written))
+                        except Exception:
+                            self.write_errors += 1
+                            logger.warning("causaltrace: writing to the store failed", exc_info=True)
+                self._remember(written)
+            except Exception:  # the store cannot be opened
                 self.write_errors += 1
                 logger.warning("causaltrace: writing to the store failed", exc_info=True)
             finally:
@@ -235,10 +243,84 @@ class RunCollector(SpanProcessor):
                     if event is not None:
                         event.set()
 
+    def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
+        """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what
+        arrives within ``linger_s``, so a short run's begin, steps and end usually share one transaction. The writer
+        sleeps through the linger (woken early only by an operation someone waits on), not once per step."""
+        pending = [self._queue.get()]
+        if pending[0][2] is None:
+            self._urgent.wait(self.linger_s)
+        self._urgent.clear()
+        while len(pending) < _MAX_BATCH:
+            try:
+                pending.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return pending
+
+    def _apply(
+        self,
+        store: Any,
+        pending: list[tuple[str, Any, threading.Event | None]],
+        written_before: dict[str, set[str] | None] | None = None,
+    ) -> dict[str, set[str] | None]:
+        """Write ``pending`` in order; returns per run the step ids written (None: the run was finished)."""
+        written: dict[str, set[str] | None] = {}
+        batch: list[Step] = []
+        for op, payload, _ in pending:
+            if op == "steps":
+                batch.append(payload[1])
+                continue
+            self._write_steps(store, batch, written)
+            batch = []
+            if op == "begin":
+                run_id, fields = payload
+                store.begin_run(run_id, **fields)
+            elif op == "finish":
+                stored = set(self._stored.get(payload.run_id, ()))
+                stored |= (written_before or {}).get(payload.run_id) or set()
+                stored |= written.get(payload.run_id) or set()
+                store.finish_run(payload, stored_steps=stored)
+                written[payload.run_id] = None
+        self._write_steps(store, batch, written)
+        return written
+
+    def _remember(self, written: dict[str, set[str] | None]) -> None:
+        """After a commit: the steps now stored per live run (the run's final write keeps their rows)."""
+        for run_id, ids in written.items():
+            with self._lock:
+                live = run_id in self._runs
+            if ids is None or not live:  # finished (late steps of a finished run are not kept either)
+                self._stored.pop(run_id, None)
+            else:
+                self._stored.setdefault(run_id, set()).update(ids)
+
     @staticmethod
-    def _write_steps(store: Any, steps: list[Step]) -> None:
+    def _write_steps(store: Any, steps: list[Step], written: dict[str, set[str] | None]) -> None:
         by_run: dict[str, list[Step]] = {}
         for step in steps:
             by_run.setdefault(step.run_id, []).append(step)
         for run_id, run_steps in by_run.items():
             store.add_steps(run_id, run_steps)
+            if run_id in written and written[run_id] is None:
+                continue  # late steps of a run finished in this batch: the store ignored them
+            written.setdefault(run_id, set()).update(s.step_id for s in run_steps)  # type: ignore[union-attr]
+
+
+#: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
+_LINGER_S = 0.1
+_MAX_BATCH = 2000
+
+
+def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:
+    for run_id, ids in new.items():
+        if ids is None or into.get(run_id, set()) is None:
+            into[run_id] = None
+        else:
+            into.setdefault(run_id, set()).update(ids)  # type: ignore[union-attr]
+
+
+def _transaction(store: Any) -> AbstractContextManager[Any]:
+    """The store's grouping transaction (a custom store without one writes each operation on its own)."""
+    begin = getattr(store, "transaction", None)
+    return begin() if callable(begin) else nullcontext()

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -230,6 +230,15 @@ _REC_INSERT = (
     "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+def _delete_dependencies_of(conn: sqlite3.Connection, run_id: str, consumers: list[str]) -> None:
+    """Delete the dependency rows of these consumer steps (a step written again replaces them): a few statements,
+    not one per step."""
+    for start in range(0, len(consumers), 500):  # SQLite's bound-parameter limit
+        chunk = consumers[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM dependencies WHERE run_id = ? AND consumer IN ({marks})", (run_id, *chunk))
+
+
 _CHILD_TABLES = ("steps", "dependencies", "recordings")
 
 
@@ -273,6 +282,7 @@ class Store:
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.max_chars = max_chars
         self._lock = threading.RLock()
+        self._batched = 0  # > 0 inside transaction(): writes join it (only its thread holds the lock meanwhile)
         self._conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -379,10 +389,25 @@ class Store:
         return self._conn
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several writes (``begin_run``, ``add_steps``, ``finish_run``…) into ONE transaction: one commit
+        for all of them (the live collector's writer uses it per batch); anything raised rolls all of them back."""
+        with self._write():
+            self._batched += 1
+            try:
+                yield
+            finally:
+                self._batched -= 1
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction; sqlite errors become StoreError, anything raised rolls back."""
+        """One ``BEGIN IMMEDIATE`` transaction (or a part of the open :meth:`transaction`); sqlite errors become
+        StoreError, anything raised rolls back."""
         with self._lock:
             conn = self._connection()
+            if self._batched:
+                yield conn
+                return
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -484,17 +509,19 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            conn.executemany(
-                "DELETE FROM dependencies WHERE run_id = ? AND consumer = ?", [(run_id, r[1]) for r in rows]
-            )
+            _delete_dependencies_of(conn, run_id, [r[1] for r in rows])
             conn.executemany(_STEP_UPSERT, rows)
             conn.executemany(_DEP_INSERT, deps)
 
-    def finish_run(self, run: Run) -> None:
-        """Write the full final Run (row, steps, dependencies, recording) in one transaction; state ``finished``."""
+    def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
+        """Write the full final Run (row, steps, dependencies, recording) in one transaction; state ``finished``.
+
+        ``stored_steps`` are ids of steps this process already wrote to this live run (the collector's writer passes
+        them): while the run is still this writer's live run, those rows are kept as they are instead of being
+        deleted and written again. Otherwise every child row is replaced.
+        """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
-        rows, deps = self._step_rows(run.run_id, run.steps)
         recs = []
         if run.recording is not None:
             recs = [
@@ -506,7 +533,14 @@ class Store:
             old = self._row(conn, run.run_id)
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
             sort_ts = _sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
-            self._delete_children(conn, run.run_id)
+            live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
+            if live:  # keep the rows written live; add the rest (a step re-sent replaces its dependency rows)
+                rows, deps = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
+                conn.execute("DELETE FROM recordings WHERE run_id = ?", (run.run_id,))
+                _delete_dependencies_of(conn, run.run_id, [r[1] for r in rows])
+            else:
+                rows, deps = self._step_rows(run.run_id, run.steps)
+                self._delete_children(conn, run.run_id)
             conn.execute(
                 f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACEHOLDERS})",
                 (
