@@ -426,6 +426,19 @@ def test_delete_run_removes_everything(store: Store) -> None:
 # -------------------------------------------------------------------------------------------------- live runs
 
 
+def final_run(run_id: str, steps: list[Step], outcome: Outcome | None = None) -> Run:
+    """The finished Run of a live test run: its steps, ten seconds after T0."""
+    return Run(
+        run_id=run_id,
+        framework="test",
+        task="t",
+        steps=tuple(steps),
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=10),
+        outcome=outcome or Outcome(status="success", stop="normal"),
+    )
+
+
 def test_live_run_progress_then_finish(store: Store) -> None:
     begin(store, "live-0002", metadata={"k": "v"}, name="n", trace_id="t" * 32)
     steps = chain_steps("live-0002", 4)
@@ -439,15 +452,7 @@ def test_live_run_progress_then_finish(store: Store) -> None:
     assert live.steps[1] == resent and live.metadata == {"k": "v"} and live.name == "n"
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0002'").fetchone()[0] == 3
-    final = Run(
-        run_id="live-0002",
-        framework="test",
-        task="t",
-        steps=tuple(steps),
-        started_at=T0,
-        ended_at=T0 + timedelta(seconds=10),
-        outcome=Outcome(status="success", stop="normal"),
-    )
+    final = final_run("live-0002", steps)
     store.finish_run(final)
     assert store.get_run("live-0002") == final
     assert store.list_runs()[0]["status"] == "success"
@@ -461,15 +466,7 @@ def test_finish_keeps_the_steps_this_writer_stored_live_and_writes_the_rest(stor
     store.add_steps("live-0003", steps[:3])
     with sqlite3.connect(store.path) as conn:
         rowids = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'live-0003'").fetchall())
-    final = Run(
-        run_id="live-0003",
-        framework="test",
-        task="t",
-        steps=tuple(steps),
-        started_at=T0,
-        ended_at=T0 + timedelta(seconds=10),
-        outcome=Outcome(status="failure", stop="error", reason="boom"),
-    )
+    final = final_run("live-0003", steps, Outcome(status="failure", stop="error", reason="boom"))
     store.finish_run(final, stored_steps={s.step_id for s in steps[:3]})
     assert store.get_run("live-0003") == final
     with sqlite3.connect(store.path) as conn:
@@ -483,15 +480,7 @@ def test_finish_rewrites_everything_when_the_run_is_not_this_writers_live_run(st
     begin(store, "live-0004", writer=WriterInfo(pid=1, start_time="1", host="another-host"))
     steps = chain_steps("live-0004", 3)
     store.add_steps("live-0004", [steps[0].model_copy(update={"content": "stale"})])
-    final = Run(
-        run_id="live-0004",
-        framework="test",
-        task="t",
-        steps=tuple(steps),
-        started_at=T0,
-        ended_at=T0 + timedelta(seconds=10),
-        outcome=Outcome(status="success", stop="normal"),
-    )
+    final = final_run("live-0004", steps)
     # the ids were stored by another writer: nothing is trusted, every row is replaced
     store.finish_run(final, stored_steps={steps[0].step_id})
     assert store.get_run("live-0004") == final
