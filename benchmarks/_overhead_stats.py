@@ -1,16 +1,21 @@
 """Statistics shared by the overhead benchmarks (AutoGen and smolagents): robust per-run figures on a shared machine.
 
-Both benchmarks time single runs, the modes taking turns in rounds. Other processes' load only ever ADDS time, so a
-mode's figure is the lower quartile of its runs; how far to trust a ratio shows in its spread over the rounds (the
-ratio computed from each round's own lower quartiles), which the benchmarks print next to the overall ratio.
+Both benchmarks time single runs, the modes taking turns in rounds (in a rotating order). Other processes' load only
+ever ADDS time, so within a round a mode's figure is the lower quartile of its runs. A shared machine also drifts
+between rounds (its speed changed by a third within a minute here), so the time a mode ADDS is measured round by
+round against the baseline of the same round, and the median over the rounds is kept; how far to trust a ratio
+shows in its spread over the rounds, which the benchmarks print next to it.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
-__all__ = ["lower_quartile", "ratio_spread"]
+T = TypeVar("T")
+
+__all__ = ["lower_quartile", "paired_added", "ratio_spread", "rotated"]
 
 
 def lower_quartile(values: Sequence[float]) -> float:
@@ -18,6 +23,21 @@ def lower_quartile(values: Sequence[float]) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=4)[0]
+
+
+def paired_added(rounds: Mapping[str, Sequence[Sequence[float]]], *, mode: str, baseline: str) -> float:
+    """The time ``mode`` adds to a run: over the rounds, the median of (its lower quartile - the baseline's lower
+    quartile in the same round)."""
+    return statistics.median(
+        lower_quartile(ours) - lower_quartile(base)
+        for base, ours in zip(rounds[baseline], rounds[mode], strict=True)
+    )
+
+
+def rotated(items: Sequence[T], round_no: int) -> list[T]:
+    """``items`` starting at position ``round_no`` (mod their number): no mode always runs right after another."""
+    k = round_no % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def ratio_spread(

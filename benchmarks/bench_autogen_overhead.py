@@ -18,11 +18,13 @@ Modes:
 
 Every instrumented mode exports to its own SDK TracerProvider with a SimpleSpanProcessor and a discarding exporter;
 no global provider is set, so AutoGen's own spans are no-ops in every mode. Times are CPU time of the process
-(``time.process_time``: all threads, so the store's writer thread counts) and wall time; a mode's figure is the
-LOWER QUARTILE over all its runs (other processes' load only ever adds time, so the lower quartile is the most
-stable estimate on a shared machine; medians are in the JSON). "Per event" divides the added time by the framework events of one run, counted the same
-way in every mode: the messages and events of the TaskResult (the task included), the model calls (the scripted
-clients' call counters) and the tool calls (the results in the TaskResult's ToolCallExecutionEvents).
+(``time.process_time``: all threads, so the store's writer thread counts) and wall time; within a round a mode's
+figure is the LOWER QUARTILE of its runs (other processes' load only ever adds time), and the time it adds is the
+median over rounds of its figure minus the baseline's in the same round (the machine drifts between rounds; the
+modes take turns in a rotating order; see ``benchmarks/_overhead_stats.py``). "Per event" divides the added time
+by the framework events of one run, counted the same way in every mode: the messages and events of the TaskResult
+(the task included), the model calls (the scripted clients' call counters) and the tool calls (the results in the
+TaskResult's ToolCallExecutionEvents).
 
 Run:  python benchmarks/bench_autogen_overhead.py [--batch 10] [--batches 40] [--json OUT]
 """
@@ -43,7 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import lower_quartile, ratio_spread  # noqa: E402
+from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
 
 MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans")
 
@@ -109,7 +111,7 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
     wall: dict[str, list[list[float]]] = {m: [] for m in MODES}
     events: dict[str, set[int]] = {m: set() for m in MODES}
     for round_no in range(batches + 1):  # round 0 is the warm-up
-        for mode in MODES:
+        for mode in rotated(MODES, round_no):
             modes.on(mode)
             if round_no:
                 cpu[mode].append([])
@@ -145,6 +147,8 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
             "wall_median_us": statistics.median(all_wall) * 1e6,
             "events": float(next(iter(events[mode]))) if len(events[mode]) == 1 else float("nan"),
             "runs": float(len(all_cpu)),
+            "added_cpu_us": paired_added(cpu, mode=mode, baseline="baseline") * 1e6,
+            "added_wall_us": paired_added(wall, mode=mode, baseline="baseline") * 1e6,
         }
     for mode in ("ct-store-off", "ct-store-on"):
         spread = ratio_spread(cpu, mode=mode, reference="openinference", baseline="baseline")
@@ -171,12 +175,12 @@ def main() -> int:
         f"AutoGen scripted team: {args.batches} x {args.batch} runs per mode (interleaved), {events:.0f} framework "
         "events per run (8 messages/events + 5 model calls + 2 tool calls)"
     )
-    print("lower quartile of the per-run times:")
+    print("lower quartile of the per-run times; time added = median over rounds of (mode - baseline of the same round):")
     print(f"{'mode':15} {'CPU µs/run':>11} {'wall µs/run':>12} {'added CPU µs/event':>19} {'added wall µs/event':>20}")
     for mode in MODES:
         r = results[mode]
-        r["added_cpu_us_per_event"] = (r["cpu_us"] - base["cpu_us"]) / events
-        r["added_wall_us_per_event"] = (r["wall_us"] - base["wall_us"]) / events
+        r["added_cpu_us_per_event"] = r["added_cpu_us"] / events
+        r["added_wall_us_per_event"] = r["added_wall_us"] / events
         print(
             f"{mode:15} {r['cpu_us']:11.0f} {r['wall_us']:12.0f} {r['added_cpu_us_per_event']:19.1f}"
             f" {r['added_wall_us_per_event']:20.1f}"

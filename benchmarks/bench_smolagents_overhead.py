@@ -16,12 +16,14 @@ do-nothing exporter through a ``SimpleSpanProcessor`` on its own ``TracerProvide
 is a run of its own (no ``causaltrace.run`` block): causaltrace's time includes finishing the Run. The variants take
 turns within each round and both wall time and process CPU time are reported; on a loaded machine the CPU time is
 the steadier of the two (the store writer's CPU time, on its background thread, is included in "store on"). Each
-run is timed on its own; a variant's figure is the LOWER QUARTILE of its runs (a shared machine's load only ever
-adds time), and the ratio's spread over the rounds is printed beside it (``benchmarks/_overhead_stats.py``).
+run is timed on its own; within a round a variant's figure is the LOWER QUARTILE of its runs (a shared machine's load
+only ever adds time); the time it adds is the median over rounds of its figure minus the uninstrumented one of the
+same round (the machine drifts between rounds; the variants take turns in a rotating order), and the ratio's spread
+over the rounds is printed beside it (``benchmarks/_overhead_stats.py``).
 
 Target (issue 4): causaltrace store off / OpenInference <= 1.0.
 
-Usage: python benchmarks/bench_smolagents_overhead.py [--runs 20] [--rounds 7] [--json OUT]
+Usage: python benchmarks/bench_smolagents_overhead.py [--runs 5] [--rounds 30] [--json OUT]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import lower_quartile, ratio_spread  # noqa: E402
+from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
 
 
 def _example() -> Any:
@@ -147,8 +149,8 @@ def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict
     times: dict[str, dict[str, list[list[float]]]] = {"wall": {}, "cpu": {}}
     with tempfile.TemporaryDirectory() as tmp:
         variants = _variants(Path(tmp))
-        for _ in range(rounds):
-            for variant in variants:
+        for round_no in range(rounds):
+            for variant in rotated(variants, round_no):
                 handle = variant.setup()
                 wall = times["wall"].setdefault(variant.name, [])
                 cpu = times["cpu"].setdefault(variant.name, [])
@@ -172,8 +174,8 @@ def _rounded(values: tuple[float, ...] | None) -> list[float] | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20, help="runs per variant per round")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds (the variants take turns in each)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per variant per round")
+    parser.add_argument("--rounds", type=int, default=30, help="rounds (the variants take turns in each)")
     parser.add_argument("--json", help="write the results to this file ('-' = stdout)")
     args = parser.parse_args(argv)
 
@@ -195,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         for clock in ("cpu", "wall"):
             per_round = seconds[clock]
             times = {k: lower_quartile([t for r in v for t in r]) for k, v in per_round.items()}
-            base = times["uninstrumented"]
-            added = {k: (v - base) * 1e6 / events["events"] for k, v in times.items() if k != "uninstrumented"}
+            added = {
+                k: paired_added(per_round, mode=k, baseline="uninstrumented") * 1e6 / events["events"]
+                for k in per_round
+                if k != "uninstrumented"
+            }
             oi = added["openinference"]
             result[clock] = {
                 "us_per_run": {k: round(v * 1e6, 1) for k, v in times.items()},
@@ -209,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             }
             r = result[clock]
-            print(f"  [{clock} time, lower quartile of the per-run times]")
+            print(f"  [{clock} time: lower quartile of the per-run times; added = median over rounds of (variant - "
+                  "uninstrumented in the same round)]")
             for variant, us in r["us_per_run"].items():
                 extra = r["added_us_per_event"].get(variant)
                 print(f"    {variant:24} {us:10.1f} us/run" + ("" if extra is None else f"   +{extra:7.1f} us/event"))

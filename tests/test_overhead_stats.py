@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from _overhead_stats import lower_quartile, ratio_spread
+from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated
 
 
 def test_lower_quartile_ignores_slow_outliers():
@@ -27,3 +27,13 @@ def test_ratio_spread_is_computed_round_by_round_against_the_same_rounds_baselin
     assert (q1, median, q3) == pytest.approx((1.125, 2.25, 3.375))
     assert ratio_spread({"base": [[1.0]], "ref": [[1.0]], "ours": [[2.0]]}, mode="ours", reference="ref",
                         baseline="base") is None
+
+
+def test_added_time_is_paired_with_the_baseline_of_the_same_round_so_drift_cancels():
+    rounds = {
+        "base": [[10.0, 10.0], [20.0, 20.0], [12.0, 12.0]],  # the machine slows down, then recovers
+        "mode": [[11.0, 11.0], [22.0, 22.0], [13.0, 13.0]],  # adds 1, 2, 1
+    }
+    assert paired_added(rounds, mode="mode", baseline="base") == pytest.approx(1.0)
+    assert rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
