@@ -1,9 +1,13 @@
 """The live collector's store writer: a run's operations share one transaction, a failing operation loses only
-itself, and the final write keeps the step rows written live (a real SQLite store underneath)."""
+itself, the final write keeps the step rows written live, and a process that dies mid-run leaves what it handed
+over (a real SQLite store underneath)."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,3 +124,33 @@ def test_transaction_groups_writes_and_rolls_them_all_back_on_error(tmp_path: Pa
         assert not done.wait(0.2)
     t.join(5)
     assert done.is_set() and {r["run_id"] for r in store.list_runs()} == {"a", "c"}
+
+
+_LIVE_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    sys.path.insert(0, {src!r})
+    from opentelemetry.sdk.trace import TracerProvider
+    from causaltrace.config import TraceConfig
+    from causaltrace.instrumentation import _runtime
+    _runtime.configure(TracerProvider(), TraceConfig(store=True, db_path=sys.argv[1]))
+    with _runtime.run(task="crash me") as handle:
+        ctx = _runtime.current_run()
+        for i in range(3):
+            ctx.add_step("message", agent="a", content=f"m{{i}}")
+        print(handle.run_id, flush=True)
+        time.sleep(1.0)  # longer than the writer's linger: what was handed over is written
+        os._exit(9)  # the process dies mid-run, without finishing anything
+    """
+).format(src=str(Path(__file__).resolve().parent.parent / "src"))
+
+
+def test_a_process_that_dies_mid_run_leaves_its_run_incomplete_with_its_steps(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    child = subprocess.run([sys.executable, "-c", _LIVE_CHILD, str(db)], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 9, child.stderr
+    run_id = child.stdout.strip()
+    store = Store(db)
+    run = store.get_run(run_id)
+    assert run.outcome.status == "incomplete"
+    assert [s.content for s in run.steps] == ["m0", "m1", "m2"]
