@@ -230,6 +230,8 @@ _REC_INSERT = (
     "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
 def _delete_dependencies_of(conn: sqlite3.Connection, run_id: str, consumers: list[str]) -> None:
     """Delete the dependency rows of these consumer steps (a step written again replaces them): a few statements,
     not one per step."""
