@@ -8,15 +8,26 @@ quotes, unicode, empty ids and ids repeated across messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from causaltrace.instrumentation._smol_access import CallIdPattern
-from causaltrace.schema import _canonical_walk, _plain_json_bytes, canonical_request, canonicalize_request, request_hash
+from causaltrace.schema import (
+    _canonical_text,
+    _canonical_walk,
+    _orjson_text,
+    _plain_json_bytes,
+    canonical_json,
+    canonical_request,
+    canonicalize_request,
+    request_hash,
+)
 
 PATTERN = re.compile(r"call_[A-Za-z0-9]{3,}")
 #: Known ids (the smolagents adapter's pattern): aliased on the JSON text, next to escapes, never inside keys.
@@ -47,7 +58,45 @@ _json = st.recursive(
 def test_text_path_equals_reference_walk(request, pattern):
     canonical, digest = canonical_request(request, call_id_pattern=pattern)
     assert canonical == _canonical_walk(json.loads(_plain_json_bytes(request)), pattern, ("created_at",))
-    assert digest == request_hash(canonical)
+    assert digest == request_hash(canonical) == hashlib.sha256(canonical_json(canonical).encode()).hexdigest()
+
+
+#: Anything JSON-ish the fast writer may meet: every kind of float (orjson formats them differently), integers
+#: beyond 64 bits, tuples, control characters, astral and surrogate code points, unusual keys.
+_any_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=2**63 - 2, max_value=2**64 + 2),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x20)),
+    st.sampled_from(["\u2028\u2029\x7f", "\ud800", "😀é", '"\\/', "\U0010ffff"]),
+)
+_any_json = st.recursive(
+    _any_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=6), st.sampled_from(["\uffff", "😀", "a", "B", "\ud800"])), inner, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(value=_any_json)
+def test_fast_canonical_text_is_canonical_json(value):
+    """The orjson-written text is byte for byte the standard library's (or the standard library writes it)."""
+    try:
+        expected = canonical_json(value)
+    except (TypeError, ValueError):
+        return
+    assert _canonical_text(value) == expected
+    fast = _orjson_text(value)
+    if fast is not None:  # what orjson wrote, it parses back as the standard library does
+        assert fast == expected
+        assert orjson.loads(fast) == json.loads(fast)
 
 
 class _Call(BaseModel):

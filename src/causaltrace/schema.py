@@ -30,6 +30,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+import orjson
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
@@ -359,18 +360,48 @@ def _plain_json(value: Any) -> Any:
         return json.loads(canonical_json(value))
 
 
-#: :func:`canonical_json` as a reusable encoder for data already made plain (no cycles to check).
-_CANONICAL_ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_json_default
-)
+def _orjson_exact(value: Any, depth: int = 0) -> bool:
+    """True when orjson writes ``value`` exactly as :func:`canonical_json` does: strings, integers, booleans, None,
+    dicts, lists and tuples only. orjson formats floats its own way (``1e-7`` where the standard library writes
+    ``1e-07``), so any float (or other type) sends the data to the standard encoder; what orjson refuses (integers
+    beyond 64 bits, lone surrogates, non-string keys) raises and goes there too."""
+    cls = type(value)
+    if cls is str or cls is int or cls is bool or value is None:
+        return True
+    if depth > 200:
+        return False
+    if cls is dict:
+        for item in value.values():
+            if not _orjson_exact(item, depth + 1):
+                return False
+        return True
+    if cls is list or cls is tuple:
+        for item in value:
+            if not _orjson_exact(item, depth + 1):
+                return False
+        return True
+    return False
+
+
+def _orjson_text(plain: Any) -> str | None:
+    """:func:`canonical_json` of ``plain`` (JSON data, as :func:`_plain_json` makes it) written by orjson (Rust, ~10x
+    faster than the standard library's key-sorting encoder), or None when orjson would not write the same text.
+    orjson parses back exactly what it wrote (it reads integers beyond 64 bits as floats, but never writes them)."""
+    if not _orjson_exact(plain):
+        return None
+    try:
+        return orjson.dumps(plain, option=orjson.OPT_SORT_KEYS).decode()
+    except (TypeError, ValueError):  # JSONEncodeError (a TypeError): big integers, lone surrogates, odd keys
+        return None
+
+
+def _canonical_text(plain: Any) -> str:
+    """:func:`canonical_json` of plain JSON data, the same text, written by orjson when that is exact."""
+    text = _orjson_text(plain)
+    return canonical_json(plain) if text is None else text
+
 
 _JSON_STRING_BODY = r'(?:[^"\\]|\\.)*'
-#: A call id under one of the id keys, in compact JSON text: group 1 the key, group 2 the (escaped) id.
-_ID_VALUE = rf'"({"|".join(_CALL_ID_KEYS)})":"({_JSON_STRING_BODY})"'
-_ID_MARKERS = tuple(f'"{key}":"' for key in _CALL_ID_KEYS)
-
-
-_ID_REGEX = re.compile(_ID_VALUE)
 
 
 @functools.lru_cache(maxsize=16)
@@ -386,22 +417,12 @@ _STRING_TAIL = re.compile(r'(?:[^"\\]|\\.)*"')
 _WORD_ESCAPES = frozenset("bfnrt")
 #: Ids that could also match a bare JSON token (a number, true/false/null): these requests are walked instead.
 _BARE_TOKEN = re.compile(r"[-+.0-9eE]+|true|false|null")
+_ID_TOKEN = re.compile(r"[\w-]+")
 
 
-@functools.lru_cache(maxsize=64)
-def _text_id_regex(ids: tuple[str, ...]) -> re.Pattern[str] | None:
-    r"""One left-to-right regex for the compact JSON text: a string under an id key, or a known id followed by a
-    non-word character.
-
-    Whether the character BEFORE an id match opens a token (``(?<![\w-])`` on the decoded string) is decided by the
-    match callback, which knows escapes (a ``\n`` or ``\uXXXX`` before an id stands for a non-word character);
-    without look-behinds the regex keeps its fast first-character scan. None when an id is not a plain ``[\w-]+``
-    token or could match a bare JSON token: such requests take the walk.
-    """
-    if not ids or any(not re.fullmatch(r"[\w-]+", i) or _BARE_TOKEN.fullmatch(i) for i in ids):
-        return None
-    names = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
-    return re.compile(rf"{_ID_VALUE}|(?:{names})(?![\w-])")
+def _is_word(char: str) -> bool:
+    r"""``char`` matches ``[\w-]`` (a character an id token is made of)."""
+    return char.isalnum() or char in "_-"
 
 
 def _escaped(text: str, pos: int) -> bool:
@@ -412,61 +433,107 @@ def _escaped(text: str, pos: int) -> bool:
     return run % 2 == 1
 
 
+def _string_end(text: str, pos: int) -> int:
+    """The index just past the closing quote of the JSON string literal that ``pos`` is inside (-1 if none): the
+    first ``"`` from ``pos`` that no backslash escapes, found with ``str.find`` (ids sit in long message texts)."""
+    quote = text.find('"', pos)
+    while quote != -1 and _escaped(text, quote):
+        quote = text.find('"', quote + 1)
+    return quote + 1 if quote != -1 else -1
+
+
+@functools.lru_cache(maxsize=64)
+def _ids_editable(ids: tuple[str, ...]) -> bool:
+    r"""Whether known ids can be aliased on the JSON text: each a plain ``[\w-]+`` token (written the same in the
+    text as in the decoded strings) that cannot be mistaken for a bare JSON token (a number, true/false/null)."""
+    return all(_ID_TOKEN.fullmatch(i) and not _BARE_TOKEN.fullmatch(i) for i in ids)
+
+
+def _id_matches(text: str, ids: tuple[str, ...]) -> list[tuple[int, int, str | None]]:
+    """``(start, end, key)`` of each candidate id on compact JSON text, left to right, none overlapping.
+
+    A candidate is either a string under an id key (``key`` names it; ``start`` is the key's opening quote) or a
+    known id not followed by a word character (``key`` None). Found with one ``str.find`` scan per id and one for
+    the id keys (the ``id":"`` they all end with) rather than one alternation regex, which Python's regex engine
+    tries at every ``"`` of the text: ~5x faster on a 10 KB request. Overlaps resolve as that regex would: the
+    leftmost candidate wins, and of several ids at one place the longest.
+    """
+    found: list[tuple[int, int, int, str | None]] = []  # (start, -length, end, key): sorts leftmost, longest first
+    pos = text.find('id":"')
+    while pos != -1:
+        for key in _CALL_ID_KEYS:
+            begin = pos + 1 - len(key)  # the opening quote of the key, if it is this key
+            if begin >= 0 and text[begin] == '"' and text.startswith(key, begin + 1):
+                tail = _STRING_TAIL.match(text, pos + 5)
+                if tail is not None:
+                    found.append((begin, begin - tail.end(), tail.end(), key))
+                break
+        pos = text.find('id":"', pos + 1)
+    for ident in ids:
+        pos = text.find(ident)
+        while pos != -1:
+            end = pos + len(ident)
+            if end == len(text) or not _is_word(text[end]):
+                found.append((pos, -len(ident), end, None))
+            pos = text.find(ident, pos + 1)
+    found.sort()
+    matches: list[tuple[int, int, str | None]] = []
+    cursor = 0
+    for start, _, end, key in found:
+        if start >= cursor:
+            matches.append((start, end, key))
+            cursor = end
+    return matches
+
+
 def _edit_canonical_text(text: str, drop: tuple[str, ...], ids: tuple[str, ...] = ()) -> str | None:
-    """Alias call ids and drop ``drop`` keys on compact, key-sorted JSON text (the recording hot path).
+    r"""Alias call ids and drop ``drop`` keys on compact, key-sorted JSON text (the recording hot path).
 
     In compact JSON an unescaped ``"`` only ever bounds a string, so a key and its string value are found exactly.
     ``ids`` are known call ids to alias wherever they occur as whole tokens inside string values (smolagents writes
     them into message text); keys are left alone, as the walk does. Returns ``text`` itself when there is nothing to
-    do, None when the text cannot be edited exactly (a dropped key holds an object or array, or an id could be
-    mistaken for a bare JSON token): the caller walks the data instead.
+    do, None when the text cannot be edited exactly (a dropped key holds an object or array, an id is not a plain
+    token (:func:`_ids_editable`), or a match stands for something else in the decoded strings): the caller walks
+    the data instead.
     """
+    ids = tuple(i for i in ids if i)
+    if ids and not _ids_editable(ids):
+        return None
     if drop and any(f'"{key}":' in text for key in drop):
         text = _drop_regex(drop).sub("", text)
         if any(f'"{key}":' in text for key in drop):
             return None
-    ids = tuple(i for i in ids if i and i in text)
-    if ids:
-        regex = _text_id_regex(ids)
-        if regex is None:
-            return None
-    elif any(marker in text for marker in _ID_MARKERS):
-        regex = _ID_REGEX
-    else:
-        return text
     aliases: dict[str, str] = {}
-
-    def alias(value: str) -> str:
-        if value not in aliases:
-            aliases[value] = f"call#{len(aliases)}"
-        return aliases[value]
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1) is not None:  # a string under an id key: the whole value
-            return f'"{match.group(1)}":"{alias(match.group(2))}"' if match.group(2) else match.group(0)
-        start = match.start()
-        before = text[start - 1]
-        if before.isalnum() or before in "_-":
-            # A word character before: in the decoded string too, unless it ends an escape (``\n``, ``\uXXXX``).
-            # Every character of the match is a word character, so no decoded match starts inside it either.
-            at = start - 2 if before in _WORD_ESCAPES and text[start - 2] == "\\" else start - 6
-            if text[at] != "\\" or _escaped(text, at) or (at == start - 6 and text[at + 1] != "u"):
-                return match.group(0)
-        elif _escaped(text, start):  # starts inside an escape (``\n`` + an id beginning with "n")
-            raise _NotExact
-        tail = _STRING_TAIL.match(text, match.end())
-        if tail is None or text.startswith(":", tail.end()):  # inside a key
-            raise _NotExact
-        return alias(match.group(0))
-
-    try:
-        return regex.sub(replace, text)
-    except _NotExact:  # a match the decoded strings would not have (it may hide one they have): walk instead
-        return None
-
-
-class _NotExact(Exception):
-    """An id match on the JSON text that does not stand for the same match in the decoded strings."""
+    pieces: list[str] = []
+    last = 0
+    for start, end, key in _id_matches(text, ids):
+        if key is not None:  # a string under an id key: the whole value
+            value = text[start + len(key) + 4 : end - 1]
+            if not value:
+                continue
+            replacement = f'"{key}":"{aliases.setdefault(value, f"call#{len(aliases)}")}"'
+        else:
+            before = text[start - 1]
+            if _is_word(before):
+                # A word character before: in the decoded string too, unless it ends an escape (``\n``, ``\uXXXX``).
+                # Every character of the match is a word character, so no decoded match starts inside it either.
+                at = start - 2 if before in _WORD_ESCAPES and text[start - 2] == "\\" else start - 6
+                if text[at] != "\\" or _escaped(text, at) or (at == start - 6 and text[at + 1] != "u"):
+                    continue
+            elif _escaped(text, start):  # starts inside an escape (``\n`` + an id beginning with "n")
+                return None
+            closed = _string_end(text, end)
+            if closed == -1 or text.startswith(":", closed):  # inside a key
+                return None
+            ident = text[start:end]
+            replacement = aliases.setdefault(ident, f"call#{len(aliases)}")
+        pieces.append(text[last:start])
+        pieces.append(replacement)
+        last = end
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _canonical_walk(plain: Any, call_id_pattern: Any, drop: tuple[str, ...]) -> Any:
@@ -514,14 +581,17 @@ def canonical_request(
     """
     drop = tuple(drop_keys)
     plain = _plain_json(request)
-    text = _CANONICAL_ENCODER.encode(plain)
+    text = _orjson_text(plain)
+    by_orjson = text is not None
+    if text is None:
+        text = canonical_json(plain)
     ids = () if call_id_pattern is None else getattr(call_id_pattern, "ids", None)
     edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
         canonical = _canonical_walk(plain, call_id_pattern, drop)
         return canonical, request_hash(canonical)
     if edited is not text:
-        plain = json.loads(edited)
+        plain = orjson.loads(edited) if by_orjson else json.loads(edited)
     return plain, hashlib.sha256(edited.encode()).hexdigest()
 
 
@@ -544,7 +614,7 @@ def canonicalize_request(
 
 def request_hash(canonical_request: Any) -> str:
     """SHA-256 (hex) of the compact, key-sorted JSON of an already canonicalised request."""
-    return hashlib.sha256(canonical_json(canonical_request).encode()).hexdigest()
+    return hashlib.sha256(_canonical_text(canonical_request).encode()).hexdigest()
 
 
 def encode_response(value: Any) -> tuple[JsonValue, str | None]:
