@@ -107,6 +107,14 @@ def test_orjson_writes_float_free_requests_and_leaves_floats_to_the_standard_lib
     assert _orjson_text({"n": 2**64}) is None  # beyond orjson's integers
 
 
+def test_an_id_that_json_escapes_is_aliased_as_the_walk_does():
+    """An id holding a quote is written escaped in the JSON text, so the text scan cannot find it: the request must
+    go to the walk (it used to be left unaliased)."""
+    pattern = CallIdPattern(['x"1'])
+    canonical, _ = canonical_request({"content": 'see x"1 now'}, call_id_pattern=pattern)
+    assert canonical == {"content": "see call#0 now"}
+
+
 class _Call(BaseModel):
     id: str
     name: str
