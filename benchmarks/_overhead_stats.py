@@ -1,21 +1,24 @@
-"""Statistics shared by the overhead benchmarks (AutoGen and smolagents): robust per-run figures on a shared machine.
+"""What the overhead benchmarks (AutoGen and smolagents) share: robust per-run statistics, and a span counter.
 
 Both benchmarks time single runs, the modes taking turns in rounds (in a rotating order). Other processes' load only
 ever ADDS time, so within a round a mode's figure is the lower quartile of its runs. A shared machine also drifts
 between rounds (its speed changed by a third within a minute here), so the time a mode ADDS is measured round by
 round against the baseline of the same round, and the median over the rounds is kept; how far to trust a ratio
-shows in its spread over the rounds, which the benchmarks print next to it.
+shows in its spread over the rounds, which the benchmarks print next to it. The spans each mode exports are
+counted, so the time it adds can also be read per span it emits.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 T = TypeVar("T")
 
-__all__ = ["lower_quartile", "paired_added", "ratio_spread", "rotated"]
+__all__ = ["CountingExporter", "lower_quartile", "paired_added", "ratio_spread", "rotated"]
 
 
 def lower_quartile(values: Sequence[float]) -> float:
@@ -61,3 +64,18 @@ def ratio_spread(
         return ratios[0], ratios[0], ratios[0]
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     return q1, median, q3
+
+
+class CountingExporter(SpanExporter):
+    """Discards the spans it is given and counts them, so a benchmark can report how many spans each mode emits
+    per run: the time a mode adds per event is read beside what it produces for it."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None

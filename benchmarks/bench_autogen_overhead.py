@@ -24,7 +24,9 @@ median over rounds of its figure minus the baseline's in the same round (the mac
 modes take turns in a rotating order; see ``benchmarks/_overhead_stats.py``). "Per event" divides the added time
 by the framework events of one run, counted the same way in every mode: the messages and events of the TaskResult
 (the task included), the model calls (the scripted clients' call counters) and the tool calls (the results in the
-TaskResult's ToolCallExecutionEvents).
+TaskResult's ToolCallExecutionEvents). The spans each mode exports are counted too, and the time it adds is also
+printed per exported span: what it costs for what it produces (OpenInference emits no span for the scripted model
+clients, causaltrace one typed step span per step).
 
 Run:  python benchmarks/bench_autogen_overhead.py [--batch 10] [--batches 40] [--json OUT]
 """
@@ -45,22 +47,18 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
+from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
 
 MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans")
 
 
-def _provider(sampled: bool = True) -> Any:
+def _provider(exporter: CountingExporter, sampled: bool = True) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
-    class Discard(SpanExporter):
-        def export(self, spans):  # type: ignore[no-untyped-def]
-            return SpanExportResult.SUCCESS
-
     provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
-    provider.add_span_processor(SimpleSpanProcessor(Discard()))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 
 
@@ -73,6 +71,9 @@ class _Modes:
         from causaltrace.config import TraceConfig
 
         self.openinference = AutogenAgentChatInstrumentor()
+        #: Per mode: the spans its exporter was given, and the runs made (warm-up included).
+        self.exporters = {mode: CountingExporter() for mode in MODES}
+        self.runs = dict.fromkeys(MODES, 0)
         self.configs = {
             "ct-store-off": TraceConfig(store=False),
             "ct-store-on": TraceConfig(store=True),
@@ -83,11 +84,11 @@ class _Modes:
     def on(self, mode: str) -> None:
         # a fresh provider each time: causaltrace adds its collector to the provider it is configured with
         if mode == "openinference":
-            self.openinference.instrument(tracer_provider=_provider())
+            self.openinference.instrument(tracer_provider=_provider(self.exporters[mode]))
         elif mode in self.configs:
             from causaltrace.instrumentation.autogen import instrument_autogen
 
-            instrument_autogen(_provider(sampled=mode != "ct-no-spans"), self.configs[mode])
+            instrument_autogen(_provider(self.exporters[mode], sampled=mode != "ct-no-spans"), self.configs[mode])
 
     def off(self, mode: str) -> None:
         if mode == "openinference":
@@ -122,6 +123,7 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
                     start_cpu, start_wall = time.process_time(), time.perf_counter()
                     result = await team.run(task=example.TASK)
                     stop_cpu, stop_wall = time.process_time(), time.perf_counter()
+                    modes.runs[mode] += 1
                     if round_no == 0:
                         continue
                     cpu[mode][-1].append(stop_cpu - start_cpu)
@@ -149,6 +151,7 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
             "runs": float(len(all_cpu)),
             "added_cpu_us": paired_added(cpu, mode=mode, baseline="baseline") * 1e6,
             "added_wall_us": paired_added(wall, mode=mode, baseline="baseline") * 1e6,
+            "spans_per_run": modes.exporters[mode].spans / modes.runs[mode],
         }
     for mode in ("ct-store-off", "ct-store-on"):
         spread = ratio_spread(cpu, mode=mode, reference="openinference", baseline="baseline")
@@ -197,6 +200,13 @@ def main() -> int:
             f"{results[mode]['ratio_wall_to_openinference']:.2f} (wall)"
             + (f"; per round (CPU) median {spread[1]:.2f}, quartiles {spread[0]:.2f}-{spread[2]:.2f}" if spread else "")
         )
+    spans = {mode: results[mode]["spans_per_run"] for mode in ("openinference", "ct-store-off")}
+    print(
+        "spans exported per run: "
+        + ", ".join(f"{mode} {n:.0f}" for mode, n in spans.items())
+        + "; added CPU µs per exported span: "
+        + ", ".join(f"{mode} {results[mode]['added_cpu_us'] / n:.0f}" for mode, n in spans.items() if n)
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -19,7 +19,8 @@ the steadier of the two (the store writer's CPU time, on its background thread, 
 run is timed on its own; within a round a variant's figure is the LOWER QUARTILE of its runs (a shared machine's load
 only ever adds time); the time it adds is the median over rounds of its figure minus the uninstrumented one of the
 same round (the machine drifts between rounds; the variants take turns in a rotating order), and the ratio's spread
-over the rounds is printed beside it (``benchmarks/_overhead_stats.py``).
+over the rounds is printed beside it (``benchmarks/_overhead_stats.py``). The spans each variant exports are
+counted, and the time it adds is also printed per exported span.
 
 Target (issue 4): causaltrace store off / OpenInference <= 1.0.
 
@@ -39,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
+from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
 
 
 def _example() -> Any:
@@ -54,17 +55,9 @@ def _example() -> Any:
     return module
 
 
-class _NullExporter(SpanExporter):
-    def export(self, spans: Any) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
-
-
-def _provider() -> TracerProvider:
+def _provider(exporter: CountingExporter) -> TracerProvider:
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(_NullExporter()))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 
 
@@ -108,7 +101,13 @@ class _Variant:
         self.name, self.setup, self.teardown = name, setup, teardown
 
 
-def _variants(tmp: Path) -> list[_Variant]:
+def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -> list[_Variant]:
+    """The variants; ``exporters`` (variant name → its span counter) collects what each one exports."""
+    exporters = {} if exporters is None else exporters
+
+    def exporter(name: str) -> CountingExporter:
+        return exporters.setdefault(name, CountingExporter())
+
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
     from causaltrace.config import TraceConfig
@@ -117,12 +116,13 @@ def _variants(tmp: Path) -> list[_Variant]:
 
     def oi_setup() -> Any:
         instrumentor = SmolagentsInstrumentor()
-        instrumentor.instrument(tracer_provider=_provider())
+        instrumentor.instrument(tracer_provider=_provider(exporter("openinference")))
         return instrumentor
 
     def ct_setup(store: bool) -> Callable[[], Any]:
         def setup() -> Any:
-            instrument_smolagents(_provider(), TraceConfig(store=store, db_path=tmp / "bench.db"))
+            name = "causaltrace_store_on" if store else "causaltrace_store_off"
+            instrument_smolagents(_provider(exporter(name)), TraceConfig(store=store, db_path=tmp / "bench.db"))
 
         return setup
 
@@ -139,16 +139,20 @@ def _variants(tmp: Path) -> list[_Variant]:
     ]
 
 
-def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict[str, dict[str, list[list[float]]]]:
+def measure(
+    build: Callable[[], Any], task: str, runs: int, rounds: int
+) -> tuple[dict[str, dict[str, list[list[float]]]], dict[str, float]]:
     """Seconds of each ``agent.run``, per clock, variant and round: the variants take turns, ``runs`` runs each per
     round (so a change in the machine's load hits them all alike); wall time and the process's CPU time (all
-    threads: what the tracing itself costs, whatever else the machine is doing)."""
+    threads: what the tracing itself costs, whatever else the machine is doing). Also the spans each variant
+    exported per run."""
     agent = build()
     for _ in range(5):
         agent.run(task)
     times: dict[str, dict[str, list[list[float]]]] = {"wall": {}, "cpu": {}}
+    exporters: dict[str, CountingExporter] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        variants = _variants(Path(tmp))
+        variants = _variants(Path(tmp), exporters)
         for round_no in range(rounds):
             for variant in rotated(variants, round_no):
                 handle = variant.setup()
@@ -165,7 +169,8 @@ def measure(build: Callable[[], Any], task: str, runs: int, rounds: int) -> dict
                         cpu[-1].append(time.process_time() - c0)
                 finally:
                     variant.teardown(handle)
-    return times
+    spans = {name: exporter.spans / (rounds * (runs + 1)) for name, exporter in exporters.items()}
+    return times, spans
 
 
 def _rounded(values: tuple[float, ...] | None) -> list[float] | None:
@@ -190,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for name, (build, task) in scenarios.items():
         events = count_events(build, task)
-        seconds = measure(build, task, args.runs, args.rounds)
-        result: dict[str, Any] = {"events_per_run": events}
+        seconds, spans = measure(build, task, args.runs, args.rounds)
+        result: dict[str, Any] = {"events_per_run": events, "spans_per_run": spans}
         print(f"{name}: {events['events']} events/run ({events['steps']} steps, {events['model_calls']} model calls, "
               f"{events['tool_calls']} tool calls)")
         for clock in ("cpu", "wall"):
@@ -223,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    ratio causaltrace/OpenInference: store off {r['ratio_store_off_to_openinference']}, "
                   f"store on {r['ratio_store_on_to_openinference']}"
                   + (f"; store off per round: median {spread[1]}, quartiles {spread[0]}-{spread[2]}" if spread else ""))
+        cpu_added = result["cpu"]["added_us_per_event"]
+        shown = ("openinference", "causaltrace_store_off")
+        print("  spans exported per run: " + ", ".join(f"{v} {spans[v]:.0f}" for v in shown)
+              + "; added CPU us per exported span: "
+              + ", ".join(f"{v} {cpu_added[v] * events['events'] / spans[v]:.0f}" for v in shown if spans[v]))
         results[name] = result
     if args.json:
         text = json.dumps(results, indent=2)
