@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from _overhead_stats import lower_quartile, paired_added, ratio_spread, rotated
+from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated
 
 
 def test_lower_quartile_ignores_slow_outliers():
@@ -37,3 +37,16 @@ def test_added_time_is_paired_with_the_baseline_of_the_same_round_so_drift_cance
     assert paired_added(rounds, mode="mode", baseline="base") == pytest.approx(1.0)
     assert rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
     assert rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+
+
+def test_counting_exporter_counts_every_span_a_provider_exports():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("bench")
+    with tracer.start_as_current_span("a"):
+        tracer.start_span("b").end()
+    assert exporter.spans == 2
