@@ -61,30 +61,26 @@ def _capture(run_once: Any) -> list[tuple[Any, dict[str, Any]]]:
     return captured
 
 
-def _smolagents_requests() -> list[tuple[Any, dict[str, Any]]]:
+def _requests_of(example_name: str, framework: str, run_once: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """The requests recorded during one run of a bundled example under causaltrace (store off)."""
     import causaltrace
     from causaltrace.instrumentation import _runtime
 
-    example = _load_example("smolagents_agents")
-    causaltrace.instrument_smolagents(config=causaltrace.TraceConfig(store=False))
+    example = _load_example(example_name)
+    getattr(causaltrace, f"instrument_{framework}")(config=causaltrace.TraceConfig(store=False))
     try:
-        return _capture(lambda: example.build().run(example.TASK))
+        return _capture(lambda: run_once(example))
     finally:
-        causaltrace.uninstrument_smolagents()
+        getattr(causaltrace, f"uninstrument_{framework}")()
         _runtime.reset_tracing()
+
+
+def _smolagents_requests() -> list[tuple[Any, dict[str, Any]]]:
+    return _requests_of("smolagents_agents", "smolagents", lambda ex: ex.build().run(ex.TASK))
 
 
 def _autogen_requests() -> list[tuple[Any, dict[str, Any]]]:
-    import causaltrace
-    from causaltrace.instrumentation import _runtime
-
-    example = _load_example("autogen_team")
-    causaltrace.instrument_autogen(config=causaltrace.TraceConfig(store=False))
-    try:
-        return _capture(lambda: asyncio.run(example.build().run(task=example.TASK)))
-    finally:
-        causaltrace.uninstrument_autogen()
-        _runtime.reset_tracing()
+    return _requests_of("autogen_team", "autogen", lambda ex: asyncio.run(ex.build().run(task=ex.TASK)))
 
 
 def _reference(request: Any, kwargs: dict[str, Any]) -> tuple[Any, str]:

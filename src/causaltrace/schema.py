@@ -395,10 +395,11 @@ def _orjson_text(plain: Any) -> str | None:
         return None
 
 
-def _canonical_text(plain: Any) -> str:
-    """:func:`canonical_json` of plain JSON data, the same text, written by orjson when that is exact."""
+def _canonical_text(plain: Any) -> tuple[str, bool]:
+    """:func:`canonical_json` of plain JSON data, the same text, written by orjson when that is exact; and whether
+    orjson wrote it (then orjson may parse it back)."""
     text = _orjson_text(plain)
-    return canonical_json(plain) if text is None else text
+    return (canonical_json(plain), False) if text is None else (text, True)
 
 
 _JSON_STRING_BODY = r'(?:[^"\\]|\\.)*'
@@ -581,10 +582,7 @@ def canonical_request(
     """
     drop = tuple(drop_keys)
     plain = _plain_json(request)
-    text = _orjson_text(plain)
-    by_orjson = text is not None
-    if text is None:
-        text = canonical_json(plain)
+    text, by_orjson = _canonical_text(plain)
     ids = () if call_id_pattern is None else getattr(call_id_pattern, "ids", None)
     edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
@@ -614,7 +612,7 @@ def canonicalize_request(
 
 def request_hash(canonical_request: Any) -> str:
     """SHA-256 (hex) of the compact, key-sorted JSON of an already canonicalised request."""
-    return hashlib.sha256(_canonical_text(canonical_request).encode()).hexdigest()
+    return hashlib.sha256(_canonical_text(canonical_request)[0].encode()).hexdigest()
 
 
 def encode_response(value: Any) -> tuple[JsonValue, str | None]:
