@@ -141,15 +141,14 @@ class RunCollector(SpanProcessor):
             step_id = attrs.get(semconv.STEP_ID)
             if step_id is None:
                 return
-            step = None
-            if step is None:
-                span_id = f"{span.context.span_id:016x}" if span.context else None
-                step = semconv.step_from_attributes(
-                    attrs,
-                    started_at=ns_to_datetime(span.start_time),
-                    ended_at=ns_to_datetime(span.end_time),
-                    span_id=span_id,
-                )
+            # a step span that did not come from this process's emitter (another process, an older SDK path)
+            span_id = f"{span.context.span_id:016x}" if span.context else None
+            step = semconv.step_from_attributes(
+                attrs,
+                started_at=ns_to_datetime(span.start_time),
+                ended_at=ns_to_datetime(span.end_time),
+                span_id=span_id,
+            )
             self._accept(step)
         except Exception:
             logger.warning("causaltrace: collector could not take a span", exc_info=True)
