@@ -15,6 +15,8 @@ Modes:
   ct-no-record   causaltrace, store off AND record off (for information: what the Recording costs)
   ct-no-spans    causaltrace, store off, on a provider whose sampler drops every trace: steps, collector and
                  recording run, no span is exported (for information: what emitting the spans costs)
+  ct-hooks-only  causaltrace's patches in place but passing every call straight through (for information: what the
+                 wrapping of AutoGen's methods costs by itself, before any step is built)
 
 Every instrumented mode exports to its own SDK TracerProvider with a SimpleSpanProcessor and a discarding exporter;
 no global provider is set, so AutoGen's own spans are no-ops in every mode. Times are CPU time of the process
@@ -49,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
 
-MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans")
+MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans", "ct-hooks-only")
 
 
 def _provider(exporter: CountingExporter, sampled: bool = True) -> Any:
@@ -79,6 +81,7 @@ class _Modes:
             "ct-store-on": TraceConfig(store=True),
             "ct-no-record": TraceConfig(store=False, record=False),
             "ct-no-spans": TraceConfig(store=False),
+            "ct-hooks-only": TraceConfig(store=False),
         }
 
     def on(self, mode: str) -> None:
@@ -89,6 +92,10 @@ class _Modes:
             from causaltrace.instrumentation.autogen import instrument_autogen
 
             instrument_autogen(_provider(self.exporters[mode], sampled=mode != "ct-no-spans"), self.configs[mode])
+            if mode == "ct-hooks-only":
+                from causaltrace.instrumentation import _autogen_hooks
+
+                _autogen_hooks.disable()  # the patches stay; every wrapper passes the call straight through
 
     def off(self, mode: str) -> None:
         if mode == "openinference":
