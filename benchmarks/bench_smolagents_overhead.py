@@ -20,7 +20,10 @@ run is timed on its own; within a round a variant's figure is the LOWER QUARTILE
 only ever adds time); the time it adds is the median over rounds of its figure minus the uninstrumented one of the
 same round (the machine drifts between rounds; the variants take turns in a rotating order), and the ratio's spread
 over the rounds is printed beside it (``benchmarks/_overhead_stats.py``). The spans each variant exports are
-counted, and the time it adds is also printed per exported span.
+counted, and the time it adds is also printed per exported span. Two more variants are for information:
+"no record" is store off with the recording off too (what recording the model and tool calls costs), "no spans" is
+store off on a provider whose sampler drops every trace (steps, collector and recording run, no span is exported:
+what emitting the spans costs).
 
 Target (issue 4): causaltrace store off / OpenInference <= 1.0.
 
@@ -55,8 +58,10 @@ def _example() -> Any:
     return module
 
 
-def _provider(exporter: CountingExporter) -> TracerProvider:
-    provider = TracerProvider()
+def _provider(exporter: CountingExporter, sampled: bool = True) -> TracerProvider:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 
@@ -119,10 +124,10 @@ def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -
         instrumentor.instrument(tracer_provider=_provider(exporter("openinference")))
         return instrumentor
 
-    def ct_setup(store: bool) -> Callable[[], Any]:
+    def ct_setup(name: str, *, store: bool, record: bool = True, sampled: bool = True) -> Callable[[], Any]:
         def setup() -> Any:
-            name = "causaltrace_store_on" if store else "causaltrace_store_off"
-            instrument_smolagents(_provider(exporter(name)), TraceConfig(store=store, db_path=tmp / "bench.db"))
+            config = TraceConfig(store=store, record=record, db_path=tmp / "bench.db")
+            instrument_smolagents(_provider(exporter(name), sampled=sampled), config)
 
         return setup
 
@@ -134,8 +139,11 @@ def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -
     return [
         _Variant("uninstrumented", lambda: None, lambda _: None),
         _Variant("openinference", oi_setup, lambda instrumentor: instrumentor.uninstrument()),
-        _Variant("causaltrace_store_off", ct_setup(False), ct_teardown),
-        _Variant("causaltrace_store_on", ct_setup(True), ct_teardown),
+        _Variant("causaltrace_store_off", ct_setup("causaltrace_store_off", store=False), ct_teardown),
+        _Variant("causaltrace_store_on", ct_setup("causaltrace_store_on", store=True), ct_teardown),
+        # for information: what the recording costs, and what emitting the spans costs
+        _Variant("causaltrace_no_record", ct_setup("causaltrace_no_record", store=False, record=False), ct_teardown),
+        _Variant("causaltrace_no_spans", ct_setup("causaltrace_no_spans", store=False, sampled=False), ct_teardown),
     ]
 
 
