@@ -14,11 +14,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 T = TypeVar("T")
 
-__all__ = ["CountingExporter", "lower_quartile", "paired_added", "ratio_spread", "rotated"]
+__all__ = ["CountingExporter", "counting_provider", "lower_quartile", "paired_added", "ratio_spread", "rotated"]
 
 
 def lower_quartile(values: Sequence[float]) -> float:
@@ -79,3 +81,11 @@ class CountingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         return None
+
+
+def counting_provider(exporter: CountingExporter, *, sampled: bool = True) -> TracerProvider:
+    """A fresh SDK provider that hands every span straight to ``exporter`` (a SimpleSpanProcessor); with
+    ``sampled=False`` its sampler drops every trace, so nothing is exported (what emitting spans costs)."""
+    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider

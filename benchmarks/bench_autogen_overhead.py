@@ -49,19 +49,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
+from _overhead_stats import (  # noqa: E402
+    CountingExporter,
+    counting_provider,
+    lower_quartile,
+    paired_added,
+    ratio_spread,
+    rotated,
+)
 
 MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans", "ct-hooks-only")
-
-
-def _provider(exporter: CountingExporter, sampled: bool = True) -> Any:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
-
-    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
 
 
 class _Modes:
@@ -87,11 +84,12 @@ class _Modes:
     def on(self, mode: str) -> None:
         # a fresh provider each time: causaltrace adds its collector to the provider it is configured with
         if mode == "openinference":
-            self.openinference.instrument(tracer_provider=_provider(self.exporters[mode]))
+            self.openinference.instrument(tracer_provider=counting_provider(self.exporters[mode]))
         elif mode in self.configs:
             from causaltrace.instrumentation.autogen import instrument_autogen
 
-            instrument_autogen(_provider(self.exporters[mode], sampled=mode != "ct-no-spans"), self.configs[mode])
+            provider = counting_provider(self.exporters[mode], sampled=mode != "ct-no-spans")
+            instrument_autogen(provider, self.configs[mode])
             if mode == "ct-hooks-only":
                 from causaltrace.instrumentation import _autogen_hooks
 

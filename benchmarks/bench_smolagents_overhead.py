@@ -42,12 +42,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated  # noqa: E402
+from _overhead_stats import (  # noqa: E402
+    CountingExporter,
+    counting_provider,
+    lower_quartile,
+    paired_added,
+    ratio_spread,
+    rotated,
+)
 
 
 def _example() -> Any:
@@ -56,14 +60,6 @@ def _example() -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _provider(exporter: CountingExporter, sampled: bool = True) -> TracerProvider:
-    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
-
-    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
 
 
 def count_events(build: Callable[[], Any], task: str) -> dict[str, int]:
@@ -121,13 +117,13 @@ def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -
 
     def oi_setup() -> Any:
         instrumentor = SmolagentsInstrumentor()
-        instrumentor.instrument(tracer_provider=_provider(exporter("openinference")))
+        instrumentor.instrument(tracer_provider=counting_provider(exporter("openinference")))
         return instrumentor
 
     def ct_setup(name: str, *, store: bool, record: bool = True, sampled: bool = True) -> Callable[[], Any]:
         def setup() -> Any:
             config = TraceConfig(store=store, record=record, db_path=tmp / "bench.db")
-            instrument_smolagents(_provider(exporter(name), sampled=sampled), config)
+            instrument_smolagents(counting_provider(exporter(name), sampled=sampled), config)
 
         return setup
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from _overhead_stats import CountingExporter, lower_quartile, paired_added, ratio_spread, rotated
+from _overhead_stats import CountingExporter, counting_provider, lower_quartile, paired_added, ratio_spread, rotated
 
 
 def test_lower_quartile_ignores_slow_outliers():
@@ -40,13 +40,17 @@ def test_added_time_is_paired_with_the_baseline_of_the_same_round_so_drift_cance
 
 
 def test_counting_exporter_counts_every_span_a_provider_exports():
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
     exporter = CountingExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("bench")
+    tracer = counting_provider(exporter).get_tracer("bench")
     with tracer.start_as_current_span("a"):
         tracer.start_span("b").end()
     assert exporter.spans == 2
+
+
+def test_an_unsampled_counting_provider_exports_nothing():
+    exporter = CountingExporter()
+    tracer = counting_provider(exporter, sampled=False).get_tracer("bench")
+    with tracer.start_as_current_span("a") as span:
+        tracer.start_span("b").end()
+        assert not span.is_recording()
+    assert exporter.spans == 0
