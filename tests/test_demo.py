@@ -26,10 +26,16 @@ def test_demo_both_frameworks(capsys, causaltrace_home):
     flat = " ".join((out + err).split())
     assert "argument b: 26 → 25 → flipped to success" in flat  # AutoGen: the solver's off-by-one tool argument
     assert "→ 7 (line 1) → flipped to success" in flat  # smolagents: the manager's range boundary
+    assert "autogen fix (verified by replay): argument b: 26 → 25 → answer" in flat
+    assert "smolagents fix (verified by replay): literal 6 → 7 (line 1) → answer 91" in flat
     demo_dir = causaltrace_home / "demo"
+    lines = [line.strip() for line in out.splitlines()]
     for framework in ("autogen", "smolagents"):
         report = demo_dir / f"{framework}-report.html"
         assert report.exists() and "step-node" in report.read_text()
+        # the paths are printed whole on their own lines (never hard-wrapped, so they can be copied)
+        assert f"report:       {report}" in lines
+        assert f"repair pairs: {demo_dir / f'{framework}-repair-pairs.jsonl'}" in lines
         rows = [json.loads(line) for line in (demo_dir / f"{framework}-repair-pairs.jsonl").read_text().splitlines()]
         assert len(rows) == 1 and rows[0]["metadata"]["verified_by"] == "replay"
     with Store() as store:

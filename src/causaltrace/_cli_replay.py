@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,7 @@ def cmd_pairs_export(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo team of each framework: trace, diagnose, repair by replay, export the pair, write the report."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from causaltrace.config import causaltrace_home
@@ -119,7 +121,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     out = Console(highlight=False)
     out_dir = Path(args.out) if args.out else causaltrace_home() / "demo"
-    started = __import__("time").perf_counter()
+    started = time.perf_counter()
     with err.status("causaltrace demo") as status:
 
         def say(message: str) -> None:
@@ -127,19 +129,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
             err.print(f"[dim]{message}[/]")
 
         results = run_demo(frameworks, model=args.model, out_dir=out_dir, say=say)
+    # The table fits an 80-column terminal; the fixes, which are long, and the paths go on lines of their own,
+    # never hard-wrapped (a path broken over two lines cannot be copied).
     table = Table(title="causaltrace demo", show_lines=False)
-    for col in ("framework", "run", "outcome", "decisive step", "fix (replay-verified)", "replays", "seconds"):
-        table.add_column(col)
+    for col in ("framework", "run", "outcome", "decisive step", "replays", "time"):
+        table.add_column(col, no_wrap=True)
     for r in results:
         decisive = f"#{r.decisive_index} {r.decisive_kind} by {r.decisive_agent}" if r.decisive_index is not None else "-"
-        fix = f"{r.fix} → answer {r.repaired_answer}" if r.repaired else "no repair found"
-        table.add_row(r.framework, r.run_id[:12], r.status, decisive, fix, str(r.replays), f"{r.seconds:.1f}")
+        table.add_row(r.framework, r.run_id[:8], r.status, decisive, str(r.replays), f"{r.seconds:.1f} s")
     out.print(table)
     for r in results:
-        out.print(f"[bold]{r.framework}[/]: report {r.report}  ·  repair pairs {r.pairs}")
-        out.print(f"   inspect: causaltrace show {r.run_id}  ·  causaltrace runs")
+        if r.repaired:
+            out.print(f"[bold]{r.framework}[/] fix (verified by replay): {escape(f'{r.fix} → answer {r.repaired_answer}')}")
+        else:
+            out.print(f"[bold]{r.framework}[/]: no repair found (no proposed correction flipped the run)")
+        out.print(f"   report:       {r.report}", soft_wrap=True)
+        out.print(f"   repair pairs: {r.pairs}", soft_wrap=True)
+        out.print(f"   inspect:      causaltrace show {r.run_id}", soft_wrap=True)
     store = os.environ.get("CAUSALTRACE_DB") or str(causaltrace_home() / "causaltrace.db")
-    out.print(f"store: {store}  ·  total {__import__('time').perf_counter() - started:.1f} s")
+    out.print(f"store: {store}  ·  list its runs: causaltrace runs", soft_wrap=True)
+    out.print(f"total {time.perf_counter() - started:.1f} s")
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         out.print(f"spans exported over OTLP to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}")
         from opentelemetry import trace
