@@ -143,11 +143,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             out.print(f"[bold]{r.framework}[/] fix (verified by replay): {escape(f'{r.fix} → answer {r.repaired_answer}')}")
         else:
             out.print(f"[bold]{r.framework}[/]: no repair found (no proposed correction flipped the run)")
-        out.print(f"   report:       {r.report}", soft_wrap=True)
-        out.print(f"   repair pairs: {r.pairs}", soft_wrap=True)
+        out.print(f"   report:       {escape(str(r.report))}", soft_wrap=True)
+        out.print(f"   repair pairs: {escape(str(r.pairs))}", soft_wrap=True)
         out.print(f"   inspect:      causaltrace show {r.run_id}", soft_wrap=True)
     store = os.environ.get("CAUSALTRACE_DB") or str(causaltrace_home() / "causaltrace.db")
-    out.print(f"store: {store}  ·  list its runs: causaltrace runs", soft_wrap=True)
+    out.print(f"store: {escape(store)}  ·  list its runs: causaltrace runs", soft_wrap=True)
     out.print(f"total {time.perf_counter() - started:.1f} s")
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         out.print(f"spans exported over OTLP to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}")

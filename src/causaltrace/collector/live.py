@@ -141,7 +141,8 @@ class RunCollector(SpanProcessor):
             step_id = attrs.get(semconv.STEP_ID)
             if step_id is None:
                 return
-            # a step span that did not come from this process's emitter (another process, an older SDK path)
+            # a step span that is not one of the emitter's records (a processor or tool that re-creates spans):
+            # its Step is rebuilt from the attributes
             span_id = f"{span.context.span_id:016x}" if span.context else None
             step = semconv.step_from_attributes(
                 attrs,
