@@ -27,10 +27,17 @@ modes take turns in a rotating order; see ``benchmarks/_overhead_stats.py``). "P
 by the framework events of one run, counted the same way in every mode: the messages and events of the TaskResult
 (the task included), the model calls (the scripted clients' call counters) and the tool calls (the results in the
 TaskResult's ToolCallExecutionEvents). The spans each mode exports are counted too, and the time it adds is also
-printed per exported span: what it costs for what it produces (OpenInference emits no span for the scripted model
-clients, causaltrace one typed step span per step).
+printed per exported span: what it costs for what it produces.
 
-Run:  python benchmarks/bench_autogen_overhead.py [--batch 10] [--batches 40] [--json OUT]
+Two model clients, the same team and the same answers (``--client``, default both):
+  scripted  the reactive ScriptedChatCompletionClient of ``causaltrace.testing.autogen``, a custom client:
+            OpenInference traces no model call of it (it instruments only AutoGen's OpenAI clients), causaltrace
+            records an llm_response step and a Recording entry for each — the two do unequal work;
+  openai    AutoGen's real OpenAIChatCompletionClient (openai SDK, httpx) on an in-process scripted endpoint
+            (``causaltrace.testing.openai_wire``, the same policies): both instrumentations trace every model call,
+            as they do for a team on an OpenAI-compatible model — the like-for-like comparison.
+
+Run:  python benchmarks/bench_autogen_overhead.py [--client both] [--batch 10] [--batches 40] [--json OUT]
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +67,40 @@ from _overhead_stats import (  # noqa: E402
 )
 
 MODES = ("baseline", "openinference", "ct-store-off", "ct-store-on", "ct-no-record", "ct-no-spans", "ct-hooks-only")
+CLIENTS = ("scripted", "openai")
+
+#: A fresh team and a function counting the model calls it has made so far.
+TeamFactory = Callable[[], tuple[Any, Callable[[], int]]]
+
+
+def _team_factory(client: str) -> TeamFactory:
+    """How each run's team is built: the example's own build() on the scripted clients, or the same team on real
+    OpenAI clients talking to scripted endpoints."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    example = importlib.import_module("autogen_team")
+    if client == "scripted":
+
+        def scripted() -> tuple[Any, Callable[[], int]]:
+            team = example.build()
+            return team, lambda: sum(agent._model_client.calls for agent in team._participants)
+
+        return scripted
+    from causaltrace.testing.autogen import planner_policy, reviewer_policy, solver_policy
+    from causaltrace.testing.openai_wire import autogen_endpoint
+
+    # the clients are made once, as an application makes them (each holds an httpx client); the team is fresh
+    endpoints = (
+        autogen_endpoint(planner_policy, model="scripted-planner"),
+        autogen_endpoint(solver_policy(), model="scripted-solver"),
+        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
+    )
+    clients = tuple(endpoint.autogen_client() for endpoint in endpoints)
+
+    def openai() -> tuple[Any, Callable[[], int]]:
+        before = sum(endpoint.calls for endpoint in endpoints)
+        return example.build_with(clients), lambda: sum(endpoint.calls for endpoint in endpoints) - before
+
+    return openai
 
 
 class _Modes:
@@ -107,10 +149,11 @@ class _Modes:
             _runtime.reset_tracing()
 
 
-async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str, Any]]:
-    sys.path.insert(0, str(ROOT / "examples"))
-    example = importlib.import_module("autogen_team")
+async def _measure(client: str, batch: int, batches: int, warmup: int) -> dict[str, dict[str, Any]]:
     from autogen_agentchat.messages import ToolCallExecutionEvent
+
+    build = _team_factory(client)
+    task = importlib.import_module("autogen_team").TASK
 
     modes = _Modes()
     cpu: dict[str, list[list[float]]] = {m: [] for m in MODES}  # per round, the per-run times
@@ -124,18 +167,17 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
                 wall[mode].append([])
             try:
                 for _ in range(warmup if round_no == 0 else batch):
-                    team = example.build()
+                    team, model_calls = build()
                     start_cpu, start_wall = time.process_time(), time.perf_counter()
-                    result = await team.run(task=example.TASK)
+                    result = await team.run(task=task)
                     stop_cpu, stop_wall = time.process_time(), time.perf_counter()
                     modes.runs[mode] += 1
                     if round_no == 0:
                         continue
                     cpu[mode][-1].append(stop_cpu - start_cpu)
                     wall[mode][-1].append(stop_wall - start_wall)
-                    model_calls = sum(agent._model_client.calls for agent in team._participants)
                     tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
-                    events[mode].add(len(result.messages) + model_calls + tools)
+                    events[mode].add(len(result.messages) + model_calls() + tools)
             finally:
                 start_cpu = time.process_time()
                 modes.off(mode)
@@ -164,23 +206,14 @@ async def _measure(batch: int, batches: int, warmup: int) -> dict[str, dict[str,
     return results
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=10, help="runs per mode before switching to the next mode")
-    parser.add_argument("--batches", type=int, default=40)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--json", help="also write the results as JSON to this file")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        os.environ["CAUSALTRACE_HOME"] = home
-        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-        results = asyncio.run(_measure(args.batch, args.batches, args.warmup))
-    base = results["baseline"]
-    events = base["events"]
+def _report(client: str, results: dict[str, dict[str, Any]], *, batch: int, batches: int) -> None:
+    """Print one client's table, ratios and span counts; adds the per-event figures and ratios to ``results``."""
+    events = results["baseline"]["events"]
     if any(r["events"] != events for r in results.values()):
         raise SystemExit(f"the modes saw different framework events: {results}")
+    label = {"scripted": "scripted clients", "openai": "OpenAI clients on a scripted endpoint"}[client]
     print(
-        f"AutoGen scripted team: {args.batches} x {args.batch} runs per mode (interleaved), {events:.0f} framework "
+        f"AutoGen team on {label}: {batches} x {batch} runs per mode (interleaved), {events:.0f} framework "
         "events per run (8 messages/events + 5 model calls + 2 tool calls)"
     )
     print("lower quartile of the per-run times; time added = median over rounds of (mode - baseline of the same round):")
@@ -212,8 +245,29 @@ def main() -> int:
         + "; added CPU µs per exported span: "
         + ", ".join(f"{mode} {results[mode]['added_cpu_us'] / n:.0f}" for mode, n in spans.items() if n)
     )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", choices=(*CLIENTS, "both"), default="both", help="the model clients (see above)")
+    parser.add_argument("--batch", type=int, default=10, help="runs per mode before switching to the next mode")
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--json", help="also write the results as JSON to this file, per client")
+    args = parser.parse_args()
+    clients = CLIENTS if args.client == "both" else (args.client,)
+    everything: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["CAUSALTRACE_HOME"] = home
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        for n, client in enumerate(clients):
+            results = asyncio.run(_measure(client, args.batch, args.batches, args.warmup))
+            if n:
+                print()
+            _report(client, results, batch=args.batch, batches=args.batches)
+            everything[client] = results
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(everything, indent=2))
     return 0
 
 

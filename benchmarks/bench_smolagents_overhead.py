@@ -25,9 +25,18 @@ counted, and the time it adds is also printed per exported span. Two more varian
 store off on a provider whose sampler drops every trace (steps, collector and recording run, no span is exported:
 what emitting the spans costs).
 
+Two kinds of model, the same agents and the same answers (``--client``, default both):
+
+* ``scripted`` — the ScriptedModel of ``causaltrace.testing.smolagents``, a custom ``Model`` subclass overriding
+  ``generate``: OpenInference traces no model call of it (it wraps the ``generate`` of smolagents' own model
+  classes), causaltrace records an llm_response step and a Recording entry for each — the two do unequal work;
+* ``openai`` — smolagents' real ``OpenAIServerModel`` (openai SDK, httpx) on an in-process scripted endpoint
+  (``causaltrace.testing.openai_wire``, the same policies): both instrumentations trace every model call, as they do
+  for agents on an OpenAI-compatible model — the like-for-like comparison. Its scenarios are named ``…/openai``.
+
 Target (issue 4): causaltrace store off / OpenInference <= 1.0.
 
-Usage: python benchmarks/bench_smolagents_overhead.py [--runs 5] [--rounds 30] [--json OUT]
+Usage: python benchmarks/bench_smolagents_overhead.py [--client both] [--runs 5] [--rounds 30] [--json OUT]
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import json
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +70,36 @@ def _example() -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+#: The scripted endpoint behind each OpenAIServerModel the ``openai`` client made (it counts the model calls).
+_ENDPOINTS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _scenarios(example: Any, client: str) -> dict[str, tuple[Callable[[], Any], str]]:
+    """Scenario name -> (agent factory, task) for one kind of model client."""
+    if client == "scripted":
+        factory = None
+        suffix = ""
+    else:
+        from causaltrace.testing.openai_wire import smolagents_endpoint
+
+        def factory(policy: Any) -> Any:
+            endpoint = smolagents_endpoint(policy, model="scripted")
+            model = endpoint.smolagents_model()
+            _ENDPOINTS[model] = endpoint
+            return model
+
+        suffix = "/openai"
+    return {
+        f"example{suffix}": (lambda: example.build(factory), example.TASK),
+        f"parallel{suffix}": (lambda: example.build_parallel(factory), example.TASK_PARALLEL),
+    }
+
+
+def _model_calls(model: Any) -> int:
+    endpoint = _ENDPOINTS.get(model)
+    return endpoint.calls if endpoint is not None else model.calls
 
 
 def count_events(build: Callable[[], Any], task: str) -> dict[str, int]:
@@ -88,7 +128,7 @@ def count_events(build: Callable[[], Any], task: str) -> dict[str, int]:
     for a in agents:
         actions = [s for s in a.memory.steps if isinstance(s, ActionStep)]
         counts["steps"] += len(actions)
-        counts["model_calls"] += a.model.calls
+        counts["model_calls"] += _model_calls(a.model)
         if isinstance(a, CodeAgent):
             counts["tool_calls"] += sum(1 for s in actions if s.code_action)  # the code executions
     counts["events"] = counts["steps"] + counts["model_calls"] + counts["tool_calls"]
@@ -185,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per variant per round")
     parser.add_argument("--rounds", type=int, default=30, help="rounds (the variants take turns in each)")
+    parser.add_argument("--client", choices=("scripted", "openai", "both"), default="both",
+                        help="the models: ScriptedModel, OpenAIServerModel on a scripted endpoint, or both")
     parser.add_argument("--json", help="write the results to this file ('-' = stdout)")
     args = parser.parse_args(argv)
 
@@ -192,10 +234,9 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("causaltrace").setLevel(logging.ERROR)
     example = _example()
-    scenarios = {
-        "example": (example.build, example.TASK),
-        "parallel": (example.build_parallel, example.TASK_PARALLEL),
-    }
+    scenarios: dict[str, tuple[Callable[[], Any], str]] = {}
+    for client in ("scripted", "openai") if args.client == "both" else (args.client,):
+        scenarios.update(_scenarios(example, client))
     results: dict[str, Any] = {}
     for name, (build, task) in scenarios.items():
         events = count_events(build, task)

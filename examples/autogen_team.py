@@ -65,18 +65,22 @@ def _real_client(model: str):  # pragma: no cover - needs a model endpoint
 
 
 def _build(*, fail: bool, model: str | None = None):
+    from causaltrace.testing.autogen import planner_client, reviewer_client, solver_client
+
+    model = model if model is not None else os.environ.get("CAUSALTRACE_MODEL")
+    if model:
+        return build_with((_real_client(model), _real_client(model), _real_client(model)))
+    return build_with((planner_client(), solver_client(off_by_one=fail), reviewer_client()))
+
+
+def build_with(clients):
+    """The team on the given (planner, solver, reviewer) model clients — e.g. real OpenAI clients on a scripted
+    endpoint (``causaltrace.testing.openai_wire``), as the overhead benchmark drives them."""
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
     from autogen_agentchat.teams import RoundRobinGroupChat
     from autogen_core.tools import FunctionTool
 
-    from causaltrace.testing.autogen import planner_client, reviewer_client, solver_client
-
-    model = model if model is not None else os.environ.get("CAUSALTRACE_MODEL")
-    if model:
-        clients = (_real_client(model), _real_client(model), _real_client(model))
-    else:
-        clients = (planner_client(), solver_client(off_by_one=fail), reviewer_client())
     tools = [
         FunctionTool(add, description="Add two integers."),
         FunctionTool(multiply, description="Multiply two integers."),

@@ -85,7 +85,9 @@ def _live_model(model: str | None = None) -> Any:
     return LiteLLMModel(model_id=name, temperature=0)
 
 
-def _model(policy: Any, model: str | None) -> Any:
+def _model(policy: Any, model: str | None, factory: Any = None) -> Any:
+    if factory is not None:
+        return factory(policy)
     live = _live_model(model)
     if live is not None:
         return live
@@ -94,14 +96,14 @@ def _model(policy: Any, model: str | None) -> Any:
     return ScriptedModel(policy)
 
 
-def _math_agent(name: str = "math_agent", *, model: str | None = None) -> Any:
+def _math_agent(name: str = "math_agent", *, model: str | None = None, factory: Any = None) -> Any:
     from smolagents import LogLevel, ToolCallingAgent
 
     from causaltrace.testing.smolagents import sum_of_powers_tool, tool_worker_policy
 
     return ToolCallingAgent(
         tools=[sum_of_powers_tool()],
-        model=_model(tool_worker_policy(), model),
+        model=_model(tool_worker_policy(), model, factory),
         name=name,
         description="Adds up the squares (or cubes) of a list of integers with the sum_of_powers tool.",
         max_steps=4,
@@ -109,24 +111,28 @@ def _math_agent(name: str = "math_agent", *, model: str | None = None) -> Any:
     )
 
 
-def _manager(*, off_by_one: bool, model: str | None = None) -> Any:
+def _manager(*, off_by_one: bool, model: str | None = None, factory: Any = None) -> Any:
     from smolagents import CodeAgent, LogLevel
 
     from causaltrace.testing.smolagents import code_manager_policy
 
     return CodeAgent(
         tools=[],
-        model=_model(code_manager_policy(off_by_one=off_by_one), model),
-        managed_agents=[_math_agent(model=model)],
+        model=_model(code_manager_policy(off_by_one=off_by_one), model, factory),
+        managed_agents=[_math_agent(model=model, factory=factory)],
         name="manager",
         max_steps=5,
         verbosity_level=LogLevel.OFF,
     )
 
 
-def build() -> Any:
-    """A fresh manager CodeAgent with its managed ToolCallingAgent ``math_agent`` (answers 91)."""
-    return _manager(off_by_one=False)
+def build(model_factory: Any = None) -> Any:
+    """A fresh manager CodeAgent with its managed ToolCallingAgent ``math_agent`` (answers 91).
+
+    ``model_factory(policy)`` makes each agent's model from its scripted policy instead of a ScriptedModel — e.g. a
+    real OpenAIServerModel on a scripted endpoint (``causaltrace.testing.openai_wire``), as the overhead benchmark
+    drives it."""
+    return _manager(off_by_one=False, factory=model_factory)
 
 
 def build_failing() -> Any:
@@ -134,20 +140,24 @@ def build_failing() -> Any:
     return _manager(off_by_one=True)
 
 
-def build_parallel() -> Any:
-    """A manager ToolCallingAgent delegating to two managed agents in parallel (answers ``TASK_PARALLEL``: 191)."""
-    return _parallel_manager()
+def build_parallel(model_factory: Any = None) -> Any:
+    """A manager ToolCallingAgent delegating to two managed agents in parallel (answers ``TASK_PARALLEL``: 191);
+    ``model_factory`` as for :func:`build`."""
+    return _parallel_manager(factory=model_factory)
 
 
-def _parallel_manager(model: str | None = None) -> Any:
+def _parallel_manager(model: str | None = None, factory: Any = None) -> Any:
     from smolagents import LogLevel, ToolCallingAgent
 
     from causaltrace.testing.smolagents import parallel_manager_policy
 
     return ToolCallingAgent(
         tools=[],
-        model=_model(parallel_manager_policy(), model),
-        managed_agents=[_math_agent("squares_agent", model=model), _math_agent("cubes_agent", model=model)],
+        model=_model(parallel_manager_policy(), model, factory),
+        managed_agents=[
+            _math_agent("squares_agent", model=model, factory=factory),
+            _math_agent("cubes_agent", model=model, factory=factory),
+        ],
         name="manager",
         max_steps=4,
         max_tool_threads=2,

@@ -172,6 +172,32 @@ async def test_example_team_success(traced):
     assert sum(len(s.links) for s in spans) == sum(len(s.depends_on) for s in run.steps) == 18
 
 
+def _step_facts(run):
+    return [(s.kind, s.agent, s.content, s.arguments, s.call_id, s.model, s.usage, s.status) for s in run.steps]
+
+
+async def test_example_team_on_real_openai_clients_matches_the_scripted_run(traced):
+    """AutoGen's OpenAIChatCompletionClient on scripted endpoints (causaltrace.testing.openai_wire): the real
+    client classes other instrumentations trace give the same steps, answers and Recording as the scripted ones."""
+    from causaltrace.testing.autogen import planner_policy, reviewer_policy
+    from causaltrace.testing.openai_wire import autogen_endpoint
+
+    endpoints = (
+        autogen_endpoint(planner_policy, model="scripted-planner"),
+        autogen_endpoint(solver_policy(), model="scripted-solver"),
+        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
+    )
+    clients = tuple(endpoint.autogen_client() for endpoint in endpoints)
+    assert type(clients[0]).__name__ == "OpenAIChatCompletionClient"
+    wired = await run_example(lambda: example.build_with(clients))
+    scripted = await run_example(example.build)
+    assert [endpoint.calls for endpoint in endpoints] == [1, 3, 1]  # every model call went over the wire
+    assert shape(wired.run) == EXAMPLE_SHAPE
+    assert wired.outcome.status == "success" and wired.outcome.final_answer == "RESULT: 126 verified."
+    assert _step_facts(wired.run) == _step_facts(scripted.run)  # same text, tool calls, ids, models and usage
+    assert wired.run.recording.signature() == scripted.run.recording.signature()
+
+
 async def test_example_team_failing_variant(traced):
     handle = await run_example(example.build_failing)
     run = handle.run

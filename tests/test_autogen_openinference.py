@@ -37,7 +37,15 @@ from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
-from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call
+from causaltrace.testing.autogen import (
+    ScriptedChatCompletionClient,
+    ScriptedRequest,
+    call,
+    planner_policy,
+    reviewer_policy,
+    solver_policy,
+)
+from causaltrace.testing.openai_wire import autogen_endpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 example = importlib.import_module("autogen_team")
@@ -74,6 +82,16 @@ def agent_error_team():
     )
 
 
+def openai_team():
+    """The example team on AutoGen's real OpenAIChatCompletionClient, answered by a scripted endpoint."""
+    endpoints = (
+        autogen_endpoint(planner_policy, model="scripted-planner"),
+        autogen_endpoint(solver_policy(), model="scripted-solver"),
+        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
+    )
+    return example.build_with(tuple(endpoint.autogen_client() for endpoint in endpoints))
+
+
 async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -89,6 +107,7 @@ async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
     try:
         for name, factory, task in (
             ("example", example.build, example.TASK),
+            ("example_openai", openai_team, example.TASK),
             ("tool_error", tool_error_team, "look up x"),
             ("agent_error", agent_error_team, "write"),
         ):
@@ -136,15 +155,18 @@ async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
 async def test_causaltrace_vs_openinference(monkeypatch):
     oi = await _measure("openinference", monkeypatch)
     ct = await _measure("causaltrace", monkeypatch)
-    print("\n scenario     metric                     openinference  causaltrace")
+    print("\n scenario       metric                     openinference  causaltrace")
     for scenario in oi:
         for metric in oi[scenario]:
-            print(f" {scenario:12} {metric:26} {oi[scenario][metric]!s:>13}  {ct[scenario][metric]!s:>11}")
+            print(f" {scenario:14} {metric:26} {oi[scenario][metric]!s:>13}  {ct[scenario][metric]!s:>11}")
     # one trace per run for both when AutoGen's spans share the provider (OpenInference's run_stream span is
     # current too); causaltrace also keeps the run's steps and statuses in that trace
     assert ct["example"]["traces"] == 1
     # LLM spans for a scripted (non-OpenAI) client: OpenInference instruments only OpenAI clients
     assert oi["example"]["llm_spans"] == 0 and ct["example"]["llm_spans"] == 5
+    # ... and with AutoGen's OpenAI client both trace every model call (the overhead benchmark's like-for-like case)
+    assert oi["example_openai"]["llm_spans"] == 5 and ct["example_openai"]["llm_spans"] == 5
+    assert ct["example_openai"]["own_spans"] == ct["example"]["own_spans"] == 18
     # the failing tool: OpenInference sets OK before ERROR (OK is final in the SDK) → OK; causaltrace → ERROR
     assert oi["tool_error"]["tool_error_spans"] == 0 and oi["tool_error"]["tool_ok_spans"] == 1
     assert ct["tool_error"]["tool_error_spans"] == 1 and ct["tool_error"]["tool_ok_spans"] == 0

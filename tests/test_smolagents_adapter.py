@@ -321,6 +321,39 @@ def test_manager_with_managed_agent_example(exporter, fail):
                     ("manager/math_agent", "tool")]
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["example", "parallel"])
+def test_example_on_real_openai_server_models_matches_the_scripted_run(exporter, parallel):
+    """smolagents' OpenAIServerModel on scripted endpoints (causaltrace.testing.openai_wire): the real model class
+    other instrumentations trace gives the same steps and answer as the ScriptedModel."""
+    from causaltrace.testing.openai_wire import smolagents_endpoint
+
+    endpoints = []
+
+    def factory(policy):
+        endpoints.append(smolagents_endpoint(policy, model=f"scripted-{len(endpoints)}"))
+        return endpoints[-1].smolagents_model()
+
+    build, task, verify = ((example.build_parallel, example.TASK_PARALLEL, example.verify_parallel) if parallel
+                           else (example.build, example.TASK, example.verify))
+    runs = []
+    for make in (lambda: build(factory), build):
+        with causaltrace.run(task=task, verify=verify) as handle:
+            make().run(task)
+        runs.append(handle)
+    wired, scripted = runs
+    assert type(build(factory).model).__name__ in ("OpenAIModel", "OpenAIServerModel")
+    assert sum(e.calls for e in endpoints) == (6 if parallel else 4)  # every model call went over the wire
+    assert wired.outcome.status == "success" and wired.outcome.final_answer == scripted.outcome.final_answer
+    facts = [[(s.kind, s.agent, s.content, s.tool_name, s.arguments, s.status) for s in h.run.steps
+              if s.kind != "llm_response"] for h in runs]
+    if parallel:  # the two managed agents run in threads, so their steps interleave differently: compare as sets
+        facts = [sorted(f, key=repr) for f in facts]
+    else:
+        assert rows(wired.run) == rows(scripted.run) == EXAMPLE_ROWS
+    assert facts[0] == facts[1]
+    assert [s.model for s in wired.run.steps if s.kind == "llm_response"][0] == "scripted-0"
+
+
 def test_two_managed_agents_in_parallel(exporter):
     with causaltrace.run(task=example.TASK_PARALLEL, verify=example.verify_parallel) as handle:
         example.build_parallel().run(example.TASK_PARALLEL)

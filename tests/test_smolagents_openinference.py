@@ -138,6 +138,22 @@ def test_custom_model_llm_spans_links_and_tool_call_ids():
     assert len({s.context.trace_id for s in c.spans}) == 1
 
 
+def test_openai_server_model_llm_spans():
+    """With smolagents' own OpenAIServerModel (on a scripted endpoint) both trace every model call: the overhead
+    benchmark's like-for-like case."""
+    from causaltrace.testing.openai_wire import smolagents_endpoint
+
+    def scenario():
+        agent = example.build(lambda policy: smolagents_endpoint(policy).smolagents_model())
+        with causaltrace.run(task=example.TASK, verify=example.verify):
+            assert agent.run(example.TASK) == 91
+
+    o, c = with_openinference(scenario), with_causaltrace(scenario)
+    _print("example on OpenAIServerModel", [("LLM spans (4 calls)", o.count(_is_llm), c.count(_is_llm)),
+                                            ("spans", len(o.spans), len(c.spans))])
+    assert o.count(_is_llm) == 4 and c.count(_is_llm) == 4
+
+
 def test_failed_run_root_span():
     def generation_error():
         math_agent(policy=lambda request: (_ for _ in ()).throw(ConnectionError("down"))).run(SQUARES_TASK)
