@@ -63,6 +63,7 @@ __all__ = [
     "planner_policy",
     "reviewer_client",
     "reviewer_policy",
+    "scripted_model_info",
     "selector_client",
     "selector_policy",
     "solver_client",
@@ -276,14 +277,19 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
 
     @property
     def model_info(self) -> ModelInfo:
-        return ModelInfo(
-            vision=False,
-            function_calling=True,
-            json_output=True,
-            family="unknown",
-            structured_output=True,
-            multiple_system_messages=True,
-        )
+        return scripted_model_info()
+
+
+def scripted_model_info() -> ModelInfo:
+    """What the scripted models declare: function calling, JSON and structured output, family ``unknown``."""
+    return ModelInfo(
+        vision=False,
+        function_calling=True,
+        json_output=True,
+        family="unknown",
+        structured_output=True,
+        multiple_system_messages=True,
+    )
 
 
 # ----------------------------------------------------------------------------------------- the arithmetic team

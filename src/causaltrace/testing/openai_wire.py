@@ -79,6 +79,8 @@ class ScriptedOpenAIEndpoint:
         """A real autogen_ext ``OpenAIChatCompletionClient`` talking to this endpoint."""
         from autogen_ext.models.openai import OpenAIChatCompletionClient
 
+        from causaltrace.testing.autogen import scripted_model_info
+
         return OpenAIChatCompletionClient(
             model=self.model,
             api_key="scripted",
@@ -86,13 +88,7 @@ class ScriptedOpenAIEndpoint:
             http_client=self.async_http_client(),  # type: ignore[typeddict-unknown-key]
             temperature=0,
             max_retries=0,
-            model_info={
-                "vision": False,
-                "function_calling": True,
-                "json_output": True,
-                "family": "unknown",
-                "structured_output": True,
-            },
+            model_info=scripted_model_info(),
         )
 
     def smolagents_model(self) -> Any:
