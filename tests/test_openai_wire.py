@@ -94,6 +94,15 @@ async def test_what_is_not_scripted_is_an_http_error_the_sdk_raises():
     assert endpoint.calls == 0
 
 
+async def test_a_policy_that_raises_is_a_server_error():
+    def broken(request):
+        raise ConnectionError("model endpoint down")
+
+    with pytest.raises(openai.InternalServerError, match="ConnectionError: model endpoint down"):
+        await sdk_client(autogen_endpoint(broken)).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}])
+
+
 def test_smolagents_wire_messages_read_back_with_their_roles():
     request = smolagents_request({
         "messages": [

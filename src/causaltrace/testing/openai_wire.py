@@ -38,7 +38,8 @@ class ScriptedOpenAIEndpoint:
     """An OpenAI-compatible chat-completions endpoint living in an httpx transport.
 
     ``answer`` maps a request body (the JSON the SDK sent) to a ``chat.completion`` body. ``calls`` counts the
-    requests answered. Any other path, or a streaming request, gets an HTTP error the SDK raises as an APIError.
+    requests answered. Any other path, or a streaming request, gets an HTTP error the SDK raises as an APIError; an
+    ``answer`` that raises is a server error (HTTP 500 naming the exception), as a failing model server gives.
     """
 
     def __init__(self, answer: Answer, *, model: str = "scripted") -> None:
@@ -55,7 +56,11 @@ class ScriptedOpenAIEndpoint:
         if body.get("stream"):
             return httpx.Response(400, json={"error": {"message": "streaming is not scripted by this endpoint"}})
         self.calls += 1
-        return httpx.Response(200, json=dict(self.answer(body)))
+        try:
+            completion = dict(self.answer(body))
+        except Exception as exc:
+            return httpx.Response(500, json={"error": {"message": f"{type(exc).__name__}: {exc}"}})
+        return httpx.Response(200, json=completion)
 
     def transport(self) -> Any:
         """An ``httpx.MockTransport`` serving this endpoint (works for sync and async httpx clients)."""
