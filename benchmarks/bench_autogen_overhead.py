@@ -85,15 +85,10 @@ def _team_factory(client: str) -> TeamFactory:
             return team, lambda: sum(agent._model_client.calls for agent in team._participants)
 
         return scripted
-    from causaltrace.testing.autogen import planner_policy, reviewer_policy, solver_policy
-    from causaltrace.testing.openai_wire import autogen_endpoint
+    from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
     # the clients are made once, as an application makes them (each holds an httpx client); the team is fresh
-    endpoints = (
-        autogen_endpoint(planner_policy, model="scripted-planner"),
-        autogen_endpoint(solver_policy(), model="scripted-solver"),
-        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
-    )
+    endpoints = arithmetic_team_endpoints()
     clients = tuple(endpoint.autogen_client() for endpoint in endpoints)
 
     def openai() -> tuple[Any, Callable[[], int]]:

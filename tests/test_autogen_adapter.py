@@ -179,14 +179,9 @@ def _step_facts(run):
 async def test_example_team_on_real_openai_clients_matches_the_scripted_run(traced):
     """AutoGen's OpenAIChatCompletionClient on scripted endpoints (causaltrace.testing.openai_wire): the real
     client classes other instrumentations trace give the same steps, answers and Recording as the scripted ones."""
-    from causaltrace.testing.autogen import planner_policy, reviewer_policy
-    from causaltrace.testing.openai_wire import autogen_endpoint
+    from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
-    endpoints = (
-        autogen_endpoint(planner_policy, model="scripted-planner"),
-        autogen_endpoint(solver_policy(), model="scripted-solver"),
-        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
-    )
+    endpoints = arithmetic_team_endpoints()
     clients = tuple(endpoint.autogen_client() for endpoint in endpoints)
     assert type(clients[0]).__name__ == "OpenAIChatCompletionClient"
     wired = await run_example(lambda: example.build_with(clients))
@@ -196,6 +191,10 @@ async def test_example_team_on_real_openai_clients_matches_the_scripted_run(trac
     assert wired.outcome.status == "success" and wired.outcome.final_answer == "RESULT: 126 verified."
     assert _step_facts(wired.run) == _step_facts(scripted.run)  # same text, tool calls, ids, models and usage
     assert wired.run.recording.signature() == scripted.run.recording.signature()
+    failing = await run_example(
+        lambda: example.build_with(tuple(e.autogen_client() for e in arithmetic_team_endpoints(off_by_one=True)))
+    )
+    assert failing.outcome.status == "failure" and failing.run.step_at(6).arguments == {"a": 17, "b": 26}
 
 
 async def test_example_team_failing_variant(traced):

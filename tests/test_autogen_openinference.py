@@ -37,15 +37,8 @@ from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
-from causaltrace.testing.autogen import (
-    ScriptedChatCompletionClient,
-    ScriptedRequest,
-    call,
-    planner_policy,
-    reviewer_policy,
-    solver_policy,
-)
-from causaltrace.testing.openai_wire import autogen_endpoint
+from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call
+from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 example = importlib.import_module("autogen_team")
@@ -84,12 +77,7 @@ def agent_error_team():
 
 def openai_team():
     """The example team on AutoGen's real OpenAIChatCompletionClient, answered by a scripted endpoint."""
-    endpoints = (
-        autogen_endpoint(planner_policy, model="scripted-planner"),
-        autogen_endpoint(solver_policy(), model="scripted-solver"),
-        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
-    )
-    return example.build_with(tuple(endpoint.autogen_client() for endpoint in endpoints))
+    return example.build_with(tuple(endpoint.autogen_client() for endpoint in arithmetic_team_endpoints()))
 
 
 async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:

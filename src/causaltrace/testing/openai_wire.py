@@ -26,7 +26,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ScriptedOpenAIEndpoint", "autogen_endpoint", "completion_body", "smolagents_endpoint"]
+__all__ = [
+    "ScriptedOpenAIEndpoint",
+    "arithmetic_team_endpoints",
+    "autogen_endpoint",
+    "completion_body",
+    "smolagents_endpoint",
+]
 
 #: The base URL the scripted clients are given; the transport never opens it (``.invalid`` cannot resolve).
 BASE_URL = "http://scripted.invalid/v1"
@@ -205,6 +211,18 @@ def autogen_endpoint(policy: Any, *, model: str = "scripted") -> ScriptedOpenAIE
         return completion_body(model=model, ordinal=scripted.calls, content=None, tool_calls=calls, usage=usage)
 
     return ScriptedOpenAIEndpoint(answer, model=model)
+
+
+def arithmetic_team_endpoints(*, off_by_one: bool = False) -> tuple[ScriptedOpenAIEndpoint, ...]:
+    """The (planner, solver, reviewer) endpoints of the demo arithmetic team: the policies and model names of
+    ``planner_client`` / ``solver_client`` / ``reviewer_client``, over the wire."""
+    from causaltrace.testing.autogen import planner_policy, reviewer_policy, solver_policy
+
+    return (
+        autogen_endpoint(planner_policy, model="scripted-planner"),
+        autogen_endpoint(solver_policy(off_by_one=off_by_one), model="scripted-solver"),
+        autogen_endpoint(reviewer_policy, model="scripted-reviewer"),
+    )
 
 
 #: How smolagents' memory writes the messages OpenAIServerModel sends as ``user`` / ``assistant`` (its
