@@ -30,8 +30,10 @@ __all__ = [
     "ScriptedOpenAIEndpoint",
     "arithmetic_team_endpoints",
     "autogen_endpoint",
+    "autogen_messages",
     "completion_body",
     "smolagents_endpoint",
+    "smolagents_request",
 ]
 
 #: The base URL the scripted clients are given; the transport never opens it (``.invalid`` cannot resolve).
