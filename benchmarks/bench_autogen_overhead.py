@@ -128,7 +128,7 @@ class _Modes:
             provider = counting_provider(self.exporters[mode], sampled=mode != "ct-no-spans")
             instrument_autogen(provider, self.configs[mode])
             if mode == "ct-hooks-only":
-                from causaltrace.instrumentation import _autogen_hooks
+                from causaltrace.instrumentation.autogen import _hooks as _autogen_hooks
 
                 _autogen_hooks.disable()  # the patches stay; every wrapper passes the call straight through
 

@@ -892,7 +892,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     from autogen_agentchat.agents import AssistantAgent as Assistant
     from autogen_agentchat.teams._group_chat._base_group_chat import BaseGroupChat
 
-    from causaltrace.instrumentation import _autogen_hooks as hooks
+    from causaltrace.instrumentation.autogen import _hooks as hooks
 
     assert not is_instrumented()
     run_stream = BaseGroupChat.__dict__["run_stream"]
@@ -955,7 +955,7 @@ def test_autogen_instrumentor_is_a_base_instrumentor():
 
 
 def test_stop_classification():
-    from causaltrace.instrumentation._autogen_hooks import classify_stop
+    from causaltrace.instrumentation.autogen._hooks import classify_stop
 
     assert classify_stop("Maximum number of messages 4 reached, current message count: 4") == ("limit", None)
     assert classify_stop("Maximum number of turns 3 reached.") == ("limit", None)

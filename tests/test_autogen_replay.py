@@ -44,10 +44,10 @@ import causaltrace
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
-from causaltrace.instrumentation import _autogen_playback as playback_module
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation._autogen_playback import AutogenReplayAdapter
+from causaltrace.instrumentation.autogen import _playback as playback_module
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
+from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
 from causaltrace.protocols import get_replay_adapter
 from causaltrace.replay.executor import replay
 from causaltrace.replay.repair import _producing_llm, repair
@@ -118,7 +118,7 @@ def test_importing_the_adapter_does_not_import_autogen():
     import subprocess
 
     code = (
-        "import sys, causaltrace.instrumentation.autogen, causaltrace.instrumentation._autogen_playback; "
+        "import sys, causaltrace.instrumentation.autogen, causaltrace.instrumentation.autogen._playback; "
         "print('autogen_core' in sys.modules or 'autogen_agentchat' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

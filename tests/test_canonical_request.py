@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from causaltrace.instrumentation._smol_access import CallIdPattern
+from causaltrace.instrumentation.smolagents._access import CallIdPattern
 from causaltrace.schema import (
     _canonical_text,
     _canonical_walk,

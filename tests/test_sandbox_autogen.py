@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def executor():
-    from causaltrace.replay.sandbox import SandboxCodeExecutor
+    from causaltrace.instrumentation.autogen import SandboxCodeExecutor
 
     return SandboxCodeExecutor(SubprocessSandbox(), timeout_s=10, memory_mb=256, files={"data.txt": b"21"})
 
@@ -55,7 +55,7 @@ async def test_stops_at_the_first_failure(executor) -> None:
 async def test_unknown_language_and_timeout(executor) -> None:
     unknown = await executor.execute_code_blocks([CodeBlock(code="x", language="cobol")], CancellationToken())
     assert (unknown.exit_code, unknown.output) == (1, "\nunknown language cobol")
-    from causaltrace.replay.sandbox import SandboxCodeExecutor
+    from causaltrace.instrumentation.autogen import SandboxCodeExecutor
 
     quick = SandboxCodeExecutor(SubprocessSandbox(), timeout_s=1, memory_mb=256)
     timed = await quick.execute_code_blocks(

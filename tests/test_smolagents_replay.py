@@ -27,8 +27,8 @@ from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation._smol_playback import SmolagentsReplayAdapter
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+from causaltrace.instrumentation.smolagents._playback import SmolagentsReplayAdapter
 from causaltrace.protocols import get_replay_adapter
 from causaltrace.replay.executor import replay, replay_sync
 from causaltrace.replay.mutations import propose_mutations

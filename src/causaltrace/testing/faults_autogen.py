@@ -121,8 +121,8 @@ def _executor() -> Any:
 
     from autogen_agentchat.agents import CodeExecutorAgent
 
+    from causaltrace.instrumentation.autogen import SandboxCodeExecutor
     from causaltrace.replay.executor import default_sandbox
-    from causaltrace.replay.sandbox.autogen_executor import SandboxCodeExecutor
 
     with warnings.catch_warnings():  # "no approval function": the scripted code is the suite's own
         warnings.simplefilter("ignore", UserWarning)

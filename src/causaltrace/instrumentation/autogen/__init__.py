@@ -81,7 +81,7 @@ Decisions (documented here and in the issue note):
   a ``planning`` one the plan call's text; AutoGen 0.7.5's own
   ``CancellationToken``, cancelled while a tool runs, leaves ``team.run`` hanging with or without causaltrace
   (cancel the asyncio task instead: that is a ``limit`` stop).
-* Private AutoGen attributes are read in one accessor each (:mod:`._autogen_access`).
+* Private AutoGen attributes are read in one accessor each (:mod:`._access`).
 """
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation import _runtime
 
-__all__ = ["instrument_autogen", "is_instrumented", "uninstrument_autogen"]
+__all__ = ["SandboxCodeExecutor", "instrument_autogen", "is_instrumented", "uninstrument_autogen"]
 
 logger = logging.getLogger("causaltrace")
 
 _LOCK = threading.Lock()
 _INSTRUMENTED = False
 
-#: (module, attribute path, wrapper name in ``_autogen_hooks``): the static patch table. Agent classes and model
+#: (module, attribute path, wrapper name in ``_hooks``): the static patch table. Agent classes and model
 #: client classes found later (user subclasses, clients imported after instrumentation) are patched on first use.
 PATCHES: tuple[tuple[str, str, str], ...] = (
     ("autogen_agentchat.teams._group_chat._base_group_chat", "BaseGroupChat.run_stream", "wrap_team_run_stream"),
@@ -179,7 +179,7 @@ def instrument_autogen(tracer_provider: Any = None, config: TraceConfig | None =
             return
         from wrapt import resolve_path
 
-        from causaltrace.instrumentation import _autogen_hooks as hooks
+        from causaltrace.instrumentation.autogen import _hooks as hooks
 
         for module, path, wrapper_name in PATCHES:
             try:
@@ -206,7 +206,7 @@ def uninstrument_autogen() -> None:
     with _LOCK:
         if not _INSTRUMENTED:
             return
-        from causaltrace.instrumentation import _autogen_hooks as hooks
+        from causaltrace.instrumentation.autogen import _hooks as hooks
 
         hooks.disable()
         hooks.unpatch_all()
@@ -219,8 +219,15 @@ def is_instrumented() -> bool:
 
 
 def __getattr__(name: str) -> Any:
-    """``AutogenInstrumentor``: an OpenTelemetry ``BaseInstrumentor`` for users of ``opentelemetry-instrument``;
+    """Names loaded on first access, so importing this facade stays light.
+
+    ``SandboxCodeExecutor`` (an AutoGen ``CodeExecutor`` on the causaltrace sandbox) imports ``autogen_core``;
+    ``AutogenInstrumentor`` is an OpenTelemetry ``BaseInstrumentor`` for users of ``opentelemetry-instrument``,
     built on first access because ``opentelemetry-instrumentation`` is not a dependency of causaltrace."""
+    if name == "SandboxCodeExecutor":
+        from causaltrace.instrumentation.autogen._executor import SandboxCodeExecutor
+
+        return SandboxCodeExecutor
     if name != "AutogenInstrumentor":
         raise AttributeError(name)
     try:
@@ -248,12 +255,13 @@ def __getattr__(name: str) -> Any:
 
 
 def _register_playback() -> None:
-    """Register the playback side (``_autogen_playback.py``, which imports AutoGen only on first use) in the
+    """Register the playback side (``_playback.py``, which imports AutoGen only on first use) in the
     ReplayAdapter registry (ARCHITECTURE "Package layout": adapters register by framework name when imported)."""
-    from causaltrace.instrumentation._autogen_playback import AutogenReplayAdapter
+    from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
     from causaltrace.protocols import register_replay_adapter
 
     register_replay_adapter(AutogenReplayAdapter())
 
 
 _register_playback()
+

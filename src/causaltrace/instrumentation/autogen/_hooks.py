@@ -66,7 +66,9 @@ except ImportError:  # pragma: no cover - an AutoGen without MagenticOne: its te
     MagenticOneGroupChat = None
 
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation._autogen_access import (
+from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._runtime import RunContext, StepHandle
+from causaltrace.instrumentation.autogen._access import (
     client_settings,
     extract_code,
     handoff_targets,
@@ -81,8 +83,6 @@ from causaltrace.instrumentation._autogen_access import (
     text_of,
     tool_request,
 )
-from causaltrace.instrumentation._emitter import never_raise
-from causaltrace.instrumentation._runtime import RunContext, StepHandle
 from causaltrace.schema import StepError, canonicalize_request
 
 __all__ = [

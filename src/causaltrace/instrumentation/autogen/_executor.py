@@ -10,7 +10,7 @@ for and present). Each block gets a FRESH work dir seeded with ``files`` (unlike
 ``work_dir``: ``Sandbox.run`` returns no files, so nothing a block writes reaches the next one).
 
 Importing this module imports ``autogen_core`` (``MissingExtraError`` naming the ``autogen`` extra when absent);
-``causaltrace.replay.sandbox`` imports it only when ``SandboxCodeExecutor`` is first used.
+``causaltrace.instrumentation.autogen`` imports it only when ``SandboxCodeExecutor`` is first used.
 """
 
 from __future__ import annotations

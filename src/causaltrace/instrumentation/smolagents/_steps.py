@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation import _smol_access as acc
 from causaltrace.instrumentation._runtime import CallHandle, RunContext, StepHandle
+from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.schema import StepError
 
 logger = logging.getLogger("causaltrace")

@@ -13,8 +13,8 @@ Usage::
 Without a ``causaltrace.run()`` block each top-level ``agent.run(...)`` is a run of its own (``stream=True``
 included: the run ends when the generator is exhausted or closed).
 
-What is captured (ARCHITECTURE "Steps"; the state machine is in ``_smol_steps.py``, every read of a smolagents
-object in ``_smol_access.py``):
+What is captured (ARCHITECTURE "Steps"; the state machine is in ``_steps.py``, every read of a smolagents
+object in ``_access.py``):
 
 * ``task`` and an ``agent_turn`` per agent run. A managed agent's ``agent_turn`` is a child of the manager's
   ``tool_call`` that invoked it and its ``task`` is ``delegated_by`` that call; the manager's ``tool_response``
@@ -36,7 +36,7 @@ object in ``_smol_access.py``):
   ChatMessage) and every tool / managed-agent / code call, keyed ``(agent_key, kind, ordinal, request_hash)`` with
   ``agent_key`` the ``/``-joined agent names from the root (``manager/math_agent``).
 
-Replay: importing this module registers the playback side, :class:`~causaltrace.instrumentation._smol_playback.
+Replay: importing this module registers the playback side, :class:`~causaltrace.instrumentation.smolagents._playback.
 SmolagentsReplayAdapter`, in the ReplayAdapter registry (``causaltrace.replay`` finds it by framework name).
 
 Context propagation: smolagents runs parallel tool calls with ``copy_context()``; its LocalPythonExecutor runs code
@@ -65,8 +65,8 @@ from opentelemetry.trace import TracerProvider
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation import _smol_access as acc
-from causaltrace.instrumentation._smol_steps import (
+from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.smolagents._steps import (
     _IN_MODEL,
     _IN_TOOL,
     _INVOKER,
@@ -468,9 +468,9 @@ def _timeout(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], 
 
 
 def _register_playback() -> None:
-    """Register the playback side (``_smol_playback.py``) in the ReplayAdapter registry (ARCHITECTURE "Package
+    """Register the playback side (``_playback.py``) in the ReplayAdapter registry (ARCHITECTURE "Package
     layout": adapters register by framework name when imported)."""
-    from causaltrace.instrumentation._smol_playback import SmolagentsReplayAdapter
+    from causaltrace.instrumentation.smolagents._playback import SmolagentsReplayAdapter
     from causaltrace.protocols import register_replay_adapter
 
     register_replay_adapter(SmolagentsReplayAdapter())

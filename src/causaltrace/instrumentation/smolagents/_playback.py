@@ -6,7 +6,7 @@ factory and, on every agent of its tree (the manager and, recursively, its manag
 ``/``-joined ``agent_key`` paths the recording uses), swaps in:
 
 * **the model** — a :class:`PlaybackModel` wrapping the factory-built model. For each call it builds the canonical
-  request exactly as the recording does (``_smol_access.llm_request`` over the same arguments, call-id aliasing
+  request exactly as the recording does (``_access.llm_request`` over the same arguments, call-id aliasing
   with the agent run's known ids, :func:`~causaltrace.schema.request_hash`) and looks up the recorded call at
   ``(agent_key, "llm", ordinal)``;
 * **the tools** — copies (``agent.tools[name] = copy.copy(tool)`` with ``forward`` overridden; shared tool objects
@@ -89,11 +89,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
-from causaltrace.instrumentation import _smol_access as acc
 from causaltrace.instrumentation._playback_common import DivergenceLog, PlaybackAdapterBase
 from causaltrace.instrumentation._playback_common import exception_of as _exception_of
 from causaltrace.instrumentation._playback_common import first_difference as _first_difference
-from causaltrace.instrumentation._smol_steps import _STATE
+from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.smolagents._steps import _STATE
 from causaltrace.schema import (
     Intervention,
     RecordedCall,

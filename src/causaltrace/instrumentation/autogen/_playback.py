@@ -10,15 +10,15 @@ workbench used by several agents, module-level tools) are wrapped, never patched
 * **the model client** (an agent's, a ``SelectorGroupChat``'s, a ``MagenticOneGroupChat``'s orchestrator's) — a ``PlaybackChatCompletionClient`` wrapping the
   factory-built client and declaring the same ``model_info`` (FACTS.md: else the selector builds a different
   prompt). At ``create()`` / ``create_stream()`` entry — before the framework mutates the messages — it builds the
-  canonical request exactly as the recording does (``_autogen_access.llm_request`` +
+  canonical request exactly as the recording does (``_access.llm_request`` +
   :func:`~causaltrace.schema.canonicalize_request` + :func:`~causaltrace.schema.request_hash`) and looks up
   ``(agent_key, "llm", ordinal)``;
 * **the workbenches** — a playback workbench wrapping each (a ``StaticStreamWorkbench`` stays a stream workbench,
   so an ``AgentTool``'s streamed events still flow) whose ``call_tool`` / ``call_tool_stream`` look up
-  ``(agent_key, "tool", ordinal)`` with the recording's request (``_autogen_access.tool_request``); handoff tools
+  ``(agent_key, "tool", ordinal)`` with the recording's request (``_access.tool_request``); handoff tools
   are per-agent copies with their own ``run_json``;
 * **the code executor** of a ``CodeExecutorAgent`` — a playback executor running every block in the injected
-  sandbox through :class:`~causaltrace.replay.sandbox.SandboxCodeExecutor` (ARCHITECTURE decision 7);
+  sandbox through :class:`~causaltrace.instrumentation.autogen.SandboxCodeExecutor` (ARCHITECTURE decision 7);
 * **a UserProxyAgent's input** — the recorded user answers, in order (then the original input function).
 
 ``agent_key`` and ordinals follow the recording's rules: the key of a call is read from the recording side's live
@@ -100,7 +100,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
-from causaltrace.instrumentation._autogen_access import (
+from causaltrace.instrumentation._playback_common import DivergenceLog, PlaybackAdapterBase
+from causaltrace.instrumentation._playback_common import exception_of as _exception_of
+from causaltrace.instrumentation._playback_common import first_difference as _first_difference
+from causaltrace.instrumentation.autogen._access import (
     client_create_args,
     client_settings,
     llm_request,
@@ -109,9 +112,6 @@ from causaltrace.instrumentation._autogen_access import (
     participants_of,
     tool_request,
 )
-from causaltrace.instrumentation._playback_common import DivergenceLog, PlaybackAdapterBase
-from causaltrace.instrumentation._playback_common import exception_of as _exception_of
-from causaltrace.instrumentation._playback_common import first_difference as _first_difference
 from causaltrace.schema import (
     Intervention,
     RecordedCall,
@@ -140,7 +140,7 @@ _CODE_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
 # ------------------------------------------------------------------------------- private AutoGen attributes
-# One accessor per private attribute (as in ``_autogen_access``); each degrades to a neutral value.
+# One accessor per private attribute (as in ``_access``); each degrades to a neutral value.
 
 
 def _workbenches_of(agent: Any) -> list[Any]:
@@ -487,7 +487,7 @@ def _is_team(obj: Any) -> bool:
 
 def _walk(obj: Any, path: tuple[str, ...], seen: set[int] | None = None) -> Iterator[tuple[str, Any, bool]]:
     """``(static agent_key, member, is_team)`` for the root and everything that runs inside it, keyed by the
-    recording's rule (``_autogen_hooks``): a team adds its name, an agent its name, and whatever runs inside an
+    recording's rule (``_hooks``): a team adds its name, an agent its name, and whatever runs inside an
     agent's turn (an AgentTool / TeamTool runner, a SocietyOfMind team, a wrapped agent) sits under that agent."""
     seen = set() if seen is None else seen
     if id(obj) in seen:
@@ -514,8 +514,8 @@ def _live_key(static_key: str, *, manager: bool = False, fallback_name: str | No
     """The agent key the recording side gives the call in flight (the current turn's or the selector manager's),
     read from its contextvars; the static key when the replay does not run instrumented."""
     try:
-        from causaltrace.instrumentation import _autogen_hooks as hooks
         from causaltrace.instrumentation import _runtime
+        from causaltrace.instrumentation.autogen import _hooks as hooks
     except ImportError:  # pragma: no cover - AutoGen missing
         return static_key
     ctx = _runtime.current_run()
@@ -1073,7 +1073,7 @@ def _code_executor_class() -> type:
             return _CLASSES["executor"]
         from autogen_core.code_executor import CodeExecutor, CodeResult
 
-        from causaltrace.replay.sandbox.autogen_executor import SandboxCodeExecutor
+        from causaltrace.instrumentation.autogen._executor import SandboxCodeExecutor
 
         class PlaybackCodeExecutor(CodeExecutor):
             """A CodeExecutorAgent's executor during replay: every block runs in the sandbox
