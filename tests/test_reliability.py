@@ -92,7 +92,6 @@ def read_only(directory: Path) -> None:
 # ------------------------------------------------------------------------------------ 1. deeply nested JSON
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: not fixed yet")
 @pytest.mark.parametrize("fmt", ["otlp-json", "whowhen"])
 def test_deeply_nested_json_import_is_one_line_exit_2(capsys, tmp_path, fmt):
     deep = tmp_path / "deep.json"
@@ -103,7 +102,6 @@ def test_deeply_nested_json_import_is_one_line_exit_2(capsys, tmp_path, fmt):
     assert out == ""
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: not fixed yet")
 def test_deeply_nested_whowhen_folder_is_one_line_exit_2(capsys, tmp_path):
     folder = tmp_path / "Algorithm-Generated"
     folder.mkdir()
@@ -112,7 +110,6 @@ def test_deeply_nested_whowhen_folder_is_one_line_exit_2(capsys, tmp_path):
     assert one_line_error(code, err) and "nested too deeply" in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: not fixed yet")
 def test_deeply_nested_frame_is_a_violation_at_once():
     code = (
         "import json, sys\nprint(json.dumps({'type': 'ready'}), flush=True)\n"
@@ -127,7 +124,6 @@ def test_deeply_nested_frame_is_a_violation_at_once():
         assert time.monotonic() - started < 5
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: not fixed yet")
 def test_sandboxed_code_writing_a_nested_frame_gets_a_prompt_error():
     code = (
         "import gc\nch = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
@@ -142,7 +138,6 @@ def test_sandboxed_code_writing_a_nested_frame_gets_a_prompt_error():
         assert session.execute("6 * 7")["output"] == 42  # the next execute gets a fresh worker
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: not fixed yet")
 def test_a_nested_value_from_the_code_is_an_error_and_the_worker_survives():
     code = "x = []\nfor _ in range(100000):\n    x = [x]\nkept = 1\nx"
     with PythonWorkerSession(SubprocessSandbox(), {}, timeout_s=20, memory_mb=256) as session:

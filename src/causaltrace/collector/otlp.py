@@ -98,6 +98,8 @@ _TRUNCATION_TEXT = "causaltrace: truncated"  # what semconv.TRUNCATION_MARKER al
 _RUN_JSON_ATTRIBUTES = (semconv.RUN_OUTCOME, semconv.RUN_METADATA, semconv.RUN_ANNOTATIONS, semconv.RUN_RECORDING)
 #: Run metadata key listing the root-span attributes dropped on import because a payload limit cut them.
 TRUNCATED_RUN_ATTRIBUTES_KEY = "causaltrace.truncated_attributes"
+#: Why a document fails when its arrays / objects nest deeper than the JSON decoder (or a decoding walk) can go.
+_NESTED_TOO_DEEPLY = "JSON nested too deeply (beyond the recursion limit); not a trace"
 
 
 # ---------------------------------------------------------------------------------------------------- ids, time
@@ -520,6 +522,8 @@ def _parse_documents(text: str) -> list[tuple[str, Any]]:
         jsonl = True
     except json.JSONDecodeError:
         jsonl = False
+    except RecursionError:
+        raise InvalidInputError(f"line {first + 1}: {_NESTED_TOO_DEEPLY}") from None
     docs: list[tuple[str, Any]] = []
     if jsonl:
         for i, line in enumerate(lines, start=1):
@@ -529,6 +533,8 @@ def _parse_documents(text: str) -> list[tuple[str, Any]]:
                 docs.append((f"line {i}", json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise InvalidInputError(f"line {i}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+            except RecursionError:
+                raise InvalidInputError(f"line {i}: {_NESTED_TOO_DEEPLY}") from None
         return docs
     decoder = json.JSONDecoder()
     pos = 0
@@ -542,6 +548,8 @@ def _parse_documents(text: str) -> list[tuple[str, Any]]:
             doc, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"line {exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise InvalidInputError(f"line {line}: {_NESTED_TOO_DEEPLY}") from None
         docs.append((f"line {line}", doc))
 
 
@@ -679,6 +687,15 @@ def _runs_of_trace(trace_id: str, spans: list[_Span]) -> list[Run]:
 
 
 def _runs_from_documents(docs: Iterable[tuple[str, Any]]) -> list[Run]:
+    """The runs of parsed documents; a structure nested beyond Python's recursion limit (a document, or a JSON
+    attribute value decoded on the way) is an InvalidInputError, never a RecursionError."""
+    try:
+        return _runs_from_parsed(docs)
+    except RecursionError:
+        raise InvalidInputError(f"a span or attribute value: {_NESTED_TOO_DEEPLY}") from None
+
+
+def _runs_from_parsed(docs: Iterable[tuple[str, Any]]) -> list[Run]:
     traces: dict[str, dict[str, _Span]] = {}
     for where, doc in docs:
         for span in _spans_of_document(doc, where):

@@ -87,14 +87,7 @@ def load_whowhen(path: Path) -> Run:
     Raises :class:`InvalidInputError` naming the file and the field when the file is unreadable or malformed.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the Who&When file: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    data = _read_json(path)
     subset = _subset_of(path, data)
     return _build_run(path, data, subset, _label_version(path))
 
@@ -123,16 +116,26 @@ def iter_whowhen(data_dir: Path, subset: Literal["algo", "hand", "all"] = "all")
         if not folder.is_dir():
             raise InvalidInputError(f"no Who&When {SUBSET_DIRS[key]} folder at {folder}")
         for file in sorted(folder.glob("*.json"), key=_file_order):
-            try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise InvalidInputError(f"{file}: not valid JSON: {exc}") from exc
-            if not isinstance(data, dict):
-                raise InvalidInputError(f"{file}: expected a JSON object, got {type(data).__name__}")
-            yield _build_run(file, data, key, version)
+            yield _build_run(file, _read_json(file), key, version)
 
 
 # ------------------------------------------------------------------------------------------------ internals
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object of one log file; an unreadable, malformed or too deeply nested file is an InvalidInputError
+    naming the file (a RecursionError from the decoder never escapes)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the Who&When file: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidInputError(f"{path}: JSON nested too deeply (beyond the recursion limit); not a Who&When log") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def _file_order(path: Path) -> tuple[int, int, str]:

@@ -236,6 +236,21 @@ class Worker:
             err_file.close()
         return result
 
+    def send_result(self, result):
+        """Send an exec's result; a value that cannot be encoded (nested too deeply, circular) becomes the exec's
+        error instead of ending the worker (the parent would lose every variable)."""
+        try:
+            self.channel.send(result)
+            return
+        except RecursionError:
+            why = "nested too deeply to encode as JSON"
+        except (TypeError, ValueError) as exc:
+            why = f"not encodable as JSON ({exc})"
+        result.update(output=None, output_repr=None, is_final_answer=False, exit_code=1, error_type="ValueError")
+        result.pop("final_answer", None)
+        result["error"] = f"ValueError: the value of the snippet cannot be sent to the parent: it is {why}\n"
+        self.channel.send(result)
+
     # ------------------------------------------------------------------ main loop
 
     def serve(self):
@@ -247,7 +262,7 @@ class Worker:
                 return
             kind = message.get("type")
             if kind == "exec":
-                self.channel.send(self.execute(message))
+                self.send_result(self.execute(message))
             elif kind == "init":
                 self.functions = [str(name) for name in message.get("functions", [])]
                 self.final_answer_name = message.get("final_answer_name") or ""

@@ -75,6 +75,9 @@ class FramedChannel:
         except ValueError:
             self.messages.put(_BadFrame(f"a line that is not JSON: {line[:200]!r}"))
             return
+        except RecursionError:  # must not end the reader thread: recv() would wait out its whole timeout
+            self.messages.put(_BadFrame(f"a message nested too deeply to decode: {line[:40]!r}…"))
+            return
         self.messages.put(message if isinstance(message, dict) else _BadFrame(f"a non-object message: {line[:200]!r}"))
 
     def feed_stderr(self, data: bytes) -> None:
