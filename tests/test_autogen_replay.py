@@ -45,13 +45,15 @@ from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
 from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation.autogen import _playback as playback_module
+from causaltrace.instrumentation.autogen import _playback_clients as clients_module
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
 from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
-from causaltrace.protocols import get_replay_adapter
+from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay
+from causaltrace.replay.playback import playback_for
 from causaltrace.replay.repair import _producing_llm, repair
 from causaltrace.replay.sandbox import SubprocessSandbox
+from causaltrace.replay.sandbox.session import PythonWorkerSession
 from causaltrace.schema import Intervention, Run
 from causaltrace.testing.autogen import (
     ScriptedChatCompletionClient,
@@ -112,6 +114,7 @@ def first_tool_call(run: Run):
 def test_the_adapter_is_registered():
     adapter = get_replay_adapter("autogen")
     assert isinstance(adapter, AutogenReplayAdapter) and adapter.framework == "autogen"
+    assert isinstance(adapter, ReplayAdapter)  # the typed seam: replay + edit_transform, edit_kinds
 
 
 def test_importing_the_adapter_does_not_import_autogen():
@@ -151,9 +154,10 @@ async def test_noop_replay_of_the_successful_example_serves_every_call(sandbox):
 
 async def test_pure_playback_through_the_adapter_serves_every_call():
     run = await record(example.build)
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(example.build, run.recording, None, sandbox=None, run=run)
-    new = await adapter.run_playback(playback, run, verify=example.verify)
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = example.build, None
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession, verify=example.verify)
     assert new.outcome.status == "success" and new.outcome.final_answer == run.outcome.final_answer
     assert new.metadata["replay"]["served"] == len(run.recording.calls)
     assert new.metadata["replay"]["live"] == 0
@@ -244,10 +248,11 @@ async def test_a_team_with_other_tools_diverges_at_the_first_request_that_differ
         solver._workbench[0]._tools.pop()  # the factory's solver lost its multiply tool
         return team
 
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(fewer_tools, run.recording, None, sandbox=None, run=run)
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = fewer_tools, None
     with pytest.raises(ReplayDivergence) as caught:
-        await adapter.run_playback(playback, run, verify=example.verify)
+        await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                             open_session=PythonWorkerSession, verify=example.verify)
     message = caught.value.message
     assert message.startswith("replay diverged at team/solver llm #0 (model call) (a pure playback")
     assert ".tools (length)" in message
@@ -369,9 +374,10 @@ async def test_parallel_tool_calls_keep_their_ordinals():
     calls = [s for s in run.steps if s.kind == "tool_call"]
     assert [(c.tool_name, c.arguments) for c in calls[:2]] == [("multiply", {"a": 17, "b": 3}),
                                                                 ("multiply", {"a": 26, "b": 3})]
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(parallel_team, run.recording, None, sandbox=None, run=run)
-    new = await adapter.run_playback(playback, run, verify=example.verify)
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = parallel_team, None
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession, verify=example.verify)
     assert new.metadata["replay"]["served"] == len(run.recording.calls) and new.metadata["replay"]["live"] == 0
     # the SECOND of two parallel calls is the wrong one; fixing it flips the run, the first stays served
     result = await replay(run, parallel_team, Intervention(step_id=calls[1].step_id, replacement={"a": 25, "b": 3}),
@@ -406,12 +412,12 @@ async def test_a_single_agent_run_replays():
 async def test_a_factory_that_returns_the_same_team_twice_is_a_user_error():
     run = await record(example.build)
     team = example.build()
-    adapter = AutogenReplayAdapter()
-    adapter.build_playback(lambda: team, run.recording, None, sandbox=None, run=run)
+    adapter = get_replay_adapter("autogen")
+    adapter.assemble(team, playback_for(adapter, run), sandbox=None)
     with pytest.raises(UserError, match="FRESH team"):
-        adapter.build_playback(lambda: team, run.recording, None, sandbox=None, run=run)
+        adapter.assemble(team, playback_for(adapter, run), sandbox=None)
     with pytest.raises(UserError, match="AutoGen team or agent"):
-        adapter.build_playback(lambda: object(), run.recording, None, sandbox=None, run=run)
+        await adapter.replay(lambda: object(), playback_for(adapter, run), sandbox=None, open_session=None)
 
 
 def nested_team():
@@ -440,10 +446,10 @@ async def test_nested_teams_and_society_of_mind_replay_under_the_recorded_keys()
     keys = {c.agent_key for c in run.recording.calls}
     assert keys == {"outer/inner/i1", "outer/inner/i2", "outer/som", "outer/som/minds/i1", "outer/som/minds/i2",
                     "outer/o"}
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(nested_team, run.recording, None, sandbox=None, run=run)
-    assert keys <= set(playback.agents)  # the static keys (used when not instrumented) are the recording's keys
-    new = await adapter.run_playback(playback, run, verify="APPROVE")
+    adapter = get_replay_adapter("autogen")
+    assembled = adapter.assemble(nested_team(), playback_for(adapter, run), sandbox=None)
+    assert keys <= set(assembled.agents)  # the static keys (used when not instrumented) are the recording's keys
+    new = await adapter.run_assembled(assembled, verify="APPROVE")
     assert new.metadata["replay"]["served"] == len(run.recording.calls) and new.metadata["replay"]["live"] == 0
     assert new.recording.signature() == run.recording.signature()
     # an intervention inside the SocietyOfMind's inner team changes what the society's summary call sees
@@ -596,9 +602,10 @@ async def test_code_executor_agent_code_reruns_in_the_sandbox(sandbox):
     assert message.inputs["code"] == "import os\nprint(6 * 7, os.getuid())\n"
     # a pure playback: the code re-runs in the sandbox, but before any intervention the RECORDED output is returned
     # (code reading the time, random numbers or, here, the uid would otherwise make every later request diverge)
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(code_team, run.recording, None, sandbox=sandbox, run=run)
-    new = await adapter.run_playback(playback, run, verify=f"done: 42 {uid}")
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = code_team, sandbox
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession, verify=f"done: 42 {uid}")
     stats = new.metadata["replay"]
     assert stats["code_executions"] == 1 and stats["live"] == 0 and stats["divergence"] is None
     assert new.outcome.status == "success"
@@ -647,9 +654,10 @@ async def test_graph_flow_fan_out_is_served_in_the_recorded_finish_order():
     order = {c.agent_key: (c.start_order, c.finish_order) for c in run.recording.calls}
     assert order["GraphFlow/B"][0] < order["GraphFlow/C"][0] and order["GraphFlow/B"][1] > order["GraphFlow/C"][1]
     # the replay serves B at once, but releases it only after C: D's request matches the recording
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(lambda: graph_flow(0.0), run.recording, None, sandbox=None, run=run)
-    new = await adapter.run_playback(playback, run)
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = lambda: graph_flow(0.0), None
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession)
     assert new.outcome.final_answer == run.outcome.final_answer
     assert new.metadata["replay"]["served"] == 4 and new.metadata["replay"]["live"] == 0
 
@@ -671,9 +679,10 @@ async def test_agent_tool_is_rerun_and_its_nested_calls_are_served():
     run = await record(helper_team, task="ask the helper", verify="42")
     assert run.outcome.status == "success"
     assert run.recording.find("team/boss/helper", "llm", 0) is not None
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(helper_team, run.recording, None, sandbox=None, run=run)
-    new = await adapter.run_playback(playback, run, verify="42")
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = helper_team, None
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession, verify="42")
     # the nested agent RE-RAN (its own call is served under its own key) and the tool call counts as served
     assert new.outcome.status == "success" and new.metadata["replay"]["live"] == 0
     assert new.metadata["replay"]["served"] == len(run.recording.calls)
@@ -705,9 +714,10 @@ async def test_user_proxy_answers_are_served_from_the_recording():
 
     run = await record(user_team, task="go", verify="heard: use 42")
     assert run.outcome.status == "success" and len(asked) == 1
-    adapter = AutogenReplayAdapter()
-    playback = adapter.build_playback(user_team, run.recording, None, sandbox=None, run=run)
-    new = await adapter.run_playback(playback, run, verify="heard: use 42")
+    adapter = get_replay_adapter("autogen")
+    factory, sandbox_ = user_team, None
+    new = await adapter.replay(factory, playback_for(adapter, run), sandbox=sandbox_,
+                               open_session=PythonWorkerSession, verify="heard: use 42")
     assert len(asked) == 1  # nobody was asked again: the recorded answer was served
     assert new.outcome.status == "success" and new.metadata["replay"]["live"] == 0
 
@@ -741,7 +751,7 @@ async def test_live_override_sends_live_calls_to_a_litellm_client(monkeypatch):
         return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")],
                                usage=SimpleNamespace(prompt_tokens=3, completion_tokens=5))
 
-    monkeypatch.setattr(playback_module, "_acompletion", fake_acompletion)
+    monkeypatch.setattr(clients_module, "acompletion", fake_acompletion)
     step = first_tool_call(run)
     result = await replay(run, example.build_failing, Intervention(step_id=step.step_id,
                                                                    replacement={"a": 17, "b": 25}),
@@ -767,18 +777,18 @@ def test_live_calls_to_openai_style_clients_get_temperature_0_and_a_seed():
     class Other:
         pass
 
-    pb = playback_module._ClientPlayback(None, "team/a", FakeOpenAI(), None)
+    pb = clients_module.ClientPlayback(None, "team/a", FakeOpenAI(), None)
     kwargs = pb.live_kwargs(pb.inner, {"tools": [], "extra_create_args": {"top_p": 1}})
     assert kwargs["extra_create_args"] == {"top_p": 1, "temperature": 0, "seed": 0}
-    plain = playback_module._ClientPlayback(None, "team/a", Other(), None)
+    plain = clients_module.ClientPlayback(None, "team/a", Other(), None)
     assert plain.live_kwargs(plain.inner, {"tools": []}) == {"tools": []}
 
 
 async def test_the_playback_client_declares_the_wrapped_model_info():
     team = selector_team()
     run = await record(selector_team)
-    playback = AutogenReplayAdapter().build_playback(lambda: team, run.recording, None, sandbox=None, run=run)
-    clients = playback.clients
+    adapter = get_replay_adapter("autogen")
+    clients = adapter.assemble(team, playback_for(adapter, run), sandbox=None).clients
     assert len(clients) == 4 and all(type(c).__name__ == "PlaybackChatCompletionClient" for c in clients)
     for client in clients:
         assert client.model_info == client.playback.inner.model_info

@@ -29,10 +29,12 @@ from causaltrace.exceptions import ReplayDivergence, UserError
 from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
 from causaltrace.instrumentation.smolagents._playback import SmolagentsReplayAdapter
-from causaltrace.protocols import get_replay_adapter
+from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay, replay_sync
 from causaltrace.replay.mutations import propose_mutations
+from causaltrace.replay.playback import playback_for
 from causaltrace.replay.sandbox import SubprocessSandbox
+from causaltrace.replay.sandbox.session import PythonWorkerSession
 from causaltrace.schema import Intervention, Run
 from causaltrace.testing.smolagents import (
     ScriptedModel,
@@ -101,6 +103,7 @@ def non_managed_calls(run: Run) -> int:
 def test_the_adapter_is_registered():
     adapter = get_replay_adapter("smolagents")
     assert isinstance(adapter, SmolagentsReplayAdapter) and adapter.framework == "smolagents"
+    assert isinstance(adapter, ReplayAdapter)  # the typed seam: replay + edit_transform, edit_kinds
 
 
 # ------------------------------------------------------------------------------------------- (1) no-op replay
@@ -255,10 +258,9 @@ def test_pure_playback_with_a_renamed_agent_names_the_missing_key(sandbox):
         agent.name = "boss"
         return agent
 
-    adapter = SmolagentsReplayAdapter()
-    playback = adapter.build_playback(renamed, run.recording, None, sandbox=sandbox, run=run)
+    adapter = get_replay_adapter("smolagents")
     with pytest.raises(ReplayDivergence, match=r"boss llm #0 .*no such call.*'manager'"):
-        adapter.run_playback_sync(playback, run)
+        adapter.replay_sync(renamed, playback_for(adapter, run), sandbox=sandbox, open_session=PythonWorkerSession)
 
 
 @pytest.mark.parametrize("agent", ["manager", "math_agent"], ids=["CodeAgent final_answer", "ToolCallingAgent final_answer"])
@@ -359,16 +361,16 @@ def test_live_override_replaces_the_live_model_at_temperature_0(sandbox, monkeyp
     monkeypatch.setattr(smolagents, "LiteLLMModel", FakeLiteLLMModel)
     run = record(build_worker, SQUARES_TASK_5, "91")
     call = one(run, kind="tool_call", tool_name="sum_of_powers")
-    adapter = SmolagentsReplayAdapter()
-    pure = adapter.build_playback(build_worker, run.recording, None, sandbox=sandbox, run=run,
-                                  live_override="openai/some-model")
-    adapter.run_playback_sync(pure, run)
+    adapter = get_replay_adapter("smolagents")
+    pure = adapter.assemble(build_worker(), playback_for(adapter, run, live_override="openai/some-model"),
+                            sandbox=sandbox, open_session=PythonWorkerSession)
+    adapter.run_assembled_sync(pure)
     assert built == []  # a pure playback never builds (or reaches) the live model
     fix = Intervention(step_id=call.step_id, replacement={"numbers": [1, 2, 3, 4, 5, 6], "power": 2})
-    playback = adapter.build_playback(build_worker, run.recording, fix, sandbox=sandbox, run=run,
-                                      live_override="openai/some-model")
+    playback = adapter.assemble(build_worker(), playback_for(adapter, run, fix, live_override="openai/some-model"),
+                                sandbox=sandbox, open_session=PythonWorkerSession)
     inner = playback.agent.model.playback.inner
-    new = adapter.run_playback_sync(playback, run, verify="91")
+    new = adapter.run_assembled_sync(playback, verify="91")
     assert new.outcome.status == "success" and new.metadata["replay"]["deterministic"] is False
     assert len(built) == 1 and built[0].model_id == "openai/some-model" and built[0].kwargs["temperature"] == 0
     assert built[0].calls == 1 and inner.calls == 0  # the call after the intervention went to the override
@@ -579,10 +581,10 @@ def test_without_a_sandbox_the_local_executor_runs_the_code():
     run = record(example.build_failing, example.TASK, example.verify)
     step = code_step(run)
     fixed = step.arguments["code"].replace("range(1, 6)", "range(1, 6 + 1)")
-    adapter = SmolagentsReplayAdapter()
-    playback = adapter.build_playback(example.build_failing, run.recording,
-                                      Intervention(step_id=step.step_id, replacement=fixed), sandbox=None, run=run)
-    new = adapter.run_playback_sync(playback, run, verify=example.verify)
+    adapter = get_replay_adapter("smolagents")
+    fix = Intervention(step_id=step.step_id, replacement=fixed)
+    new = adapter.replay_sync(example.build_failing, playback_for(adapter, run, fix), sandbox=None, open_session=None,
+                              verify=example.verify)
     assert new.outcome.status == "success" and new.metadata["replay"]["live_before_intervention"] == 0
 
 

@@ -1,4 +1,5 @@
-"""The plugin seams: small Protocols (Sandbox, Worker, ReplayAdapter, Verifier) and the registries that connect
+"""The plugin seams: small Protocols (Sandbox, Worker, ReplayAdapter, PlaybackCore, Verifier), the small frozen
+values that cross the replay seam (CallEdit, PlaybackDecision) and the registries that connect
 packages which may not import each other (ARCHITECTURE "Package layout").
 
 * Framework adapters register a ``ReplayAdapter`` by framework name when their module is imported; ``replay/``
@@ -9,17 +10,22 @@ packages which may not import each other (ARCHITECTURE "Package layout").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from causaltrace.exceptions import UserError
-from causaltrace.schema import CodeResult, Intervention, Outcome, Recording, Run, Verdict
-
-if TYPE_CHECKING:
-    pass
+from causaltrace.schema import CodeResult, Outcome, RecordedCall, Recording, Run, Step, Verdict
 
 __all__ = [
+    "CallEdit",
+    "EditPart",
+    "EditSlot",
     "Factory",
+    "PlaybackAction",
+    "PlaybackCore",
+    "PlaybackDecision",
+    "SessionOpener",
     "ReplayAdapter",
     "Sandbox",
     "Verifier",
@@ -69,32 +75,151 @@ class Sandbox(Protocol):
     def open_worker(self, argv: list[str], *, timeout_s: float, memory_mb: int) -> Worker: ...
 
 
+#: Which slot of a recorded call an intervention edits: an llm call's ``response``, a tool call's ``result``, or the
+#: ``arguments`` a call made by running code is made with.
+EditSlot = Literal["response", "result", "arguments"]
+
+#: Which part of a recorded model response an edit changes (``whole`` for a result or arguments edit):
+#: ``whole`` the response (new text, new tool calls or both), ``text`` the text of a message (``old`` is the text to
+#: replace where it occurs), ``code`` the code it carries, ``thought`` a reasoning step's text, ``plan`` a plan's
+#: text (both with ``old`` = the step's text), ``tool_arguments`` the arguments of the step's tool call,
+#: ``final_answer`` the answer of a final-answer call, ``handoff`` the handoff call's target (``old`` = the old
+#: target), ``selection`` a speaker selector's answer, ``ledger`` the ``field`` entry of a JSON progress ledger.
+EditPart = Literal[
+    "whole", "text", "code", "thought", "plan", "tool_arguments", "final_answer", "handoff", "selection", "ledger"
+]
+
+
+@dataclass(frozen=True)
+class CallEdit:
+    """The framework-neutral form of an intervention: the recorded call it changes, the slot and part of that call,
+    and the (validated) new value. ``replay/`` resolves it from a step (``replay.playback.resolve_edit``); each
+    adapter turns it into its framework's response objects (``ReplayAdapter.edit_transform``)."""
+
+    call: RecordedCall
+    slot: EditSlot
+    value: Any
+    part: EditPart = "whole"
+    #: the step the intervention names (a step of the original run)
+    step: Step | None = None
+    #: the part's original value where the transform needs it (text to replace, the old handoff target)
+    old: Any = None
+    #: the ledger field (``next_speaker`` / ``instruction_or_question``) of a ``ledger`` edit
+    field: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """``(agent_key, kind, ordinal)`` of the edited call."""
+        return self.call.key
+
+    def label(self) -> str:
+        """``agent_key kind #ordinal`` — how divergence messages name the edited call."""
+        return f"{self.call.agent_key} {self.call.kind} #{self.call.ordinal}"
+
+
+#: What a playback does with one call: serve it from the recording, return the intervention, run it again (a tool
+#: call with recorded calls nested inside: an AgentTool / TeamTool) or run it live.
+PlaybackAction = Literal["serve", "intervene", "rerun", "live"]
+
+
+@dataclass(frozen=True)
+class PlaybackDecision:
+    """The playback core's answer for one call at ``(agent_key, kind, ordinal)``: the action and the recorded call
+    it concerns (None for a live call the recording does not have)."""
+
+    action: PlaybackAction
+    call: RecordedCall | None = None
+
+
+@runtime_checkable
+class PlaybackCore(Protocol):
+    """The framework-neutral playback engine one replay runs on (``replay.playback.Playback``), injected into the
+    adapter by ``replay/`` (ARCHITECTURE decision 6). It matches each call by ``(agent_key, kind, ordinal,
+    request hash)``, applies the edit, detects and logs divergences, keeps the counts and the recorded finish order.
+    It holds no module-level state: several replays can run at once."""
+
+    run: Run
+    recording: Recording
+    edit: CallEdit | None
+    live_override: str | None
+    applied: bool
+    divergences: list[str]
+
+    def check(self) -> None: ...
+
+    def diverge(self, message: str) -> Exception: ...
+
+    def diverge_from(self, label: str, what: str, noun: str, recorded: Any, replayed: Any) -> Exception: ...
+
+    def before_text(self) -> str: ...
+
+    def next_ordinal(self, key: str, kind: str) -> int: ...
+
+    def reserve(self, key: str, calls: Sequence[tuple[str | None, str, dict[str, Any]]], *,
+                replace: bool = False) -> None: ...
+
+    def claim(self, key: str, name: str, arguments: dict[str, Any],
+              call_id: str | None = None) -> tuple[int, dict[str, Any]]: ...
+
+    def decide(self, key: str, kind: str, ordinal: int, digest: str, canonical: Any,
+               what: str) -> PlaybackDecision: ...
+
+    def bind(self, transform: Callable[[Any], Any] | None) -> None: ...
+
+    def edited_response(self, call: RecordedCall) -> Any: ...
+
+    def release(self, call: RecordedCall | None) -> None: ...
+
+    async def wait_turn(self, call: RecordedCall) -> None: ...
+
+    def count(self, action: str, *, llm: bool = False) -> None: ...
+
+    def count_code_run(self) -> None: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def finish(self, new_run: Run | None) -> Run: ...
+
+
+class SessionOpener(Protocol):
+    """Opens a persistent sandboxed Python worker whose code can call ``functions`` back in the parent (the
+    smolagents CodeAgent executor; ``replay/`` injects ``replay.sandbox.session.PythonWorkerSession``)."""
+
+    def __call__(self, sandbox: Sandbox, functions: Mapping[str, Callable[..., Any]], *, timeout_s: float,
+                 memory_mb: int) -> Any: ...
+
+
 @runtime_checkable
 class ReplayAdapter(Protocol):
     """The playback side of a framework adapter, consumed by ``replay/`` (ARCHITECTURE decision 6).
 
-    ``build_playback`` builds a fresh team/agent with the user's factory and swaps in playback model clients, tools
-    and code executor (``run`` is the original Run, whose steps say which recorded call the intervention edits);
-    ``run_playback`` runs it on the run's task, traced and stored like any run, and returns the new Run with
+    ``replay`` builds a fresh team/agent with the user's factory, swaps in playback model clients, tools and code
+    executor driven by the injected ``playback`` core (the original run, its recording and the resolved
+    :class:`CallEdit`), runs it on the run's task, traced and stored like any run, and returns the new Run with
     ``metadata["replay"] = {"of": original run id, "intervention": ..., "served": n, "live": n,
-    "live_before_intervention": n, "deterministic": bool, "divergence": str | None}``.
-    Before the intervened call a request that does not match the recording raises ``ReplayDivergence``.
+    "live_before_intervention": n, "deterministic": bool, "divergence": str | None, ...}``. Before the intervened
+    call a request that does not match the recording raises ``ReplayDivergence``.
+
+    ``edit_kinds`` names the step kinds whose interventions the framework can apply; ``edit_transform`` turns a
+    neutral :class:`CallEdit` of a model response into a function from the recorded response object to the edited
+    one (``agents``: agent key → the fresh team's member, for edits that depend on the agent).
     """
 
     framework: str
+    display_name: str
+    edit_kinds: tuple[str, ...]
 
-    def build_playback(
+    async def replay(
         self,
         factory: Factory,
-        recording: Recording,
-        intervention: Intervention | None,
+        playback: PlaybackCore,
         *,
         sandbox: Sandbox | None,
-        live_override: str | None = None,
-        run: Run | None = None,
-    ) -> Awaitable[Any] | Any: ...
+        open_session: SessionOpener | None,
+        verify: Any = None,
+    ) -> Run: ...
 
-    def run_playback(self, playback: Any, run: Run, *, verify: Any = None) -> Awaitable[Run]: ...
+    def edit_transform(self, edit: CallEdit, agents: Mapping[str, Any]) -> Callable[[Any], Any] | None: ...
 
 
 _REPLAY_ADAPTERS: dict[str, ReplayAdapter] = {}

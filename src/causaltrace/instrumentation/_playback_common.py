@@ -1,113 +1,85 @@
-"""What both playback adapters share: describing where a replayed request first differs from the recorded one,
-and rebuilding a recorded error as an exception with the same type name (frameworks write ``type(e).__name__``
-into the text the next model call sees, so a served error must look the same)."""
+"""What both playback adapters share on the instrumentation side: the shape of ``ReplayAdapter.replay`` (call the
+user's factory, sync or async; assemble the framework's playback on the fresh object around the injected core; run
+it marked as a run), and rebuilding a recorded error as an exception with the same type name (frameworks write
+``type(e).__name__`` into the text the next model call sees, so a served error must look the same).
+
+The framework-neutral playback engine itself lives in ``causaltrace.replay.playback`` and reaches the adapters
+only through :class:`~causaltrace.protocols.PlaybackCore` (``instrumentation`` never imports ``replay``).
+"""
 
 from __future__ import annotations
 
 import builtins
 import inspect
-import logging
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from causaltrace.exceptions import ReplayDivergence
-from causaltrace.schema import Intervention, Recording, Run, StepError, canonical_json
+from causaltrace.protocols import CallEdit, Factory, PlaybackCore, Sandbox, SessionOpener
+from causaltrace.schema import Run, StepError
 
-__all__ = ["DivergenceLog", "PlaybackAdapterBase", "exception_of", "first_difference", "short"]
-
-logger = logging.getLogger("causaltrace")
-
-
-class DivergenceLog:
-    """The divergence half of a playback log: once a replay diverges, every later call raises the FIRST divergence
-    (a divergence inside a nested agent must not surface later as some other error). Subclasses set ``_lock`` and
-    ``divergences``."""
-
-    _lock: threading.Lock
-    divergences: list[str]
-
-    def check(self) -> None:
-        """Raise the first divergence again (the run must stop at it)."""
-        if self.divergences:
-            raise ReplayDivergence(self.divergences[0])
-
-    def diverge(self, message: str) -> ReplayDivergence:
-        """Note a divergence; returns the exception of the FIRST one."""
-        with self._lock:
-            self.divergences.append(message)
-            first = self.divergences[0]
-        logger.info("causaltrace replay: %s", message)
-        return ReplayDivergence(first)
+__all__ = ["PlaybackAdapterBase", "exception_of", "replay_name", "task_of"]
 
 
 class PlaybackAdapterBase:
-    """The part of the ``ReplayAdapter`` protocol both frameworks share: call the user's factory (sync or async),
-    then ``_assemble`` the playback on the fresh object (framework-specific)."""
+    """The part of the ``ReplayAdapter`` protocol both frameworks share. A subclass sets ``framework``,
+    ``display_name`` and ``edit_kinds`` and implements :meth:`assemble`, :meth:`run_assembled` and
+    :meth:`edit_transform`.
+
+    ``instrument`` is called before each replay runs (the facade passes "instrument this framework unless it is
+    already"), so the replayed run is recorded like any run — the adapter never imports its facade."""
 
     framework: str = ""
+    display_name: str = ""
+    edit_kinds: tuple[str, ...] = ()
 
-    def build_playback(
+    def __init__(self, instrument: Callable[[], None] | None = None) -> None:
+        self.instrument = instrument
+
+    async def replay(
         self,
-        factory: Callable[[], Any],
-        recording: Recording,
-        intervention: Intervention | None,
+        factory: Factory,
+        playback: PlaybackCore,
         *,
-        sandbox: Any,
-        live_override: str | None = None,
-        run: Run | None = None,
-    ) -> Any:
-        """Build a fresh team / agent with ``factory`` and swap in the playback parts (an awaitable when the factory
-        is async)."""
+        sandbox: Sandbox | None,
+        open_session: SessionOpener | None,
+        verify: Any = None,
+    ) -> Run:
+        """Build a fresh team / agent with ``factory``, swap in the playback parts driven by ``playback``, run it
+        on the original run's task and return the new Run (the first divergence raised as ``ReplayDivergence``)."""
         built = factory()
-        if inspect.isawaitable(built):
+        root = await built if inspect.isawaitable(built) else built
+        assembled = self.assemble(root, playback, sandbox=sandbox, open_session=open_session)
+        return await self.run_assembled(assembled, verify=verify)
 
-            async def assemble() -> Any:
-                return self._assemble(await built, recording, intervention, sandbox, live_override, run)
-
-            return assemble()
-        return self._assemble(built, recording, intervention, sandbox, live_override, run)
-
-    def _assemble(
-        self,
-        root: Any,
-        recording: Recording,
-        intervention: Intervention | None,
-        sandbox: Any,
-        live_override: str | None,
-        run: Run | None,
-    ) -> Any:
+    def assemble(self, root: Any, playback: PlaybackCore, *, sandbox: Sandbox | None,
+                 open_session: SessionOpener | None) -> Any:
+        """Swap the playback parts into ``root`` (a fresh object) and bind the edit's transform."""
         raise NotImplementedError
 
+    async def run_assembled(self, assembled: Any, *, verify: Any = None) -> Run:
+        """Run an assembled playback (see :meth:`replay`)."""
+        raise NotImplementedError
 
-def first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str, str, str]:
-    """The path of the first difference between two canonical requests and a short view of both sides."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for key in sorted(set(recorded) | set(replayed)):
-            if key not in recorded:
-                return f"{path}.{key}", "<absent>", short(replayed[key])
-            if key not in replayed:
-                return f"{path}.{key}", short(recorded[key]), "<absent>"
-            if recorded[key] != replayed[key]:
-                return first_difference(recorded[key], replayed[key], f"{path}.{key}")
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for i, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
-            if a != b:
-                return first_difference(a, b, f"{path}[{i}]")
-        if len(recorded) != len(replayed):
-            return f"{path} (length)", f"{len(recorded)} items", f"{len(replayed)} items"
-    elif isinstance(recorded, str) and isinstance(replayed, str):
-        i = next((n for n, (a, b) in enumerate(zip(recorded, replayed, strict=False)) if a != b),
-                 min(len(recorded), len(replayed)))
-        lo = max(0, i - 40)
-        return (f"{path} (character {i})", repr(("…" if lo else "") + recorded[lo:i + 80]),
-                repr(("…" if lo else "") + replayed[lo:i + 80]))
-    return path, short(recorded), short(replayed)
+    def edit_transform(self, edit: CallEdit, agents: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+        """The framework's transform of the recorded response that applies ``edit``."""
+        raise NotImplementedError
+
+    def ensure_instrumented(self) -> None:
+        if self.instrument is not None:
+            self.instrument()
 
 
-def short(value: Any, limit: int = 160) -> str:
-    text = canonical_json(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+def task_of(run: Run) -> str:
+    """The task a replay of ``run`` runs on: ``run.task``, else the content of its ``task`` step."""
+    if run.task is not None:
+        return run.task
+    first = next((s for s in run.steps if s.kind == "task"), None)
+    return first.content if first is not None else ""
+
+
+def replay_name(run: Run) -> str:
+    """The name of the replayed run."""
+    return f"{run.name} (replay)" if run.name else "replay"
 
 
 def exception_of(error: StepError | None, default: str = "Error") -> BaseException:

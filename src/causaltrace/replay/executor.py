@@ -1,8 +1,9 @@
 """Replay = re-run with a playback (ARCHITECTURE decision 6; CausalFlow §4, "re-execution").
 
 ``replay(run, factory, intervention, verify)`` finds the run's framework adapter in the ``ReplayAdapter`` registry,
-has it build a fresh team/agent with the user's factory and swap in playback clients, tools and code executor,
-and runs it on the run's task:
+resolves the intervention to a neutral edit and builds the playback core (:mod:`causaltrace.replay.playback`), and
+injects the core, the sandbox and the session factory into the adapter, which builds a fresh team/agent with the
+user's factory, swaps in playback clients, tools and code executor, and runs it on the run's task:
 
 * before the intervened step every request must match the recording (a mismatch is a ``ReplayDivergence`` that
   shows the first differing request);
@@ -21,13 +22,13 @@ The adapter reports what it served in the new Run's ``metadata["replay"]``: ``se
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.protocols import Factory, Sandbox, get_replay_adapter
+from causaltrace.replay.playback import playback_for
 from causaltrace.schema import Intervention, Outcome, ReplayResult, Run, StepError
 
 __all__ = ["ReplayPolicy", "default_sandbox", "replay", "replay_sync"]
@@ -65,10 +66,6 @@ def default_sandbox() -> Sandbox:
     return _DEFAULT_SANDBOX
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def _replay_once(
     run: Run,
     factory: Factory,
@@ -85,14 +82,14 @@ async def _replay_once(
         )
     if intervention.step_id not in {s.step_id for s in run.steps}:
         raise UserError(f"step {intervention.step_id!r} is not a step of run {run.run_id}")
+    from causaltrace.replay.sandbox.session import PythonWorkerSession  # the sandbox package loads on first replay
+
     adapter = get_replay_adapter(run.framework)
+    playback = playback_for(adapter, run, intervention, live_override=live_override)
     try:
-        playback = await _maybe_await(
-            adapter.build_playback(
-                factory, run.recording, intervention, sandbox=sandbox, live_override=live_override, run=run
-            )
+        new_run: Run = await adapter.replay(
+            factory, playback, sandbox=sandbox, open_session=PythonWorkerSession, verify=verify
         )
-        new_run: Run = await adapter.run_playback(playback, run, verify=verify)
     except ReplayDivergence as exc:
         return ReplayResult(
             original_run_id=run.run_id,

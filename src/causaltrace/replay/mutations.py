@@ -26,6 +26,7 @@ import tokenize
 from collections.abc import Iterator
 from typing import Any
 
+from causaltrace.replay.edits import code_of
 from causaltrace.replay.minimality import minimality
 from causaltrace.schema import Intervention, Run, Step
 
@@ -34,19 +35,6 @@ __all__ = ["code_of", "propose_mutations"]
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _ENTITY = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s[A-Z][a-zA-Z]+)*\b")
 _OPERATOR_SWAPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
-
-
-def code_of(step: Step) -> str | None:
-    """The code a step carries, if any: code_execution inputs, a code tool_call, or a message's code block."""
-    code = step.inputs.get("code")
-    if isinstance(code, str) and code.strip():
-        return code
-    if step.kind == "tool_call" and step.arguments:
-        for key in ("code", "source", "script"):
-            value = step.arguments.get(key)
-            if isinstance(value, str) and value.strip():
-                return value
-    return None
 
 
 # ---------------------------------------------------------------------------------------------------- numbers

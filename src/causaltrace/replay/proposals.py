@@ -18,25 +18,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from causaltrace.exceptions import JudgeError
-from causaltrace.replay.mutations import code_of, propose_mutations
+from causaltrace.replay.edits import original_value, replacement_kind
+from causaltrace.replay.mutations import propose_mutations
 from causaltrace.schema import Intervention, Run, Step
 
 __all__ = ["llm_proposals", "proposals_for", "replacement_kind"]
 
 logger = logging.getLogger("causaltrace")
-
-
-def replacement_kind(step: Step) -> str:
-    """What a replacement of ``step`` is: ``arguments``, ``code``, ``result``, ``target`` or ``text``."""
-    if step.kind in ("handoff", "speaker_selection"):
-        return "target"
-    if code_of(step) is not None:
-        return "code"
-    if step.kind == "tool_call":
-        return "arguments"
-    if step.kind == "tool_response":
-        return "result"
-    return "text"
 
 
 class _Proposal(BaseModel):
@@ -49,18 +37,6 @@ def _summary(step: Step, width: int = 300) -> str:
     return f"#{step.index} {step.kind} by {step.agent or '-'}: {text[:width]}"
 
 
-def _original(step: Step, kind: str) -> Any:
-    if kind == "code":
-        return code_of(step)
-    if kind == "arguments":
-        return step.arguments
-    if kind == "result":
-        return step.outputs.get("result", step.content)
-    if kind == "target":
-        return step.outputs.get("target") or step.outputs.get("selected")
-    return step.content or step.outputs.get("text", "")
-
-
 def _prompt(step: Step, run: Run, kind: str) -> list[dict[str, str]]:
     deps = [run.step(d.step_id) for d in step.depends_on if d.step_id in {s.step_id for s in run.steps}]
     errors = [s for s in run.steps if s.status == "error"]
@@ -71,7 +47,7 @@ def _prompt(step: Step, run: Run, kind: str) -> list[dict[str, str]]:
         "target": f"the agent that should have been chosen, one of {list(run.agents)}",
         "text": "the corrected text of this step",
     }[kind]
-    original = _original(step, kind)
+    original = original_value(step, kind)
     original_text = original if isinstance(original, str) else json.dumps(original, ensure_ascii=False)
     lines = [
         f"Task: {run.task or '(unknown)'}",
@@ -104,7 +80,7 @@ def _parse(corrected: str, kind: str) -> Any:
 async def llm_proposals(step: Step, run: Run, judge: Any, *, k: int = 3, stage_id: str = "propose") -> list[Intervention]:
     """Up to ``k`` distinct LLM corrections of ``step`` (an unusable answer is skipped, never guessed)."""
     kind = replacement_kind(step)
-    original = _original(step, kind)
+    original = original_value(step, kind)
     out: list[Intervention] = []
     seen: set[str] = set()
     for attempt in range(k):
@@ -142,7 +118,7 @@ async def proposals_for(
     if judge is not None:
         proposals += await llm_proposals(step, run, judge, k=k)
     proposals += propose_mutations(step, run, limit=mutation_budget)
-    original = _original(step, replacement_kind(step))
+    original = original_value(step, replacement_kind(step))
     unique: dict[str, Intervention] = {}
     for p in proposals:
         unique.setdefault(json.dumps(p.replacement, sort_keys=True, default=str), p)

@@ -28,10 +28,10 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, Sandbox
+from causaltrace.replay.edits import code_of, original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
 from causaltrace.replay.minimality import minimality
-from causaltrace.replay.mutations import code_of
-from causaltrace.replay.proposals import _original, proposals_for, replacement_kind
+from causaltrace.replay.proposals import proposals_for
 from causaltrace.schema import (
     Candidate,
     Cost,
@@ -121,7 +121,7 @@ def _corrected_turn(run: Run, step: Step, llm: Step, replacement: Any) -> dict[s
                 call["function"]["arguments"] = replacement
                 break
     elif kind == "text":
-        old = str(_original(step, kind) or "")
+        old = str(original_value(step, kind) or "")
         content = turn["content"]
         turn["content"] = content.replace(old, str(replacement)) if old and old in content else str(replacement)
     else:
@@ -249,7 +249,7 @@ async def repair(
     for step in steps:
         attempt = StepAttempt(step_id=step.step_id, index=step.index)
         attempts.append(attempt)
-        original = _original(step, replacement_kind(step))
+        original = original_value(step, replacement_kind(step))
         for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
             try:
                 result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy, model=judge)

@@ -260,7 +260,7 @@ def _register_playback() -> None:
     from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
     from causaltrace.protocols import register_replay_adapter
 
-    register_replay_adapter(AutogenReplayAdapter())
+    register_replay_adapter(AutogenReplayAdapter(instrument=lambda: None if is_instrumented() else instrument_autogen()))
 
 
 _register_playback()

@@ -473,7 +473,7 @@ def _register_playback() -> None:
     from causaltrace.instrumentation.smolagents._playback import SmolagentsReplayAdapter
     from causaltrace.protocols import register_replay_adapter
 
-    register_replay_adapter(SmolagentsReplayAdapter())
+    register_replay_adapter(SmolagentsReplayAdapter(instrument=lambda: None if is_instrumented() else instrument_smolagents()))
 
 
 _register_playback()
