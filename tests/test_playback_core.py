@@ -242,7 +242,7 @@ def test_resolve_edit_finds_the_recorded_call_slot_and_part(step, replacement, e
     ("step", "replacement", "kinds", "error"),
     [
         ("r/11", "x", None, "'agent_turn' step"),
-        ("r/4", "x", ("llm_response",), "'message' step in a test replay \\(supported: llm_response\\)"),
+        ("r/4", "x", ("llm_response",), "'message' step when replaying test \\(supported: llm_response\\)"),
         ("r/2", [1], None, "arguments as a dict"),
         ("r/2", "not json", None, "arguments as a JSON object"),
         ("r/4", 5, None, "new text as a str"),

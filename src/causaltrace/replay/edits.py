@@ -107,7 +107,7 @@ def resolve_edit(
         raise UserError(f"step {intervention.step_id!r} is not a step of run {run.run_id}") from None
     if edit_kinds is not None and step.kind not in edit_kinds:
         raise UserError(
-            f"cannot intervene on a {step.kind!r} step in a {framework} replay (supported: {', '.join(edit_kinds)})"
+            f"cannot intervene on a {step.kind!r} step when replaying {framework} (supported: {', '.join(edit_kinds)})"
         )
     return _Resolver(run, recording, step, intervention.replacement).edit()
 

@@ -122,15 +122,10 @@ class SmolagentsReplayAdapter(PlaybackAdapterBase):
     display_name = "smolagents"
     edit_kinds = EDIT_KINDS
 
-    async def replay(self, factory: Factory, playback: PlaybackCore, *, sandbox: Sandbox | None,
-                     open_session: SessionOpener | None, verify: Any = None) -> Run:
-        """See :meth:`PlaybackAdapterBase.replay` (smolagents is sync: the agent runs in a worker thread)."""
-        return await asyncio.to_thread(self.replay_sync, factory, playback, sandbox=sandbox,
-                                       open_session=open_session, verify=verify)
-
     def replay_sync(self, factory: Factory, playback: PlaybackCore, *, sandbox: Sandbox | None,
                     open_session: SessionOpener | None, verify: Any = None) -> Run:
-        """:meth:`replay` for sync code (a sync factory)."""
+        """:meth:`~PlaybackAdapterBase.replay` for sync code (a sync factory; smolagents itself is sync, so the async
+        twin runs the agent in a worker thread)."""
         assembled = self.assemble(factory(), playback, sandbox=sandbox, open_session=open_session)
         return self.run_assembled_sync(assembled, verify=verify)
 
