@@ -600,6 +600,19 @@ def test_an_unsupported_step_kind_is_a_user_error_naming_it(sandbox, kind):
                     example.verify, sandbox=sandbox)
 
 
+async def test_an_async_factory_is_awaited(sandbox):
+    run = record(example.build, example.TASK, example.verify)
+    step = code_step(run)
+
+    async def build():
+        return example.build()
+
+    same = Intervention(step_id=step.step_id, replacement=step.arguments["code"])
+    result = await replay(run, build, same, example.verify, sandbox=sandbox)
+    assert result.divergence is None and result.outcome.status == "success"
+    assert result.live_calls_before_intervention == 0 and result.served_calls > 0
+
+
 def test_the_factory_must_build_an_agent(sandbox):
     run = record(example.build, example.TASK, example.verify)
     with pytest.raises(UserError, match="smolagents agent"):
