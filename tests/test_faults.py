@@ -17,9 +17,9 @@ pytest.importorskip("autogen_agentchat")
 
 from causaltrace.cli import main
 from causaltrace.instrumentation import _runtime
-from causaltrace.replay.faults import FAULT_TYPES, all_cases, run_suite
-from causaltrace.replay.faults import runner as faults_runner
 from causaltrace.schema import Run
+from causaltrace.testing.faults import FAULT_TYPES, all_cases, run_suite
+from causaltrace.testing.faults import runner as faults_runner
 
 CASE_KEYS = {"name", "framework", "true_step", "found_step", "repaired", "replays", "live_calls_before_intervention"}
 REPORT_KEYS = {"n", "localized_rate", "repaired_rate", "mean_replays", "cases"}

@@ -355,7 +355,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_bench_faults(args: argparse.Namespace) -> int:
     """The fault-injection suite (issue 7 "Proof"): offline localisation and repair of planted errors."""
-    from causaltrace.replay.faults.runner import bench_faults_command
+    from causaltrace.testing.faults.runner import bench_faults_command
 
     return bench_faults_command(args)
 

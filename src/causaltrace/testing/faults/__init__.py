@@ -7,12 +7,16 @@ tool error as a distractor (a flaky tool fails once, the agent retries). Offline
 method's deterministic stages, the mutation proposals of decision 9 and replay), the suite checks that
 causaltrace localises the decisive step (the earliest step whose correction flips the run) and repairs the run.
 
-Layout: :mod:`.cases` (what a case is, rule helpers, strict verifiers), :mod:`.smolagents_cases`,
-:mod:`.autogen_cases`, :mod:`.runner` (record → diagnose → repair → report). Frameworks are imported lazily.
+Layout: :mod:`.cases` (what a case is, rule helpers, strict verifiers); :mod:`.cases_smolagents` and
+:mod:`.cases_autogen` (the cases of each framework) on the scripted teams of :mod:`.teams_smolagents` and
+:mod:`.teams_autogen`; :mod:`.runner` (record → diagnose → repair → report, and ``causaltrace bench faults``).
+The benchmark lives in ``testing`` because it drives both the instrumentation and replay (ARCHITECTURE: only
+``testing`` and ``demo`` may import anything). Frameworks are imported lazily: this package loads without them; a
+framework's case list imports its team module (and so the framework) when it is first asked for.
 """
 
-from causaltrace.replay.faults.cases import FAULT_TYPES, FaultCase
-from causaltrace.replay.faults.runner import CaseResult, all_cases, render_table, run_case, run_suite, summarize
+from causaltrace.testing.faults.cases import FAULT_TYPES, FaultCase
+from causaltrace.testing.faults.runner import CaseResult, all_cases, render_table, run_case, run_suite, summarize
 
 __all__ = ["FAULT_TYPES", "CaseResult", "FaultCase", "all_cases", "render_table", "run_case", "run_suite",
            "summarize"]

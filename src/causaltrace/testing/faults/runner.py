@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from causaltrace.replay.faults.cases import FaultCase
+from causaltrace.testing.faults.cases import FaultCase
 
 __all__ = ["CaseResult", "all_cases", "bench_faults_command", "record", "render_table", "run_case", "run_suite",
            "summarize"]
@@ -38,11 +38,11 @@ def all_cases(framework: str | None = None) -> list[FaultCase]:
     """Every fault case (optionally of one framework), smolagents first."""
     out: list[FaultCase] = []
     if framework in (None, "smolagents"):
-        from causaltrace.replay.faults.smolagents_cases import smolagents_cases
+        from causaltrace.testing.faults.cases_smolagents import smolagents_cases
 
         out += smolagents_cases()
     if framework in (None, "autogen"):
-        from causaltrace.replay.faults.autogen_cases import autogen_cases
+        from causaltrace.testing.faults.cases_autogen import autogen_cases
 
         out += autogen_cases()
     return out

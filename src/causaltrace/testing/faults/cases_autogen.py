@@ -1,4 +1,4 @@
-"""The AutoGen AgentChat fault cases (teams in :mod:`causaltrace.testing.faults_autogen`)."""
+"""The AutoGen AgentChat fault cases (teams in :mod:`causaltrace.testing.faults.teams_autogen`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 from collections.abc import Callable
 from functools import partial
 
-from causaltrace.replay.faults.cases import FaultCase, first_step
 from causaltrace.schema import Outcome, Verdict
+from causaltrace.testing.faults.cases import FaultCase, first_step
 
 __all__ = ["autogen_cases", "reports"]
 
@@ -28,10 +28,10 @@ def reports(label: str, expected: str) -> Callable[[Outcome], Verdict]:
 
 
 def autogen_cases() -> list[FaultCase]:
-    from causaltrace.testing import faults_autogen as t
+    from causaltrace.testing.faults.teams_autogen import BUILDERS
 
     def case(name: str, builder: str, fault: str, task: str, verify, rule, rule_text: str) -> FaultCase:
-        build = t.BUILDERS[builder]
+        build = BUILDERS[builder]
         return FaultCase(name=name, framework="autogen", fault=fault, task=task,  # type: ignore[arg-type]
                          factory=partial(build, True), fixed_factory=partial(build, False), verify=verify,
                          rule=rule, rule_text=rule_text)

@@ -1,4 +1,4 @@
-"""The smolagents fault cases (teams in :mod:`causaltrace.testing.faults_smolagents`).
+"""The smolagents fault cases (teams in :mod:`causaltrace.testing.faults.teams_smolagents`).
 
 smolagents has no handoff step: a manager's delegation decision lives in its code, so a wrong delegate is planted
 as a wrong routing condition in the manager's code (the decisive step is that code; the fix an operator swap).
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from functools import partial
 
-from causaltrace.replay.faults.cases import FaultCase, answer_is, first_step
+from causaltrace.testing.faults.cases import FaultCase, answer_is, first_step
 
 __all__ = ["smolagents_cases"]
 
 
 def smolagents_cases() -> list[FaultCase]:
-    from causaltrace.testing import faults_smolagents as t
+    from causaltrace.testing.faults.teams_smolagents import BUILDERS
 
     def case(name: str, builder: str, fault: str, task: str, expected: str, rule, rule_text: str) -> FaultCase:
-        build = t.BUILDERS[builder]
+        build = BUILDERS[builder]
         return FaultCase(name=name, framework="smolagents", fault=fault, task=task,  # type: ignore[arg-type]
                          factory=partial(build, True), fixed_factory=partial(build, False),
                          verify=answer_is(expected), rule=rule, rule_text=rule_text)
