@@ -19,16 +19,15 @@ def test_exported_members_are_exactly_all():
         assert getattr(causaltrace, name) is not None, name
 
 
-def test_import_is_light_and_fast():
-    code = (
-        "import sys, time; t = time.perf_counter(); import causaltrace; dt = time.perf_counter() - t; "
-        "import json; print(json.dumps({'seconds': dt, 'modules': sorted(sys.modules)}))"
-    )
+def test_import_is_light():
+    """``import causaltrace`` loads no framework, litellm, docker or llama_cpp (how long it takes is measured by
+    ``benchmarks/bench_import.py``, not asserted here: a timing depends on the machine's load)."""
+    code = "import sys; import causaltrace; import json; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    info = json.loads(out.stdout)
-    loaded_heavy = [m for m in info["modules"] if m.split(".")[0] in HEAVY]
+    modules = json.loads(out.stdout)
+    assert "causaltrace" in modules
+    loaded_heavy = [m for m in modules if m.split(".")[0] in HEAVY]
     assert loaded_heavy == []
-    assert info["seconds"] < 1.0, info["seconds"]
 
 
 def test_exception_tree():
