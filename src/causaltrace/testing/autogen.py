@@ -423,6 +423,80 @@ def _ledger_entry(reason: str, answer: Any) -> dict[str, Any]:
     return {"reason": reason, "answer": answer}
 
 
+def _speakers(request: ScriptedRequest, names: Sequence[str]) -> list[tuple[str, str]]:
+    """``(member, text)`` of every message a team member in ``names`` sent, before the orchestrator's prompt."""
+    return [
+        (str(m.source), _text(m)) for m in request.messages[:-1] if isinstance(m, UserMessage) and m.source in names
+    ]
+
+
+def _team_names(prompt: str, order: Sequence[str]) -> list[str]:
+    """The members the orchestrator's prompt names (the selection list, else the team description), else ``order``."""
+    m = _NAMES.search(prompt)
+    if m:
+        return [n.strip() for n in m.group(1).split(",") if n.strip()]
+    t = _TEAM.search(prompt)
+    if t:
+        return [line.split(":", 1)[0].strip() for line in t.group(1).splitlines() if ":" in line]
+    return list(order)
+
+
+def _ledger(request: ScriptedRequest, prompt: str, order: Sequence[str]) -> str:
+    """The progress ledger of :func:`orchestrator_policy` (pure JSON)."""
+    names = _team_names(prompt, order)
+    ranked = [n for n in order if n in names] + [n for n in names if n not in order]
+    said = _speakers(request, names)
+    satisfied, loop, progress = False, False, True
+    if not said:
+        nxt, why = ranked[0], "Nobody has worked on the request yet."
+    else:
+        last, text = said[-1]
+        if last == "reviewer" and "APPROVE" in text:
+            satisfied = True
+        loop = said[-1] in said[:-1]
+        progress = not loop and "RESULT: unknown" not in text
+        if last == "reviewer" and text.startswith("REJECT") and "solver" in ranked:
+            nxt = "solver"
+        else:
+            nxt = ranked[(ranked.index(last) + 1) % len(ranked)] if last in ranked else ranked[0]
+        why = f"{last} said: {text}"
+    entry = {
+        "is_request_satisfied": _ledger_entry(
+            f"The reviewer approved: {said[-1][1]}" if satisfied else "No approved result yet.", satisfied
+        ),
+        "is_in_loop": _ledger_entry("The last message repeats an earlier one." if loop else "No repetition.", loop),
+        "is_progress_being_made": _ledger_entry(why if not progress else "The team is moving on.", progress),
+        "next_speaker": _ledger_entry(why, nxt),
+        "instruction_or_question": _ledger_entry(f"{nxt} is next in the plan.", _instruction(nxt)),
+    }
+    return json.dumps(entry)
+
+
+def _final(request: ScriptedRequest, order: Sequence[str]) -> str:
+    """The orchestrator's final answer: the approved RESULT, else the last one reported, else ``unknown``."""
+    results = [
+        (src, r.group(1))
+        for src, text in _speakers(request, list(order))
+        for r in [_RESULT.search(text)]
+        if r is not None
+    ]
+    approved = [v for src, v in results if src == "reviewer"]
+    value = approved[-1] if approved else (results[-1][1] if results else "unknown")
+    if value == "unknown":
+        return "We could not complete the request. RESULT: unknown"
+    return f"The answer is RESULT: {value}."
+
+
+def _facts(prompt: str) -> str:
+    """The orchestrator's pre-survey: the numbers the task gives."""
+    numbers = parse_task(prompt)
+    given = f"the expression ({numbers[0]} + {numbers[1]}) * {numbers[2]}" if numbers else "no numbers"
+    return (
+        f"1. GIVEN OR VERIFIED FACTS\n- The request gives {given}.\n\n2. FACTS TO LOOK UP\n- None.\n\n"
+        "3. FACTS TO DERIVE\n- The value of the expression.\n\n4. EDUCATED GUESSES\n- None."
+    )
+
+
 def orchestrator_policy(order: Sequence[str] = ("planner", "solver", "reviewer")) -> Policy:
     """A MagenticOneGroupChat orchestrator, answering each of its prompts from the request alone:
 
@@ -437,84 +511,23 @@ def orchestrator_policy(order: Sequence[str] = ("planner", "solver", "reviewer")
       the last RESULT an agent reported (the approved one when there is one), else ``RESULT: unknown``.
     """
 
-    def speakers(request: ScriptedRequest, names: Sequence[str]) -> list[tuple[str, str]]:
-        return [
-            (str(m.source), _text(m)) for m in request.messages[:-1] if isinstance(m, UserMessage) and m.source in names
-        ]
-
-    def team_names(prompt: str) -> list[str]:
-        m = _NAMES.search(prompt)
-        if m:
-            return [n.strip() for n in m.group(1).split(",") if n.strip()]
-        t = _TEAM.search(prompt)
-        if t:
-            return [line.split(":", 1)[0].strip() for line in t.group(1).splitlines() if ":" in line]
-        return list(order)
-
-    def ledger(request: ScriptedRequest, prompt: str) -> str:
-        names = team_names(prompt)
-        ranked = [n for n in order if n in names] + [n for n in names if n not in order]
-        said = speakers(request, names)
-        satisfied, loop, progress = False, False, True
-        if not said:
-            nxt, why = ranked[0], "Nobody has worked on the request yet."
-        else:
-            last, text = said[-1]
-            if last == "reviewer" and "APPROVE" in text:
-                satisfied = True
-            loop = said[-1] in said[:-1]
-            progress = not loop and "RESULT: unknown" not in text
-            if last == "reviewer" and text.startswith("REJECT") and "solver" in ranked:
-                nxt = "solver"
-            else:
-                nxt = ranked[(ranked.index(last) + 1) % len(ranked)] if last in ranked else ranked[0]
-            why = f"{last} said: {text}"
-        entry = {
-            "is_request_satisfied": _ledger_entry(
-                f"The reviewer approved: {said[-1][1]}" if satisfied else "No approved result yet.", satisfied
-            ),
-            "is_in_loop": _ledger_entry("The last message repeats an earlier one." if loop else "No repetition.", loop),
-            "is_progress_being_made": _ledger_entry(why if not progress else "The team is moving on.", progress),
-            "next_speaker": _ledger_entry(why, nxt),
-            "instruction_or_question": _ledger_entry(f"{nxt} is next in the plan.", _instruction(nxt)),
-        }
-        return json.dumps(entry)
-
-    def final(request: ScriptedRequest) -> str:
-        results = [
-            (src, r.group(1))
-            for src, text in speakers(request, list(order))
-            for r in [_RESULT.search(text)]
-            if r is not None
-        ]
-        approved = [v for src, v in results if src == "reviewer"]
-        value = approved[-1] if approved else (results[-1][1] if results else "unknown")
-        if value == "unknown":
-            return "We could not complete the request. RESULT: unknown"
-        return f"The answer is RESULT: {value}."
-
     def policy(request: ScriptedRequest) -> str:
         prompt = request.last_user_text()
         if _LEDGER_PROMPT in prompt:
-            return ledger(request, prompt)
+            return _ledger(request, prompt, order)
         if _FACTS_PROMPT in prompt:
-            numbers = parse_task(prompt)
-            given = f"the expression ({numbers[0]} + {numbers[1]}) * {numbers[2]}" if numbers else "no numbers"
-            return (
-                f"1. GIVEN OR VERIFIED FACTS\n- The request gives {given}.\n\n2. FACTS TO LOOK UP\n- None.\n\n"
-                "3. FACTS TO DERIVE\n- The value of the expression.\n\n4. EDUCATED GUESSES\n- None."
-            )
+            return _facts(prompt)
         if _PLAN_PROMPT in prompt:
-            return "\n".join(f"- {n}: {_instruction(n)}" for n in team_names(prompt))
+            return "\n".join(f"- {n}: {_instruction(n)}" for n in _team_names(prompt, order))
         if _FACTS_UPDATE_PROMPT in prompt:
-            failed = sum(1 for _, text in speakers(request, list(order)) if "RESULT: unknown" in text)
+            failed = sum(1 for _, text in _speakers(request, list(order)) if "RESULT: unknown" in text)
             return f"The same facts; {failed} attempt(s) reported no result. EDUCATED GUESS: a tool is broken."
         if _PLAN_UPDATE_PROMPT in prompt:
             return "The last run found no result. New plan:\n" + "\n".join(
-                f"- {n}: {_instruction(n)}" for n in team_names(prompt)
+                f"- {n}: {_instruction(n)}" for n in _team_names(prompt, order)
             )
         if _FINAL_PROMPT in prompt:
-            return final(request)
+            return _final(request, order)
         return "I do not recognise this prompt."
 
     return policy
