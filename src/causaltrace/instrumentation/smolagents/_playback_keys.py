@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from causaltrace.instrumentation.smolagents import _access as acc
-from causaltrace.instrumentation.smolagents._steps import _STATE
+from causaltrace.instrumentation.smolagents._model_calls import model_args as recorded_model_args
+from causaltrace.instrumentation.smolagents._state import CURRENT_RUN as _STATE
 
 __all__ = ["caller_state", "key_and_pattern", "model_args", "walk"]
 
@@ -46,6 +47,4 @@ def caller_state() -> Any:
 def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """A model call's ``(messages, stop_sequences, response_format, tools_to_call_from, extra)``, read as the
     recording side reads them."""
-    from causaltrace.instrumentation import smolagents as hooks
-
-    return hooks._model_args(args, kwargs)
+    return recorded_model_args(args, kwargs)

@@ -1,0 +1,217 @@
+"""Model calls: each ``Model.generate`` / ``generate_stream`` of an agent's model is an ``llm_response`` step and a
+recorded ``llm`` call.
+
+``generate`` / ``generate_stream`` are wrapped on the class that defines them for ``type(agent.model)`` when a run
+starts (:func:`patch_model_class`), so a user subclass that overrides ``generate`` is covered. The llm_response
+``continues`` the agent's previous one in this run, ``saw`` the task and plans and ``observed`` the tool responses,
+code executions and errors since then; its ``reasoning`` text is a step of its own. A ToolCallingAgent response
+whose tool calls smolagents parses out of the text is recorded once parsed (:func:`flush_llm`), so a replay serves
+the same ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.smolagents._patches import ensure_patched
+from causaltrace.instrumentation.smolagents._state import (
+    CURRENT_RUN,
+    IN_MODEL,
+    IN_TOOL,
+    AgentRun,
+    LLMRec,
+    arg,
+    call_text,
+    guard,
+    text,
+)
+
+__all__ = [
+    "flush_llm",
+    "generate",
+    "generate_stream",
+    "llm_end",
+    "llm_error",
+    "llm_start",
+    "model_args",
+    "patch_model_class",
+]
+
+_MODEL_ARG_NAMES = ("messages", "stop_sequences", "response_format", "tools_to_call_from")
+
+
+def patch_model_class(model: Any) -> None:
+    """Wrap ``generate`` (and ``generate_stream`` when the model has one) on the class of ``model`` that defines it."""
+    ensure_patched(type(model), "generate", generate)
+    if callable(getattr(model, "generate_stream", None)):
+        ensure_patched(type(model), "generate_stream", generate_stream)
+
+
+# ----------------------------------------------------------------------------------------------------- hooks
+
+
+def _model_run(instance: Any) -> AgentRun | None:
+    """The agent run this model call belongs to (None: not an agent's own call, e.g. nested in a tool)."""
+    state = CURRENT_RUN.get()
+    if state is None or state.closed or IN_MODEL.get() or IN_TOOL.get() is state:
+        return None
+    if getattr(state.agent, "model", None) is not instance:
+        return None
+    return state
+
+
+def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """A ``generate`` call's arguments as ``(messages, stop_sequences, response_format, tools_to_call_from,
+    extra)``, whether passed by position or by name (the playback model canonicalises them the same way)."""
+    values = [arg(args, kwargs, i, n) for i, n in enumerate(_MODEL_ARG_NAMES)]
+    extra = {k: v for k, v in kwargs.items() if k not in _MODEL_ARG_NAMES}
+    extra.update({f"arg{i}": v for i, v in enumerate(args[len(_MODEL_ARG_NAMES):], start=len(_MODEL_ARG_NAMES))})
+    return (*values, extra)
+
+
+def generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Model.generate``: one llm_response step and one recorded call around the model's work."""
+    state = _model_run(instance)
+    if state is None:
+        return wrapped(*args, **kwargs)
+    rec = guard(llm_start, state, instance, *model_args(args, kwargs))
+    if rec is None:
+        return wrapped(*args, **kwargs)
+    token = IN_MODEL.set(True)
+    try:
+        message = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        guard(llm_error, state, rec, exc)
+        raise
+    finally:
+        IN_MODEL.reset(token)
+    guard(llm_end, state, rec, message)
+    return message
+
+
+def generate_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+    """``Model.generate_stream``: the step ends when the stream is exhausted, with the agglomerated message."""
+    state = _model_run(instance)
+    if state is None:
+        return wrapped(*args, **kwargs)
+    rec = guard(llm_start, state, instance, *model_args(args, kwargs))
+    if rec is None:
+        return wrapped(*args, **kwargs)
+    try:
+        stream = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        guard(llm_error, state, rec, exc)
+        raise
+    return _recorded_stream(state, rec, stream)
+
+
+def _recorded_stream(state: AgentRun, rec: LLMRec, stream: Iterator[Any]) -> Iterator[Any]:
+    deltas: list[Any] = []
+    iterator = iter(stream)
+    while True:
+        token = IN_MODEL.set(True)  # while the model works (not across our yields): nested model calls pass
+        try:
+            delta = next(iterator)
+        except StopIteration:
+            break
+        except BaseException as exc:
+            guard(llm_error, state, rec, exc)
+            raise
+        finally:
+            IN_MODEL.reset(token)
+        deltas.append(delta)
+        yield delta
+    message = guard(acc.smol().agglomerate_stream_deltas, deltas)
+    guard(llm_end, state, rec, message)
+
+
+# -------------------------------------------------------------------------------------------- the steps
+
+
+def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_format: Any, tools: Any,
+              extra: dict[str, Any]) -> LLMRec:
+    """Start the llm_response step (with its dependencies) and the recorded call of one model call."""
+    phase = run.phase
+    with run.lock:
+        deps: list[tuple[str, str]] = [(run.prev_llm, "continues")] if run.prev_llm else []
+        deps += [(s, "saw") for s in run.saw] + [(o, "observed") for o in run.observed]
+        run.saw.clear()
+        run.observed.clear()
+    request = acc.llm_request(messages or [], stop, response_format, tools, extra)
+    call = run.ctx.begin_call(run.key, "llm", request, settings=acc.model_settings(model),
+                              call_id_pattern=run.pattern())
+    if call is not None:
+        inputs: dict[str, Any] = {
+            "recording": {"agent_key": run.key, "kind": "llm", "ordinal": call.ordinal,
+                          "request_hash": call.request_hash},
+            "message_count": len(messages or []),
+        }
+    else:
+        inputs = {"messages": request["messages"]}
+    step = run.new_step("llm_response", depends_on=deps, model=acc.model_name(model), inputs=inputs,
+                        metadata={"phase": phase} if phase != "action" else None)
+    if call is not None:
+        call.step_id = step.step_id
+    run.prev_llm = step.step_id
+    rec = LLMRec(step, call, phase)
+    if phase == "action":
+        run.act.llm = rec
+    elif phase == "planning":
+        run.planning_llm = step.step_id
+    else:
+        run.final_llm = step.step_id
+    return rec
+
+
+def llm_end(run: AgentRun, rec: LLMRec, message: Any) -> None:
+    """The model returned ``message``: end its step (or hold it until smolagents has parsed its tool calls)."""
+    if rec.phase == "action" and run.tool_calling and not getattr(message, "tool_calls", None):
+        # smolagents parses the tool calls out of the text next: record the PARSED message (at the first
+        # ToolCall, or when the step ends) so a replay serves the same ids.
+        run.act.pending_message = message
+        return
+    _complete_llm(run, rec, message)
+
+
+def llm_error(run: AgentRun, rec: LLMRec, error: BaseException) -> None:
+    """The model call raised: its step and recorded call end with the error."""
+    rec.step.end(error=error)
+    if rec.call is not None:
+        rec.call.finish(error=error)
+
+
+def flush_llm(run: AgentRun) -> None:
+    """Record the held ToolCallingAgent response, now that smolagents has parsed its tool calls."""
+    act = run.act
+    if act.pending_message is not None and act.llm is not None:
+        message, act.pending_message = act.pending_message, None
+        _complete_llm(run, act.llm, message)
+
+
+def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
+    calls = acc.message_tool_calls(message)
+    with run.lock:
+        run.known_ids.extend(c["id"] for c in calls if c["id"])
+    content_text = acc.message_text(message)
+    usage = getattr(message, "token_usage", None)
+    outputs = {
+        "text": content_text,
+        "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "call_alias": f"call#{i}", "id": c["id"]}
+                       for i, c in enumerate(calls)],
+    }
+    content = content_text or "\n".join(call_text(c["name"], c["arguments"]) for c in calls)
+    rec.step.end(
+        content=text(content),
+        outputs=outputs,
+        usage=(int(usage.input_tokens), int(usage.output_tokens)) if usage is not None else None,
+    )
+    if rec.call is not None:
+        rec.call.finish(acc.chat_message_copy(message))
+    if rec.phase == "action":
+        thought = acc.reasoning_text(run.agent, message)
+        if thought:
+            run.new_step("reasoning", content=text(thought), outputs={"text": thought},
+                         depends_on=[(rec.step.step_id, "produced_by")]).end()

@@ -1,0 +1,96 @@
+"""The patches the smolagents wing has installed (``wrapt``), and the one generic loop that undoes them.
+
+Each wrapper belongs to one instrumentation generation: a wrapper whose generation is over passes straight
+through, so a wrapper that another library wrapped over (and that could therefore not be removed) stays inert.
+The facade (``__init__``) holds the table of what is patched when instrumenting; the model and tool classes of an
+agent are patched when its first run starts (``_model_calls.patch_model_class``, ``_tools.patch_tool_classes``),
+through :func:`ensure_patched`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Wrapper", "ensure_patched", "install", "is_patched", "patch", "unpatch_all"]
+
+logger = logging.getLogger("causaltrace")
+
+#: A wrapt wrapper: ``(wrapped, instance, args, kwargs) -> result``.
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+@dataclass
+class _Patch:
+    owner: Any  # a class or a module
+    attr: str
+    original: Any
+    installed: Any
+
+
+_LOCK = threading.RLock()
+_PATCHES: list[_Patch] = []
+_GENERATION = [0]  # the live generation; 0 = not instrumented
+
+
+def is_patched() -> bool:
+    """Whether the wing's patches are installed."""
+    return bool(_PATCHES)
+
+
+def install(table: Callable[[], Iterable[tuple[Any, str, Wrapper]]]) -> None:
+    """Install every ``(owner, attribute, wrapper)`` of ``table()`` as a new generation (a no-op when installed)."""
+    with _LOCK:
+        if _PATCHES:
+            return
+        _GENERATION[0] += 1
+        for owner, attr, fn in table():
+            patch(owner, attr, fn)
+
+
+def unpatch_all() -> None:
+    """Undo every patch (idempotent); a wrapper another library wrapped over stays, inert."""
+    with _LOCK:
+        _GENERATION[0] += 1  # every wrapper still installed anywhere is inert from now on
+        for p in reversed(_PATCHES):
+            if vars(p.owner).get(p.attr) is p.installed:
+                setattr(p.owner, p.attr, p.original)
+            else:
+                logger.info("causaltrace: %s.%s was wrapped again by another library; our wrapper stays, inert",
+                            getattr(p.owner, "__name__", p.owner), p.attr)
+        _PATCHES.clear()
+
+
+def patch(owner: Any, attr: str, fn: Wrapper) -> None:
+    """Wrap ``owner.attr`` (defined on ``owner`` itself) with ``fn`` for the live generation."""
+    import wrapt
+
+    original = vars(owner).get(attr)
+    if original is None:
+        return
+    generation = _GENERATION[0]
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _GENERATION[0] != generation:
+            return wrapped(*args, **kwargs)
+        return fn(wrapped, instance, args, kwargs)
+
+    wrapt.wrap_function_wrapper(owner, attr, wrapper)
+    _PATCHES.append(_Patch(owner, attr, original, vars(owner)[attr]))
+
+
+def ensure_patched(cls: type, attr: str, fn: Wrapper) -> None:
+    """Wrap ``attr`` on the class of ``cls``'s MRO that defines it (a subclass's override shadows a base patch)."""
+    owner = next((k for k in cls.__mro__ if attr in vars(k)), None)
+    if owner is None or owner is object:
+        return
+    with _LOCK:
+        if not _PATCHES:
+            return
+        current = vars(owner)[attr]
+        if any(p.owner is owner and p.attr == attr and p.installed is current for p in _PATCHES):
+            return
+        patch(owner, attr, fn)

@@ -1,0 +1,199 @@
+"""Tool and managed-agent calls: each is a ``tool_call`` step, a ``tool_response`` step and a recorded ``tool`` call.
+
+A ToolCallingAgent's calls are announced by the ToolCalls in the run's stream (:func:`on_tool_call`, ordinals
+reserved in the model's call order) and run by ``execute_tool_call``, which claims the announced step; calls from
+running CodeAgent code come through ``Tool.__call__`` / ``MultiStepAgent.__call__`` (:func:`tool_call`,
+:func:`agent_call`). The tool_call ends when the tool returns; its tool_response is ``tool_result_of`` it (ERROR
+when the tool raised) and, for a managed agent, ``answer_of`` that agent's final_answer. A managed agent's run reads
+the manager's call from ``INVOKER`` (an :class:`~._state.Invocation`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from causaltrace.instrumentation._runtime import CallHandle
+from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.smolagents._code import begin_code_call, from_code_thread, start_code_execution
+from causaltrace.instrumentation.smolagents._model_calls import flush_llm
+from causaltrace.instrumentation.smolagents._patches import ensure_patched
+from causaltrace.instrumentation.smolagents._state import (
+    CURRENT_RUN,
+    IN_TOOL,
+    INVOKER,
+    AgentRun,
+    Invocation,
+    ToolRec,
+    arg,
+    call_text,
+    guard,
+    text,
+)
+
+__all__ = [
+    "agent_call",
+    "claim_tool",
+    "execute_tool_call",
+    "on_tool_call",
+    "on_tool_output",
+    "patch_tool_classes",
+    "run_tool",
+    "tool_call",
+]
+
+
+def patch_tool_classes(agent: Any) -> None:
+    """Wrap ``__call__`` on the class that defines it for each of the agent's tools (a user override included)."""
+    for tool in list(getattr(agent, "tools", {}).values()):
+        ensure_patched(type(tool), "__call__", tool_call)
+
+
+# ----------------------------------------------------------------------------------------------------- hooks
+
+
+def execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """``ToolCallingAgent.execute_tool_call``: run the tool (or managed agent) of an announced tool_call step."""
+    state = CURRENT_RUN.get()
+    if state is None or state.agent is not instance:
+        return wrapped(*args, **kwargs)
+    name = arg(args, kwargs, 0, "tool_name")
+    arguments = arg(args, kwargs, 1, "arguments")
+    rec = guard(claim_tool, state, str(name), arguments)
+    if rec is None:
+        return wrapped(*args, **kwargs)
+    managed = name in (getattr(instance, "managed_agents", None) or {})
+    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=managed)
+
+
+def tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A tool called by the agent's running code (calls from a ToolCallingAgent pass: they are already steps)."""
+    state = CURRENT_RUN.get()
+    if state is None:
+        return from_code_thread(tool_call, wrapped, instance, args, kwargs)
+    if IN_TOOL.get() is not None or state.act.code_exec is None:
+        return wrapped(*args, **kwargs)
+    name = str(getattr(instance, "name", type(instance).__name__))
+    rec = guard(begin_code_call, state, name, acc.call_arguments(instance, args, kwargs))
+    if rec is None:
+        return wrapped(*args, **kwargs)
+    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=False)
+
+
+def agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A managed agent called by the manager's running code (the ToolCallingAgent path goes through
+    ``execute_tool_call``, which has already announced the call)."""
+    state = CURRENT_RUN.get()
+    if state is None:
+        return from_code_thread(agent_call, wrapped, instance, args, kwargs)
+    if IN_TOOL.get() is not None or state.act.code_exec is None:
+        return wrapped(*args, **kwargs)
+    arguments = {"task": acc.jsonable(arg(args, kwargs, 0, "task"))}
+    arguments.update({str(k): acc.jsonable(v) for k, v in kwargs.items() if k != "task"})
+    rec = guard(begin_code_call, state, acc.agent_name(instance), arguments)
+    if rec is None:
+        return wrapped(*args, **kwargs)
+    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=True)
+
+
+# ------------------------------------------------------------------------------------- announced tool calls
+
+
+def on_tool_call(run: AgentRun, tc: Any) -> None:
+    """A ToolCall in the run's stream: the model's call of a tool (or, in a CodeAgent, its code)."""
+    flush_llm(run)
+    with run.lock:
+        if tc.id:
+            run.known_ids.append(str(tc.id))
+    produced = run.produced_by_llm()
+    if run.code_agent and tc.name == "python_interpreter":
+        start_code_execution(run, tc, produced)
+        return
+    arguments = acc.tool_arguments_from_call(tc.arguments)
+    ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
+    step = run.new_step("tool_call", tool_name=str(tc.name), arguments=arguments, call_id=str(tc.id),
+                        content=text(call_text(tc.name, arguments)), depends_on=produced)
+    with run.lock:
+        run.act.tools.append(ToolRec(step, ordinal[0] if ordinal else None, str(tc.name), tc.arguments, arguments,
+                                     str(tc.id)))
+
+
+def on_tool_output(run: AgentRun, out: Any) -> None:
+    """A ToolOutput in the run's stream, for a call that bypassed ``execute_tool_call`` (a subclass of the agent
+    overrode it): the tool_response is answered from the output."""
+    with run.lock:
+        rec = next((r for r in run.act.tools if r.call_id == str(out.id) and not r.claimed), None)
+        if rec is None:
+            return
+        rec.claimed = True
+    _tool_done(run, rec, None, None, result=out.output, error=None)
+
+
+def claim_tool(run: AgentRun, name: str, arguments: Any) -> ToolRec:
+    """The tool_call step (from the model's response) that this ``execute_tool_call`` runs."""
+    with run.lock:
+        for match in (lambda r: r.raw_arguments is arguments,
+                      lambda r: (r.raw_arguments or {}) == (arguments or {})):
+            for rec in run.act.tools:
+                if not rec.claimed and rec.name == name and match(rec):
+                    rec.claimed = True
+                    return rec
+    # Not announced by a ToolCall (an agent subclass calling tools itself): a tool_call step of its own.
+    args = acc.tool_arguments_from_call(arguments)
+    ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
+    step = run.new_step("tool_call", tool_name=name, arguments=args, content=text(call_text(name, args)),
+                        depends_on=run.produced_by_llm())
+    return ToolRec(step, ordinal[0] if ordinal else None, name, arguments, args, claimed=True)
+
+
+# ----------------------------------------------------------------------------------------- running a call
+
+
+def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed: bool) -> Any:
+    """Run a tool (or managed agent) call, recording it and its response; the user's exception passes through."""
+    started = guard(_tool_start, run, rec, managed)
+    call, invocation = started if started else (None, None)
+    tokens = (IN_TOOL.set(run), INVOKER.set(invocation))
+    try:
+        result = invoke()
+    except BaseException as exc:
+        guard(_tool_done, run, rec, call, invocation, result=None, error=exc)
+        raise
+    finally:
+        IN_TOOL.reset(tokens[0])
+        INVOKER.reset(tokens[1])
+    guard(_tool_done, run, rec, call, invocation, result=result, error=None)
+    return result
+
+
+def _tool_start(run: AgentRun, rec: ToolRec, managed: bool) -> tuple[CallHandle | None, Invocation | None]:
+    call = run.ctx.begin_call(
+        run.key, "tool", {"name": rec.name, "arguments": rec.arguments}, ordinal=rec.ordinal,
+        settings={"managed_agent": True} if managed else None, step_id=rec.step.step_id,
+        call_id_pattern=run.pattern(),
+    )
+    return call, Invocation(rec.step, run, rec.name) if managed else None
+
+
+def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation: Invocation | None, *, result: Any,
+               error: BaseException | None) -> None:
+    rec.step.end()
+    deps = [(rec.step.step_id, "tool_result_of")]
+    if invocation is not None and invocation.answer_step_id:
+        deps.append((invocation.answer_step_id, "answer_of"))
+    step = run.new_step("tool_response", tool_name=rec.name, call_id=rec.call_id, depends_on=deps)
+    if error is not None:
+        message = f"{type(error).__name__}: {error}"
+        step.end(error=error, content=text(message), outputs={"result": message, "is_error": True})
+        run.act.accounted.add(id(error))
+    else:
+        step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})
+    run.observe(step.step_id)
+    if rec.name == "final_answer":
+        run.act.final_tool_response = step.step_id
+    if call is not None:
+        if error is not None:
+            call.finish(error=error)
+        else:
+            call.finish(result)
