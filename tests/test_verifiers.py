@@ -33,6 +33,18 @@ def test_tests_pass_runs_the_suite_in_the_sandbox(tmp_path):
     assert code_in("no fences: x = 1") == "no fences: x = 1"
 
 
+def test_the_default_sandbox_comes_through_the_trunk(tmp_path):
+    """Without a sandbox, tests_pass runs in replay's shared default sandbox, reached through ``protocols`` (the
+    verifiers import only the trunk)."""
+    from causaltrace import protocols
+    from causaltrace.replay.executor import default_sandbox
+
+    assert protocols.default_sandbox() is default_sandbox()
+    tests = tmp_path / "test_one.py"
+    tests.write_text("from solution import one\n\ndef test_one():\n    assert one() == 1\n")
+    assert suite_verifier(tests, timeout_s=20)(_out("def one():\n    return 1")).passed
+
+
 async def test_llm_judge_respects_the_kill_switch():
     verdict = await llm_judge("openai/gpt-4o-mini", "must be polite")(_out("hello"))
     assert not verdict.passed and "disabled" in verdict.reason

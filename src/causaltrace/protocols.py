@@ -30,9 +30,11 @@ __all__ = [
     "Sandbox",
     "Verifier",
     "Worker",
+    "default_sandbox",
     "get_method",
     "get_replay_adapter",
     "method_names",
+    "register_default_sandbox",
     "register_method",
     "register_replay_adapter",
     "replay_adapter_names",
@@ -272,3 +274,25 @@ def get_method(name: str) -> Callable[..., Any]:
 def method_names() -> list[str]:
     """Names of the registered attribution methods."""
     return sorted(_METHODS)
+
+
+#: how to get the sandbox code runs in when the caller gives none (one slot; ``replay.executor`` fills it)
+_DEFAULT_SANDBOX: list[Callable[[], Sandbox]] = []
+
+
+def register_default_sandbox(factory: Callable[[], Sandbox]) -> None:
+    """Register the default sandbox (``replay`` registers its shared :class:`SubprocessSandbox`), so that the
+    trunk's users — the ready-made verifiers, the adapters' code executors — reach it without importing replay."""
+    _DEFAULT_SANDBOX[:] = [factory]
+
+
+def default_sandbox() -> Sandbox:
+    """The registered default sandbox; on first use this loads ``causaltrace.replay.executor``, which registers it
+    (as :func:`get_replay_adapter` loads an adapter by name)."""
+    if not _DEFAULT_SANDBOX:
+        import importlib
+
+        importlib.import_module("causaltrace.replay.executor")
+    if not _DEFAULT_SANDBOX:
+        raise UserError("no default sandbox is registered: pass sandbox=")
+    return _DEFAULT_SANDBOX[0]()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from causaltrace.protocols import Sandbox
+from causaltrace.protocols import Sandbox, default_sandbox
 from causaltrace.schema import Outcome, Verdict
 
 __all__ = ["code_in", "expected", "llm_judge", "tests_pass"]
@@ -90,8 +90,6 @@ def tests_pass(
     def verify(outcome: Outcome) -> Verdict:
         box = sandbox
         if box is None:
-            from causaltrace.replay.executor import default_sandbox
-
             box = default_sandbox()
         files = {f"{module}.py": code_in(outcome.final_answer or "").encode(), "test_answer.py": test_source.encode()}
         result = box.run(runner, files=files, timeout_s=timeout_s, memory_mb=memory_mb)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
-from causaltrace.protocols import Factory, Sandbox, get_replay_adapter
+from causaltrace.protocols import Factory, Sandbox, get_replay_adapter, register_default_sandbox
 from causaltrace.replay.playback import playback_for
 from causaltrace.schema import Intervention, Outcome, ReplayResult, Run, StepError
 
@@ -64,6 +64,9 @@ def default_sandbox() -> Sandbox:
 
         _DEFAULT_SANDBOX = SubprocessSandbox()
     return _DEFAULT_SANDBOX
+
+
+register_default_sandbox(default_sandbox)  # the trunk's default_sandbox() answers with this one
 
 
 async def _replay_once(
