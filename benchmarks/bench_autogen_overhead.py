@@ -128,9 +128,9 @@ class _Modes:
             provider = counting_provider(self.exporters[mode], sampled=mode != "ct-no-spans")
             instrument_autogen(provider, self.configs[mode])
             if mode == "ct-hooks-only":
-                from causaltrace.instrumentation.autogen import _hooks as _autogen_hooks
+                from causaltrace.instrumentation.autogen._patching import disable
 
-                _autogen_hooks.disable()  # the patches stay; every wrapper passes the call straight through
+                disable()  # the patches stay; every wrapper passes the call straight through
 
     def off(self, mode: str) -> None:
         if mode == "openinference":

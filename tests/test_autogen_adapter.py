@@ -892,7 +892,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     from autogen_agentchat.agents import AssistantAgent as Assistant
     from autogen_agentchat.teams._group_chat._base_group_chat import BaseGroupChat
 
-    from causaltrace.instrumentation.autogen import _hooks as hooks
+    from causaltrace.instrumentation.autogen import _patching as patching
 
     assert not is_instrumented()
     run_stream = BaseGroupChat.__dict__["run_stream"]
@@ -901,10 +901,10 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     provider = TracerProvider()
     try:
         instrument_autogen(provider, TraceConfig(store=False))
-        first = dict(hooks.patched())
+        first = dict(patching.patched())
         wrapped = BaseGroupChat.__dict__["run_stream"]
         instrument_autogen(provider, TraceConfig(store=False))  # idempotent: nothing wrapped twice
-        assert hooks.patched() == first and BaseGroupChat.__dict__["run_stream"] is wrapped
+        assert patching.patched() == first and BaseGroupChat.__dict__["run_stream"] is wrapped
         assert wrapped.__wrapped__ is run_stream
         assert ScriptedChatCompletionClient.__dict__["create"].__wrapped__ is create
         assert len(first) >= 12
@@ -915,7 +915,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     assert BaseGroupChat.__dict__["run_stream"] is run_stream
     assert Assistant.__dict__["_execute_tool_call"] is execute
     assert ScriptedChatCompletionClient.__dict__["create"] is create
-    assert hooks.patched() == {}
+    assert patching.patched() == {}
 
 
 async def test_uninstrumented_runs_emit_nothing():
@@ -955,7 +955,7 @@ def test_autogen_instrumentor_is_a_base_instrumentor():
 
 
 def test_stop_classification():
-    from causaltrace.instrumentation.autogen._hooks import classify_stop
+    from causaltrace.instrumentation.autogen._runs import classify_stop
 
     assert classify_stop("Maximum number of messages 4 reached, current message count: 4") == ("limit", None)
     assert classify_stop("Maximum number of turns 3 reached.") == ("limit", None)

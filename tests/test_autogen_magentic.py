@@ -370,8 +370,8 @@ async def test_an_orchestrator_exception_is_an_error_step_and_a_failed_run(trace
 
 async def test_a_missing_orchestrator_hook_degrades_with_a_warning(monkeypatch, caplog):
     patches = tuple(
-        (module, path.replace("_orchestrate_step", "_no_such_step"), wrapper)
-        for module, path, wrapper in autogen_adapter.PATCHES
+        patch._replace(path=patch.path.replace("_orchestrate_step", "_no_such_step"))
+        for patch in autogen_adapter.PATCHES
     )
     monkeypatch.setattr(autogen_adapter, "PATCHES", patches)
     caplog.set_level(logging.WARNING, logger="causaltrace")

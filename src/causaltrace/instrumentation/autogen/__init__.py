@@ -89,7 +89,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
@@ -102,51 +102,49 @@ logger = logging.getLogger("causaltrace")
 _LOCK = threading.Lock()
 _INSTRUMENTED = False
 
-#: (module, attribute path, wrapper name in ``_hooks``): the static patch table. Agent classes and model
-#: client classes found later (user subclasses, clients imported after instrumentation) are patched on first use.
-PATCHES: tuple[tuple[str, str, str], ...] = (
-    ("autogen_agentchat.teams._group_chat._base_group_chat", "BaseGroupChat.run_stream", "wrap_team_run_stream"),
-    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.run_stream", "wrap_agent_run_stream"),
-    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.run", "wrap_agent_run"),
-    ("autogen_agentchat.agents._base_chat_agent", "BaseChatAgent.on_messages_stream", "wrap_turn_stream"),
-    ("autogen_agentchat.agents._assistant_agent", "AssistantAgent.on_messages_stream", "wrap_turn_stream"),
-    ("autogen_agentchat.agents._assistant_agent", "AssistantAgent._execute_tool_call", "wrap_execute_tool_call"),
-    ("autogen_agentchat.agents._code_executor_agent", "CodeExecutorAgent.on_messages_stream", "wrap_turn_stream"),
-    ("autogen_agentchat.agents._code_executor_agent", "CodeExecutorAgent.execute_code_block", "wrap_execute_code"),
-    ("autogen_agentchat.agents._user_proxy_agent", "UserProxyAgent.on_messages_stream", "wrap_turn_stream"),
-    ("autogen_agentchat.agents._society_of_mind_agent", "SocietyOfMindAgent.on_messages_stream", "wrap_turn_stream"),
-    ("autogen_agentchat.agents._message_filter_agent", "MessageFilterAgent.on_messages_stream", "wrap_turn_stream"),
-    (
-        "autogen_agentchat.teams._group_chat._selector_group_chat",
-        "SelectorGroupChatManager.select_speaker",
-        "wrap_select_speaker",
+_AGENTS = "autogen_agentchat.agents."
+_TEAMS = "autogen_agentchat.teams._group_chat."
+_MAGENTIC = _TEAMS + "_magentic_one._magentic_one_orchestrator"
+
+
+class Patch(NamedTuple):
+    """One row of the static patch table: AutoGen's ``module`` and the ``path`` of the attribute in it, wrapped by
+    ``wrapper`` of the recording module ``hooks`` (a module of this package, imported when instrumenting)."""
+
+    module: str
+    path: str
+    hooks: str
+    wrapper: str
+
+
+#: The static patch table. Agent classes and model client classes found later (user subclasses, clients imported
+#: after instrumentation) are patched on first use (``_turns.patch_agent_class``, ``_model_calls.patch_client_class``).
+PATCHES: tuple[Patch, ...] = (
+    Patch(_TEAMS + "_base_group_chat", "BaseGroupChat.run_stream", "_runs", "wrap_team_run_stream"),
+    Patch(_AGENTS + "_base_chat_agent", "BaseChatAgent.run_stream", "_runs", "wrap_agent_run_stream"),
+    Patch(_AGENTS + "_base_chat_agent", "BaseChatAgent.run", "_runs", "wrap_agent_run"),
+    Patch(_AGENTS + "_base_chat_agent", "BaseChatAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(_AGENTS + "_assistant_agent", "AssistantAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(_AGENTS + "_assistant_agent", "AssistantAgent._execute_tool_call", "_tools", "wrap_execute_tool_call"),
+    Patch(_AGENTS + "_code_executor_agent", "CodeExecutorAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(_AGENTS + "_code_executor_agent", "CodeExecutorAgent.execute_code_block", "_code", "wrap_execute_code"),
+    Patch(_AGENTS + "_user_proxy_agent", "UserProxyAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(_AGENTS + "_society_of_mind_agent", "SocietyOfMindAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(_AGENTS + "_message_filter_agent", "MessageFilterAgent.on_messages_stream", "_turns", "wrap_turn_stream"),
+    Patch(
+        _TEAMS + "_selector_group_chat", "SelectorGroupChatManager.select_speaker", "_selection", "wrap_select_speaker"
     ),
     # MagenticOneGroupChat: its orchestrator picks speakers in these private methods (``select_speaker`` is unused)
-    (
-        "autogen_agentchat.teams._group_chat._base_group_chat_manager",
+    Patch(
+        _TEAMS + "_base_group_chat_manager",
         "BaseGroupChatManager.update_message_thread",
+        "_magentic",
         "wrap_update_message_thread",
     ),
-    (
-        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
-        "MagenticOneOrchestrator._orchestrate_step",
-        "wrap_orchestrate_step",
-    ),
-    (
-        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
-        "MagenticOneOrchestrator._reenter_outer_loop",
-        "wrap_orchestrator_outer_loop",
-    ),
-    (
-        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
-        "MagenticOneOrchestrator._update_task_ledger",
-        "wrap_orchestrator_replan",
-    ),
-    (
-        "autogen_agentchat.teams._group_chat._magentic_one._magentic_one_orchestrator",
-        "MagenticOneOrchestrator._prepare_final_answer",
-        "wrap_orchestrator_final_answer",
-    ),
+    Patch(_MAGENTIC, "MagenticOneOrchestrator._orchestrate_step", "_magentic", "wrap_orchestrate_step"),
+    Patch(_MAGENTIC, "MagenticOneOrchestrator._reenter_outer_loop", "_magentic", "wrap_orchestrator_outer_loop"),
+    Patch(_MAGENTIC, "MagenticOneOrchestrator._update_task_ledger", "_magentic", "wrap_orchestrator_replan"),
+    Patch(_MAGENTIC, "MagenticOneOrchestrator._prepare_final_answer", "_magentic", "wrap_orchestrator_final_answer"),
 )
 
 
@@ -177,27 +175,36 @@ def instrument_autogen(tracer_provider: Any = None, config: TraceConfig | None =
     with _LOCK:
         if _INSTRUMENTED:
             return
-        from wrapt import resolve_path
-
-        from causaltrace.instrumentation.autogen import _hooks as hooks
-
-        for module, path, wrapper_name in PATCHES:
-            try:
-                owner, attribute, _original = resolve_path(module, path)
-            except (ImportError, AttributeError) as exc:  # an AutoGen without this hook: degrade, never fail
-                logger.warning("causaltrace: AutoGen hook %s.%s not found (%s); skipped", module, path, exc)
-                continue
-            hooks.patch_attribute(owner, attribute, getattr(hooks, wrapper_name))
-        from autogen_agentchat.agents import BaseChatAgent
-        from autogen_core.models import ChatCompletionClient
-
-        for klass in _subclasses(BaseChatAgent):
-            if "on_messages_stream" in klass.__dict__:
-                hooks.patch_agent_class(klass)
-        for klass in _subclasses(ChatCompletionClient):
-            hooks.patch_client_class(klass)
-        hooks.enable()
+        _apply_patches()
         _INSTRUMENTED = True
+
+
+def _apply_patches() -> None:
+    """Wrap every attribute of :data:`PATCHES` (a missing one is skipped with a warning), then the agent and client
+    classes already defined, and switch the wrappers on. Imports AutoGen and the recording modules."""
+    from wrapt import resolve_path
+
+    from causaltrace.instrumentation.autogen._model_calls import patch_client_class
+    from causaltrace.instrumentation.autogen._patching import enable, patch_attribute
+    from causaltrace.instrumentation.autogen._turns import patch_agent_class
+
+    for patch in PATCHES:
+        try:
+            owner, attribute, _original = resolve_path(patch.module, patch.path)
+        except (ImportError, AttributeError) as exc:  # an AutoGen without this hook: degrade, never fail
+            logger.warning("causaltrace: AutoGen hook %s.%s not found (%s); skipped", patch.module, patch.path, exc)
+            continue
+        hooks = importlib.import_module(f"{__name__}.{patch.hooks}")
+        patch_attribute(owner, attribute, getattr(hooks, patch.wrapper))
+    from autogen_agentchat.agents import BaseChatAgent
+    from autogen_core.models import ChatCompletionClient
+
+    for klass in _subclasses(BaseChatAgent):
+        if "on_messages_stream" in klass.__dict__:
+            patch_agent_class(klass)
+    for klass in _subclasses(ChatCompletionClient):
+        patch_client_class(klass)
+    enable()
 
 
 def uninstrument_autogen() -> None:
@@ -206,10 +213,10 @@ def uninstrument_autogen() -> None:
     with _LOCK:
         if not _INSTRUMENTED:
             return
-        from causaltrace.instrumentation.autogen import _hooks as hooks
+        from causaltrace.instrumentation.autogen._patching import disable, unpatch_all
 
-        hooks.disable()
-        hooks.unpatch_all()
+        disable()
+        unpatch_all()
         _INSTRUMENTED = False
 
 
@@ -264,4 +271,3 @@ def _register_playback() -> None:
 
 
 _register_playback()
-

@@ -33,12 +33,15 @@ __all__ = [
     "client_create_args",
     "client_settings",
     "extract_code",
+    "handoff_targets",
     "llm_request",
     "manager_name",
     "message_thread_of",
     "model_client_of",
+    "name_of",
     "parse_arguments",
     "participants_of",
+    "selectable_speakers",
     "team_manager_name",
     "text_of",
     "tool_request",
@@ -210,6 +213,12 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {"raw": str(raw)}
     return value if isinstance(value, dict) else {"value": value}
+
+
+def name_of(obj: Any, default: str) -> str:
+    """The ``name`` of an agent or team (a non-empty str), else ``default``."""
+    name = getattr(obj, "name", None)
+    return name if isinstance(name, str) and name else default
 
 
 def text_of(message: Any) -> str:

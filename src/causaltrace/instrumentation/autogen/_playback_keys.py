@@ -121,20 +121,20 @@ def live_key(static_key: str, *, manager: bool = False, fallback_name: str | Non
     """The agent key the recording side gives the call in flight (the current turn's or the selector manager's),
     read from its contextvars; the static key when the replay does not run instrumented."""
     try:
+        import causaltrace.instrumentation.autogen._state as recording
         from causaltrace.instrumentation import _runtime
-        from causaltrace.instrumentation.autogen import _hooks as hooks
     except ImportError:  # pragma: no cover - AutoGen missing
         return static_key
     ctx = _runtime.current_run()
     if ctx is None:
         return static_key
-    turn = hooks._TURN.get()
+    turn = recording.TURN.get()
     if turn is not None and turn.ctx is ctx:
         return str(turn.key)
-    mgr = hooks._MANAGER.get()
+    mgr = recording.MANAGER.get()
     if mgr is not None:
         return str(mgr.key)
-    level = hooks._LEVEL.get()
+    level = recording.LEVEL.get()
     if level is not None and level.ctx is ctx and fallback_name is not None and not manager:
         return "/".join((*level.path, fallback_name))
     return static_key

@@ -1,0 +1,252 @@
+"""Model calls: ``create`` / ``create_stream`` of every ChatCompletionClient class (OpenAI, replay, custom) is an
+``llm_response`` step and a recorded call (kind ``llm``), owned by the agent turn, the selector manager or the
+MagenticOne orchestrator in flight (else the client is the agent), with ``continues`` / ``saw`` / ``observed`` /
+``memory_read`` / ``retry_of`` edges. The request is hashed when the call starts, before the framework mutates it;
+with ``record=False`` the step's inputs hold the messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from autogen_core.models import ChatCompletionClient, CreateResult
+
+from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._runtime import RunContext, StepHandle
+from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
+from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
+from causaltrace.instrumentation.autogen._patching import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._state import (
+    IN_LLM,
+    LEVEL,
+    MANAGER,
+    TURN,
+    Memo,
+    Orchestrator,
+    Turn,
+    activated,
+    call_arg,
+    settings_of,
+    state_of,
+    step_id_of,
+)
+from causaltrace.schema import canonicalize_request
+
+__all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
+
+
+@dataclass(eq=False)
+class _LlmCall:
+    owner: Any
+    memo: Memo
+    handle: StepHandle | None
+    record: Any
+
+
+@never_raise(default=None)
+def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _LlmCall | None:
+    state = state_of(ctx)
+    if state.closed:
+        return None
+    turn = TURN.get()
+    mgr = MANAGER.get()
+    owner: Any
+    if turn is not None and turn.ctx is ctx:
+        owner, agent, key, parent, memo = turn, turn.name, turn.key, turn.handle, turn.memo
+    elif mgr is not None:
+        owner, agent, key, parent, memo = mgr, mgr.name, mgr.key, mgr.parent_id, mgr.memo
+    elif (orch := orchestrator_of(ctx, client)) is not None:
+        owner, agent, key, parent, memo = orch, orch.name, orch.key, orch.parent_id, orch.memo
+    else:  # a model call outside any agent turn (a custom orchestrator): the client is the agent
+        level = LEVEL.get()
+        agent = type(client).__name__
+        key = "/".join((level.path if level is not None and level.ctx is ctx else ()) + (agent,))
+        owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
+        memo = state.memo(key)
+    deps: list[tuple[str, str]] = []
+    retried = retried_attempt(owner) if isinstance(owner, Orchestrator) else None
+    if memo.last_llm and memo.last_llm != retried:
+        deps.append((memo.last_llm, "continues"))
+    if retried:
+        deps.append((retried, "retry_of"))
+    deps += [(s, "saw") for s in memo.saw]
+    deps += [(s, "observed") for s in memo.observed]
+    deps += [(s, "memory_read") for s in memo.memory]
+    memo.saw, memo.observed, memo.memory = [], [], []
+    messages = call_arg(args, kwargs, 0, "messages", ())
+    request = llm_request(
+        messages,
+        tools=kwargs.get("tools") or (),
+        tool_choice=kwargs.get("tool_choice", "auto"),
+        json_output=kwargs.get("json_output"),
+        extra_create_args=kwargs.get("extra_create_args"),
+    )
+    settings = settings_of(client)
+    record = ctx.begin_call(key, "llm", request, settings=settings)
+    if record is not None:
+        inputs: dict[str, Any] = {
+            "recording": {
+                "agent_key": key,
+                "kind": "llm",
+                "ordinal": record.ordinal,
+                "request_hash": record.request_hash,
+            }
+        }
+    else:
+        inputs = {"messages": canonicalize_request(list(messages))}
+    handle = state.track(
+        ctx.start_step(
+            "llm_response",
+            agent=agent,
+            parent=parent,
+            depends_on=deps,
+            model=settings.get("model"),
+            inputs=inputs,
+            metadata={} if record is not None else {"agent_key": key},
+        )
+    )
+    if record is not None and handle is not None:
+        record.step_id = handle.step_id
+    if isinstance(owner, Orchestrator) and handle is not None:
+        note_attempt(owner, handle.step_id)
+    return _LlmCall(owner, memo, handle, record)
+
+
+@never_raise()
+def _end_llm(llm: _LlmCall, result: Any) -> None:
+    handle = llm.handle
+    content = getattr(result, "content", None)
+    thought = getattr(result, "thought", None)
+    calls: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        text = content
+    else:
+        text = thought or ""
+        for i, call in enumerate(content or ()):
+            calls.append(
+                {
+                    "name": getattr(call, "name", "?"),
+                    "arguments": parse_arguments(getattr(call, "arguments", "")),
+                    "call_alias": f"call#{i}",
+                    "call_id": getattr(call, "id", None),
+                }
+            )
+    outputs: dict[str, Any] = {"text": text, "tool_calls": calls}
+    if thought and isinstance(content, str):
+        outputs["thought"] = thought
+    finish = getattr(result, "finish_reason", None)
+    if finish is not None:
+        outputs["finish_reason"] = str(finish)
+    usage = getattr(result, "usage", None)
+    tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+    display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
+    if handle is not None:
+        handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
+    if llm.record is not None:
+        llm.record.finish(result)
+    step_id = step_id_of(handle)
+    if step_id is not None:
+        llm.memo.last_llm = step_id
+        if llm.owner is not None:
+            llm.owner.last_llm = step_id
+            if isinstance(llm.owner, Turn):
+                llm.owner.last_producer = step_id
+            elif isinstance(llm.owner, Orchestrator):
+                llm.owner.last_text = text
+
+
+@never_raise()
+def _fail_llm(llm: _LlmCall, exc: BaseException) -> None:
+    if llm.handle is not None:
+        llm.handle.end(error=exc)
+    if llm.record is not None:
+        llm.record.finish(error=exc)
+
+
+def wrap_create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``<client class>.create``: one llm_response step and one recorded call per model call."""
+    if not SWITCH.on or IN_LLM.get():
+        return wrapped(*args, **kwargs)
+    ctx = _runtime.current_run()
+    if ctx is None:
+        return wrapped(*args, **kwargs)
+    return _create(wrapped, instance, ctx, args, kwargs)
+
+
+async def _create(wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    llm = _begin_llm(ctx, client, args, kwargs)  # hashes the request now, before the framework mutates it
+    if llm is None:
+        return await wrapped(*args, **kwargs)
+    token = IN_LLM.set(True)
+    try:
+        with activated(llm.handle):
+            result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail_llm(llm, exc)
+        raise
+    finally:
+        IN_LLM.reset(token)
+    _end_llm(llm, result)
+    return result
+
+
+def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``<client class>.create_stream``: like :func:`wrap_create`; the step ends with the final CreateResult."""
+    if not SWITCH.on or IN_LLM.get():
+        return wrapped(*args, **kwargs)
+    ctx = _runtime.current_run()
+    if ctx is None:
+        return wrapped(*args, **kwargs)
+    return _create_stream(wrapped, instance, ctx, args, kwargs)
+
+
+async def _create_stream(
+    wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    llm = _begin_llm(ctx, client, args, kwargs)
+    agen = wrapped(*args, **kwargs)
+    if llm is None:
+        async for item in agen:
+            yield item
+        return
+    result = None
+    error: BaseException | None = None
+    exhausted = False
+    try:
+        while True:
+            token = IN_LLM.set(True)
+            try:
+                with activated(llm.handle):
+                    item = await agen.__anext__()
+            except StopAsyncIteration:
+                exhausted = True
+                break
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                IN_LLM.reset(token)
+            if isinstance(item, CreateResult):
+                result = item
+            yield item
+    finally:
+        try:
+            if error is None and not exhausted:
+                await agen.aclose()
+        finally:
+            if error is not None:
+                _fail_llm(llm, error)
+            elif result is not None:
+                _end_llm(llm, result)
+            else:
+                _fail_llm(llm, asyncio.CancelledError("the stream was closed before its final result"))
+
+
+def patch_client_class(cls: type) -> None:
+    """Wrap ``create`` / ``create_stream`` of a ChatCompletionClient class (any client: OpenAI, replay, custom)."""
+    patch_defining(cls, "create", wrap_create, skip=(ChatCompletionClient,))
+    patch_defining(cls, "create_stream", wrap_create_stream, skip=(ChatCompletionClient,))

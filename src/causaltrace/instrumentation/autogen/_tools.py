@@ -1,0 +1,154 @@
+"""Tool calls: a ToolCallRequestEvent's FunctionCalls become ``tool_call`` steps (ordinals reserved in the model's
+order), each execution (``AssistantAgent._execute_tool_call``, private; FACTS.md) a recorded call (kind ``tool``) and
+a ``tool_response`` (``tool_result_of``; ERROR when ``is_error``; ``answer_of`` what a nested AgentTool / TeamTool
+run answered). A result no hook saw (a custom agent's tools) is taken from the ToolCallExecutionEvent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
+from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
+from causaltrace.schema import StepError
+
+__all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
+
+
+def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
+    """A ToolCallRequestEvent: one tool_call step per FunctionCall, ordinals reserved in the model's order."""
+    ordinals = turn.ctx.reserve_ordinals(turn.key, "tool", len(calls)) or [None] * len(calls)
+    deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
+    for call, ordinal in zip(calls, ordinals, strict=False):
+        name = getattr(call, "name", "?")
+        raw = getattr(call, "arguments", "")
+        arguments = parse_arguments(raw)
+        handle = turn.state.track(
+            turn.ctx.start_step(
+                "tool_call",
+                agent=turn.name,
+                parent=turn.handle,
+                depends_on=deps,
+                content=f"{name}({raw})",
+                tool_name=name,
+                arguments=arguments,
+                call_id=getattr(call, "id", None),
+            )
+        )
+        turn.calls.append(PendingCall(call, handle, ordinal, arguments))
+
+
+def _claim(turn: Turn, call: Any, call_id: str | None = None, name: str | None = None) -> PendingCall | None:
+    for pending in turn.calls:
+        if not pending.done and pending.call is call:
+            return pending
+    call_id = call_id if call_id is not None else getattr(call, "id", None)
+    name = name if name is not None else getattr(call, "name", None)
+    for pending in turn.calls:  # ids may repeat within a run: only calls of this turn still in flight match
+        if (
+            not pending.done
+            and getattr(pending.call, "id", None) == call_id
+            and getattr(pending.call, "name", name) == name
+        ):
+            return pending
+    return None
+
+
+@never_raise(default=None)
+def _begin_tool(turn: Turn, call: Any) -> tuple[PendingCall, Any] | None:
+    if turn.state.closed:
+        return None
+    pending = _claim(turn, call)
+    if pending is None:
+        return None
+    record = turn.ctx.begin_call(
+        turn.key,
+        "tool",
+        tool_request(getattr(call, "name", "?"), pending.arguments),
+        ordinal=pending.ordinal,
+        step_id=step_id_of(pending.handle),
+    )
+    return pending, record
+
+
+@never_raise()
+def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> None:
+    if pending.done or turn.state.closed:
+        return
+    pending.done = True
+    if record is not None:
+        record.finish(result)
+    if pending.handle is not None:
+        pending.handle.end(status="ok")
+    content = getattr(result, "content", result)
+    content = content if isinstance(content, str) else str(content)
+    is_error = bool(getattr(result, "is_error", False))
+    deps: list[tuple[str, str]] = []
+    if pending.handle is not None:
+        deps.append((pending.handle.step_id, "tool_result_of"))
+        answer = turn.state.answers.pop(pending.handle.step_id, None)
+        if answer:
+            deps.append((answer, "answer_of"))
+    step = turn.ctx.add_step(
+        "tool_response",
+        agent=turn.name,
+        parent=turn.handle,
+        depends_on=deps,
+        content=content,
+        tool_name=getattr(pending.call, "name", None),
+        call_id=getattr(pending.call, "id", None),
+        outputs={"result": content, "is_error": is_error},
+        status="error" if is_error else "ok",
+        error=StepError(type="ToolError", message=content) if is_error else None,
+    )
+    if step is not None:
+        turn.memo.observed.append(step.step_id)
+
+
+@never_raise()
+def _fail_tool(turn: Turn, pending: PendingCall, record: Any, exc: BaseException) -> None:
+    pending.done = True
+    if record is not None:
+        record.finish(error=exc)
+    if pending.handle is not None:
+        pending.handle.end(error=exc)
+
+
+def tool_result_fallback(turn: Turn, result: Any) -> None:
+    """A result in a ToolCallExecutionEvent whose execution no hook saw (a custom agent's tools)."""
+    pending = _claim(turn, None, getattr(result, "call_id", None), getattr(result, "name", None))
+    if pending is None:
+        return
+    record = turn.ctx.begin_call(
+        turn.key,
+        "tool",
+        tool_request(getattr(pending.call, "name", "?"), pending.arguments),
+        ordinal=pending.ordinal,
+        step_id=step_id_of(pending.handle),
+    )
+    _finish_tool(turn, pending, record, result)
+
+
+def wrap_execute_tool_call(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``AssistantAgent._execute_tool_call`` (private; FACTS.md): one tool execution, handoff tools included."""
+    turn = TURN.get()
+    if not SWITCH.on or turn is None:
+        return wrapped(*args, **kwargs)
+    return _execute_tool(wrapped, turn, args, kwargs)
+
+
+async def _execute_tool(wrapped: Any, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    begun = _begin_tool(turn, call_arg(args, kwargs, 0, "tool_call"))
+    if begun is None:
+        return await wrapped(*args, **kwargs)
+    pending, record = begun
+    try:
+        with activated(pending.handle):  # a nested AgentTool / TeamTool run has this tool_call as parent
+            result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail_tool(turn, pending, record, exc)
+        raise
+    _finish_tool(turn, pending, record, result[1] if isinstance(result, tuple) and len(result) == 2 else result)
+    return result

@@ -1,0 +1,179 @@
+"""Agent turns: each ``on_messages_stream`` call (every agent class, user subclasses included) is an ``agent_turn``
+with exactly the messages delivered to it (``selected_by`` / ``handoff_from`` the step that chose it); an exception
+out of the turn is an ``error`` step and ERROR on the turn. What the turn yields is handled by :mod:`._messages`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractContextManager
+from typing import Any
+
+from autogen_agentchat.agents import UserProxyAgent
+
+from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation.autogen._access import model_client_of, name_of
+from causaltrace.instrumentation.autogen._messages import observe
+from causaltrace.instrumentation.autogen._model_calls import patch_client_class
+from causaltrace.instrumentation.autogen._patching import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._state import (
+    LEVEL,
+    NO_SCOPE,
+    TURN,
+    Level,
+    Turn,
+    call_arg,
+    extend_unique,
+    state_of,
+    step_id_of,
+)
+from causaltrace.schema import StepError
+
+__all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_turn_stream"]
+
+
+@never_raise(default=(None, False))
+def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
+    ctx = _runtime.current_run()
+    if ctx is None:
+        return None, False
+    current = TURN.get()
+    if current is not None and current.agent is agent and current.ctx is ctx:
+        return current, False  # on_messages → on_messages_stream of the same agent: one turn
+    level = LEVEL.get()
+    if level is None or level.ctx is not ctx:
+        level = Level(ctx, state_of(ctx), (), False, None, None)
+    state = level.state
+    if state.closed:
+        return None, False
+    name = name_of(agent, type(agent).__name__)
+    if current is not None and current.ctx is ctx and current.level is level:
+        prefix, parent = current.path, step_id_of(current.handle)  # an agent called directly inside another's turn
+    else:
+        prefix, parent = level.path, level.parent_id
+    path = prefix + (name,)
+    key = "/".join(path)
+    deps: list[tuple[str, str]] = []
+    selected = level.selected.pop(name, None)
+    if selected:
+        deps.append((selected, "selected_by"))
+    handoff = level.handoffs.pop(name, None)
+    if handoff:
+        deps.append((handoff, "handoff_from"))
+    delivered: list[tuple[Any, str | None]] = []
+    for msg in list(messages or ()):
+        mid = getattr(msg, "id", None)
+        sid = state.msg_steps.get(mid) if mid is not None else None
+        if sid is None and level.task_step_id is not None and getattr(msg, "source", None) == "user":
+            sid = level.task_step_id
+            if mid is not None:
+                state.msg_steps[mid] = sid
+        delivered.append((msg, sid))
+    memo = state.memo(key)
+    extend_unique(memo.saw, [sid for _, sid in delivered])
+    handle = state.track(
+        ctx.start_step(
+            "agent_turn",
+            agent=name,
+            parent=parent,
+            depends_on=deps,
+            content=f"{name} turn",
+            metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
+        )
+    )
+    client = model_client_of(agent)
+    if client is not None:
+        patch_client_class(type(client))
+    turn = Turn(
+        ctx=ctx,
+        state=state,
+        level=level,
+        agent=agent,
+        name=name,
+        key=key,
+        path=path,
+        handle=handle,
+        memo=memo,
+        delivered=delivered,
+        user_input=isinstance(agent, UserProxyAgent),
+    )
+    return turn, True
+
+
+def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
+    if turn is None:
+        return NO_SCOPE
+    if turn.handle is None:
+        return _runtime.Scope(((TURN, turn),))
+    return turn.handle.activate((TURN, turn))
+
+
+@never_raise()
+def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
+    for pending in turn.calls:
+        if not pending.done and pending.handle is not None:
+            pending.handle.end(error=StepError(type="NoResult", message="the turn ended before this call returned"))
+            pending.done = True
+    if turn.handle is None:
+        return
+    if error is None and (not closed or turn.responded):
+        turn.handle.end(status="ok")
+    elif error is None or isinstance(error, asyncio.CancelledError):
+        turn.handle.end(error=StepError(type="Cancelled", message="the turn was cancelled before it finished"))
+    else:
+        if turn.state.agent_error is None:
+            turn.state.agent_error = (turn.name, error)
+        turn.ctx.add_step(
+            "error",
+            agent=turn.name,
+            parent=turn.handle,
+            content=f"{type(error).__name__}: {error}",
+            error=error,
+            metadata={"agent_key": turn.key},
+        )
+        turn.handle.end(error=error)
+
+
+def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``<agent class>.on_messages_stream``: one agent turn, with exactly the messages delivered to it."""
+    if not SWITCH.on or _runtime.current_run() is None:
+        return wrapped(*args, **kwargs)
+    return _turn_stream(wrapped, instance, args, kwargs)
+
+
+async def _turn_stream(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    turn, owner = begin_turn(agent, call_arg(args, kwargs, 0, "messages", ()))
+    agen = wrapped(*args, **kwargs)
+    if turn is None:
+        async for item in agen:
+            yield item
+        return
+    error: BaseException | None = None
+    exhausted = False
+    try:
+        while True:
+            with turn_scope(turn):
+                try:
+                    item = await agen.__anext__()
+                except StopAsyncIteration:
+                    exhausted = True
+                    break
+                except BaseException as exc:
+                    error = exc
+                    raise
+            observe(turn, item)
+            yield item
+    finally:
+        try:
+            if error is None and not exhausted:
+                with turn_scope(turn):
+                    await agen.aclose()
+        finally:
+            if owner:
+                end_turn(turn, error, closed=error is None and not exhausted)
+
+
+def patch_agent_class(cls: type) -> None:
+    """Wrap the ``on_messages_stream`` an agent class uses."""
+    patch_defining(cls, "on_messages_stream", wrap_turn_stream)
