@@ -5,17 +5,19 @@ AutoGen 0.7.5 (FACTS.md "AutoGen AgentChat 0.7.5") keeps several things the adap
 Each private read lives in exactly one function below, so an AutoGen change breaks one place and the adapter
 degrades (the accessor returns a neutral value) instead of raising into the user's run:
 
-=================================  ==========================================  =================================
-accessor                           private attribute                           used for
-=================================  ==========================================  =================================
-:func:`participants_of`            ``BaseGroupChat._participants``             patching participants' classes
-:func:`model_client_of`            ``<agent or team>._model_client``           patching the client class;
-                                                                               the selector's client
-:func:`manager_name`               ``BaseGroupChatManager._name``              the selector's agent name
-:func:`team_manager_name`          ``BaseGroupChat._group_chat_manager_name``  the MagenticOne orchestrator's name
-:func:`message_thread_of`          ``BaseGroupChatManager._message_thread``    what the orchestrator has read
-:func:`client_create_args`         ``<OpenAI-style client>._create_args``      model name and temperature
-=================================  ==========================================  =================================
+=================================  ============================================  ===================================
+accessor                           private attribute                             used for
+=================================  ============================================  ===================================
+:func:`participants_of`            ``BaseGroupChat._participants``               patching participants' classes
+:func:`handoff_targets`            ``AssistantAgent._handoffs``                  a handoff's candidate targets
+:func:`selectable_speakers`        ``BaseGroupChatManager._participant_names``   a selection's candidates
+:func:`model_client_of`            ``<agent or team>._model_client``             patching the client class;
+                                                                                 the selector's client
+:func:`manager_name`               ``BaseGroupChatManager._name``                the selector's agent name
+:func:`team_manager_name`          ``BaseGroupChat._group_chat_manager_name``    the MagenticOne orchestrator's name
+:func:`message_thread_of`          ``BaseGroupChatManager._message_thread``      what the orchestrator has read
+:func:`client_create_args`         ``<OpenAI-style client>._create_args``        model name and temperature
+=================================  ============================================  ===================================
 
 The canonical requests (:func:`llm_request`, :func:`tool_request`) are what the Recording hashes (ARCHITECTURE
 "Recording"); the playback side of issue E must build its requests with the same two functions.

@@ -19,6 +19,7 @@ __all__ = ["code_fallback", "wrap_execute_code"]
 
 @never_raise(default=None)
 def _begin_code(turn: Turn, blocks: Any) -> StepHandle | None:
+    """Start a ``code_execution`` step for ``blocks``, linked to the step that carried their code."""
     if turn.state.closed:
         return None
     blocks = list(blocks or ())
@@ -46,6 +47,7 @@ def _begin_code(turn: Turn, blocks: Any) -> StepHandle | None:
 
 @never_raise()
 def _end_code(turn: Turn, handle: StepHandle | None, result: Any, error: BaseException | None = None) -> None:
+    """End a ``code_execution`` step with the result's output and exit code (ERROR for a non-zero exit)."""
     if handle is None:
         return
     if error is not None:
@@ -81,6 +83,7 @@ def wrap_execute_code(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
 
 
 async def _execute_code(wrapped: Any, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapped ``execute_code_block``."""
     handle = _begin_code(turn, call_arg(args, kwargs, 0, "code_blocks", ()))
     try:
         with activated(handle):

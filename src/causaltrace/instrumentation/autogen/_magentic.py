@@ -51,6 +51,7 @@ __all__ = [
 
 @never_raise(default=None)
 def new_orchestrator(team: Any, level: Level) -> Orchestrator | None:
+    """The orchestrator of a MagenticOneGroupChat run (None when the team holds no model client)."""
     client = model_client_of(team)
     if client is None:
         return None
@@ -79,6 +80,7 @@ def retried_attempt(orch: Orchestrator) -> str | None:
 
 
 def note_attempt(orch: Orchestrator, step_id: str) -> None:
+    """Note a progress-ledger call of the ``_orchestrate_step`` in flight (a later one is its retry)."""
     phase = ORCH.get()
     if phase is not None and phase.orch is orch and phase.kind == "step":
         phase.attempts.append(step_id)
@@ -86,6 +88,8 @@ def note_attempt(orch: Orchestrator, step_id: str) -> None:
 
 @never_raise(default=None)
 def _begin_phase(manager: Any, kind: str) -> Phase | None:
+    """Enter an orchestrator method (``kind``); on re-planning the participants' context is reset, otherwise what
+    the agents added to the thread is what its next call ``saw``. None outside a traced MagenticOne run."""
     level = LEVEL.get()
     if level is None or level.orchestrator is None or _runtime.current_run() is not level.ctx or level.state.closed:
         return None
@@ -123,6 +127,7 @@ def _next_speaker(ledger: str, participants: list[str]) -> str | None:
 
 @never_raise()
 def _orchestrator_said(phase: Phase, messages: Any) -> None:
+    """The orchestrator's own messages entering its thread, as its steps (see the module docstring)."""
     orch, level = phase.orch, phase.level
     if level.state.closed:
         return
@@ -189,6 +194,7 @@ def _orchestrator_failed(phase: Phase, exc: BaseException) -> None:
 
 
 async def _in_phase(wrapped: Any, phase: Phase, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run an orchestrator method with its phase current; an exception out of it is an ``error`` step."""
     token = ORCH.set(phase)
     try:
         return await wrapped(*args, **kwargs)
@@ -200,6 +206,8 @@ async def _in_phase(wrapped: Any, phase: Phase, args: tuple[Any, ...], kwargs: d
 
 
 def _phase_wrapper(kind: str, doc: str) -> Any:
+    """The wrapper of one orchestrator method (``kind`` names its phase)."""
+
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         phase = _begin_phase(instance, kind) if SWITCH.on else None
         if phase is None:

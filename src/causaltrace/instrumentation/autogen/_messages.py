@@ -44,6 +44,7 @@ def observe(turn: Turn, item: Any) -> None:
 
 
 def _observe_one(turn: Turn, item: Any, *, response: bool) -> None:
+    """One event or message of the turn's own agent as its step (``response``: the turn's Response message)."""
     mid = getattr(item, "id", None)
     if mid is not None:
         if mid in turn.seen:
@@ -83,6 +84,7 @@ def _observe_one(turn: Turn, item: Any, *, response: bool) -> None:
 
 
 def _message(turn: Turn, msg: Any) -> None:
+    """A chat message as a ``message`` or ``handoff`` step (the code it carries in ``inputs``)."""
     text = text_of(msg)
     handoff = isinstance(msg, HandoffMessage)
     deps = [] if turn.user_input or not turn.last_producer else [(turn.last_producer, "produced_by")]
@@ -114,6 +116,7 @@ def _message(turn: Turn, msg: Any) -> None:
 
 
 def _memory(turn: Turn, event: Any) -> None:
+    """A MemoryQueryEvent as a ``memory_access`` step, read by the turn's next llm_response."""
     results: list[Any] = []
     for item in event.content or ():
         content = getattr(item, "content", item)

@@ -49,6 +49,8 @@ class _LlmCall:
 
 @never_raise(default=None)
 def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _LlmCall | None:
+    """Start one model call: find its owner (turn, manager, orchestrator or the client itself), its dependencies
+    (what the owner saw since its last call), the recorded call and the ``llm_response`` step."""
     state = state_of(ctx)
     if state.closed:
         return None
@@ -118,6 +120,7 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
 
 @never_raise()
 def _end_llm(llm: _LlmCall, result: Any) -> None:
+    """End a model call with its CreateResult: text, tool calls, usage; the owner's last llm_response moves on."""
     handle = llm.handle
     content = getattr(result, "content", None)
     thought = getattr(result, "thought", None)
@@ -161,6 +164,7 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
 
 @never_raise()
 def _fail_llm(llm: _LlmCall, exc: BaseException) -> None:
+    """A model call that raised: the step and the recorded call end with the exception."""
     if llm.handle is not None:
         llm.handle.end(error=exc)
     if llm.record is not None:
@@ -178,6 +182,7 @@ def wrap_create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict
 
 
 async def _create(wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapped ``create``."""
     llm = _begin_llm(ctx, client, args, kwargs)  # hashes the request now, before the framework mutates it
     if llm is None:
         return await wrapped(*args, **kwargs)
@@ -207,6 +212,7 @@ def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
 async def _create_stream(
     wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
+    """The wrapped ``create_stream``: the chunks pass through; the step ends with the final CreateResult."""
     llm = _begin_llm(ctx, client, args, kwargs)
     agen = wrapped(*args, **kwargs)
     if llm is None:

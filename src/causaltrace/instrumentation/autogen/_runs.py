@@ -81,6 +81,7 @@ def classify_stop(stop_reason: str | None) -> tuple[str, str | None]:
 
 
 def _strip_keyword(text: str, keyword: str | None) -> str:
+    """The final answer's text without the TextMentionTermination keyword."""
     if keyword:
         text = text.replace(keyword, "")
     return text.strip()
@@ -102,6 +103,8 @@ def _task_messages(kwargs: dict[str, Any]) -> list[Any]:
 
 @never_raise(default=None)
 def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | None:
+    """Open a team / agent run: attach to (or own) the causaltrace run, add its ``task`` step, and for a nested
+    team its ``agent_turn``; None when nothing is traced."""
     outer = _runtime.current_run()
     outer_level = LEVEL.get()
     outer_turn = TURN.get()
@@ -197,6 +200,8 @@ async def _end_level(lr: LevelRun, result: Any, error: BaseException | None, *, 
 
 @never_raise(default=None)
 def _close_level(lr: LevelRun, result: Any, error: BaseException | None, *, closed: bool) -> bool | None:
+    """The end of a team / agent run as steps: a nested one ends its team turn and notes its answer for the
+    tool that ran it; a top-level one ends the steps still open, adds the ``final_answer`` and reports the outcome."""
     ctx, state = lr.ctx, lr.level.state
     answer_msg = None
     stop, keyword = "normal", None
@@ -258,6 +263,7 @@ def _error_reason(state: RunState, error: BaseException) -> str:
 
 
 def _stop_reason(result: Any) -> str:
+    """AutoGen's ``stop_reason`` of a TaskResult (empty when there is none)."""
     reason = getattr(result, "stop_reason", None)
     return reason if isinstance(reason, str) else ""
 
@@ -277,6 +283,7 @@ def wrap_agent_run_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kw
 
 
 async def _level_stream(wrapped: Any, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, team: bool) -> Any:
+    """The wrapped ``run_stream``: each ``__anext__`` inside the run's scope, the run closed however it ends."""
     kwargs = dict(kwargs)
     lr = _begin_level(obj, kwargs, team=team)
     agen = wrapped(*args, **kwargs)
@@ -318,6 +325,7 @@ def wrap_agent_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: d
 
 
 async def _agent_run(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapped ``BaseChatAgent.run``: one agent run whose one turn is opened here."""
     kwargs = dict(kwargs)
     lr = _begin_level(agent, kwargs, team=False)
     if lr is None:

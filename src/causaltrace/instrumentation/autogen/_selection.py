@@ -31,6 +31,8 @@ def wrap_select_speaker(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
 
 @never_raise(default=None)
 def _begin_select(manager: Any, level: Level, thread: Any) -> Manager | None:
+    """The manager as the owner of the model calls of one selection; what is new in the thread since its last
+    selection is what its next llm_response ``saw``."""
     if level.state.closed:
         return None
     name = manager_name(manager)
@@ -79,6 +81,7 @@ def _end_select(
 async def _select_speaker(
     wrapped: Any, manager: Any, level: Level, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
+    """The wrapped ``select_speaker``: the manager is current (no agent turn is) while it chooses."""
     mgr = _begin_select(manager, level, call_arg(args, kwargs, 0, "thread", ()))
     if mgr is None:
         return await wrapped(*args, **kwargs)

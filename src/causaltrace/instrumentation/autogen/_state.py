@@ -99,6 +99,7 @@ class RunState:
         self.closed = False
 
     def track(self, handle: StepHandle | None) -> StepHandle | None:
+        """Remember a long-lived step (pruning the ended ones now and then) and hand it back."""
         if handle is not None:
             if len(self.open) > 256:
                 self.open = [h for h in self.open if not h.ended]
@@ -113,6 +114,7 @@ class RunState:
         self.open.clear()
 
     def memo(self, key: str) -> Memo:
+        """The :class:`Memo` of one agent_key, created on first use."""
         memo = self.memos.get(key)
         if memo is None:
             memo = self.memos[key] = Memo()
@@ -138,6 +140,7 @@ _STATES_LOCK = threading.Lock()
 
 
 def state_of(ctx: RunContext) -> RunState:
+    """The adapter's :class:`RunState` of a run, created on first use (held weakly: it goes with the run)."""
     with _STATES_LOCK:
         state = _STATES.get(ctx)
         if state is None:
@@ -163,6 +166,9 @@ class Level:
 
 @dataclass(eq=False)
 class LevelRun:
+    """A team / agent run in flight as its wrapper sees it: whether it owns the causaltrace run, its nested team
+    turn, the step that invoked it (an AgentTool's tool_call), its task messages and the agent turn around it."""
+
     ctx: RunContext
     owned: bool
     level: Level
@@ -175,6 +181,8 @@ class LevelRun:
 
 @dataclass(eq=False)
 class PendingCall:
+    """One FunctionCall of a turn, from its ``tool_call`` step to its result (``ordinal``: its recorded call's)."""
+
     call: Any
     handle: StepHandle | None
     ordinal: int | None
@@ -207,6 +215,9 @@ class Turn:
 
 @dataclass(eq=False)
 class Manager:
+    """A group-chat manager making model calls (SelectorGroupChat's speaker selection): the agent of its
+    llm_responses, their agent_key, parent and :class:`Memo`."""
+
     name: str
     key: str
     parent_id: str | None
@@ -239,16 +250,19 @@ class Phase:
 
 
 def step_id_of(handle: StepHandle | None) -> str | None:
+    """The step id of a handle, None for no handle (recording off or a step that could not start)."""
     return handle.step_id if handle is not None else None
 
 
 def call_arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any = None) -> Any:
+    """A wrapped method's argument, passed by ``name`` or at position ``index`` (``self`` not counted)."""
     if name in kwargs:
         return kwargs[name]
     return args[index] if len(args) > index else default
 
 
 def extend_unique(target: list[str], items: list[str | None]) -> None:
+    """Append the step ids of ``items`` not already in ``target`` (None skipped), keeping their order."""
     for item in items:
         if item is not None and item not in target:
             target.append(item)
@@ -258,4 +272,5 @@ NO_SCOPE = nullcontext()
 
 
 def activated(handle: StepHandle | None) -> AbstractContextManager[Any]:
+    """The step current while the framework runs inside it (nothing for no handle)."""
     return NO_SCOPE if handle is None else handle.activate()

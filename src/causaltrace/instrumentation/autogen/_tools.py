@@ -41,6 +41,7 @@ def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
 
 
 def _claim(turn: Turn, call: Any, call_id: str | None = None, name: str | None = None) -> PendingCall | None:
+    """The turn's pending call for this FunctionCall (the same object, else the same id and name), or None."""
     for pending in turn.calls:
         if not pending.done and pending.call is call:
             return pending
@@ -58,6 +59,7 @@ def _claim(turn: Turn, call: Any, call_id: str | None = None, name: str | None =
 
 @never_raise(default=None)
 def _begin_tool(turn: Turn, call: Any) -> tuple[PendingCall, Any] | None:
+    """Start the recorded call of a tool execution; None when the call is not one of the turn's."""
     if turn.state.closed:
         return None
     pending = _claim(turn, call)
@@ -75,6 +77,7 @@ def _begin_tool(turn: Turn, call: Any) -> tuple[PendingCall, Any] | None:
 
 @never_raise()
 def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> None:
+    """A tool's result: its recorded call finished, its ``tool_call`` ended, a ``tool_response`` step added."""
     if pending.done or turn.state.closed:
         return
     pending.done = True
@@ -109,6 +112,7 @@ def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> 
 
 @never_raise()
 def _fail_tool(turn: Turn, pending: PendingCall, record: Any, exc: BaseException) -> None:
+    """A tool execution that raised: the recorded call and the ``tool_call`` end with the exception."""
     pending.done = True
     if record is not None:
         record.finish(error=exc)
@@ -140,6 +144,7 @@ def wrap_execute_tool_call(wrapped: Any, instance: Any, args: tuple[Any, ...], k
 
 
 async def _execute_tool(wrapped: Any, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapped ``_execute_tool_call``."""
     begun = _begin_tool(turn, call_arg(args, kwargs, 0, "tool_call"))
     if begun is None:
         return await wrapped(*args, **kwargs)

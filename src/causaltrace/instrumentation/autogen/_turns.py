@@ -35,6 +35,8 @@ __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_tu
 
 @never_raise(default=(None, False))
 def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
+    """Open an ``agent_turn`` for ``agent`` with the ``messages`` delivered to it; ``(turn, owner)``, where ``owner``
+    is False when this call joins the turn already in flight (``on_messages`` → ``on_messages_stream``)."""
     ctx = _runtime.current_run()
     if ctx is None:
         return None, False
@@ -102,6 +104,7 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
 
 
 def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
+    """The turn (and its step) current while the agent runs."""
     if turn is None:
         return NO_SCOPE
     if turn.handle is None:
@@ -111,6 +114,8 @@ def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
 
 @never_raise()
 def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
+    """End a turn: its tool calls still in flight get no result; an exception is an ``error`` step and ERROR on
+    the turn; a turn closed before it responded is cancelled."""
     for pending in turn.calls:
         if not pending.done and pending.handle is not None:
             pending.handle.end(error=StepError(type="NoResult", message="the turn ended before this call returned"))
@@ -143,6 +148,7 @@ def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
 
 
 async def _turn_stream(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapped ``on_messages_stream``: each ``__anext__`` inside the turn's scope, each item observed."""
     turn, owner = begin_turn(agent, call_arg(args, kwargs, 0, "messages", ()))
     agen = wrapped(*args, **kwargs)
     if turn is None:
