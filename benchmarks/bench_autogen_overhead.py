@@ -128,7 +128,7 @@ class _Modes:
             provider = counting_provider(self.exporters[mode], sampled=mode != "ct-no-spans")
             instrument_autogen(provider, self.configs[mode])
             if mode == "ct-hooks-only":
-                from causaltrace.instrumentation.autogen._patching import disable
+                from causaltrace.instrumentation.autogen._patches import disable
 
                 disable()  # the patches stay; every wrapper passes the call straight through
 

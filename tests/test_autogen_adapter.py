@@ -892,7 +892,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     from autogen_agentchat.agents import AssistantAgent as Assistant
     from autogen_agentchat.teams._group_chat._base_group_chat import BaseGroupChat
 
-    from causaltrace.instrumentation.autogen import _patching as patching
+    from causaltrace.instrumentation.autogen import _patches as patches
 
     assert not is_instrumented()
     run_stream = BaseGroupChat.__dict__["run_stream"]
@@ -901,10 +901,10 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     provider = TracerProvider()
     try:
         instrument_autogen(provider, TraceConfig(store=False))
-        first = dict(patching.patched())
+        first = dict(patches.patched())
         wrapped = BaseGroupChat.__dict__["run_stream"]
         instrument_autogen(provider, TraceConfig(store=False))  # idempotent: nothing wrapped twice
-        assert patching.patched() == first and BaseGroupChat.__dict__["run_stream"] is wrapped
+        assert patches.patched() == first and BaseGroupChat.__dict__["run_stream"] is wrapped
         assert wrapped.__wrapped__ is run_stream
         assert ScriptedChatCompletionClient.__dict__["create"].__wrapped__ is create
         assert len(first) >= 12
@@ -915,7 +915,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     assert BaseGroupChat.__dict__["run_stream"] is run_stream
     assert Assistant.__dict__["_execute_tool_call"] is execute
     assert ScriptedChatCompletionClient.__dict__["create"] is create
-    assert patching.patched() == {}
+    assert patches.patched() == {}
 
 
 async def test_uninstrumented_runs_emit_nothing():

@@ -185,7 +185,7 @@ def _apply_patches() -> None:
     from wrapt import resolve_path
 
     from causaltrace.instrumentation.autogen._model_calls import patch_client_class
-    from causaltrace.instrumentation.autogen._patching import enable, patch_attribute
+    from causaltrace.instrumentation.autogen._patches import enable, patch_attribute
     from causaltrace.instrumentation.autogen._turns import patch_agent_class
 
     for patch in PATCHES:
@@ -213,7 +213,7 @@ def uninstrument_autogen() -> None:
     with _LOCK:
         if not _INSTRUMENTED:
             return
-        from causaltrace.instrumentation.autogen._patching import disable, unpatch_all
+        from causaltrace.instrumentation.autogen._patches import disable, unpatch_all
 
         disable()
         unpatch_all()

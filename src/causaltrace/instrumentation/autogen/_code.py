@@ -10,7 +10,7 @@ from typing import Any
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation._runtime import StepHandle
 from causaltrace.instrumentation.autogen._access import text_of
-from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, Turn, activated, call_arg
 from causaltrace.schema import StepError
 

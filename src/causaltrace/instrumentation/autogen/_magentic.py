@@ -33,7 +33,7 @@ from causaltrace.instrumentation.autogen._access import (
     team_manager_name,
     text_of,
 )
-from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, ORCH, Level, Orchestrator, Phase, call_arg, extend_unique
 
 __all__ = [

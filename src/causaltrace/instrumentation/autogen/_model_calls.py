@@ -19,7 +19,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation._runtime import RunContext, StepHandle
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
-from causaltrace.instrumentation.autogen._patching import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     IN_LLM,
     LEVEL,

@@ -24,7 +24,7 @@ from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._magentic import new_orchestrator
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
-from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import (
     LEVEL,
     MANAGER,

@@ -14,7 +14,7 @@ from autogen_agentchat.messages import BaseChatMessage
 from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import manager_name, selectable_speakers
-from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, MANAGER, TURN, Level, Manager, call_arg, extend_unique
 
 __all__ = ["wrap_select_speaker"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
-from causaltrace.instrumentation.autogen._patching import SWITCH
+from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
 from causaltrace.schema import StepError
 

@@ -16,7 +16,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
-from causaltrace.instrumentation.autogen._patching import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     LEVEL,
     NO_SCOPE,
