@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from causaltrace.instrumentation.smolagents import _access as acc
-from causaltrace.instrumentation.smolagents._model_calls import model_args as recorded_model_args
-from causaltrace.instrumentation.smolagents._state import CURRENT_RUN as _STATE
+from causaltrace.instrumentation.smolagents._state import CURRENT_RUN
 
-__all__ = ["caller_state", "key_and_pattern", "model_args", "walk"]
+__all__ = ["caller_state", "key_and_pattern", "walk"]
 
 
 def walk(agent: Any, key: str) -> Iterator[tuple[str, Any]]:
@@ -27,7 +26,7 @@ def walk(agent: Any, key: str) -> Iterator[tuple[str, Any]]:
 def key_and_pattern(agent: Any, static_key: str) -> tuple[str, Any]:
     """The agent run's key and call-id pattern, read off the recording side's live state (exactly what the
     recording hashes with); without instrumentation, the static key and the ids in the agent's memory."""
-    state = _STATE.get()
+    state = CURRENT_RUN.get()
     if state is not None and state.agent is agent and not state.closed:
         return state.key, state.pattern()
     ids: list[str] = []
@@ -41,10 +40,5 @@ def key_and_pattern(agent: Any, static_key: str) -> tuple[str, Any]:
 
 def caller_state() -> Any:
     """The recording side's state of the agent run in flight (None when the replay does not run instrumented)."""
-    return _STATE.get()
+    return CURRENT_RUN.get()
 
-
-def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """A model call's ``(messages, stop_sequences, response_format, tools_to_call_from, extra)``, read as the
-    recording side reads them."""
-    return recorded_model_args(args, kwargs)

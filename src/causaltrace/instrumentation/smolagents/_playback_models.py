@@ -26,7 +26,8 @@ from smolagents.models import (
 
 from causaltrace.instrumentation._playback_common import exception_of
 from causaltrace.instrumentation.smolagents import _access as acc
-from causaltrace.instrumentation.smolagents._playback_keys import key_and_pattern, model_args
+from causaltrace.instrumentation.smolagents._model_calls import model_args
+from causaltrace.instrumentation.smolagents._playback_keys import key_and_pattern
 from causaltrace.protocols import PlaybackCore, PlaybackDecision
 from causaltrace.schema import canonicalize_request, request_hash
 
