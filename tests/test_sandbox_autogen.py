@@ -64,6 +64,16 @@ async def test_unknown_language_and_timeout(executor) -> None:
     assert timed.exit_code == 124 and timed.output.endswith("\nTimeout")
 
 
+async def test_without_a_sandbox_it_runs_in_the_registered_default_sandbox() -> None:
+    from causaltrace.instrumentation.autogen import SandboxCodeExecutor
+    from causaltrace.protocols import default_sandbox
+
+    executor = SandboxCodeExecutor(timeout_s=10, memory_mb=256)
+    assert executor.sandbox is default_sandbox() and isinstance(executor.sandbox, SubprocessSandbox)
+    result = await executor.execute_code_blocks([CodeBlock(code="print(6 * 7)", language="python")], CancellationToken())
+    assert (result.exit_code, result.output) == (0, "42\n")
+
+
 async def test_with_a_real_code_executor_agent(executor) -> None:
     def approve(request: ApprovalRequest) -> ApprovalResponse:
         return ApprovalResponse(approved=True, reason="runs in the causaltrace sandbox")

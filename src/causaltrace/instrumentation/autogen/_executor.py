@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from causaltrace.exceptions import MissingExtraError
-from causaltrace.protocols import Sandbox
+from causaltrace.protocols import Sandbox, default_sandbox
 
 try:
     from autogen_core import CancellationToken
@@ -43,7 +43,9 @@ class SandboxCodeExecutor(CodeExecutor):
     """Runs AutoGen code blocks in a causaltrace sandbox.
 
     Args:
-        sandbox: any ``Sandbox``; default a :class:`~causaltrace.replay.sandbox.SubprocessSandbox`.
+        sandbox: any ``Sandbox``; default the registered default sandbox (:func:`causaltrace.protocols.default_sandbox`:
+            replay's shared :class:`~causaltrace.replay.sandbox.SubprocessSandbox`), reached through the trunk, so the
+            instrumentation never imports ``replay``.
         timeout_s: wall-clock limit per block.
         memory_mb: memory limit per block.
         files: files written into every block's work dir first.
@@ -59,11 +61,7 @@ class SandboxCodeExecutor(CodeExecutor):
         memory_mb: int = 512,
         files: Mapping[str, bytes] | None = None,
     ) -> None:
-        if sandbox is None:
-            from causaltrace.replay.sandbox.subprocess_sandbox import SubprocessSandbox
-
-            sandbox = SubprocessSandbox()
-        self.sandbox = sandbox
+        self.sandbox = sandbox if sandbox is not None else default_sandbox()
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.files = dict(files or {})
