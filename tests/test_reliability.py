@@ -188,7 +188,6 @@ def _directory(tmp: Path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 2: not fixed yet")
 @pytest.mark.parametrize(
     ("make", "words"),
     [
@@ -208,7 +207,6 @@ def test_every_store_opening_problem_is_one_line_exit_2(capsys, tmp_path, make, 
     assert words in err and str(db) in err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 2: not fixed yet")
 def test_a_store_in_an_unwritable_directory_is_one_line_exit_2(shared_dir):
     locked = shared_dir / "locked"
     locked.mkdir()

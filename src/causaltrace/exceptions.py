@@ -2,19 +2,25 @@
 
 Every error the library raises on purpose is a :class:`CausaltraceError`; each class says *when* it is raised and
 keeps its text in ``.message``. Third-party exceptions are translated at the boundary with ``raise ... from exc``.
-Instrumentation wrappers never raise any of these into user code (ARCHITECTURE decision 4).
+Instrumentation wrappers never raise any of these into user code (ARCHITECTURE decision 4). The CLI prints a
+``UserError`` as one line and exits 2; any other error exits 1.
+
+``StoreError`` is a ``UserError``: every way a store cannot be used (a path that is a directory or another
+application's file, a newer schema version, corrupt pages, an unwritable directory, a lock held too long) is a fact
+about the user's file or machine that the message names and the user can act on, not a bug of causaltrace.
 
 ```
 CausaltraceError
 ├── UserError                     misuse or bad configuration: the user can fix it
 │   ├── MissingExtraError         an optional dependency is not installed; names the pip extra
 │   ├── RunNotFoundError          a run id (or prefix) is not in the store
-│   └── InvalidInputError         malformed input (a trace file, a JSON body); names the field
+│   ├── RunExistsError            an import would overwrite a stored run with other content (without --replace)
+│   ├── InvalidInputError         malformed input (a trace file, a JSON body); names the field
+│   └── StoreError                the SQLite store cannot be opened, migrated, read or written
 ├── InstrumentationError          raised only by explicit API calls (instrument/uninstrument), never from wrappers
 ├── TraceAssemblyError            spans or steps cannot form a valid Run
 │   ├── CycleInTraceError         a dependency points forward or forms a cycle
 │   └── OrphanStepError           a dependency or parent names a step the run does not have
-├── StoreError                    the SQLite store cannot be opened, migrated or written
 ├── AttributionError              a diagnosis cannot be computed
 │   └── JudgeError                an LLM call of a judge failed (wraps litellm's exception)
 │       └── JudgeOutputInvalid    the model's answer could not be parsed or validated
@@ -42,6 +48,7 @@ __all__ = [
     "ReplayDivergence",
     "ReplayError",
     "ReplayExhausted",
+    "RunExistsError",
     "RunNotFoundError",
     "SandboxError",
     "SandboxTimeout",
@@ -80,6 +87,10 @@ class RunNotFoundError(UserError, KeyError):
         return self.message
 
 
+class RunExistsError(UserError):
+    """Raised when an imported run has the id of a stored run with other content (and replacing was not asked)."""
+
+
 class InvalidInputError(UserError, ValueError):
     """Raised when input (a trace file, a log, an API answer) is malformed; the message names the field."""
 
@@ -100,8 +111,8 @@ class OrphanStepError(TraceAssemblyError):
     """Raised when a dependency or parent names a step that the run does not contain."""
 
 
-class StoreError(CausaltraceError):
-    """Raised when the SQLite store cannot be opened, migrated or written."""
+class StoreError(UserError):
+    """Raised when the SQLite store cannot be opened, migrated, read or written; the message names the file."""
 
 
 class AttributionError(CausaltraceError):
