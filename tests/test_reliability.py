@@ -264,7 +264,6 @@ def test_read_only_commands_on_a_missing_store_create_nothing(capsys, tmp_path):
 # ------------------------------------------------------------------------------- 4. export -o into a new folder
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 4: not fixed yet")
 def test_export_creates_the_output_directory(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
     run_id = out.strip()
@@ -274,7 +273,6 @@ def test_export_creates_the_output_directory(capsys, tmp_path):
     assert load_otlp_json(target)[0].run_id == run_id
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 4: not fixed yet")
 def test_export_to_an_unwritable_place_is_one_line_exit_2(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
     blocker = tmp_path / "a-file"
@@ -286,7 +284,6 @@ def test_export_to_an_unwritable_place_is_one_line_exit_2(capsys, tmp_path):
 # --------------------------------------------------------------------------------- 5. argparse errors: one line
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 5: not fixed yet")
 @pytest.mark.parametrize(
     "argv",
     [

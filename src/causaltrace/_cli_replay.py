@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from causaltrace._cli_common import write_output
 from causaltrace.exceptions import UserError
 
 __all__ = ["add_replay_commands", "load_callable"]
@@ -101,7 +102,7 @@ def cmd_pairs_export(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(args.output, text)
         print(f"wrote {text.count(chr(10))} pair(s) to {args.output}", file=sys.stderr)
     return 0
 

@@ -1,8 +1,9 @@
 """The ``causaltrace`` command: inspect stored runs, import / export / pull traces.
 
 Conventions (ARCHITECTURE "CLI conventions"): inspection commands print JSON to stdout with ``--json``; ``import``
-prints one run id per line; ``export`` writes to stdout unless ``-o FILE``. A user error prints one line on stderr
-and exits with 2; an internal error exits with 1 and points to ``--debug`` (which shows the traceback).
+prints one run id per line; ``export`` writes to stdout unless ``-o FILE`` (its directory is created). A user error
+— a bad argument, a bad input file, any problem with the store — prints one line on stderr and exits with 2; an
+internal error exits with 1 and points to ``--debug`` (which shows the traceback).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from causaltrace._cli_common import EXIT_USER_ERROR, Parser, write_output
 from causaltrace.exceptions import CausaltraceError, UserError
 
 __all__ = ["main"]
 
-EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 1
 
 
@@ -230,7 +231,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(args.output, text)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -348,7 +349,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if to_stdout:
             sys.stdout.write(text)
         else:
-            Path(args.json).write_text(text, encoding="utf-8")
+            write_output(args.json, text)
             print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
@@ -385,7 +386,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``causaltrace`` command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="causaltrace",
         description="Trace LLM multi-agent runs, find the decisive error of a failed run, and prove it by replay.",
     )
