@@ -219,7 +219,6 @@ def test_a_store_in_an_unwritable_directory_is_one_line_exit_2(shared_dir):
 # ------------------------------------------------------------------------------ 3. read-only stores are readable
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 3: not fixed yet")
 def test_a_store_in_a_read_only_directory_can_be_read(shared_dir):
     store_dir = shared_dir / "home"
     store_dir.mkdir()
@@ -238,7 +237,6 @@ def test_a_store_in_a_read_only_directory_can_be_read(shared_dir):
     assert {p.name: p.read_bytes() for p in store_dir.iterdir()} == before  # nothing written, no -wal, no -shm
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 3: not fixed yet")
 def test_read_only_commands_never_migrate(capsys, tmp_path):
     db = tmp_path / "v1.db"
     conn = sqlite3.connect(db, isolation_level=None)
@@ -251,7 +249,6 @@ def test_read_only_commands_never_migrate(capsys, tmp_path):
     assert not Path(str(db) + "-wal").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 3: not fixed yet")
 def test_read_only_commands_on_a_missing_store_create_nothing(capsys, tmp_path):
     db = tmp_path / "nowhere" / "causaltrace.db"
     code, out, _ = run_cli(capsys, "--db", str(db), "runs", "--json")

@@ -1,8 +1,10 @@
 """What both halves of the ``causaltrace`` command share (cli.py and _cli_replay.py): the argument parser class,
-and writing an output file.
+opening the store, and writing an output file.
 
 * :class:`Parser` prints an argument error as ONE line (``causaltrace: error: … (see: causaltrace import --help)``)
   and exits 2, as every other user error does; ``--help`` output is argparse's own, unchanged.
+* :func:`open_store` opens ``--db`` (or the default store) read-only for the inspection commands, so a store in a
+  read-only directory can be read and nothing is ever migrated or written by them.
 * :func:`write_output` creates the parent directories of ``-o FILE`` and turns an OSError into a one-line
   ``UserError``.
 """
@@ -11,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from causaltrace.exceptions import UserError
 
-__all__ = ["EXIT_USER_ERROR", "Parser", "write_output"]
+__all__ = ["EXIT_USER_ERROR", "Parser", "open_store", "write_output"]
 
 EXIT_USER_ERROR = 2
 
@@ -25,6 +27,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USER_ERROR, f"causaltrace: error: {message} (see: {self.prog} --help)\n")
+
+
+def open_store(args: argparse.Namespace, *, readonly: bool = False) -> Any:
+    """The store of ``--db`` (default: ``$CAUSALTRACE_HOME/causaltrace.db``); ``readonly`` for commands that only
+    read (they must work in a read-only directory and never migrate the file)."""
+    from causaltrace.collector.store import Store
+
+    return Store(getattr(args, "db", None), readonly=readonly)
 
 
 def write_output(target: str, text: str) -> Path:

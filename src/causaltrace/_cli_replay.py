@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from causaltrace._cli_common import write_output
+from causaltrace._cli_common import open_store, write_output
 from causaltrace.exceptions import UserError
 
 __all__ = ["add_replay_commands", "load_callable"]
@@ -93,10 +93,9 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 def cmd_pairs_export(args: argparse.Namespace) -> int:
     """Write the stored repair pairs as JSONL (TRL DPO or OpenAI preference format)."""
-    from causaltrace.collector.store import Store
     from causaltrace.replay.pairs import export_pairs
 
-    with Store(args.db) as store:
+    with open_store(args, readonly=True) as store:
         pairs = store.repair_pairs(run_id=args.run)
     text = export_pairs(pairs, format=args.format, include_predicted=args.include_predicted)
     if args.output in (None, "-"):

@@ -3,7 +3,9 @@
 Conventions (ARCHITECTURE "CLI conventions"): inspection commands print JSON to stdout with ``--json``; ``import``
 prints one run id per line; ``export`` writes to stdout unless ``-o FILE`` (its directory is created). A user error
 — a bad argument, a bad input file, any problem with the store — prints one line on stderr and exits with 2; an
-internal error exits with 1 and points to ``--debug`` (which shows the traceback).
+internal error exits with 1 and points to ``--debug`` (which shows the traceback). The inspection commands (``runs``,
+``show``, ``export``, ``report``, ``pairs export``) open the store read-only: they work in a read-only directory and
+never migrate or write it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from causaltrace._cli_common import EXIT_USER_ERROR, Parser, write_output
+from causaltrace._cli_common import EXIT_USER_ERROR, Parser, open_store, write_output
 from causaltrace.exceptions import CausaltraceError, UserError
 
 __all__ = ["main"]
@@ -26,10 +28,8 @@ EXIT_INTERNAL_ERROR = 1
 # ---------------------------------------------------------------------------------------------------- helpers
 
 
-def _store(args: argparse.Namespace) -> Any:
-    from causaltrace.collector.store import Store
-
-    return Store(args.db)
+def _store(args: argparse.Namespace, *, readonly: bool = False) -> Any:
+    return open_store(args, readonly=readonly)
 
 
 def _console(stream: TextIO | None = None) -> Any:
@@ -70,9 +70,8 @@ def _is_replay_name(name: str | None) -> bool:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """List the runs in the store, newest first."""
-    with _store(args) as store:
-        store.mark_incomplete()
+    """List the runs in the store, newest first (read-only: a dead writer's run reads as ``incomplete``)."""
+    with _store(args, readonly=True) as store:
         rows = store.list_runs(failed=args.failed, limit=None if args.replays else args.limit)
     if not args.replays:  # the runs a replay produced are listed only on request
         rows = [r for r in rows if not _is_replay_name(r.get("name"))][: args.limit]
@@ -105,8 +104,7 @@ def _step_json(step: Any) -> dict[str, Any]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Show one run: its steps as a tree with kinds, agents, statuses and dependencies."""
-    with _store(args) as store:
-        store.mark_incomplete()
+    with _store(args, readonly=True) as store:
         run = store.get_run(args.run_id)
     if args.json:
         data = run.model_dump(mode="json", exclude={"recording"})
@@ -216,7 +214,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Export a stored run as OTLP JSON (the full stored Run; ``--redact`` applies the payload policy)."""
     from causaltrace.collector.otlp import run_to_otlp
 
-    with _store(args) as store:
+    with _store(args, readonly=True) as store:
         run = store.get_run(args.run_id)
     policy = None
     if args.redact:
@@ -365,8 +363,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report of a stored run (its newest diagnosis and its repair pairs included)."""
     from causaltrace.report import write_report
 
-    with _store(args) as store:
-        store.mark_incomplete()
+    with _store(args, readonly=True) as store:
         run = store.get_run(args.run_id)
         diagnoses = store.diagnoses(run.run_id)
         pairs = store.repair_pairs(run_id=run.run_id)

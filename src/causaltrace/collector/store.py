@@ -43,6 +43,10 @@ Design decisions:
   recording are dropped). ``add_steps`` for a run that is already finished is ignored (``finish_run`` wrote the
   final Run; a late re-send is stale); for a run marked ``incomplete`` it revives the run to ``running``.
 * **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs.
+* **Read-only opening** (``Store(path, readonly=True)``, used by the CLI's inspection commands): the file is opened
+  ``mode=ro`` (``immutable=1`` where SQLite could not read a WAL store otherwise: a directory this process may not
+  write), never migrated and never written; an older schema is read through a migrated in-memory copy, a missing
+  file reads as an empty store. Writing through such a Store is a ``StoreError``.
 """
 
 from __future__ import annotations
@@ -278,14 +282,18 @@ class Store:
 
     path: Path
 
-    def __init__(self, path: str | Path | None = None, *, max_chars: int = 2_000_000) -> None:
+    def __init__(self, path: str | Path | None = None, *, max_chars: int = 2_000_000, readonly: bool = False) -> None:
         if not isinstance(max_chars, int) or max_chars < 1:
             raise InvalidInputError(f"max_chars={max_chars!r}: the store's text limit must be a positive integer")
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.max_chars = max_chars
+        self.readonly = readonly
         self._lock = threading.RLock()
         self._batched = 0  # > 0 inside transaction(): writes join it (only its thread holds the lock meanwhile)
         self._conn: sqlite3.Connection | None = None
+        if readonly:
+            self._conn = self._open_readonly()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -308,29 +316,22 @@ class Store:
     # -- opening -------------------------------------------------------------------------------------------------
 
     def _setup(self, conn: sqlite3.Connection) -> None:
-        where = repr(str(self.path))
-        try:
+        with self._opening():
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            version = _migrations.user_version(conn)  # the first read: fails here on a non-SQLite file
-            if version > SCHEMA_VERSION:
-                raise StoreError(self._too_new(version))
-            if version == 0:
-                tables = {
-                    name
-                    for (name,) in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-                    )
-                }
-                foreign = sorted(tables - _migrations.OUR_TABLES)
-                if foreign:
-                    raise StoreError(
-                        f"{where} is a SQLite database of another application (tables {', '.join(foreign)}), "
-                        "not a causaltrace store; choose another path"
-                    )
+            self._check_file(conn)
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             _migrations.migrate(conn)
             version = _migrations.user_version(conn)
+        if version > SCHEMA_VERSION:  # a newer causaltrace migrated it while we were opening
+            raise StoreError(self._too_new(version))
+
+    @contextmanager
+    def _opening(self) -> Iterator[None]:
+        """Turn sqlite's errors while opening into a StoreError naming the file (and what it is not)."""
+        where = repr(str(self.path))
+        try:
+            yield
         except StoreError:
             raise
         except sqlite3.DatabaseError as exc:
@@ -339,8 +340,71 @@ class Store:
             raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
-        if version > SCHEMA_VERSION:  # a newer causaltrace migrated it while we were opening
+
+    def _check_file(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version, after refusing a newer one and another application's database."""
+        version = _migrations.user_version(conn)  # the first read: fails here on a non-SQLite file
+        if version > SCHEMA_VERSION:
             raise StoreError(self._too_new(version))
+        if version == 0:
+            tables = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                )
+            }
+            foreign = sorted(tables - _migrations.OUR_TABLES)
+            if foreign:
+                raise StoreError(
+                    f"{str(self.path)!r} is a SQLite database of another application (tables {', '.join(foreign)}), "
+                    "not a causaltrace store; choose another path"
+                )
+        return version
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that never writes the file (``readonly=True``; the read-only CLI commands use it).
+
+        ``mode=ro`` first; where that cannot work (a WAL file in a directory this process may not write, so SQLite
+        cannot create the ``-shm`` index) ``immutable=1``. Nothing is migrated: a store of an older schema version
+        is copied into memory and the copy migrated; a missing file reads as an empty store (nothing is created).
+        """
+        if self.path.is_dir():
+            raise StoreError(f"the store path {str(self.path)!r} is a directory; give a file path")
+        if not self.path.exists():
+            return self._in_memory(None)
+        conn: sqlite3.Connection | None = None
+        with self._opening():
+            try:
+                conn = self._connect_uri("mode=ro")
+                version = self._check_file(conn)
+            except sqlite3.OperationalError:
+                if conn is not None:
+                    conn.close()
+                conn = self._connect_uri("immutable=1")
+                version = self._check_file(conn)
+            if version < SCHEMA_VERSION:
+                try:
+                    return self._in_memory(conn)
+                finally:
+                    conn.close()
+        return conn
+
+    def _connect_uri(self, flags: str) -> sqlite3.Connection:
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(self.path.resolve()))}?{flags}"
+        conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        return conn
+
+    @staticmethod
+    def _in_memory(source: sqlite3.Connection | None) -> sqlite3.Connection:
+        """An in-memory store: a copy of ``source`` (or empty) migrated to the current schema."""
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if source is not None:
+            source.backup(memory)
+        _migrations.migrate(memory)
+        return memory
 
     def _too_new(self, version: int) -> str:
         return (
@@ -407,6 +471,8 @@ class Store:
         StoreError, anything raised rolls back."""
         with self._lock:
             conn = self._connection()
+            if self.readonly:
+                raise StoreError(f"the store {str(self.path)!r} was opened read-only; it cannot be written")
             if self._batched:
                 yield conn
                 return
@@ -720,19 +786,23 @@ class Store:
         """
         with self._read() as conn:
             row = self._resolve(conn, run_id)
-            steps = conn.execute(
-                "SELECT step_id, data FROM steps WHERE run_id = ? ORDER BY idx, step_id", (row.run_id,)
-            ).fetchall()
-            recs = (
-                conn.execute("SELECT seq, data FROM recordings WHERE run_id = ? ORDER BY seq", (row.run_id,)).fetchall()
-                if row.has_recording
-                else None
-            )
-        run = self._build_run(row, steps, recs)
+            run = self._stored_run(conn, row)
         override = self._live_outcome(row)
         if override is not None:
             run = run.model_copy(update={"outcome": override, "ended_at": None})
         return run
+
+    def _stored_run(self, conn: sqlite3.Connection, row: _RunRow) -> Run:
+        """The run of ``row`` as stored (no live-outcome override), read inside the caller's transaction."""
+        steps = conn.execute(
+            "SELECT step_id, data FROM steps WHERE run_id = ? ORDER BY idx, step_id", (row.run_id,)
+        ).fetchall()
+        recs = (
+            conn.execute("SELECT seq, data FROM recordings WHERE run_id = ? ORDER BY seq", (row.run_id,)).fetchall()
+            if row.has_recording
+            else None
+        )
+        return self._build_run(row, steps, recs)
 
     def _live_outcome(self, row: _RunRow) -> Outcome | None:
         """The outcome a not-finished run reads as (None for a finished run: its stored outcome stands)."""
