@@ -314,7 +314,6 @@ def _diagnose(db: Path | None, run_id: str, agent: str) -> None:
         store.save_diagnosis(Diagnosis(run_id=run_id, method="heuristic", agent=agent))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 10: not fixed yet")
 def test_whowhen_ids_derive_from_the_content(capsys, tmp_path):
     first = FIXTURES / "Algorithm-Generated" / "2.json"
     code, out, _ = run_cli(capsys, "import", str(first), "--format", "whowhen")
@@ -338,7 +337,6 @@ def test_whowhen_ids_derive_from_the_content(capsys, tmp_path):
         assert store.get_run(first_id).steps[0].step_id.startswith(first_id)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 10: not fixed yet")
 def test_a_trace_keeps_its_run_id_and_never_overwrites_without_replace(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
     run_id = out.strip()
@@ -368,7 +366,6 @@ def _pair(run_id: str) -> RepairPair:
                       verified_by="replay", crs=0.5)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 10: not fixed yet")
 def test_replacing_a_run_removes_what_was_derived_from_it(tmp_path):
     [run] = load_otlp_json(SAMPLE)
     with Store(tmp_path / "s.db") as store:

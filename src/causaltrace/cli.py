@@ -162,7 +162,7 @@ def _render_run(run: Any, console: Any, *, max_chars: int) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import runs from files and print one run id per line."""
+    """Import runs from files and print one run id per line (ids: see :func:`_save_imported`)."""
     runs: list[Any] = []
     for raw in args.paths:
         path = Path(raw)
@@ -171,12 +171,24 @@ def cmd_import(args: argparse.Namespace) -> int:
         runs.extend(_load(path, args.format))
     if not runs:
         raise UserError("no runs found in the given input")
-    with _store(args) as store:
+    _save_imported(args, runs)
+    return 0
+
+
+def _save_imported(args: argparse.Namespace, runs: list[Any]) -> None:
+    """Store imported runs and print their ids. A run keeps the id it carries (``causaltrace.run.id``; Who&When
+    ids hold a digest of the log): the same run again changes nothing, a different run of a stored id is refused
+    (exit 2) unless ``--replace``, which also drops the old run's diagnoses and repair pairs. Every run is checked
+    before any is written, so a refused import stores nothing."""
+    seen: set[str] = set()
+    with _store(args) as store, store.transaction():
         for run in runs:
-            store.save_run(run)
+            if run.run_id in seen:
+                raise UserError(f"the input holds run {run.run_id!r} twice")
+            seen.add(run.run_id)
+            store.import_run(run, replace=args.replace)
     for run in runs:
         sys.stdout.write(run.run_id + "\n")
-    return 0
 
 
 def _load(path: Path, fmt: str) -> list[Any]:
@@ -184,8 +196,8 @@ def _load(path: Path, fmt: str) -> list[Any]:
         from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
 
         if path.is_dir():
-            return list(iter_whowhen(path, "all"))
-        return [load_whowhen(path)]
+            return list(iter_whowhen(path, "all", content_id=True))
+        return [load_whowhen(path, content_id=True)]
     from causaltrace.collector.otlp import load_otlp_json
 
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -202,11 +214,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
     if not runs:
         raise UserError(f"trace {args.trace_id} in Jaeger at {args.jaeger} holds no causaltrace run")
-    with _store(args) as store:
-        for run in runs:
-            store.save_run(run)
-    for run in runs:
-        sys.stdout.write(run.run_id + "\n")
+    _save_imported(args, runs)
     return 0
 
 
@@ -407,12 +415,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import runs from files; prints one run id per line")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--format", required=True, choices=["whowhen", "otlp-json"], help="input format")
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite a stored run of the same id whose content differs (drops its diagnoses and pairs)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("pull", help="pull a trace by id from a Jaeger query endpoint")
     p.add_argument("trace_id", metavar="TRACE_ID")
     p.add_argument("--jaeger", required=True, metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite a stored run of the same id whose content differs (drops its diagnoses and pairs)")
     p.set_defaults(func=cmd_pull)
 
     p = sub.add_parser("export", help="export a stored run")

@@ -39,9 +39,14 @@ Design decisions:
   newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
   naming the path.
 * **Re-beginning a run.** ``begin_run`` on an id that is already ``running`` under the same writer only refreshes
-  the run's fields (an idempotent retry); on any other existing run it starts the run over (old steps and
-  recording are dropped). ``add_steps`` for a run that is already finished is ignored (``finish_run`` wrote the
-  final Run; a late re-send is stale); for a run marked ``incomplete`` it revives the run to ``running``.
+  the run's fields (an idempotent retry); on any other existing run it starts the run over (old steps, recording,
+  diagnoses and repair pairs are dropped). ``add_steps`` for a run that is already finished is ignored
+  (``finish_run`` wrote the final Run; a late re-send is stale); for a run marked ``incomplete`` it revives the run
+  to ``running``.
+* **Replacing a run** (``finish_run`` / ``save_run`` over any stored run but this writer's own live one) removes
+  everything derived from the old run too: its diagnoses and repair pairs. :meth:`Store.import_run` (the importers'
+  entry) leaves a stored run that equals the imported one untouched and refuses to overwrite a different one
+  unless asked (``replace=True``, the CLI's ``--replace``).
 * **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs.
 * **Read-only opening** (``Store(path, readonly=True)``, used by the CLI's inspection commands): the file is opened
   ``mode=ro`` (``immutable=1`` where SQLite could not read a WAL store otherwise: a directory this process may not
@@ -66,16 +71,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
 from causaltrace.collector import _migrations
 from causaltrace.config import default_db_path
-from causaltrace.exceptions import InvalidInputError, RunNotFoundError, StoreError, TraceAssemblyError
+from causaltrace.exceptions import (
+    InvalidInputError,
+    RunExistsError,
+    RunNotFoundError,
+    StoreError,
+    TraceAssemblyError,
+)
 from causaltrace.schema import Diagnosis, Outcome, RecordedCall, Recording, RepairPair, Run, Step
 
-__all__ = ["SCHEMA_VERSION", "TRUNCATION_MARKER", "Store", "WriterInfo"]
+__all__ = ["SCHEMA_VERSION", "TRUNCATION_MARKER", "ImportOutcome", "Store", "WriterInfo"]
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +257,9 @@ def _delete_dependencies_of(conn: sqlite3.Connection, run_id: str, consumers: li
 
 
 _CHILD_TABLES = ("steps", "dependencies", "recordings")
+_DERIVED_TABLES = ("diagnoses", "repair_pairs")
+#: What :meth:`Store.import_run` did with a run.
+ImportOutcome = Literal["stored", "unchanged", "replaced"]
 
 
 class _RunRow(NamedTuple):
@@ -540,7 +554,7 @@ class Store:
             old = self._row(conn, run_id)
             same_writer = old is not None and old.state == "running" and old.writer() == writer
             if old is not None and not same_writer:
-                self._delete_children(conn, run_id)
+                self._delete_children(conn, run_id, derived=True)
             conn.execute(
                 f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACEHOLDERS})",
                 (
@@ -608,7 +622,8 @@ class Store:
                 _delete_dependencies_of(conn, run.run_id, [r[1] for r in rows])
             else:
                 rows, deps = self._step_rows(run.run_id, run.steps)
-                self._delete_children(conn, run.run_id)
+                own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
+                self._delete_children(conn, run.run_id, derived=old is not None and not own_live)
             conn.execute(
                 f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACEHOLDERS})",
                 (
@@ -635,8 +650,34 @@ class Store:
             conn.executemany(_REC_INSERT, recs)
 
     def save_run(self, run: Run) -> None:
-        """Same as :meth:`finish_run` (importers use it); saving the same run twice leaves one copy."""
-        self.finish_run(run)
+        """Store a whole run, replacing a stored run of that id; saving the same run twice leaves one copy and
+        keeps its diagnoses and repair pairs (a run with other content drops them: they describe the old one)."""
+        self.import_run(run, replace=True)
+
+    def import_run(self, run: Run, *, replace: bool = False) -> ImportOutcome:
+        """Store an imported run (``causaltrace import`` / ``pull``): ``"stored"`` when its id was free,
+        ``"unchanged"`` when the store already holds this very run (nothing is written: re-importing is idempotent),
+        ``"replaced"`` when ``replace`` is set and a different run of that id was stored (with everything derived from
+        it: diagnoses and repair pairs). Without ``replace`` that case is a :class:`RunExistsError`.
+        """
+        if not isinstance(run, Run):
+            raise InvalidInputError(f"import_run/save_run expects a Run, got {type(run).__name__}")
+        with self.transaction():  # the comparison and the write see the same row
+            conn = self._connection()
+            old = self._row(conn, run.run_id)
+            if old is None:
+                self.finish_run(run)
+                return "stored"
+            if old.state == "finished" and self._same_run(conn, old, run):
+                return "unchanged"
+            if not replace:
+                raise RunExistsError(
+                    f"run {run.run_id!r} is already in the store {str(self.path)!r} with other content "
+                    f"({old.state}, {old.status}); pass --replace to overwrite it (its diagnoses and repair pairs "
+                    "are removed), or delete it first"
+                )
+            self.finish_run(run)
+            return "replaced"
 
     def mark_incomplete(self) -> list[str]:
         """Persist ``incomplete`` for running runs whose writer process is dead; return their ids."""
@@ -665,13 +706,14 @@ class Store:
         """Delete a run (id or unique prefix) with its steps, recording, diagnoses and repair pairs."""
         with self._write() as conn:
             row = self._resolve(conn, run_id)
-            self._delete_children(conn, row.run_id)
-            for table in ("runs", "diagnoses", "repair_pairs"):
-                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (row.run_id,))
+            self._delete_children(conn, row.run_id, derived=True)
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (row.run_id,))
 
     @staticmethod
-    def _delete_children(conn: sqlite3.Connection, run_id: str) -> None:
-        for table in _CHILD_TABLES:
+    def _delete_children(conn: sqlite3.Connection, run_id: str, *, derived: bool = False) -> None:
+        """Delete a run's steps, dependencies and recording; with ``derived`` also its diagnoses and repair pairs
+        (the run is being replaced by another one, so what was concluded about the old one no longer holds)."""
+        for table in _CHILD_TABLES + (_DERIVED_TABLES if derived else ()):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -791,6 +833,13 @@ class Store:
         if override is not None:
             run = run.model_copy(update={"outcome": override, "ended_at": None})
         return run
+
+    def _same_run(self, conn: sqlite3.Connection, row: _RunRow, run: Run) -> bool:
+        """Whether the stored run of ``row`` equals ``run`` (a stored record too corrupt to read is not equal)."""
+        try:
+            return self._stored_run(conn, row) == run
+        except StoreError:
+            return False
 
     def _stored_run(self, conn: sqlite3.Connection, row: _RunRow) -> Run:
         """The run of ``row`` as stored (no live-outcome override), read inside the caller's transaction."""

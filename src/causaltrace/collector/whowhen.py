@@ -22,8 +22,12 @@ parents — the attribution stages recover the dependencies):
   gets inputs ``{code, language}`` (the first block).
 
 The speaker is ``name`` (Algorithm-Generated) or ``role`` (Hand-Crafted); ``agent`` is its base name (the text
-before " ("); ``metadata`` keeps the full ``speaker`` and the entry's ``role``. The Run is ``whowhen-algo-<n>`` / ``whowhen-hand-<n>``, framework ``whowhen``, its outcome a
-``failure`` with no final answer (every Who&When log is a failed run), and its ``annotations`` the label.
+before " ("); ``metadata`` keeps the full ``speaker`` and the entry's ``role``. The Run is ``whowhen-algo-<n>`` /
+``whowhen-hand-<n>`` (with ``content_id=True``, as ``causaltrace import`` loads logs into a store,
+``whowhen-algo-<n>-<digest>``: 12 hex digits of the SHA-256 of the log's canonical JSON and label version, so
+re-importing a log is idempotent and another log that happens to be named ``<n>.json`` never replaces it),
+framework ``whowhen``, its outcome a ``failure`` with no final answer (every Who&When log is a failed run), and its
+``annotations`` the label.
 
 Decisions where the architecture is silent:
 
@@ -44,6 +48,7 @@ Decisions where the architecture is silent:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -53,7 +58,7 @@ from typing import Any, Literal
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Annotations, Outcome, Run, Step, action_signature
 
-__all__ = ["SUBSET_DIRS", "iter_whowhen", "load_whowhen"]
+__all__ = ["SUBSET_DIRS", "content_digest", "iter_whowhen", "load_whowhen"]
 
 #: Folder name of each subset, in the order ``subset="all"`` reads them.
 SUBSET_DIRS: dict[str, str] = {"algo": "Algorithm-Generated", "hand": "Hand-Crafted"}
@@ -81,23 +86,28 @@ _KNOWN_KEYS = frozenset(
 )
 
 
-def load_whowhen(path: Path) -> Run:
+def load_whowhen(path: Path, *, content_id: bool = False) -> Run:
     """Load one Who&When log file as a Run (mapping in the module docstring).
 
-    Raises :class:`InvalidInputError` naming the file and the field when the file is unreadable or malformed.
+    ``content_id=True`` (what ``causaltrace import`` uses) appends a digest of the log's content to the run id,
+    so another file with the same name never takes a stored run's id. Raises :class:`InvalidInputError` naming the
+    file and the field when the file is unreadable or malformed.
     """
     path = Path(path)
     data = _read_json(path)
     subset = _subset_of(path, data)
-    return _build_run(path, data, subset, _label_version(path))
+    return _build_run(path, data, subset, _label_version(path), content_id=content_id)
 
 
-def iter_whowhen(data_dir: Path, subset: Literal["algo", "hand", "all"] = "all") -> Iterator[Run]:
+def iter_whowhen(
+    data_dir: Path, subset: Literal["algo", "hand", "all"] = "all", *, content_id: bool = False
+) -> Iterator[Run]:
     """Yield the Runs of a Who&When data folder: files in numeric file-number order, Algorithm-Generated first.
 
     ``data_dir`` is the folder holding ``Algorithm-Generated/`` and ``Hand-Crafted/`` (and ``VERSION``), or one of
-    those two folders itself (then only its subset is read, and none when ``subset`` names the other). Raises
-    :class:`InvalidInputError` when a requested subset folder is missing or a file is malformed.
+    those two folders itself (then only its subset is read, and none when ``subset`` names the other).
+    ``content_id`` as for :func:`load_whowhen`. Raises :class:`InvalidInputError` when a requested subset folder is
+    missing or a file is malformed.
     """
     data_dir = Path(data_dir)
     if subset not in ("algo", "hand", "all"):
@@ -116,7 +126,7 @@ def iter_whowhen(data_dir: Path, subset: Literal["algo", "hand", "all"] = "all")
         if not folder.is_dir():
             raise InvalidInputError(f"no Who&When {SUBSET_DIRS[key]} folder at {folder}")
         for file in sorted(folder.glob("*.json"), key=_file_order):
-            yield _build_run(file, _read_json(file), key, version)
+            yield _build_run(file, _read_json(file), key, version, content_id=content_id)
 
 
 # ------------------------------------------------------------------------------------------------ internals
@@ -243,9 +253,20 @@ def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, su
     )
 
 
-def _build_run(path: Path, data: dict[str, Any], subset: str, label_version: str | None) -> Run:
+def content_digest(data: dict[str, Any], label_version: str | None) -> str:
+    """12 hex digits of the SHA-256 of a log's canonical JSON (sorted keys) and its label version: the same log
+    gives the same digest wherever its file lies and however it is formatted; another log, another digest."""
+    canonical = json.dumps([data, label_version], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _build_run(
+    path: Path, data: dict[str, Any], subset: str, label_version: str | None, *, content_id: bool = False
+) -> Run:
     n = path.stem
     run_id = f"whowhen-{subset}-{n}"
+    if content_id:
+        run_id += f"-{content_digest(data, label_version)}"
     history = data.get("history")
     if history is None:
         raise _fail(path, "history", "is missing")
