@@ -1275,3 +1275,24 @@ def test_real_jaeger_roundtrip(tmp_path: Path) -> None:
         assert empty == {"result": {"resourceSpans": []}}
         with pytest.raises(UserError, match=f"trace {'ab' * 16} not found in Jaeger at"):
             pull_from_jaeger("ab" * 16, jaeger.query_url)
+
+
+def test_content_ids_follow_the_log_not_its_file(tmp_path: Path) -> None:
+    source = FIXTURES / "Algorithm-Generated" / "2.json"
+    plain = load_whowhen(source)
+    keyed = load_whowhen(source, content_id=True)
+    assert plain.run_id == "whowhen-algo-2" and re.fullmatch(r"whowhen-algo-2-[0-9a-f]{12}", keyed.run_id)
+    assert keyed.steps[0].step_id == f"{keyed.run_id}-s0"
+    # Reformatted (indentation, key order) under the same subset folder: the same id.
+    moved = tmp_path / "Algorithm-Generated"
+    moved.mkdir()
+    data = json.loads(source.read_text())
+    (moved / "2.json").write_text(json.dumps(dict(reversed(list(data.items()))), indent=4))
+    shutil.copy(FIXTURES / "VERSION", tmp_path / "VERSION")
+    assert load_whowhen(moved / "2.json", content_id=True).run_id == keyed.run_id
+    # One changed character in the history: another id.
+    data["history"][0]["content"] += "!"
+    (moved / "2.json").write_text(json.dumps(data))
+    changed = load_whowhen(moved / "2.json", content_id=True).run_id
+    assert changed != keyed.run_id and changed.startswith("whowhen-algo-2-")
+    assert [r.run_id for r in iter_whowhen(tmp_path, "algo", content_id=True)] == [changed]

@@ -845,3 +845,17 @@ def test_closed_store_and_bad_arguments(tmp_path: Path) -> None:
         store.list_runs()
     with pytest.raises(InvalidInputError):
         Store(tmp_path / "d.db", max_chars=0)
+
+
+def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    with Store(path) as store:
+        store.save_run(simple_run("ro-run-0001"))
+    with Store(path, readonly=True) as store:
+        assert [r["run_id"] for r in store.list_runs()] == ["ro-run-0001"]
+        assert store.get_run("ro-run") == simple_run("ro-run-0001")
+        with pytest.raises(StoreError, match="read-only"):
+            store.save_run(simple_run("ro-run-0002"))
+    with Store(tmp_path / "missing.db", readonly=True) as store:
+        assert store.list_runs() == [] and store.schema_version() == SCHEMA_VERSION
+    assert not (tmp_path / "missing.db").exists()

@@ -396,6 +396,12 @@ class Store:
                     conn.close()
                 conn = self._connect_uri("immutable=1")
                 version = self._check_file(conn)
+                wal = Path(f"{self.path}-wal")
+                if wal.exists() and wal.stat().st_size > 0:
+                    logger.warning(
+                        "causaltrace store: %s is read without its write-ahead log %s (its directory is not "
+                        "writable, so SQLite cannot index it): the latest writes may be missing", self.path, wal
+                    )
             if version < SCHEMA_VERSION:
                 try:
                     return self._in_memory(conn)
