@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from causaltrace._cli_common import EXIT_USER_ERROR, Parser, open_store, write_output
+from causaltrace._cli_replay import EXIT_USER_ERROR, Parser, open_store, write_output
 from causaltrace.exceptions import CausaltraceError, UserError
 
 __all__ = ["main"]
