@@ -17,6 +17,14 @@ accessor                           private attribute                            
 :func:`team_manager_name`          ``BaseGroupChat._group_chat_manager_name``    the MagenticOne orchestrator's name
 :func:`message_thread_of`          ``BaseGroupChatManager._message_thread``      what the orchestrator has read
 :func:`client_create_args`         ``<OpenAI-style client>._create_args``        model name and temperature
+:func:`handoffs_of`                ``AssistantAgent._handoffs``                  playback: a handoff edit's tool
+:func:`workbenches_of`             ``AssistantAgent._workbench``                 playback: workbench twins
+:func:`handoff_tools_of`           ``AssistantAgent._handoff_tools``             playback: handoff tool twins
+:func:`code_executor_of`           ``CodeExecutorAgent._code_executor``          playback: the sandboxed executor
+:func:`tools_of`                   ``StaticWorkbench._tools``                    playback: AgentTool / TeamTool
+:func:`runner_of`                  ``TaskRunnerTool._task_runner``               playback: the agent behind a tool
+:func:`inner_members`              ``SocietyOfMindAgent._team``,                 playback: what runs in a turn
+                                   ``MessageFilterAgent._wrapped_agent``
 =================================  ============================================  ===================================
 
 The canonical requests (:func:`llm_request`, :func:`tool_request`) are what the Recording hashes (ARCHITECTURE
@@ -34,8 +42,12 @@ from typing import Any
 __all__ = [
     "client_create_args",
     "client_settings",
+    "code_executor_of",
     "extract_code",
     "handoff_targets",
+    "handoff_tools_of",
+    "handoffs_of",
+    "inner_members",
     "llm_request",
     "manager_name",
     "message_thread_of",
@@ -43,10 +55,13 @@ __all__ = [
     "name_of",
     "parse_arguments",
     "participants_of",
+    "runner_of",
     "selectable_speakers",
     "team_manager_name",
     "text_of",
     "tool_request",
+    "tools_of",
+    "workbenches_of",
 ]
 
 _CODE_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
@@ -92,6 +107,46 @@ def team_manager_name(team: Any) -> str:
     ``MagenticOneOrchestrator``."""
     name = getattr(team, "_group_chat_manager_name", None)
     return name if isinstance(name, str) and name else type(team).__name__ + "Manager"
+
+
+def handoffs_of(agent: Any) -> dict[str, Any]:
+    """An AssistantAgent's handoffs by tool name (``AssistantAgent._handoffs``: name → ``HandoffBase``)."""
+    value = getattr(agent, "_handoffs", None)
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def workbenches_of(agent: Any) -> list[Any]:
+    """An AssistantAgent's workbenches (``AssistantAgent._workbench``, a list)."""
+    value = getattr(agent, "_workbench", None)
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def handoff_tools_of(agent: Any) -> list[Any]:
+    """The handoff tools built for an AssistantAgent (``AssistantAgent._handoff_tools``, fresh per agent)."""
+    value = getattr(agent, "_handoff_tools", None)
+    return list(value) if isinstance(value, list) else []
+
+
+def code_executor_of(agent: Any) -> Any:
+    """A CodeExecutorAgent's executor (``CodeExecutorAgent._code_executor``), or None."""
+    return getattr(agent, "_code_executor", None)
+
+
+def tools_of(workbench: Any) -> list[Any]:
+    """The tools of a static workbench (``StaticWorkbench._tools``: to reach AgentTool / TeamTool runners)."""
+    value = getattr(workbench, "_tools", None)
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def runner_of(tool: Any) -> Any:
+    """The agent or team behind an AgentTool / TeamTool (``TaskRunnerTool._task_runner``), else None."""
+    return getattr(tool, "_task_runner", None)
+
+
+def inner_members(agent: Any) -> list[Any]:
+    """What runs inside an agent's turn: a SocietyOfMindAgent's team (``_team``), a MessageFilterAgent's wrapped
+    agent (``_wrapped_agent``)."""
+    return [v for v in (getattr(agent, "_team", None), getattr(agent, "_wrapped_agent", None)) if v is not None]
 
 
 def message_thread_of(manager: Any) -> list[Any]:

@@ -98,15 +98,14 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.instrumentation._playback_common import PlaybackAdapterBase, replay_name, task_of
-from causaltrace.instrumentation.autogen._access import model_client_of
-from causaltrace.instrumentation.autogen._playback_keys import (
+from causaltrace.instrumentation.autogen._access import (
     code_executor_of,
     handoff_tools_of,
-    is_team,
-    manager_name_of,
-    walk,
+    model_client_of,
+    team_manager_name,
     workbenches_of,
 )
+from causaltrace.instrumentation.autogen._playback_keys import is_team, walk
 from causaltrace.protocols import CallEdit, PlaybackCore, Sandbox, SessionOpener
 from causaltrace.schema import Run
 
@@ -173,7 +172,7 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
             return
         core = assembled.core
         if team and isinstance(obj, (SelectorGroupChat, MagenticOneGroupChat)):  # the manager's key
-            pb = ClientPlayback(core, f"{key}/{manager_name_of(obj)}", client, core.live_override, manager=True)
+            pb = ClientPlayback(core, f"{key}/{team_manager_name(obj)}", client, core.live_override, manager=True)
         elif team:  # another team's own client: keyed by the client's class (the recording's rule)
             pb = ClientPlayback(core, f"{key}/{type(client).__name__}", client, core.live_override)
         else:

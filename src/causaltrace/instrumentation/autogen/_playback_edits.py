@@ -14,7 +14,7 @@ from typing import Any
 from autogen_core import FunctionCall
 
 from causaltrace.exceptions import ReplayError, UserError
-from causaltrace.instrumentation.autogen._playback_keys import handoffs_of, name_of
+from causaltrace.instrumentation.autogen._access import handoffs_of, name_of
 from causaltrace.protocols import CallEdit
 from causaltrace.schema import Step
 

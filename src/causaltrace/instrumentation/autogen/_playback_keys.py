@@ -1,86 +1,28 @@
 """Where each call of an AutoGen playback sits: the members of a freshly built team (:func:`walk`) with their static
-agent keys, the key the recording side gives the call in flight (:func:`live_key`), and the private AutoGen
-attributes the playback reads and swaps (one accessor each; each degrades to a neutral value).
+agent keys, and the key the recording side gives the call in flight (:func:`live_key`). The private AutoGen
+attributes the playback reads have their one accessor each in ``_access``.
 
 Imports no AutoGen at import time (``_playback.py`` imports this module when the facade registers the adapter).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
-from causaltrace.instrumentation.autogen._access import participants_of
+from causaltrace.instrumentation.autogen._access import (
+    inner_members,
+    name_of,
+    participants_of,
+    runner_of,
+    tools_of,
+    workbenches_of,
+)
 
-__all__ = [
-    "code_executor_of",
-    "handoff_tools_of",
-    "handoffs_of",
-    "is_team",
-    "live_key",
-    "manager_name_of",
-    "name_of",
-    "walk",
-    "workbenches_of",
-]
-
-
-# ------------------------------------------------------------------------------- private AutoGen attributes
-
-
-def workbenches_of(agent: Any) -> list[Any]:
-    """``AssistantAgent._workbench``: the agent's workbenches (a list)."""
-    value = getattr(agent, "_workbench", None)
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def handoff_tools_of(agent: Any) -> list[Any]:
-    """``AssistantAgent._handoff_tools``: the handoff tools built for this agent (fresh per agent)."""
-    value = getattr(agent, "_handoff_tools", None)
-    return list(value) if isinstance(value, list) else []
-
-
-def handoffs_of(agent: Any) -> dict[str, Any]:
-    """``AssistantAgent._handoffs``: handoff name → ``HandoffBase`` (its ``target``)."""
-    value = getattr(agent, "_handoffs", None)
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def code_executor_of(agent: Any) -> Any:
-    """``CodeExecutorAgent._code_executor``."""
-    return getattr(agent, "_code_executor", None)
-
-
-def _tools_of(workbench: Any) -> list[Any]:
-    """``StaticWorkbench._tools``: the tools of a static workbench (to reach AgentTool / TeamTool runners)."""
-    value = getattr(workbench, "_tools", None)
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _runner_of(tool: Any) -> Any:
-    """``TaskRunnerTool._task_runner``: the agent or team behind an AgentTool / TeamTool, else None."""
-    return getattr(tool, "_task_runner", None)
-
-
-def _inner_members(agent: Any) -> list[Any]:
-    """What runs inside an agent's turn: a SocietyOfMindAgent's ``_team``, a MessageFilterAgent's
-    ``_wrapped_agent``."""
-    return [v for v in (getattr(agent, "_team", None), getattr(agent, "_wrapped_agent", None)) if v is not None]
-
-
-def manager_name_of(team: Any) -> str:
-    """``BaseGroupChat._group_chat_manager_name`` (the selector's agent name, e.g. ``SelectorGroupChatManager``)."""
-    value = getattr(team, "_group_chat_manager_name", None)
-    return value if isinstance(value, str) and value else type(team).__name__ + "Manager"
+__all__ = ["is_team", "live_key", "walk"]
 
 
 # ---------------------------------------------------------------------------------------------- agent keys
-
-
-def name_of(obj: Any, default: str) -> str:
-    """``obj.name`` when it is a non-empty str, else ``default``."""
-    name = getattr(obj, "name", None)
-    return name if isinstance(name, str) and name else default
 
 
 def is_team(obj: Any) -> bool:
@@ -109,11 +51,11 @@ def walk(obj: Any, path: tuple[str, ...], seen: set[int] | None = None) -> Itera
     here = (*path, name_of(obj, type(obj).__name__))
     yield "/".join(here), obj, False
     for workbench in workbenches_of(obj):
-        for tool in _tools_of(workbench):
-            runner = _runner_of(tool)
+        for tool in tools_of(workbench):
+            runner = runner_of(tool)
             if runner is not None:
                 yield from walk(runner, here, seen)
-    for inner in _inner_members(obj):
+    for inner in inner_members(obj):
         yield from walk(inner, here, seen)
 
 
