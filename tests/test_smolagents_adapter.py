@@ -732,6 +732,50 @@ def test_instrument_is_idempotent_and_uninstrument_restores(exporter):
     assert len(handle.run.steps) == 9
 
 
+def test_a_wrapper_another_library_wrapped_over_stays_inert(exporter):
+    """uninstrument cannot remove our wrapper from under another library's: it stays, passing straight through, and
+    instrumenting again wraps over both (one step per event, not two)."""
+    import wrapt
+    from smolagents.agents import MultiStepAgent
+
+    ours = vars(MultiStepAgent)["run"]
+    original = ours.__wrapped__
+    seen = []
+
+    def theirs(wrapped, instance, args, kwargs):
+        seen.append(instance.name)
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(MultiStepAgent, "run", theirs)
+    foreign = vars(MultiStepAgent)["run"]
+    try:
+        uninstrument_smolagents()
+        assert vars(MultiStepAgent)["run"] is foreign and not is_instrumented()
+        with causaltrace.run() as handle:
+            assert math_agent().run(SQUARES_TASK) == "91"
+        assert handle.run.steps == () and seen == ["math_agent"]  # theirs ran, ours passed through
+        instrument_smolagents()
+        with causaltrace.run() as handle:
+            math_agent().run(SQUARES_TASK)
+        assert len(handle.run.steps) == 9 and seen == ["math_agent", "math_agent"]
+    finally:
+        uninstrument_smolagents()
+        MultiStepAgent.run = original
+
+
+def test_every_patch_target_is_defined_by_smolagents():
+    """A smolagents upgrade that renames a patched method fails here (instrumenting skips a missing target
+    silently); the private ones are exactly those ``_access.PRIVATE_TARGETS`` declares."""
+    from causaltrace.instrumentation.smolagents import _patch_table
+    from causaltrace.instrumentation.smolagents._access import PRIVATE_TARGETS
+
+    table = list(_patch_table())
+    missing = [f"{owner.__name__}.{attr}" for owner, attr, _ in table if attr not in vars(owner)]
+    assert missing == []
+    private = {f"{owner.__name__}.{attr}" for owner, attr, _ in table if attr.startswith("_") and attr[1] != "_"}
+    assert private == set(PRIVATE_TARGETS)
+
+
 def test_missing_extra_names_the_pip_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "smolagents", None)
     with pytest.raises(MissingExtraError) as info:

@@ -106,16 +106,16 @@ def _patch_table() -> Iterator[tuple[Any, str, Wrapper]]:
     from smolagents import local_python_executor
 
     yield from (
-        (s.MultiStepAgent, "run", _runs.run),
-        (s.MultiStepAgent, "_run_stream", _runs.run_stream),
-        (s.MultiStepAgent, "__call__", _tools.agent_call),
-        (s.MultiStepAgent, "_generate_planning_step", _turns.planning),
-        (s.MultiStepAgent, "provide_final_answer", _turns.provide_final_answer),
-        (s.ToolCallingAgent, "_step_stream", _turns.step_stream),
-        (s.CodeAgent, "_step_stream", _turns.step_stream),
-        (s.ToolCallingAgent, "execute_tool_call", _tools.execute_tool_call),
-        (s.Tool, "__call__", _tools.tool_call),
-        (local_python_executor, "timeout", _code.timeout),
+        (s.MultiStepAgent, "run", _runs.wrap_run),
+        (s.MultiStepAgent, "_run_stream", _runs.wrap_run_stream),
+        (s.MultiStepAgent, "__call__", _tools.wrap_agent_call),
+        (s.MultiStepAgent, "_generate_planning_step", _turns.wrap_planning),
+        (s.MultiStepAgent, "provide_final_answer", _turns.wrap_provide_final_answer),
+        (s.ToolCallingAgent, "_step_stream", _turns.wrap_step_stream),
+        (s.CodeAgent, "_step_stream", _turns.wrap_step_stream),
+        (s.ToolCallingAgent, "execute_tool_call", _tools.wrap_execute_tool_call),
+        (s.Tool, "__call__", _tools.wrap_tool_call),
+        (local_python_executor, "timeout", _code.wrap_timeout),
     )
 
 

@@ -1,10 +1,11 @@
 """Everything the smolagents adapter reads from smolagents, in one place (STYLE.md: "where private attributes are
 unavoidable, keep them in one accessor function").
 
-The adapter never touches a smolagents object except through these functions and the patch table in
-``instrumentation/smolagents.py``. Checked against smolagents 1.26; the private names used are the patch targets
-``MultiStepAgent._run_stream``, ``MultiStepAgent._generate_planning_step`` and ``*Agent._step_stream`` (listed in
-:data:`PRIVATE_TARGETS`); everything read here is a public attribute of smolagents' step dataclasses.
+Every private smolagents name the wing uses is here: the patch targets ``MultiStepAgent._run_stream``,
+``MultiStepAgent._generate_planning_step`` and ``*Agent._step_stream`` (:data:`PRIVATE_TARGETS`, wrapped by the
+facade's patch table) and the one private attribute read, :func:`uses_structured_outputs` (playback). Checked
+against smolagents 1.26. The hook modules read only public attributes of smolagents' agents, steps and messages
+(``agent.tools``, ``memory_step.error``…) directly.
 
 It also builds the canonical request of a model call (ARCHITECTURE "Recording"): messages as plain dicts
 (``role``, ``content``, ``tool_calls``; raw API payloads and token usage dropped; images replaced by a digest),
@@ -44,6 +45,7 @@ __all__ = [
     "reasoning_text",
     "smol",
     "tool_arguments_from_call",
+    "uses_structured_outputs",
 ]
 
 #: The private smolagents methods the adapter wraps (the only private names it depends on).
@@ -104,6 +106,12 @@ def code_open_tag(agent: Any) -> str:
     return tags[0] if isinstance(tags, (tuple, list)) and tags else "<code>"
 
 
+def uses_structured_outputs(agent: Any) -> bool:
+    """Whether a CodeAgent asks its model for structured (JSON) output (smolagents' private
+    ``_use_structured_outputs_internally``; its code then travels as the ``code`` field of a JSON answer)."""
+    return bool(getattr(agent, "_use_structured_outputs_internally", False))
+
+
 def code_logs(memory_step: Any) -> str:
     """The print output of a CodeAgent step, read off ``ActionStep.observations`` (works for any executor)."""
     text = getattr(memory_step, "observations", None) or ""
@@ -124,7 +132,8 @@ _SETTING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "max_completion_t
 
 def model_settings(model: Any) -> dict[str, Any]:
     """Client settings stored with each recorded call (never credentials: only the listed sampling keys)."""
-    out: dict[str, Any] = {"model": model_name(model), "model_class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    model_class = f"{type(model).__module__}.{type(model).__qualname__}"
+    out: dict[str, Any] = {"model": model_name(model), "model_class": model_class}
     kwargs = getattr(model, "kwargs", None)
     if isinstance(kwargs, Mapping):
         for key in _SETTING_KEYS:
@@ -211,7 +220,8 @@ def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
         if isinstance(m, Mapping):
             role, content, tool_calls = m.get("role"), m.get("content"), m.get("tool_calls")
         else:
-            role, content, tool_calls = getattr(m, "role", None), getattr(m, "content", None), getattr(m, "tool_calls", None)
+            role, content = getattr(m, "role", None), getattr(m, "content", None)
+            tool_calls = getattr(m, "tool_calls", None)
         item: dict[str, Any] = {"role": str(getattr(role, "value", role)), "content": _content(content)}
         if tool_calls:
             item["tool_calls"] = [

@@ -7,7 +7,7 @@ tool, a managed agent, ``final_answer``) are tool_calls ``produced_by`` the code
 call order.
 
 Context: smolagents' LocalPythonExecutor runs the code in a thread of its own without copying the context — the
-patched ``local_python_executor.timeout`` (:func:`timeout`) runs that thread in a copy of the caller's context, so
+patched ``local_python_executor.timeout`` (:func:`wrap_timeout`) runs that thread in a copy of the caller's context, so
 calls made by the code stay in the run (and in its trace). A tool or managed agent that the code calls from a
 thread it started itself (``concurrent.futures`` in the code) gets no context at all: it is attributed to the one
 agent run whose running code can call that object (:func:`code_caller_of`, a registry of the tools and managed
@@ -35,7 +35,7 @@ __all__ = [
     "finish_code_execution",
     "from_code_thread",
     "start_code_execution",
-    "timeout",
+    "wrap_timeout",
     "unregister_callees",
 ]
 
@@ -160,7 +160,7 @@ def from_code_thread(hook: Wrapper, wrapped: Callable[..., Any], instance: Any, 
         return hook(wrapped, instance, args, kwargs)
 
 
-def timeout(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_timeout(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """LocalPythonExecutor runs each code snippet through ``timeout(seconds)(fn)()``, in a fresh thread: run it in a
     copy of the caller's context, so the code's tool calls belong to the run and its trace."""
     decorate = wrapped(*args, **kwargs)

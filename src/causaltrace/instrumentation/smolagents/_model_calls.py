@@ -30,8 +30,8 @@ from causaltrace.instrumentation.smolagents._state import (
 
 __all__ = [
     "flush_llm",
-    "generate",
-    "generate_stream",
+    "wrap_generate",
+    "wrap_generate_stream",
     "llm_end",
     "llm_error",
     "llm_start",
@@ -44,9 +44,9 @@ _MODEL_ARG_NAMES = ("messages", "stop_sequences", "response_format", "tools_to_c
 
 def patch_model_class(model: Any) -> None:
     """Wrap ``generate`` (and ``generate_stream`` when the model has one) on the class of ``model`` that defines it."""
-    ensure_patched(type(model), "generate", generate)
+    ensure_patched(type(model), "generate", wrap_generate)
     if callable(getattr(model, "generate_stream", None)):
-        ensure_patched(type(model), "generate_stream", generate_stream)
+        ensure_patched(type(model), "generate_stream", wrap_generate_stream)
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
@@ -71,7 +71,7 @@ def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
     return (*values, extra)
 
 
-def generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Model.generate``: one llm_response step and one recorded call around the model's work."""
     state = _model_run(instance)
     if state is None:
@@ -91,7 +91,7 @@ def generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], 
     return message
 
 
-def generate_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+def wrap_generate_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
     """``Model.generate_stream``: the step ends when the stream is exhausted, with the agglomerated message."""
     state = _model_run(instance)

@@ -135,7 +135,7 @@ def _final_answer_transform(value: Any) -> Callable[[Any], Any]:
 
 def _code_transform(agent: Any, code: str) -> Callable[[Any], Any]:
     tags = tuple(getattr(agent, "code_block_tags", None) or ("<code>", "</code>"))
-    structured = bool(getattr(agent, "_use_structured_outputs_internally", False))
+    structured = acc.uses_structured_outputs(agent)
 
     def apply(message: Any) -> Any:
         content = acc.message_text(message)

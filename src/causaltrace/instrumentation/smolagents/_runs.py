@@ -23,13 +23,13 @@ from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
 from causaltrace.instrumentation.smolagents._turns import on_item
 from causaltrace.schema import StepError
 
-__all__ = ["close", "run", "run_stream"]
+__all__ = ["close", "wrap_run", "wrap_run_stream"]
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
 
 
-def run(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_run(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``MultiStepAgent.run``: an agent run from its start to its end (a streamed run ends with its stream)."""
     task = arg(args, kwargs, 0, "task")
     stream = bool(arg(args, kwargs, 1, "stream", False))
@@ -47,7 +47,7 @@ def run(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwarg
     return result
 
 
-def run_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_run_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``MultiStepAgent._run_stream``: observe the stream of the agent run that is starting."""
     gen = wrapped(*args, **kwargs)
     state = CURRENT_RUN.get()

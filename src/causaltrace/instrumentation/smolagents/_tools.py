@@ -2,8 +2,8 @@
 
 A ToolCallingAgent's calls are announced by the ToolCalls in the run's stream (:func:`on_tool_call`, ordinals
 reserved in the model's call order) and run by ``execute_tool_call``, which claims the announced step; calls from
-running CodeAgent code come through ``Tool.__call__`` / ``MultiStepAgent.__call__`` (:func:`tool_call`,
-:func:`agent_call`). The tool_call ends when the tool returns; its tool_response is ``tool_result_of`` it (ERROR
+running CodeAgent code come through ``Tool.__call__`` / ``MultiStepAgent.__call__`` (:func:`wrap_tool_call`,
+:func:`wrap_agent_call`). The tool_call ends when the tool returns; its tool_response is ``tool_result_of`` it (ERROR
 when the tool raised) and, for a managed agent, ``answer_of`` that agent's final_answer. A managed agent's run reads
 the manager's call from ``INVOKER`` (an :class:`~._state.Invocation`).
 """
@@ -32,27 +32,27 @@ from causaltrace.instrumentation.smolagents._state import (
 )
 
 __all__ = [
-    "agent_call",
+    "wrap_agent_call",
     "claim_tool",
-    "execute_tool_call",
+    "wrap_execute_tool_call",
     "on_tool_call",
     "on_tool_output",
     "patch_tool_classes",
     "run_tool",
-    "tool_call",
+    "wrap_tool_call",
 ]
 
 
 def patch_tool_classes(agent: Any) -> None:
     """Wrap ``__call__`` on the class that defines it for each of the agent's tools (a user override included)."""
     for tool in list(getattr(agent, "tools", {}).values()):
-        ensure_patched(type(tool), "__call__", tool_call)
+        ensure_patched(type(tool), "__call__", wrap_tool_call)
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
 
 
-def execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+def wrap_execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
     """``ToolCallingAgent.execute_tool_call``: run the tool (or managed agent) of an announced tool_call step."""
     state = CURRENT_RUN.get()
@@ -67,11 +67,11 @@ def execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[An
     return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=managed)
 
 
-def tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A tool called by the agent's running code (calls from a ToolCallingAgent pass: they are already steps)."""
     state = CURRENT_RUN.get()
     if state is None:
-        return from_code_thread(tool_call, wrapped, instance, args, kwargs)
+        return from_code_thread(wrap_tool_call, wrapped, instance, args, kwargs)
     if IN_TOOL.get() is not None or state.act.code_exec is None:
         return wrapped(*args, **kwargs)
     name = str(getattr(instance, "name", type(instance).__name__))
@@ -81,12 +81,12 @@ def tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
     return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=False)
 
 
-def agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A managed agent called by the manager's running code (the ToolCallingAgent path goes through
     ``execute_tool_call``, which has already announced the call)."""
     state = CURRENT_RUN.get()
     if state is None:
-        return from_code_thread(agent_call, wrapped, instance, args, kwargs)
+        return from_code_thread(wrap_agent_call, wrapped, instance, args, kwargs)
     if IN_TOOL.get() is not None or state.act.code_exec is None:
         return wrapped(*args, **kwargs)
     arguments = {"task": acc.jsonable(arg(args, kwargs, 0, "task"))}

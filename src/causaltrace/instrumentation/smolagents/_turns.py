@@ -25,13 +25,13 @@ from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, ActionSta
 from causaltrace.instrumentation.smolagents._tools import on_tool_call, on_tool_output
 from causaltrace.schema import StepError
 
-__all__ = ["end_action", "on_item", "planning", "provide_final_answer", "step_stream"]
+__all__ = ["end_action", "on_item", "wrap_planning", "wrap_provide_final_answer", "wrap_step_stream"]
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
 
 
-def step_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_step_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``*Agent._step_stream``: an action step begins (the one before it ends, if smolagents did not yield it)."""
     state = CURRENT_RUN.get()
     if state is not None and state.agent is instance:
@@ -39,7 +39,7 @@ def step_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...
     return wrapped(*args, **kwargs)
 
 
-def planning(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def wrap_planning(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``MultiStepAgent._generate_planning_step``: its model calls are the planning phase's."""
     gen = wrapped(*args, **kwargs)
     state = CURRENT_RUN.get()
@@ -56,7 +56,7 @@ def _in_phase(state: AgentRun, phase: str, gen: Iterator[Any]) -> Iterator[Any]:
         state.phase = previous
 
 
-def provide_final_answer(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+def wrap_provide_final_answer(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
     """``MultiStepAgent.provide_final_answer``: max steps were reached; its model call is the forced answer's."""
     state = CURRENT_RUN.get()
