@@ -22,13 +22,14 @@ from pathlib import Path
 
 import pytest
 
+import causaltrace
 from causaltrace.cli import main
 from causaltrace.collector import _migrations
 from causaltrace.collector.otlp import load_otlp_json, run_to_otlp
 from causaltrace.collector.store import Store
 from causaltrace.exceptions import SandboxViolation
 from causaltrace.replay.sandbox import PythonWorkerSession, SubprocessSandbox
-from causaltrace.schema import Diagnosis, RepairPair
+from causaltrace.schema import Diagnosis, Outcome, RepairPair
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -385,3 +386,41 @@ def test_file_mode_helper_is_sane(shared_dir):
     assert not stat.S_IMODE(shared_dir.stat().st_mode) & 0o222
     probe = cli_as_unprivileged("--db", str(shared_dir / "g.db"), "import", str(SAMPLE), "--format", "otlp-json")
     assert probe.returncode != 0 and not (shared_dir / "g.db").exists()
+
+
+# ------------------------------------------------------------------- 11. a verifier with the wrong signature
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
+def test_an_outcome_is_not_a_container():
+    outcome = Outcome(status="unknown", final_answer="126")
+    with pytest.raises(TypeError, match=r"outcome\.final_answer"):
+        "126" in outcome  # noqa: B015 - the membership test itself must raise
+    with pytest.raises(TypeError, match=r"outcome\.final_answer"):
+        list(outcome)
+    assert outcome.model_dump()["final_answer"] == "126" and outcome == Outcome(status="unknown", final_answer="126")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
+def test_a_verifier_of_the_answer_text_gets_the_final_answer():
+    def by_text(answer: str) -> bool:
+        return "126" in answer
+
+    async def by_text_async(answer: str) -> bool:
+        return "126" in answer
+
+    for verify in (by_text, by_text_async):
+        with causaltrace.run(task="6*21", verify=verify) as good:
+            good.report(final_answer="the product is 126")
+        assert good.outcome is not None and good.outcome.status == "success"
+        with causaltrace.run(task="6*21", verify=verify) as bad:
+            bad.report(final_answer="the product is 127")
+        assert bad.outcome is not None and bad.outcome.status == "failure"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
+def test_a_verifier_that_treats_the_outcome_as_text_says_so():
+    with causaltrace.run(task="6*21", verify=lambda ans: "126" in ans) as handle:
+        handle.report(final_answer="126")
+    assert handle.outcome is not None and handle.outcome.verdict is not None
+    assert "outcome.final_answer" in handle.outcome.verdict.reason
