@@ -20,9 +20,9 @@ from pathlib import Path
 
 from causaltrace.attribution import Judge, diagnose
 from causaltrace.attribution.bench import bench_whowhen, default_data_dir
-from causaltrace.attribution.llm import agent_name, output_model, step_index
-from causaltrace.attribution.testing_models import FunctionJudge
+from causaltrace.attribution.judge import agent_name, output_model, step_index
 from causaltrace.schema import Dependency, Outcome, Run, Step
+from causaltrace.testing.judges import FunctionJudge
 
 
 def live_run(n: int) -> Run:

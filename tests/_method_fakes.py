@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from causaltrace.attribution.testing_models import CallInfo, FunctionJudge
+from causaltrace.testing.judges import CallInfo, FunctionJudge
 
 
 def generate(schema: Mapping[str, Any], prefer: Callable[[list[Any]], Any] | None = None) -> Any:

@@ -324,20 +324,16 @@ def test_every_import_follows_the_import_table():
     fail_with("imports break ARCHITECTURE's 'who may import whom'", layer_violations(*project()))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 item 5: stages.refine and stages.candidate_recall import "
-                   "methods.dcfa / methods.defa")
 def test_attribution_stages_never_import_methods():
     fail_with("imports of attribution.methods from attribution.stages", stages_violations(project()[1]))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 items 5-6: stages.refine takes dcfa's _names; the root and "
-                   "watch import instrumentation._runtime / _export; cli imports _emitter")
+@pytest.mark.xfail(strict=True, reason="pending issue 18 item 6: the root and watch import "
+                   "instrumentation._runtime / _export; cli imports _emitter")
 def test_no_module_imports_private_names_from_outside_their_package():
     fail_with("imports of another package's private names", private_violations(*project()))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 items 1, 5: engine-methods-stages, llm-local_model-"
-                   "testing_models, the smolagents facade and its _playback modules")
 def test_there_is_no_import_circle():
     edges = project()[1]
     components = import_circles(edges)
@@ -349,14 +345,13 @@ def test_the_size_allow_list_names_existing_paths():
     fail_with("allow-list entries that no longer exist (drop them)", missing)
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 items 1, 5, 6: attribution/llm.py, instrumentation/_runtime.py, "
+@pytest.mark.xfail(strict=True, reason="pending issue 18 items 1, 6: instrumentation/_runtime.py, "
                    "schema.py, instrumentation/autogen/_hooks.py")
 def test_no_source_file_is_over_800_lines():
     fail_with(f"files over {MAX_FILE_LINES} lines", long_files(project()[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18: replay.repair.repair, methods.graph.rank_candidates, "
-                   "stages.relevance.backward_relevance")
+@pytest.mark.xfail(strict=True, reason="pending issue 18: replay.repair.repair")
 def test_no_function_is_over_80_lines():
     fail_with(f"functions over {MAX_FUNCTION_LINES} lines", long_functions(project()[0]))
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import causaltrace
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
-from causaltrace.attribution.testing_models import FunctionJudge
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.collector.whowhen import load_whowhen
 from causaltrace.exceptions import UserError
+from causaltrace.testing.judges import FunctionJudge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
-from causaltrace.attribution.testing_models import FunctionJudge, register_function_model
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.cli import main
 from causaltrace.collector.store import Store
 from causaltrace.schema import Diagnosis
+from causaltrace.testing.judges import FunctionJudge, register_function_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 SAMPLE = Path(__file__).parent.parent / "examples" / "sample_run.otlp.jsonl"

@@ -20,15 +20,15 @@ from causaltrace.attribution import (
     register_verification_hook,
     verification_hook,
 )
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV, output_model, step_index
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV, output_model, step_index
 from causaltrace.attribution.stages import DependencyGraphStage, FailureAnchorStage
-from causaltrace.attribution.testing_models import FunctionJudge
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.store import Store
 from causaltrace.collector.whowhen import load_whowhen
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import register_method
 from causaltrace.schema import Candidate, Diagnosis, RecordedCall, Recording
+from causaltrace.testing.judges import FunctionJudge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 SAMPLE = Path(__file__).parent.parent / "examples" / "sample_run.otlp.jsonl"
@@ -134,7 +134,7 @@ def test_builtin_methods_are_registered():
 
 
 def test_model_falls_back_to_the_env_var(monkeypatch):
-    from causaltrace.attribution.testing_models import register_function_model
+    from causaltrace.testing.judges import register_function_model
 
     fake = FunctionJudge(lambda m, i: {"agent_name": "WebSurfer", "step_number": 6, "reason": "r"}, name="envfake")
     register_function_model("envfake", fake)

@@ -11,7 +11,7 @@ import pytest
 
 import causaltrace
 from causaltrace.attribution.bench import bench_whowhen
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.whowhen import load_whowhen
 

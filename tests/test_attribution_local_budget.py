@@ -20,7 +20,7 @@ import pytest
 from causaltrace.attribution import local_model
 from causaltrace.attribution.bench import select_runs
 from causaltrace.attribution.engine import diagnose
-from causaltrace.attribution.llm import (
+from causaltrace.attribution.judge import (
     JudgeRequest,
     JudgeResponse,
     LiteLLMModel,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import causaltrace
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.attribution.stages import (
     LOG_RULES,
     ProtocolRule,
@@ -27,10 +27,10 @@ from causaltrace.attribution.stages import (
     step_line,
 )
 from causaltrace.attribution.stages.segment import ELISION
-from causaltrace.attribution.testing_models import FunctionJudge
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.whowhen import load_whowhen
 from causaltrace.schema import Outcome, Run, Step
+from causaltrace.testing.judges import FunctionJudge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 SAMPLE = Path(__file__).parent.parent / "examples" / "sample_run.otlp.jsonl"

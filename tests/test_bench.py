@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from causaltrace.attribution.bench import bench_whowhen, select_runs
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
-from causaltrace.attribution.testing_models import FunctionJudge, register_function_model
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.cli import main
+from causaltrace.testing.judges import FunctionJudge, register_function_model
 
 DATA = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 ONE_METHOD_KEYS = [
@@ -204,7 +204,7 @@ def test_ablating_a_stage_removes_it_from_calls_by_stage():
     from typing import Any, ClassVar
 
     from causaltrace.attribution import DiagnosisContext, Finding, Method
-    from causaltrace.attribution.llm import output_model
+    from causaltrace.attribution.judge import output_model
     from causaltrace.protocols import register_method
 
     Ok = output_model("Ok", ok=bool)

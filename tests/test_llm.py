@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from causaltrace.attribution.llm import (
+from causaltrace.attribution.judge import (
     ALLOW_MODEL_REQUESTS_ENV,
     Judge,
     JudgeContextWindowExceeded,
@@ -22,8 +22,8 @@ from causaltrace.attribution.llm import (
     output_model,
     step_index,
 )
-from causaltrace.attribution.testing_models import FunctionJudge
 from causaltrace.exceptions import JudgeError, JudgeOutputInvalid, UserError
+from causaltrace.testing.judges import FunctionJudge
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +159,7 @@ def test_rate_limit_is_retried_with_exponential_backoff(monkeypatch):
         sleeps.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr("causaltrace.attribution.llm.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("causaltrace.attribution.judge.asyncio.sleep", fake_sleep)
     calls: list = []
     answer = ask(Judge(FunctionJudge(flaky), backoff_s=0.5), calls)
     assert answer.agent_name == "Orchestrator" and len(attempts) == 3

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.cli import main
 from causaltrace.exceptions import UserError
 from conftest import require
@@ -164,7 +164,7 @@ def test_every_stage_schema_fitted_for_the_local_model_is_a_grammar_llama_cpp_ac
     """llama.cpp rejects a grammar whose repetitions are too long (DCFA's ``correct`` asks for texts of up to 2000
     characters) and llama-cpp-python's server then dies mid-request; every fitted schema of the four methods parses.
     Loads the model's vocabulary only (no server)."""
-    from causaltrace.attribution.llm import fit_schema
+    from causaltrace.attribution.judge import fit_schema
     from causaltrace.attribution.local_model import ANSWER_TOKENS, gguf_path, local_model_available
     from test_attribution_local_budget import schemas_of_every_stage
 

@@ -12,7 +12,7 @@ import pytest
 import causaltrace
 from _method_fakes import fake, shown_steps
 from causaltrace.attribution.bench import bench_whowhen
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.cli import main
 from causaltrace.collector.whowhen import load_whowhen
 

@@ -8,7 +8,7 @@ import pytest
 
 import causaltrace
 from _method_fakes import fake
-from causaltrace.attribution.llm import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.collector.whowhen import load_whowhen
 
 WINDOW = 16_000

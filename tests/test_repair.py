@@ -132,7 +132,7 @@ def test_causalflow_method_and_graph_replay_verification(sandbox, monkeypatch):
 
 async def test_predictive_replay_and_repair_of_an_imported_run():
     """A run without a recording (an imported log): an LLM predicts the corrected outcome; never called a replay."""
-    from causaltrace.attribution.llm import Judge
+    from causaltrace.attribution.judge import Judge
     from causaltrace.collector.otlp import load_otlp_json
     from causaltrace.replay.executor import replay
     from causaltrace.replay.repair import repair
@@ -170,7 +170,7 @@ async def test_predictive_replay_and_repair_of_an_imported_run():
 
 
 async def test_llm_proposals_follow_causalflow_and_bad_answers_are_skipped():
-    from causaltrace.attribution.llm import Judge
+    from causaltrace.attribution.judge import Judge
     from causaltrace.replay.proposals import proposals_for
     from causaltrace.testing import FunctionJudge
 

@@ -6,6 +6,8 @@ packages which may not import each other (ARCHITECTURE "Package layout").
   finds them here, so ``replay`` never imports ``instrumentation``.
 * Attribution methods register by name; ``replay/`` adds ``causalflow`` and the verification hook that the
   ``graph`` method's step 6 calls when present.
+* Judge backends register by scheme: ``causaltrace.testing.judges`` registers ``function`` so that
+  ``model="function:NAME"`` reaches a registered fake model, and attribution never imports ``testing``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ __all__ = [
     "Verifier",
     "Worker",
     "default_sandbox",
+    "get_judge_backend",
     "get_method",
     "get_replay_adapter",
+    "judge_backend_schemes",
     "method_names",
     "register_default_sandbox",
+    "register_judge_backend",
     "register_method",
     "register_replay_adapter",
     "replay_adapter_names",
@@ -296,3 +301,22 @@ def default_sandbox() -> Sandbox:
     if not _DEFAULT_SANDBOX:
         raise UserError("no default sandbox is registered: pass sandbox=")
     return _DEFAULT_SANDBOX[0]()
+
+
+_JUDGE_BACKENDS: dict[str, Callable[[str], Any]] = {}
+
+
+def register_judge_backend(scheme: str, factory: Callable[[str], Any]) -> None:
+    """Make ``model="SCHEME:REST"`` resolve to ``factory(REST)`` (a judge backend: ``causaltrace.attribution``'s
+    ``JudgeModel``)."""
+    _JUDGE_BACKENDS[scheme] = factory
+
+
+def get_judge_backend(scheme: str) -> Callable[[str], Any] | None:
+    """The backend factory registered for ``scheme``, or None (the model string then goes to litellm)."""
+    return _JUDGE_BACKENDS.get(scheme)
+
+
+def judge_backend_schemes() -> list[str]:
+    """Schemes with a registered judge backend."""
+    return sorted(_JUDGE_BACKENDS)

@@ -2,9 +2,9 @@
 
 * :func:`diagnose` / :func:`diagnose_sync` — the engine (:mod:`.engine`): methods registered by name, each a small
   composition of shared stages (:mod:`.stages`), returning a :class:`~causaltrace.schema.Diagnosis`.
-* :class:`Judge` — the LLM client for any litellm model or ``"local"`` (:mod:`.llm`, :mod:`.local_model`).
+* :class:`Judge` — the LLM client for any litellm model or ``"local"`` (:mod:`.judge`, :mod:`.local_model`).
 * :mod:`.bench` — the Who&When harness behind ``causaltrace bench whowhen``.
-* :class:`~causaltrace.attribution.testing_models.FunctionJudge` — a function-backed fake model for tests.
+* :class:`~causaltrace.testing.judges.FunctionJudge` (in ``causaltrace.testing``) — a function-backed fake model for tests.
 
 Importing this package is light: litellm and llama_cpp are imported only when a model is called.
 """
@@ -22,7 +22,7 @@ from causaltrace.attribution.engine import (
     register_verification_hook,
     verification_hook,
 )
-from causaltrace.attribution.llm import Judge
+from causaltrace.attribution.judge import Judge
 
 __all__ = [
     "DiagnosisContext",

@@ -23,7 +23,7 @@ Decisions where the contracts are silent:
 * ``calls_by_stage`` has one key per model-calling stage of the method (``Method.llm_stage_ids`` minus ablated
   ones, plus any other stage that made calls), valued by the mean calls per trace.
 * A method that needs a model is refused before anything runs when none is given (UserError naming ``--model``).
-* Diagnoses run ``concurrency`` traces at a time, and LLM calls share one :class:`~causaltrace.attribution.llm.Judge`
+* Diagnoses run ``concurrency`` traces at a time, and LLM calls share one :class:`~causaltrace.attribution.judge.Judge`
   (one concurrency limit, one cache) per model; reruns are answered from the cache (resumable).
 """
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from causaltrace.attribution.engine import ModelArg, _ensure_builtin_methods, diagnose, resolve_judge
+from causaltrace.attribution.engine import ModelArg, diagnose, ensure_builtin_methods, resolve_judge
 from causaltrace.attribution.stages.view import base_agent
 from causaltrace.collector.whowhen import SUBSET_DIRS, iter_whowhen
 from causaltrace.exceptions import UserError
@@ -274,7 +274,7 @@ async def bench_whowhen(
     """
     if not methods:
         raise UserError("name at least one method (--method M[,M2,…])")
-    _ensure_builtin_methods()
+    ensure_builtin_methods()
     data_dir = Path(data_dir)
     infos = {m: _method_info(m, ablate) for m in methods}
     known = {sid for m in methods for sid in _stage_ids(m)}

@@ -25,12 +25,12 @@ Decisions:
   litellm's). The per-call timeout is 600 s: prompt evaluation on 2 busy cores can be slow.
 * **Answers fitted to the budget.** The model fills every free string and list to whatever the grammar allows, and
   a JSON answer cut at ``max_tokens`` is lost (a repair round trip, then a failed diagnosis). So each call's
-  schema is fitted (:func:`~causaltrace.attribution.llm.fit_schema`) until its longest conforming answer is about
+  schema is fitted (:func:`~causaltrace.attribution.judge_schemas.fit_schema`) until its longest conforming answer is about
   ``ANSWER_TOKENS`` (128): every string gets a ``maxLength``, every list a ``maxItems``, small integer ranges become
   an ``enum`` (llama-cpp-python's schema converter ignores ``minimum`` / ``maximum``, and a ``maxLength`` of 2000
   makes llama.cpp reject the grammar and the server die). The grammar then ends every answer as complete JSON,
   well inside ``max_tokens``. The prompt shows a short template of the fitted answer instead of the full JSON
-  schema (:func:`~causaltrace.attribution.llm.compact_schema_in_messages`): the grammar enforces the schema.
+  schema (:func:`~causaltrace.attribution.judge_schemas.compact_schema_in_messages`): the grammar enforces the schema.
 * **Prompt evaluation is the cost** (about 150 prompt tokens/s on 2 shared cores, against 30–50 generated): so
   prompts put the run's steps first (``steps_first``; :func:`~causaltrace.attribution.stages.prompting.
   steps_first_messages`) and the server keeps the states of earlier prompts (``--cache``): the stages of a method
@@ -65,14 +65,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causaltrace.attribution.llm import (
-    JudgeRequest,
-    JudgeResponse,
-    LiteLLMModel,
-    chars_over_4,
-    compact_schema_in_messages,
-    fit_schema,
-)
+from causaltrace.attribution.judge_backends import JudgeRequest, JudgeResponse, LiteLLMModel, chars_over_4
+from causaltrace.attribution.judge_schemas import compact_schema_in_messages, fit_schema
 from causaltrace.config import causaltrace_home
 from causaltrace.exceptions import UserError
 
@@ -91,7 +85,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 8192
 N_THREADS = 2
 MAX_TOKENS_CAP = 256
-#: The longest answer (estimated tokens) a schema is fitted to (:func:`~causaltrace.attribution.llm.fit_schema`).
+#: The longest answer (estimated tokens) a schema is fitted to (:func:`~causaltrace.attribution.judge_schemas.fit_schema`).
 ANSWER_TOKENS = 128
 #: The server's prompt cache (states of earlier prompts, reused for a shared prefix); llama-cpp-python's default.
 CACHE_BYTES = 2 << 30

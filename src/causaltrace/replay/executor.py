@@ -144,7 +144,7 @@ async def replay(
 
         judge = model
         if not hasattr(model, "ask"):
-            from causaltrace.attribution.llm import Judge
+            from causaltrace.attribution.judge import Judge
 
             judge = Judge(model)
         return await predict_replay(run, intervention, judge=judge)

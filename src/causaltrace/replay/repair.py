@@ -240,7 +240,7 @@ async def repair(
     steps = _resolve_candidates(run, candidates, diagnosis)
     judge = None
     if model is not None:
-        from causaltrace.attribution.llm import Judge
+        from causaltrace.attribution.judge import Judge
 
         judge = model if hasattr(model, "ask") else Judge(model)
     attempts: list[StepAttempt] = []

@@ -9,9 +9,9 @@ __all__ = ["CallInfo", "FunctionJudge", "register_function_model"]
 
 
 def __getattr__(name: str) -> Any:
-    """The function-backed fake LLM of the attribution engine, re-exported here (imported on first use)."""
+    """The function-backed fake judge (:mod:`causaltrace.testing.judges`), re-exported here (imported on first use)."""
     if name in __all__:
-        from causaltrace.attribution import testing_models
+        from causaltrace.testing import judges
 
-        return getattr(testing_models, name)
+        return getattr(judges, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

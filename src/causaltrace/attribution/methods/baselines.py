@@ -43,8 +43,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed
-from causaltrace.attribution.llm import Judge, agent_name, json_schema_for, output_model, short_text, step_index
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed
+from causaltrace.attribution.judge import Judge, agent_name, json_schema_for, output_model, short_text, step_index
 from causaltrace.attribution.stages.segment import fit_texts
 from causaltrace.attribution.stages.view import agents_of, base_agent, content_of, speaker, view_steps
 from causaltrace.exceptions import JudgeOutputInvalid

@@ -50,55 +50,34 @@ Choices (SEEDS §1 pitfalls and [OPEN] items, written down):
 
 from __future__ import annotations
 
-import math
 import os
-import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed, Stage
-from causaltrace.attribution.llm import (
-    check_model_request_allowed,
-    import_litellm,
-    output_model,
-    short_text,
-    step_index,
-)
-from causaltrace.attribution.methods.emfa import SuccessSpec, SuccessSpecStage
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, Stage
+from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.prompting import (
+    SYSTEM_ATTRIBUTION_EXPERT,
     agent_of,
     answer_line,
     candidate_indices,
     clip,
     fit_prompt,
     problem,
-    schema_text,
+    schema_tail,
+    steps_or_fail,
 )
+from causaltrace.attribution.stages.simulation import EMBEDDING_ENV, Evaluation, Similarity, lexical_similarity
+from causaltrace.attribution.stages.success_spec import SuccessSpec, SuccessSpecStage
 from causaltrace.attribution.stages.view import speaker, view_steps
-from causaltrace.exceptions import JudgeError
 from causaltrace.schema import Candidate, EvidenceItem, Step
 
+#: ``lexical_similarity`` is re-exported: it was this module's (the shared helpers now live in
+#: :mod:`causaltrace.attribution.stages.simulation`).
 __all__ = ["DCFA", "lexical_similarity"]
 
-_SYSTEM = "You are an expert in failure attribution for multi-agent systems. You answer with a JSON object only."
-EMBEDDING_ENV = "CAUSALTRACE_EMBEDDING_MODEL"
-
-
-def _steps(ctx: DiagnosisContext) -> list[Step]:
-    steps = view_steps(ctx.run)
-    if not steps:
-        raise MethodFailed("dcfa: the run has no steps")
-    return steps
-
-
-def _tail(model: Any) -> str:
-    return f"\n\nReply with only a JSON object matching this schema: {schema_text(model)}"
-
-
-def _render_event(step: Step, text: str) -> str:
-    return f"Step {step.index} - {speaker(step) or step.kind}: {text}"
+_SYSTEM = SYSTEM_ATTRIBUTION_EXPERT
 
 
 # ---------------------------------------------------------------------------------------------- GCA: MDI
@@ -123,7 +102,7 @@ class MDIStage(Stage[Deviations]):
     uses_model: ClassVar[bool] = True
 
     async def run(self, ctx: DiagnosisContext) -> Deviations:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "dcfa")
         Item = output_model("MinorDeviation", step=step_index(candidate_indices(ctx)), reason=short_text(400))
         Answer = output_model("MinorDeviations", mistakes=list[Item])  # type: ignore[valid-type]
         frame = ("Below is the event log of a multi-agent system that failed its task, one event per step. Mark EVERY "
@@ -134,9 +113,9 @@ class MDIStage(Stage[Deviations]):
                  "THAN ONE mistake event.\n\nThe event log:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
-        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps, render=_render_event),
+        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps),
                                     Answer)
         return Deviations({m.step: clip(m.reason, 400) for m in answer.mistakes})
 
@@ -181,7 +160,7 @@ class CGCStage(Stage[CausalGraph]):
         self.dev = dev
 
     async def run(self, ctx: DiagnosisContext) -> CausalGraph:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "dcfa")
         idx = [s.index for s in steps]
         Node = output_model("CausalNode", step=step_index(idx), label=Literal["mistake", "normal"],
                             causes=list[step_index(idx)], effects=list[step_index(idx)])  # type: ignore[misc]
@@ -194,9 +173,9 @@ class CGCStage(Stage[CausalGraph]):
                  "mistake→normal links.\nPossible mistakes:\n" + _mdi_lines(self.dev) + "\n\nThe event log:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
-        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps, render=_render_event),
+        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps),
                                     Answer)
         graph = CausalGraph({})
         for n in answer.steps:
@@ -246,7 +225,7 @@ class HypothesisStage(Stage[Hypothesis]):
         self.dev, self.graph = dev, graph
 
     async def run(self, ctx: DiagnosisContext) -> Hypothesis:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "dcfa")
         agents = sorted({agent_of(s) for s in steps if s.index in set(candidate_indices(ctx))}) or ["unknown"]
         Answer = output_model("RootCauseHypothesis", responsible_agent=Literal[tuple(agents)],  # type: ignore[valid-type]
                               log_answer=short_text(300), step=step_index(candidate_indices(ctx)),
@@ -262,9 +241,9 @@ class HypothesisStage(Stage[Hypothesis]):
                  + _graph_lines(self.graph) + "\n\nThe event log:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
-        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps, render=_render_event),
+        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps),
                                     Answer)
         return Hypothesis(answer.step, clip(answer.log_answer, 300), clip(answer.reason, 600))
 
@@ -307,7 +286,7 @@ class CorrectStage(Stage[Correction]):
         self.dev, self.graph, self.target = dev, graph, target
 
     async def run(self, ctx: DiagnosisContext) -> Correction:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "dcfa")
         hand = _hand_crafted(ctx)
         Fix = output_model("CorrectedEvent", step=step_index(candidate_indices(ctx)), text=short_text(2000))
         Answer = output_model("CorrectedLog", corrected=list[Fix])  # type: ignore[valid-type]
@@ -321,9 +300,9 @@ class CorrectStage(Stage[Correction]):
                  + _mdi_lines(self.dev) + "\nCausal graph:\n" + _graph_lines(self.graph) + "\n\nThe event log:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
-        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps, render=_render_event),
+        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps),
                                     Answer)
         return Correction({c.step: c.text for c in answer.corrected},
                           "hand-crafted (strip redundancy)" if hand else "algorithm-generated")
@@ -332,72 +311,7 @@ class CorrectStage(Stage[Correction]):
         return Correction({}, "ablated")
 
 
-# ------------------------------------------------------------------------------------ LCE: similarity
-
-
-_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
-
-
-def lexical_similarity(a: str, b: str) -> float:
-    """The lexical fallback: cosine similarity of bag-of-words vectors (lowercased alphanumeric tokens)."""
-    ca, cb = Counter(_TOKEN.findall(a.casefold())), Counter(_TOKEN.findall(b.casefold()))
-    if not ca or not cb:
-        return 0.0
-    dot = sum(v * cb[k] for k, v in ca.items())
-    return dot / (math.sqrt(sum(v * v for v in ca.values())) * math.sqrt(sum(v * v for v in cb.values())))
-
-
-class Similarity:
-    """S(answer) = similarity to the target: an embedding model through litellm, else the lexical fallback."""
-
-    def __init__(self, model: str | None) -> None:
-        self.model = model
-        self.kind = f"embedding:{model}" if model else "lexical (bag-of-words cosine)"
-        self._cache: dict[str, list[float]] = {}
-        self.embedding_calls = 0
-
-    async def _embed(self, text: str) -> list[float]:
-        text = " ".join(text.split()) or " "
-        if text not in self._cache:
-            assert self.model is not None
-            check_model_request_allowed(None, self.model)
-            litellm = import_litellm()
-            try:
-                response = await litellm.aembedding(model=self.model, input=[text])
-            except Exception as exc:  # an embedding failure is a judge failure: the Diagnosis is marked failed
-                raise JudgeError(f"embedding model {self.model!r} failed: {type(exc).__name__}: {exc}") from exc
-            self.embedding_calls += 1
-            item = response.data[0]
-            self._cache[text] = list(item["embedding"] if isinstance(item, Mapping) else item.embedding)
-        return self._cache[text]
-
-    async def score(self, answer: str, target: str) -> float:
-        if self.model is None:
-            return lexical_similarity(answer, target)
-        a, b = await self._embed(answer), await self._embed(target)
-        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
-        return sum(x * y for x, y in zip(a, b, strict=False)) / (na * nb) if na and nb else 0.0
-
-
 # ------------------------------------------------------------------------------- LCE: simulate + search
-
-
-@dataclass
-class Evaluation:
-    """ΔS of one candidate and the simulation behind it."""
-
-    step: int
-    delta: float
-    s_before: float
-    s_after: float
-    answer_before: str
-    answer_after: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "delta_s": self.delta, "s_before": round(self.s_before, 4),
-                "s_after": round(self.s_after, 4), "answer_before": self.answer_before,
-                "answer_after": self.answer_after, "reason": self.reason}
 
 
 _Outcome = output_model("SimulatedOutcome", reason=short_text(600), answer=short_text(300))
@@ -423,13 +337,13 @@ class Simulator:
                  "explain." + (f"\nRoot cause event and its effects: {hint}" if hint else "") + "\n\nThe log:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(_Outcome)
+            return frame + body + schema_tail(_Outcome)
 
-        messages = fit_prompt(self.ctx, _SYSTEM, make, steps, texts=texts, render=_render_event)
+        messages = fit_prompt(self.ctx, _SYSTEM, make, steps, texts=texts)
         return await self.ctx.ask(self.stage_id, messages, _Outcome)
 
     async def evaluate(self, i: int) -> Evaluation:
-        steps = _steps(self.ctx)
+        steps = steps_or_fail(self.ctx, "dcfa")
         after: Any = await self._simulate(steps, i + 1, f"step {i} → effects {self.graph.effects(i)}")
         before: Any = await self._simulate(steps, i, None)
         s_after = await self.sim.score(after.answer, self.target)
@@ -497,7 +411,7 @@ class DecideStage(Stage[tuple[int, str]]):
         self.pool, self.dev, self.fallback = pool, dev, fallback
 
     async def run(self, ctx: DiagnosisContext) -> tuple[int, str]:
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "dcfa")}
         ids = sorted(self.pool)
         Answer = output_model("DecisiveError", step=step_index(ids), reason=short_text(800))
         reasons = "\n".join(f"- step {i}: {self.pool[i]}" + (f" | flagged: {self.dev.reasons[i]}"
@@ -509,10 +423,10 @@ class DecideStage(Stage[tuple[int, str]]):
                  "non-obvious error or a downstream decisive error), with your reasoning.\n\nThe candidate events:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
-        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, [by_index[i] for i in ids],
-                                                             render=_render_event), Answer)
+        answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, [by_index[i] for i in ids]),
+                                    Answer)
         return answer.step, clip(answer.reason, 800)
 
     def artifact(self, result: tuple[int, str]) -> Any:
@@ -550,7 +464,7 @@ class DCFA(Method):
         return spec.text(), "EMFA's task-success specification C_success"
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "dcfa")
         by_index = {s.index: s for s in steps}
         dev = await ctx.run_stage(MDIStage())
         graph = await ctx.run_stage(CGCStage(dev))

@@ -1,6 +1,6 @@
 """``defa`` — DeFA (Deng et al. 2026), dependency-guided failure attribution, as SEEDS §3 and §7.4 fix it.
 
-Pipeline (each a :class:`~causaltrace.attribution.engine.Stage` with its SEEDS §8 id; LLM calls per trace):
+Pipeline (each a :class:`~causaltrace.attribution.context.Stage` with its SEEDS §8 id; LLM calls per trace):
 
 =================== ===================================== ==========================================================
 stage id            calls                                 paper
@@ -57,23 +57,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed, Stage
-from causaltrace.attribution.llm import output_model, short_text, step_index
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed, Stage
+from causaltrace.attribution.judge import output_model, short_text, step_index
+from causaltrace.attribution.stages.adjudicate import AdjudicateStage, DepEdge, edge_lines
 from causaltrace.attribution.stages.dependencies import Edge, ProtocolRule, interpret_rules
 from causaltrace.attribution.stages.prompting import (
+    SYSTEM_CAUSING_STEP,
     agent_of,
     allowed,
-    answer_line,
     candidate_indices,
     clip,
     fit_prompt,
-    problem,
     schema_text,
+    steps_or_fail,
+    task_head,
 )
 from causaltrace.attribution.stages.segment import Segment, compress_text, plan_segments, step_line
-from causaltrace.attribution.stages.view import content_of, speaker, view_steps
-from causaltrace.schema import DEPENDENCY_KINDS, ERROR_CATEGORIES, Candidate, EvidenceItem, Step
+from causaltrace.attribution.stages.view import content_of, speaker
+from causaltrace.schema import DEPENDENCY_KINDS, Candidate, EvidenceItem, Step
 
+#: ``AdjudicateStage`` is re-exported: it was this module's (it now lives in
+#: :mod:`causaltrace.attribution.stages.adjudicate`, shared with ``graph``).
 __all__ = [
     "AdjudicateStage",
     "DeFA",
@@ -86,20 +90,7 @@ __all__ = [
     "SummariseStage",
 ]
 
-CATEGORY = Literal[tuple([*ERROR_CATEGORIES, "other"])]  # type: ignore[valid-type]
-_SYSTEM = ("You analyse the execution trajectory of a failed multi-agent system to find which step caused the "
-           "failure. You answer with a JSON object only.")
-
-
-def _steps(ctx: DiagnosisContext) -> list[Step]:
-    steps = view_steps(ctx.run)
-    if not steps:
-        raise MethodFailed("defa: the run has no steps")
-    return steps
-
-
-def _head(ctx: DiagnosisContext) -> str:
-    return f"The task: {problem(ctx)}\n{answer_line(ctx)}"
+_SYSTEM = SYSTEM_CAUSING_STEP
 
 
 # ------------------------------------------------------------------------------------------- stage 0: normalise
@@ -141,7 +132,7 @@ class NormaliseStage(Stage[Normalised]):
         budget = _segment_budget(ctx, self.segment_fraction)
         limit = max(16, int(budget * self.oversize_fraction))
         out = []
-        for s in _steps(ctx):
+        for s in steps_or_fail(ctx, "defa"):
             size = judge.count_tokens(step_line(s, content_of(s)))
             if size > limit:
                 out.append((s, size))
@@ -155,7 +146,7 @@ class NormaliseStage(Stage[Normalised]):
             target_chars = max(200, (limit - 40) * 3)  # ~3 characters per token leaves room for the frame
             Answer = output_model("NormalisedStep", step=step_index([step.index]),
                                   compressed=short_text(target_chars))
-            frame = (f"{_head(ctx)}Step {step.index} of the trajectory, by {speaker(step) or step.kind}, is too long "
+            frame = (f"{task_head(ctx)}Step {step.index} of the trajectory, by {speaker(step) or step.kind}, is too long "
                      "to analyse as it is. Compress it: keep every fact, number, name, URL, file name, the provenance "
                      "of information (who or which tool produced it) and the status of each action (succeeded, "
                      "failed, pending); drop repetition, boilerplate and page chrome. Keep the step id and the actor."
@@ -221,13 +212,13 @@ class ProtocolRulesStage(Stage[ProtocolRelations]):
     uses_model: ClassVar[bool] = True
 
     async def run(self, ctx: DiagnosisContext) -> ProtocolRelations:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "defa")
         counts: dict[str, int] = {}
         for s in steps:
             counts[speaker(s) or s.kind] = counts.get(speaker(s) or s.kind, 0) + 1
         speakers = "\n".join(f"- {name!r}: {n} step(s)" for name, n in counts.items())
         frame = (
-            f"{_head(ctx)}Below are the speakers of a multi-agent trajectory and the beginning of each of its steps. "
+            f"{task_head(ctx)}Below are the speakers of a multi-agent trajectory and the beginning of each of its steps. "
             "Induce the PROTOCOL RULES of this system: recurring structural relations between a source step and a "
             "later target step that follow from message roles, formats and interaction patterns (e.g. a message "
             "with a code block → the next code-execution output; an instruction to an agent → that agent's next "
@@ -317,7 +308,7 @@ class SegmentsStage(Stage[Segmentation]):
 
     async def run(self, ctx: DiagnosisContext) -> Segmentation:
         judge = ctx.require_judge()
-        plan = plan_segments(_steps(ctx), budget_tokens=self.normalised.budget_tokens, count=judge.count_tokens,
+        plan = plan_segments(steps_or_fail(ctx, "defa"), budget_tokens=self.normalised.budget_tokens, count=judge.count_tokens,
                              max_steps=self.max_steps, oversize_fraction=self.oversize,
                              keep_together=[(e.producer, e.consumer) for e in self.protocol.edges],
                              texts=self.normalised.texts, counting=judge.token_counting)
@@ -343,10 +334,10 @@ class SummariseStage(Stage[dict[int, str]]):
     async def run(self, ctx: DiagnosisContext) -> dict[int, str]:
         if len(self.seg.segments) < 2:
             return {}
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "defa")}
         out: dict[int, str] = {}
         for seg in self.seg.segments:
-            frame = (f"{_head(ctx)}Summarise steps {seg.start}–{seg.end} of the trajectory below in at most 1200 "
+            frame = (f"{task_head(ctx)}Summarise steps {seg.start}–{seg.end} of the trajectory below in at most 1200 "
                      "characters: what the agents did, the key facts, numbers and values they obtained or used (with "
                      "the step numbers where they appear), decisions taken, and errors or open problems.\n\n")
 
@@ -387,25 +378,6 @@ def _view(ctx: DiagnosisContext, seg: Segmentation, summaries: Mapping[int, str]
 
 
 @dataclass
-class DepEdge:
-    """A dependency or propagation edge: step → step, or step → later segment (``segment`` set)."""
-
-    source: int
-    target: int | None
-    kind: str
-    explanation: str = ""
-    segment: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source, "kind": self.kind, "explanation": self.explanation}
-        if self.segment is not None:
-            out["target_segment"] = self.segment
-        else:
-            out["target"] = self.target
-        return out
-
-
-@dataclass
 class EdgeSet:
     """Edges with the ones dropped for breaking the constraints (forward only, endpoints where allowed)."""
 
@@ -438,16 +410,6 @@ def _collect(answer: Any, kind: str, seg_steps: set[int], out: EdgeSet, *, sourc
         out.edges.append(DepEdge(c.source, None, f"{kind}_cross", clip(c.explanation, 300), segment=c.target_segment))
 
 
-def _edge_lines(edges: list[DepEdge], limit: int = 120) -> str:
-    lines = []
-    for e in edges[:limit]:
-        tgt = f"segment {e.segment}" if e.segment is not None else f"step {e.target}"
-        lines.append(f"- step {e.source} → {tgt} ({e.kind}){': ' + e.explanation if e.explanation else ''}")
-    if len(edges) > limit:
-        lines.append(f"- … {len(edges) - limit} more")
-    return "\n".join(lines) or "- (none)"
-
-
 def _touching(edges: list[DepEdge], seg: Segment) -> list[DepEdge]:
     """G_c^(j): step-to-step edges with an endpoint in S_j, plus cross edges from S_j or into S_j."""
     inside = set(seg.steps)
@@ -466,7 +428,7 @@ class SemanticDepsStage(Stage[EdgeSet]):
         self.seg, self.summaries, self.protocol = seg, summaries, protocol
 
     async def run(self, ctx: DiagnosisContext) -> EdgeSet:
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "defa")}
         out = EdgeSet()
         proto = [DepEdge(e.producer, e.consumer, f"protocol:{e.kind}", e.rule) for e in self.protocol.edges]
         for seg in self.seg.segments:
@@ -474,12 +436,12 @@ class SemanticDepsStage(Stage[EdgeSet]):
             Answer = _edge_models("SemanticDeps", seg.steps, seg.steps, later)
             head, tail = _view(ctx, self.seg, self.summaries, seg.number)
             relevant = _touching(proto, seg)
-            frame = (f"{_head(ctx)}Find the SEMANTIC DEPENDENCIES of the steps of segment {seg.number}: where a step "
+            frame = (f"{task_head(ctx)}Find the SEMANTIC DEPENDENCIES of the steps of segment {seg.number}: where a step "
                      "directly uses earlier content, instructions, results or state. For each edge say what the "
                      "source supplied and how the target used it. 'edges' are local (both steps in this segment, "
                      "source before target)" + ("; 'cross' edges go from a step of this segment to a LATER segment "
                                                "whose summary shows the information was still used" if later else "")
-                     + ".\nProtocol relations already known:\n" + _edge_lines(relevant) + "\n\n" + head)
+                     + ".\nProtocol relations already known:\n" + edge_lines(relevant) + "\n\n" + head)
 
             def make(body: str, _f: str = frame, _t: str = tail, _a: Any = Answer) -> str:
                 return f"{_f}{body}{_t}\n\nReply with only a JSON object matching this schema: {schema_text(_a)}"
@@ -530,7 +492,7 @@ class RecallStage(Stage[Recalled]):
         self.seg, self.summaries, self.graph = seg, summaries, graph
 
     async def run(self, ctx: DiagnosisContext) -> Recalled:
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "defa")}
         cands = set(candidate_indices(ctx))
         out = Recalled({})
         for seg in self.seg.segments:
@@ -539,12 +501,12 @@ class RecallStage(Stage[Recalled]):
                                   link=short_text(400))
             Answer = output_model("CandidateRecall", candidates=list[Record])  # type: ignore[valid-type]
             head, tail = _view(ctx, self.seg, self.summaries, seg.number)
-            frame = (f"{_head(ctx)}The task FAILED. Examine EVERY step of segment {seg.number} and recall the "
+            frame = (f"{task_head(ctx)}The task FAILED. Examine EVERY step of segment {seg.number} and recall the "
                      "candidate steps that may have caused or contributed to the failure: a conflict with the task's "
                      "requirements, a wrong or unsupported fact, a wrong tool use, an omitted necessary operation, "
                      "an instruction that misled others, a result used without checking. For each give the step, "
                      "what it did, and its possible link to the failure. Dependencies:\n"
-                     + _edge_lines(_touching(self.graph, seg)) + "\n\n" + head)
+                     + edge_lines(_touching(self.graph, seg)) + "\n\n" + head)
 
             def make(body: str, _f: str = frame, _t: str = tail, _a: Any = Answer) -> str:
                 return f"{_f}{body}{_t}\n\nReply with only a JSON object matching this schema: {schema_text(_a)}"
@@ -587,7 +549,7 @@ class PropagationStage(Stage[Propagation]):
         self.seg, self.summaries, self.graph, self.recalled = seg, summaries, graph, recalled
 
     async def run(self, ctx: DiagnosisContext) -> Propagation:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "defa")
         by_index = {s.index: s for s in steps}
         all_idx = [s.index for s in steps]
         out = EdgeSet()
@@ -599,14 +561,14 @@ class PropagationStage(Stage[Propagation]):
             Answer = _edge_models("Propagation", seg.steps, [i for i in all_idx if i <= seg.end], later)
             head, tail = _view(ctx, self.seg, self.summaries, seg.number)
             cand_lines = "\n".join(f"- step {i}: {a} — {link}" for i, (a, link) in sorted(recs.items()))
-            frame = (f"{_head(ctx)}Build the FAILURE PROPAGATION GRAPH around the candidate steps of segment "
+            frame = (f"{task_head(ctx)}Build the FAILURE PROPAGATION GRAPH around the candidate steps of segment "
                      f"{seg.number}. For each candidate trace its upstream sources (steps whose errors it took over) "
                      "and its downstream continuation, amplification or correction. Select edges from the "
                      "dependencies below or add new ones from the trajectory's evidence, each with an explanation. "
                      "'edges' go from a step (this segment or earlier) to a step of this segment"
                      + ("; 'cross' edges go from a step of this segment to a later segment" if later else "")
                      + ".\nCandidates:\n" + cand_lines + "\nDependencies:\n"
-                     + _edge_lines(_touching(self.graph, seg)) + "\n\n" + head)
+                     + edge_lines(_touching(self.graph, seg)) + "\n\n" + head)
 
             def make(body: str, _f: str = frame, _t: str = tail, _a: Any = Answer) -> str:
                 return f"{_f}{body}{_t}\n\nReply with only a JSON object matching this schema: {schema_text(_a)}"
@@ -626,72 +588,6 @@ class PropagationStage(Stage[Propagation]):
         return Propagation(EdgeSet(), self.recalled.steps)
 
 
-# -------------------------------------------------------------------------------------- stage 6: adjudicate
-
-
-@dataclass
-class Adjudication:
-    """t̂, ŷ and the explanation."""
-
-    step: int
-    category: str | None
-    explanation: str
-    via: str = "llm"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "category": self.category, "explanation": self.explanation, "via": self.via}
-
-
-class AdjudicateStage(Stage[Adjudication]):
-    """``adjudicate`` — DeFA §3.8 (stage 6): one call over the evidence view Z (the full τ̃ for one segment; else
-    every summary plus the full content of each step of V_f) and G_f: why the task failed, which plausible error a
-    correct alternative would have turned into success, compared by directness and evidence; t̂ ∈ V_f, classified.
-    Reused by ``graph`` (its ``adjudicate`` stage) with its own candidate set."""
-
-    stage_id: ClassVar[str] = "adjudicate"
-    uses_model: ClassVar[bool] = True
-
-    def __init__(self, seg: Segmentation | None, summaries: Mapping[int, str], nodes: list[int],
-                 edges: list[DepEdge], notes: Mapping[int, str] | None = None) -> None:
-        self.seg, self.summaries, self.nodes, self.edges, self.notes = seg, summaries, nodes, edges, notes or {}
-
-    async def run(self, ctx: DiagnosisContext) -> Adjudication:
-        steps = _steps(ctx)
-        nodes = allowed(self.nodes, candidate_indices(ctx))
-        texts = self.seg.texts if self.seg is not None else {}
-        single = self.seg is None or len(self.seg.segments) <= 1
-        shown = steps if single else [s for s in steps if s.index in set(nodes)]
-        summary = "" if single else "Summaries of the trajectory's segments, in order:\n" + "\n".join(
-            f"Segment {s.number} (steps {s.start}–{s.end}): {self.summaries.get(s.number, '(no summary)')}"
-            for s in self.seg.segments) + "\n\n"  # type: ignore[union-attr]
-        Answer = output_model("Adjudication", step=step_index(nodes), category=CATEGORY, explanation=short_text(800))
-        notes = "\n".join(f"- step {i}: {clip(self.notes[i], 300)}" for i in nodes if self.notes.get(i))
-        cats = "; ".join(f"{k} {v}" for k, v in ERROR_CATEGORIES.items())
-        frame = (f"{_head(ctx)}The task FAILED. Find the decisive error: the EARLIEST erroneous step whose correction "
-                 "would have made the run succeed. Proceed as follows: (1) determine why the task failed; (2) compare "
-                 "the plausible errors among the candidate steps and their effects along the propagation graph; (3) "
-                 "for each, ask whether a correct alternative was available at that point and whether substituting "
-                 "it, with execution continuing from the corrected state, would turn failure into success; (4) if "
-                 "several qualify, prefer the one that explains the failure most directly with the strongest "
-                 "evidence, and the earliest among equals; (5) pick the step and classify its error "
-                 f"(categories: {cats}; or 'other').\nCandidate steps: {', '.join(map(str, nodes))}\n"
-                 + (f"Why they are candidates:\n{notes}\n" if notes else "")
-                 + "Propagation edges:\n" + _edge_lines(self.edges) + "\n\n" + summary
-                 + ("The trajectory:\n" if single else "The candidate steps in full:\n"))
-
-        def make(body: str) -> str:
-            return f"{frame}{body}\n\nReply with only a JSON object matching this schema: {schema_text(Answer)}"
-
-        messages = fit_prompt(ctx, _SYSTEM, make, shown, texts=texts)
-        answer: Any = await ctx.ask(self.stage_id, messages, Answer)
-        category = answer.category if answer.category in ERROR_CATEGORIES else None
-        return Adjudication(answer.step, category, clip(answer.explanation, 800))
-
-    def skipped(self, ctx: DiagnosisContext) -> Adjudication:
-        nodes = allowed(self.nodes, candidate_indices(ctx))
-        return Adjudication(nodes[0], None, "adjudication ablated: the earliest candidate", via="earliest (ablated)")
-
-
 # ------------------------------------------------------------------------------------------------- the method
 
 
@@ -709,7 +605,7 @@ class DeFA(Method):
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         o = self.options
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "defa")
         normalised = await ctx.run_stage(NormaliseStage(o["segment_fraction"], o["oversize_fraction"]))
         protocol = await ctx.run_stage(ProtocolRulesStage())
         seg = await ctx.run_stage(SegmentsStage(normalised, protocol, o["max_segment_steps"], o["oversize_fraction"]))

@@ -64,11 +64,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed, Stage
-from causaltrace.attribution.llm import output_model, short_text, step_index
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, Stage
+from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.anchor import find_failure_anchor
 from causaltrace.attribution.stages.loops import Loop, LoopDetectStage
 from causaltrace.attribution.stages.prompting import (
+    SYSTEM_DECISIVE_ERROR,
     agent_of,
     allowed,
     answer_line,
@@ -76,18 +77,20 @@ from causaltrace.attribution.stages.prompting import (
     clip,
     fit_prompt,
     problem,
-    schema_text,
-    simple_messages,
+    schema_tail,
+    steps_or_fail,
 )
-from causaltrace.attribution.stages.relevance import salient_tokens
 from causaltrace.attribution.stages.segment import plan_segments
-from causaltrace.attribution.stages.view import addressee, base_agent, content_of, is_user_input, view_steps
+from causaltrace.attribution.stages.success_spec import SuccessSpec, SuccessSpecStage
+from causaltrace.attribution.stages.tokens import salient_tokens
+from causaltrace.attribution.stages.view import addressee, base_agent, content_of, is_user_input
 from causaltrace.schema import Candidate, EvidenceItem, Step
 
+#: ``SuccessSpec`` / ``SuccessSpecStage`` are re-exported: they were this module's (the stage now lives in
+#: :mod:`causaltrace.attribution.stages.success_spec`, shared with ``dcfa``).
 __all__ = ["EMFA", "SuccessSpec", "SuccessSpecStage"]
 
-_SYSTEM = ("You analyse the trajectory of a failed multi-agent system to find the decisive error. You answer with a "
-           "JSON object only.")
+_SYSTEM = SYSTEM_DECISIVE_ERROR
 _W = 5
 _BOUNDARIES = (
     "Responsibility boundaries: (a) plan author vs executor — if an executor faithfully carried out a flawed plan or "
@@ -101,64 +104,8 @@ _BOUNDARIES = (
 )
 
 
-def _steps(ctx: DiagnosisContext) -> list[Step]:
-    steps = view_steps(ctx.run)
-    if not steps:
-        raise MethodFailed("emfa: the run has no steps")
-    return steps
-
-
 def _head(ctx: DiagnosisContext) -> str:
     return f"The query: {problem(ctx)}\n{answer_line(ctx)}"
-
-
-def _tail(model: Any) -> str:
-    return f"\n\nReply with only a JSON object matching this schema: {schema_text(model)}"
-
-
-# --------------------------------------------------------------------------------------- stage 1: C_success
-
-
-@dataclass
-class SuccessSpec:
-    """C_success: the expected outcome and its explicit constraints."""
-
-    expected_outcome: str
-    constraints: list[dict[str, str]] = field(default_factory=list)
-    via: str = "llm"
-
-    def text(self) -> str:
-        lines = [f"Expected outcome: {self.expected_outcome}"]
-        lines += [f"- {c['kind']} constraint: {c['text']}" for c in self.constraints]
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"expected_outcome": self.expected_outcome, "constraints": self.constraints, "via": self.via}
-
-
-_Constraint = output_model("Constraint", kind=Literal["source", "format", "temporal", "numerical", "other"],
-                           text=short_text(300))
-_Spec = output_model("SuccessSpec", expected_outcome=short_text(500), constraints=list[_Constraint])  # type: ignore[valid-type]
-
-
-class SuccessSpecStage(Stage[SuccessSpec]):
-    """``success_spec`` — EMFA §2.2 (stage 1): one call derives C_success from the query Q alone (the expected
-    outcome plus explicit source, format, temporal and numerical constraints). Reused by ``dcfa`` as the target
-    of its LCE when there is no ground-truth answer (SEEDS §7.2)."""
-
-    stage_id: ClassVar[str] = "success_spec"
-    uses_model: ClassVar[bool] = True
-
-    async def run(self, ctx: DiagnosisContext) -> SuccessSpec:
-        user = (f"The query: {problem(ctx)}\n\nWrite the TASK-SUCCESS SPECIFICATION of this query, from the query "
-                "alone: what a correct final outcome is (its form, not a guess of its value), and every explicit "
-                "constraint the query states on sources, format, time and numbers." + _tail(_Spec))
-        answer: Any = await ctx.ask(self.stage_id, simple_messages(_SYSTEM, user), _Spec)
-        return SuccessSpec(clip(answer.expected_outcome, 500),
-                           [{"kind": c.kind, "text": clip(c.text, 300)} for c in answer.constraints])
-
-    def skipped(self, ctx: DiagnosisContext) -> SuccessSpec:
-        return SuccessSpec(f"a correct answer to: {clip(problem(ctx), 400)}", via="the task text (ablated)")
 
 
 # ------------------------------------------------------------------------------------- stage 1b: final step
@@ -188,7 +135,7 @@ class FinalStepStage(Stage[FinalStep]):
         self.spec = spec
 
     async def run(self, ctx: DiagnosisContext) -> FinalStep:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         agents = [s for s in steps if not is_user_input(s)] or steps
         window = agents[-_W:]
         Answer = output_model("FinalStep", has_final_answer=bool, step=step_index([s.index for s in window]),
@@ -200,7 +147,7 @@ class FinalStepStage(Stage[FinalStep]):
                  "step against the specification and describe the final failure symptom.\n\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
         answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, window), Answer)
         if not answer.has_final_answer:
@@ -248,7 +195,7 @@ class StructureStage(Stage[Structure]):
 
     async def run(self, ctx: DiagnosisContext) -> Structure:
         judge = ctx.require_judge()
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         plan = plan_segments(steps, budget_tokens=max(256, judge.input_budget // 2), count=judge.count_tokens)
         subtasks: list[dict[str, Any]] = []
         raw_step: list[tuple[int, int, str]] = []
@@ -277,7 +224,7 @@ class StructureStage(Stage[Structure]):
                      + "\n\n")
 
             def make(body: str, _f: str = frame, _a: Any = Answer) -> str:
-                return _f + body + _tail(_a)
+                return _f + body + schema_tail(_a)
 
             messages = fit_prompt(ctx, _SYSTEM, make, [by_index[i] for i in seg.steps])
             answer: Any = await ctx.ask(self.stage_id, messages, Answer)
@@ -302,7 +249,7 @@ class StructureStage(Stage[Structure]):
         return st
 
     def skipped(self, ctx: DiagnosisContext) -> Structure:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         edges = [(a.index, b.index, "next step") for a, b in zip(steps, steps[1:], strict=False)]
         return Structure([{"id": 0, "start": steps[0].index, "end": steps[-1].index, "goal": "(structure ablated)"}],
                          edges, [])
@@ -404,7 +351,7 @@ class TraceBackStage(Stage[InfoGraph]):
         return trace_back(self.st, self.final.index)
 
     def skipped(self, ctx: DiagnosisContext) -> InfoGraph:
-        return InfoGraph([s.index for s in _steps(ctx) if s.index <= self.final.index], [], [])
+        return InfoGraph([s.index for s in steps_or_fail(ctx, "emfa") if s.index <= self.final.index], [], [])
 
 
 # -------------------------------------------------------------------------------------- stage 3b: annotate
@@ -442,7 +389,7 @@ def _roles(status: Mapping[int, tuple[str, str]], final: int) -> dict[int, str]:
 
 
 def _checks(ctx: DiagnosisContext, spec: SuccessSpec) -> list[dict[str, Any]]:
-    text = " ".join(content_of(s) for s in _steps(ctx)).casefold()
+    text = " ".join(content_of(s) for s in steps_or_fail(ctx, "emfa")).casefold()
     out = []
     for c in spec.constraints:
         words = sorted(salient_tokens(c["text"]))
@@ -464,7 +411,7 @@ class AnnotateStage(Stage[Annotations]):
         self.spec, self.final, self.info = spec, final, info
 
     async def run(self, ctx: DiagnosisContext) -> Annotations:
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "emfa")}
         nodes = allowed(self.info.nodes, [self.final.index])
         Note = output_model("StepStatus", step=step_index(nodes), status=STATUS, note=short_text(300))
         Answer = output_model("PropagationAnnotation", steps=list[Note])  # type: ignore[valid-type]
@@ -476,7 +423,7 @@ class AnnotateStage(Stage[Annotations]):
                  f"Information edges (producer → consumer):\n{edges}\n\nThe steps:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
         answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, [by_index[i] for i in nodes]),
                                     Answer)
@@ -512,7 +459,7 @@ class LoopsStage(Stage[LoopGroups]):
         self.st, self.hints = st, hints
 
     async def run(self, ctx: DiagnosisContext) -> LoopGroups:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         idx = [s.index for s in steps]
         Group = output_model("LoopGroup", objective=short_text(300), steps=list[step_index(idx)])  # type: ignore[misc]
         Answer = output_model("PersistentLoops", loops=list[Group])  # type: ignore[valid-type]
@@ -526,7 +473,7 @@ class LoopsStage(Stage[LoopGroups]):
                  + "\nThe trajectory:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
         answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps), Answer)
         loops = []
@@ -568,7 +515,7 @@ class ScreenPropagationStage(Stage[Screened]):
         self.spec, self.final, self.info, self.ann = spec, final, info, ann
 
     async def run(self, ctx: DiagnosisContext) -> Screened:
-        by_index = {s.index: s for s in _steps(ctx)}
+        by_index = {s.index: s for s in steps_or_fail(ctx, "emfa")}
         cands = set(candidate_indices(ctx))
         nodes = allowed([i for i in self.info.nodes if i in cands], candidate_indices(ctx))
         Pick = output_model("PropagationCandidate", step=step_index(nodes), reason=short_text(400))
@@ -587,7 +534,7 @@ class ScreenPropagationStage(Stage[Screened]):
                  + f"Information edges:\n{edges}\n\nThe steps of the graph:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
         messages = fit_prompt(ctx, _SYSTEM, make, [by_index[i] for i in nodes])
         answer: Any = await ctx.ask(self.stage_id, messages, Answer)
@@ -623,7 +570,7 @@ class ScreenLoopsStage(Stage[Screened]):
     async def run(self, ctx: DiagnosisContext) -> Screened:
         if not self.loops.loops:
             return Screened([])
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         by_index = {s.index: s for s in steps}
         cands = set(candidate_indices(ctx))
         per_loop: list[dict[str, Any]] = []
@@ -640,7 +587,7 @@ class ScreenLoopsStage(Stage[Screened]):
                      f"{_BOUNDARIES}\n\nThe steps around the loop:\n")
 
             def make(body: str, _f: str = frame, _a: Any = Answer) -> str:
-                return _f + body + _tail(_a)
+                return _f + body + schema_tail(_a)
 
             answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, span), Answer)
             per_loop.append({"loop": n, "step": answer.step, "kind": answer.kind, "reason": clip(answer.reason, 400)})
@@ -654,7 +601,7 @@ class ScreenLoopsStage(Stage[Screened]):
                  f"be the decisive error of the whole run.\n{_BOUNDARIES}\n\nThe steps:\n")
 
         def make_agg(body: str) -> str:
-            return frame + body + _tail(Agg)
+            return frame + body + schema_tail(Agg)
 
         answer = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make_agg, [by_index[i] for i in picks]), Agg)
         return Screened(_two([(c.step, clip(c.reason, 400)) for c in answer.candidates]), per_loop)
@@ -691,7 +638,7 @@ class VerifyStage(Stage[Verification]):
         self.spec, self.final, self.pool = spec, final, pool
 
     async def run(self, ctx: DiagnosisContext) -> Verification:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         ids = sorted(i for i, _ in self.pool)
         Verdict = output_model("CandidateVerdict", step=step_index(ids), recovers=bool, introduces_error=bool,
                                reason=short_text(400))
@@ -706,7 +653,7 @@ class VerifyStage(Stage[Verification]):
                  f"decisive step: the earliest step whose repair recovers the run.\n{_BOUNDARIES}\n\nThe trajectory:\n")
 
         def make(body: str) -> str:
-            return frame + body + _tail(Answer)
+            return frame + body + schema_tail(Answer)
 
         answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, steps), Answer)
         verdicts = [{"step": v.step, "recovers": v.recovers, "introduces_error": v.introduces_error,
@@ -737,7 +684,7 @@ class EMFA(Method):
                                                        "loops", "screen_propagation", "screen_loops", "verify")
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "emfa")
         by_index = {s.index: s for s in steps}
         spec = await ctx.run_stage(SuccessSpecStage())
         final = await ctx.run_stage(FinalStepStage(spec))

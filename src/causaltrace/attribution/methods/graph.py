@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed, Stage, verification_hook
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed, Stage, verification_hook
 from causaltrace.attribution.stages import (
     DependencyGraph,
     DependencyGraphStage,
@@ -127,33 +127,8 @@ def rank_candidates(
     if not steps:
         return []
     last = max(1, len(steps) - 1)
-    error_of: dict[int, list[tuple[float, ErrorSignal]]] = {}
-    origin: set[int] = set()
-    for sig in errors:
-        reached = sig.index == anchor.index or relevance.scores.get(sig.index, 0.0) > 0
-        strength = w["recovered"] if (sig.recovered or not reached) else 1.0
-        owner = sig.introduced_by if sig.introduced_by is not None else sig.index
-        if sig.introduced_by is None:
-            origin.add(sig.index)
-        error_of.setdefault(owner, []).append((strength, sig))
-    loop_of: dict[int, list[tuple[float, str, Loop]]] = {}
-    for lp in loops:
-        if lp.kind == "action":
-            loop_of.setdefault(lp.start, []).append((1.0, f"starts a loop of {len(lp.members)} near-identical "
-                                                     f"actions without progress (steps {_list(lp.members)})", lp))
-            for m in lp.members[1:]:
-                loop_of.setdefault(m, []).append((w["sustain"], f"repeats the action of step {lp.start}", lp))
-        else:
-            where = _list(lp.members)
-            if lp.replies:
-                loop_of.setdefault(lp.replies[0], []).append(
-                    (1.0, f"first reply to an instruction {lp.agent} re-issued to {lp.addressee} (steps {where})", lp)
-                )
-                for r in lp.replies[1:]:
-                    loop_of.setdefault(r, []).append((w["sustain"], "a later reply in the same instruction loop", lp))
-            loop_of.setdefault(lp.start, []).append(
-                (w["instruction"], f"instruction re-issued {len(lp.members) - 1} time(s) (steps {where})", lp)
-            )
+    error_of, origin = _errors_by_owner(errors, anchor, relevance, w)
+    loop_of = _loops_by_step(loops, w)
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
     out: list[ScoredCandidate] = []
@@ -196,6 +171,47 @@ def rank_candidates(
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
+
+
+def _errors_by_owner(
+    errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance, w: Mapping[str, float]
+) -> tuple[dict[int, list[tuple[float, ErrorSignal]]], set[int]]:
+    """Each error signal under the step it is charged to (its introducer, else the step exposing it), with its
+    strength (``recovered`` when recovered or its output never reached the failure); and the exposing steps of
+    errors nobody introduced (a tool's or service's own: the origin, not a mere exposer)."""
+    error_of: dict[int, list[tuple[float, ErrorSignal]]] = {}
+    origin: set[int] = set()
+    for sig in errors:
+        reached = sig.index == anchor.index or relevance.scores.get(sig.index, 0.0) > 0
+        strength = w["recovered"] if (sig.recovered or not reached) else 1.0
+        owner = sig.introduced_by if sig.introduced_by is not None else sig.index
+        if sig.introduced_by is None:
+            origin.add(sig.index)
+        error_of.setdefault(owner, []).append((strength, sig))
+    return error_of, origin
+
+
+def _loops_by_step(loops: Sequence[Loop], w: Mapping[str, float]) -> dict[int, list[tuple[float, str, Loop]]]:
+    """The loop signals of each step with their strength and reason (module docstring, ``loop``)."""
+    loop_of: dict[int, list[tuple[float, str, Loop]]] = {}
+    for lp in loops:
+        if lp.kind == "action":
+            loop_of.setdefault(lp.start, []).append((1.0, f"starts a loop of {len(lp.members)} near-identical "
+                                                     f"actions without progress (steps {_list(lp.members)})", lp))
+            for m in lp.members[1:]:
+                loop_of.setdefault(m, []).append((w["sustain"], f"repeats the action of step {lp.start}", lp))
+        else:
+            where = _list(lp.members)
+            if lp.replies:
+                loop_of.setdefault(lp.replies[0], []).append(
+                    (1.0, f"first reply to an instruction {lp.agent} re-issued to {lp.addressee} (steps {where})", lp)
+                )
+                for r in lp.replies[1:]:
+                    loop_of.setdefault(r, []).append((w["sustain"], "a later reply in the same instruction loop", lp))
+            loop_of.setdefault(lp.start, []).append(
+                (w["instruction"], f"instruction re-issued {len(lp.members) - 1} time(s) (steps {where})", lp)
+            )
+    return loop_of
 
 
 def _list(indices: Sequence[int], n: int = 6) -> str:

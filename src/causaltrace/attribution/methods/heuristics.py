@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Finding, Method, MethodFailed
+from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed
 from causaltrace.attribution.stages.view import base_agent, is_instruction, is_terminal, is_user_input, speaker
 from causaltrace.schema import Candidate, Run, Step
 

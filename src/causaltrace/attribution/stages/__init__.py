@@ -13,9 +13,24 @@ stage id               what it computes
 ``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
 =====================  ===============================================================================
 
-LLM stages call :meth:`causaltrace.attribution.engine.DiagnosisContext.ask` with their own stage id and a pydantic
-output model whose schema constrains step indices and agent names (:func:`~causaltrace.attribution.llm.step_index`,
-:func:`~causaltrace.attribution.llm.agent_name`).
+Shared by several methods (issue 18: stage-level modules with public names, so no method imports another and
+``attribution.stages`` never imports ``attribution.methods``):
+
+=====================  ===============================================================================
+module                 what it holds
+=====================  ===============================================================================
+:mod:`.adjudicate`     the ``adjudicate`` stage (DeFA §3.8; ``defa`` and ``graph``), ``DepEdge``
+:mod:`.success_spec`   the ``success_spec`` stage (EMFA's C_success; ``emfa`` and ``dcfa``)
+:mod:`.simulation`     the similarity S and the ΔS record of counterfactual simulation (``dcfa``, ``refine``)
+:mod:`.prompting`      prompt fitting, the shared system messages, the "steps or fail" view, the schema tail
+:mod:`.tokens`         the salient tokens the deterministic stages compare steps by
+:mod:`.view`           the run as the stages see it (speakers, contents, candidates)
+=====================  ===============================================================================
+
+LLM stages call :meth:`causaltrace.attribution.context.DiagnosisContext.ask` with their own stage id and a pydantic
+output model whose schema constrains step indices and agent names (:func:`~causaltrace.attribution.judge.step_index`,
+:func:`~causaltrace.attribution.judge.agent_name`). ``graph``'s LLM stages are :mod:`.candidate_recall` (``recall``)
+and :mod:`.refine` (``refine``).
 """
 
 from causaltrace.attribution.stages.anchor import FailureAnchor, FailureAnchorStage, find_failure_anchor

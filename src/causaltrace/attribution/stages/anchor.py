@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, MethodFailed, Stage
+from causaltrace.attribution.context import DiagnosisContext, MethodFailed, Stage
+from causaltrace.attribution.stages.tokens import salient_tokens
 from causaltrace.attribution.stages.view import is_user_input, view_steps
 from causaltrace.schema import Run
 
@@ -43,8 +44,6 @@ _TERMINATION_WORDS = frozenset({"terminate", "terminated", "termination", "exit"
 
 
 def _has_substance(text: str) -> bool:
-    from causaltrace.attribution.stages.relevance import salient_tokens
-
     return len(salient_tokens(text) - _TERMINATION_WORDS) >= 3
 
 

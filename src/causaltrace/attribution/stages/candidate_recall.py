@@ -7,7 +7,7 @@ segmented candidate recall on top of the deterministic ranking, then one adjudic
   full; the model returns candidate steps of that segment with reasons. When there are more segments than
   ``max_recall_calls`` (default 8 — with a 128k window a Who&When trace is 1–2 segments), only the segments holding
   the best-ranked deterministic candidates are asked (the artifact lists the ones skipped).
-* ``adjudicate``: DeFA's adjudication stage (:class:`~causaltrace.attribution.methods.defa.AdjudicateStage`) over
+* ``adjudicate``: DeFA's adjudication stage (:class:`~causaltrace.attribution.stages.adjudicate.AdjudicateStage`) over
   the union of the deterministic top ``adjudicate_top`` (10) and the recalled steps, with the dependency edges that
   touch them and every candidate's reasons; the whole trace is the evidence view (fitted to the window).
 
@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
-from causaltrace.attribution.llm import output_model, short_text, step_index
-from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraph
+from causaltrace.attribution.context import DiagnosisContext, Stage
+from causaltrace.attribution.judge import output_model, short_text, step_index
+from causaltrace.attribution.stages.adjudicate import AdjudicateStage, DepEdge
+from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraph, DependencyGraphStage
 from causaltrace.attribution.stages.prompting import (
+    SYSTEM_DECISIVE_ERROR,
     allowed,
     answer_line,
     candidate_indices,
@@ -37,11 +39,11 @@ from causaltrace.attribution.stages.prompting import (
 )
 from causaltrace.attribution.stages.segment import plan_segments
 from causaltrace.attribution.stages.view import view_steps
+from causaltrace.schema import Candidate
 
 __all__ = ["Recall", "RecallStage"]
 
-_SYSTEM = ("You analyse the trajectory of a failed multi-agent system to find the decisive error. You answer with a "
-           "JSON object only.")
+_SYSTEM = SYSTEM_DECISIVE_ERROR
 
 
 @dataclass
@@ -121,10 +123,6 @@ class RecallStage(Stage[Recall]):
 async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequence[Any], anchor: Any,
                             options: Any) -> None:
     """Run ``recall`` and ``adjudicate`` for ``graph`` and update its Finding in place (module docstring)."""
-    from causaltrace.attribution.methods.defa import AdjudicateStage, DepEdge
-    from causaltrace.attribution.stages.dependencies import DependencyGraphStage
-    from causaltrace.schema import Candidate
-
     graph = await ctx.run_stage(DependencyGraphStage())
     recall = await ctx.run_stage(RecallStage(ranking, anchor, graph, max_calls=int(options["max_recall_calls"])))
     rank_of = {c.index: n for n, c in enumerate(ranking)}

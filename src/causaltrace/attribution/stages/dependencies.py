@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
+from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.view import (
     addressee,
     base_agent,

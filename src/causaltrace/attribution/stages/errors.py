@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
+from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.dependencies import DependencyGraph, DependencyGraphStage
 from causaltrace.attribution.stages.view import content_of, is_execution_output, is_terminal, speaker, view_steps
 from causaltrace.schema import Run, Step

@@ -27,8 +27,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
-from causaltrace.attribution.stages.view import base_agent, candidate_steps, content_of, speaker
+from causaltrace.attribution.context import DiagnosisContext, Stage
+from causaltrace.attribution.stages.tokens import salient_tokens
+from causaltrace.attribution.stages.view import addressee, base_agent, candidate_steps, content_of, speaker
 from causaltrace.schema import Run, Step, action_signature
 
 __all__ = ["Loop", "LoopDetectStage", "detect_loops", "jaccard", "signature_tokens"]
@@ -123,9 +124,6 @@ def detect_loops(
     min_action_tokens: int = 6,
 ) -> list[Loop]:
     """Persistent loops in ``run`` (module docstring), ordered by their first member."""
-    from causaltrace.attribution.stages.relevance import salient_tokens
-    from causaltrace.attribution.stages.view import addressee
-
     steps = candidate_steps(run)  # content steps: an llm_response and the message it produced are one action
     position = {s.index: i for i, s in enumerate(steps)}
 

@@ -10,8 +10,11 @@ evaluated prefix of earlier prompts (``steps_first``: the local llama.cpp model)
 (:func:`steps_first_messages`), so stages that show the same steps share that prefix.
 
 Other helpers: the task text (:func:`problem`), the target answer line (:func:`answer_line`, only with
-``with_answer``), the agent of a step as Who&When labels it (:func:`agent_of`), the allowed step indices for a
-schema (:func:`allowed`), and :func:`ask` (one structured call: system + user message).
+``with_answer``; :func:`task_head` puts the two together), the agent of a step as Who&When labels it
+(:func:`agent_of`), the allowed step indices for a schema (:func:`allowed`), the schema line that ends a prompt
+(:func:`schema_tail`), the run's steps or a failed method (:func:`steps_or_fail`), the system messages several
+stages share (``SYSTEM_*``: one text, so one cache key, wherever it is sent), and :func:`ask` (one structured
+call: system + user message).
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from causaltrace.attribution.engine import DiagnosisContext, MethodFailed
-from causaltrace.attribution.llm import json_schema_for
+from causaltrace.attribution.context import DiagnosisContext, MethodFailed
+from causaltrace.attribution.judge import json_schema_for
 from causaltrace.attribution.stages.segment import compress_text, fit_texts, step_line
 from causaltrace.attribution.stages.view import base_agent, candidate_steps, content_of, speaker, view_steps
 from causaltrace.schema import Step
 
 __all__ = [
+    "SYSTEM_ATTRIBUTION_EXPERT",
+    "SYSTEM_CAUSING_STEP",
+    "SYSTEM_DECISIVE_ERROR",
     "PromptLog",
     "agent_of",
     "allowed",
@@ -40,9 +46,23 @@ __all__ = [
     "clip",
     "fit_prompt",
     "problem",
+    "schema_tail",
     "schema_text",
+    "simple_messages",
     "steps_first_messages",
+    "steps_or_fail",
+    "task_head",
 ]
+
+#: The system message of ``emfa``'s stages, the shared ``success_spec`` stage and ``graph``'s ``recall``.
+SYSTEM_DECISIVE_ERROR = ("You analyse the trajectory of a failed multi-agent system to find the decisive error. You "
+                         "answer with a JSON object only.")
+#: The system message of ``defa``'s stages and the shared ``adjudicate`` stage.
+SYSTEM_CAUSING_STEP = ("You analyse the execution trajectory of a failed multi-agent system to find which step caused "
+                       "the failure. You answer with a JSON object only.")
+#: The system message of ``dcfa``'s stages and ``graph``'s ``refine``.
+SYSTEM_ATTRIBUTION_EXPERT = ("You are an expert in failure attribution for multi-agent systems. You answer with a JSON "
+                             "object only.")
 
 
 def problem(ctx: DiagnosisContext) -> str:
@@ -53,6 +73,20 @@ def problem(ctx: DiagnosisContext) -> str:
 def answer_line(ctx: DiagnosisContext) -> str:
     """``"The correct answer to the problem is: …"`` when ``with_answer`` is on, else empty."""
     return f"The correct answer to the problem is: {ctx.answer}\n" if ctx.answer is not None else ""
+
+
+def task_head(ctx: DiagnosisContext) -> str:
+    """``"The task: …"`` and, with ``with_answer``, the answer line: how most stage prompts begin."""
+    return f"The task: {problem(ctx)}\n{answer_line(ctx)}"
+
+
+def steps_or_fail(ctx: DiagnosisContext, who: str) -> list[Step]:
+    """The run's steps as the stages see them (:func:`~causaltrace.attribution.stages.view.view_steps`); a run
+    with none makes ``who`` (a method or stage) fail with :class:`MethodFailed` instead of sending an empty log."""
+    steps = view_steps(ctx.run)
+    if not steps:
+        raise MethodFailed(f"{who}: the run has no steps")
+    return steps
 
 
 def agent_of(step: Step) -> str:
@@ -75,6 +109,11 @@ def allowed(indices: Iterable[int], fallback: Iterable[int]) -> list[int]:
 def schema_text(model: type[BaseModel]) -> str:
     """The output model's JSON schema, compact (shown in the prompt as well as sent as ``response_format``)."""
     return json.dumps(json_schema_for(model), separators=(",", ":"))
+
+
+def schema_tail(model: type[BaseModel]) -> str:
+    """The line that ends a stage's prompt: reply with only a JSON object matching the output model's schema."""
+    return f"\n\nReply with only a JSON object matching this schema: {schema_text(model)}"
 
 
 def clip(text: str, n: int) -> str:

@@ -1,6 +1,7 @@
 """``graph``'s ``refine`` stage (ARCHITECTURE "The default attribution method" step 5; issue 6): local
 counterfactual refinement after adjudication — DCFA's LCE (:mod:`causaltrace.attribution.methods.dcfa` §1.5–1.7)
-in its cheapest form, reusing its rendering, prompt tail, similarity and ΔS record.
+in its cheapest form, with the same rendering, prompt tail and system message, and the similarity and ΔS record
+both share (:mod:`causaltrace.attribution.stages.simulation`).
 
 * **Candidates**: the top ``refine_top`` (2) candidates after adjudication (adjudication's pick first).
 * **No ``correct`` call**: the corrected step is a *hypothesis* — adjudication's explanation for its pick, a generic
@@ -8,7 +9,7 @@ in its cheapest form, reusing its rendering, prompt tail, similarity and ΔS rec
   after i are what the model re-simulates), names step i as corrected with the hypothesis, and asks for the run's
   simulated outcome: ``reason``, ``answer`` (DCFA's ``SimulatedOutcome`` fields) and ``succeeds`` (would the
   corrected run complete the task correctly). As in DCFA's simulate, the expected outcome is not shown.
-* **Scoring**: DCFA's :class:`~causaltrace.attribution.methods.dcfa.Similarity` (embedding model when
+* **Scoring**: DCFA's :class:`~causaltrace.attribution.stages.simulation.Similarity` (embedding model when
   ``$CAUSALTRACE_EMBEDDING_MODEL`` is set, else the lexical fallback) against the expected outcome: the ground
   truth when ``with_answer``; else the verifier's expected answer or reason; else an already-computed
   ``success_spec`` artifact (never an extra call). ΔS = S(simulated outcome) − S(the run's actual outcome: its final
@@ -32,18 +33,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
-from causaltrace.attribution.llm import output_model, short_text
-from causaltrace.attribution.methods.dcfa import (
-    _SYSTEM,
-    EMBEDDING_ENV,
-    Evaluation,
-    Similarity,
-    _render_event,
-    _steps,
-    _tail,
+from causaltrace.attribution.context import DiagnosisContext, Stage
+from causaltrace.attribution.judge import output_model, short_text
+from causaltrace.attribution.stages.prompting import (
+    SYSTEM_ATTRIBUTION_EXPERT,
+    clip,
+    fit_prompt,
+    problem,
+    schema_tail,
+    steps_or_fail,
 )
-from causaltrace.attribution.stages.prompting import clip, fit_prompt, problem
+from causaltrace.attribution.stages.simulation import EMBEDDING_ENV, Evaluation, Similarity
 
 __all__ = ["GENERIC_FIX", "Refinement", "RefineStage", "expected_outcome", "refine_finding"]
 
@@ -104,7 +104,7 @@ class RefineStage(Stage[Refinement]):
         self.embedding_model = embedding_model
 
     async def run(self, ctx: DiagnosisContext) -> Refinement:
-        steps = _steps(ctx)
+        steps = steps_or_fail(ctx, "refine")
         target, target_kind = expected_outcome(ctx)
         sim = Similarity(self.embedding_model or os.environ.get(EMBEDDING_ENV) or None)
         out = Refinement(self.candidates[0], self.candidates[0], target_kind,
@@ -120,10 +120,10 @@ class RefineStage(Stage[Refinement]):
                      "corrected run would complete the task correctly (succeeds), and explain.\n\nThe log:\n")
 
             def make(body: str, _f: str = frame) -> str:
-                return _f + body + _tail(_Outcome)
+                return _f + body + schema_tail(_Outcome)
 
             shown = [s for s in steps if s.index <= i]
-            answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, _SYSTEM, make, shown, render=_render_event),
+            answer: Any = await ctx.ask(self.stage_id, fit_prompt(ctx, SYSTEM_ATTRIBUTION_EXPERT, make, shown),
                                         _Outcome)
             s_after = await sim.score(answer.answer, target) if target is not None else 0.0
             ev = Evaluation(i, round(s_after - s_actual, 3), s_actual, s_after, clip(self.actual, 300),

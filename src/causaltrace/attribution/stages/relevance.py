@@ -29,45 +29,21 @@ exposed), and the tokens that carried the most credit.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, Stage
+from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.anchor import FailureAnchorStage
 from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraph, DependencyGraphStage
+from causaltrace.attribution.stages.tokens import salient_tokens
 from causaltrace.attribution.stages.view import base_agent, content_of, speaker, view_steps
 from causaltrace.schema import Run, Step
 
 __all__ = ["Relevance", "RelevanceStage", "backward_relevance", "salient_tokens"]
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}|\d+(?:[.,]\d+)*")
-_STOP = frozenset(
-    """the and for are but not you all any can had her was one our out has have him his how its let may new now old
-    see two who did get use man way she too own say yes this that with from they them then than there their what
-    when where which while will would could should shall into onto upon also just only very more most some such
-    been being were your yours about above after again against because before below between both down during each
-    few further here hers herself himself itself myself other over same through under until off once why whom these
-    those does doing having ours ourselves themselves yourself yourselves please thank thanks okay sure let's
-    step steps next first last need needs make made like well still even back much many via per terminate""".split()
-)
 INSTRUCTION_KINDS = frozenset({"handoff_from", "selected_by", "delegated_by"})
 _TASK = -1
-
-
-def salient_tokens(text: str, limit: int = 200_000) -> set[str]:
-    """Lower-cased words of 3+ characters minus stop-words, and numbers (thousands separators dropped)."""
-    out: set[str] = set()
-    for m in _WORD.finditer(text[:limit]):
-        tok = m.group(0)
-        if tok[0].isdigit():
-            out.add(tok.replace(",", ""))
-        else:
-            low = tok.lower()
-            if low not in _STOP:
-                out.add(low)
-    return out
 
 
 def _step_text(step: Step) -> str:
@@ -184,6 +160,13 @@ def backward_relevance(
             direct = sorted({e.producer for e in incoming})
             for p in direct:
                 give(k, p, remaining / len(direct))
+    return _normalised(anchor, rel, received, by_token)
+
+
+def _normalised(anchor: int, rel: dict[int, float], received: dict[int, dict[int, float]],
+                by_token: dict[int, dict[str, float]]) -> Relevance:
+    """The Relevance of the raw credits: the anchor 1, the others scaled so the largest is 1; ``via`` = the later
+    step each got most from; ``carried`` = the five tokens that brought each the most."""
     rel.pop(_TASK, None)
     others = [v for i, v in rel.items() if i != anchor]
     top = max(others, default=0.0)

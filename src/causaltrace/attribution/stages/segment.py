@@ -13,7 +13,7 @@ Every LLM call must fit the model's context with room to spare, and Who&When hol
   binary-search's halves): shrink the longest steps (water-filling: every step above a common cap is cut to the
   cap) until the prompt fits the judge's input budget. A trace that fits is sent unchanged.
 
-Token counting is the judge's (:meth:`~causaltrace.attribution.llm.Judge.count_tokens`: litellm's counter for
+Token counting is the judge's (:meth:`~causaltrace.attribution.judge.Judge.count_tokens`: litellm's counter for
 litellm models, characters / 4 otherwise). DeFA's LLM normalisation of oversize steps (issue 6's ``normalise``
 stage) can supply its own compressed texts through the ``texts`` argument.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.engine import DiagnosisContext, MethodFailed, Stage
+from causaltrace.attribution.context import DiagnosisContext, MethodFailed, Stage
 from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraphStage
 from causaltrace.attribution.stages.view import content_of, speaker, view_steps
 from causaltrace.schema import Step

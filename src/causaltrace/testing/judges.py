@@ -2,7 +2,7 @@
 
 Usage::
 
-    from causaltrace.attribution.testing_models import FunctionJudge
+    from causaltrace.testing.judges import FunctionJudge
 
     def answer(messages, info):                   # may also be `async def`
         assert "Step Number" not in messages[-1]["content"]
@@ -14,12 +14,14 @@ Usage::
 
 The function receives the messages exactly as they would be sent and a :class:`CallInfo` (stage id, JSON schema,
 call number, max_tokens); it returns the answer text, a dict / list (sent as JSON), or a
-:class:`~causaltrace.attribution.llm.JudgeResponse`, or it raises — e.g. ``litellm.RateLimitError`` to exercise
+:class:`~causaltrace.attribution.judge.JudgeResponse`, or it raises — e.g. ``litellm.RateLimitError`` to exercise
 the judge's retries. With ``context_window`` set, a request whose messages count more tokens than that (characters
 / 4, rounded up, the same count the judge's budget uses for non-litellm backends) raises litellm's
 ``ContextWindowExceededError`` before the function is called, as a real provider would.
 
-``register_function_model(name, fake)`` makes the fake reachable as ``--model function:NAME`` (in-process CLI tests).
+``register_function_model(name, fake)`` makes the fake reachable as ``--model function:NAME`` (in-process CLI tests):
+importing this module registers the ``function`` scheme in the judge-backend registry
+(:func:`causaltrace.protocols.register_judge_backend`), so the judge finds it without importing ``testing``.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from causaltrace.attribution.llm import JudgeRequest, JudgeResponse, chars_over_4, import_litellm
+from causaltrace.attribution.judge_backends import JudgeRequest, JudgeResponse, chars_over_4, import_litellm
 from causaltrace.exceptions import UserError
+from causaltrace.protocols import register_judge_backend
 
 __all__ = ["CallInfo", "FunctionJudge", "register_function_model", "registered_function_model"]
 
@@ -146,3 +149,6 @@ def registered_function_model(name: str) -> FunctionJudge:
         return _REGISTRY[name]
     except KeyError:
         raise UserError(f"no function model registered as {name!r}; known: {sorted(_REGISTRY) or 'none'}") from None
+
+
+register_judge_backend("function", registered_function_model)
