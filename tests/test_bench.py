@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from causaltrace.attribution.bench import bench_whowhen, select_runs
+from causaltrace.attribution.bench import bench_whowhen, select_runs, split_of, wilson_interval
 from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.cli import main
 from causaltrace.testing.judges import FunctionJudge, register_function_model
 
 DATA = Path(__file__).parent / "fixtures" / "attribution" / "whowhen"
 ONE_METHOD_KEYS = [
-    "method", "model", "with_answer", "subset", "label_version", "n", "agent_accuracy", "step_accuracy",
-    "agent_step_accuracy", "agent_accuracy_official", "step_accuracy_official", "step_within_1", "step_within_3",
+    "method", "model", "with_answer", "subset", "split", "split_note", "label_version", "n", "agent_accuracy",
+    "step_accuracy", "agent_step_accuracy", "hits", "ci95", "agent_accuracy_official", "step_accuracy_official", "step_within_1", "step_within_3",
     "coverage_at_k", "by_length", "by_subset", "calls_per_trace", "calls_by_stage", "input_tokens_per_trace",
     "output_tokens_per_trace", "seconds_per_trace", "failed_diagnoses",
 ]
@@ -74,6 +74,8 @@ def test_one_method_json_has_exactly_the_architecture_keys():
     assert list(report) == ONE_METHOD_KEYS
     assert report["method"] == "graph" and report["model"] is None and report["with_answer"] is False
     assert report["subset"] == "all" and report["label_version"] == "synthetic-attribution@1" and report["n"] == 5
+    assert report["split"] == "all" and list(report["hits"]) == ["agent", "step", "agent_step"]
+    assert list(report["ci95"]) == ["agent", "step"] and all(two_decimals(v) for v in report["ci95"]["agent"])
     assert all(two_decimals(report[k]) for k in PERCENT_KEYS)
     assert list(report["coverage_at_k"]) == ["1", "3", "5", "10"]
     assert all(two_decimals(v) for v in report["coverage_at_k"].values())
@@ -232,3 +234,69 @@ def test_ablating_a_stage_removes_it_from_calls_by_stage():
 
     with pytest.raises(UserError, match="'nope'"):
         asyncio.run(bench_whowhen(DATA, ["two-stages"], fake, ablate=["nope"]))
+
+
+# ----------------------------------------------------------------------------------- held-out split (issue 20)
+
+
+def test_the_split_rule_on_the_real_data(whowhen_dir):
+    every = select_runs(whowhen_dir, "all")
+    dev, test = select_runs(whowhen_dir, "all", split="dev"), select_runs(whowhen_dir, "all", split="test")
+    dev_ids, test_ids = {r.run_id for r in dev}, {r.run_id for r in test}
+    assert dev_ids.isdisjoint(test_ids) and dev_ids | test_ids == {r.run_id for r in every} and len(every) == 184
+    # the rule read off the file names themselves: odd numbers are the TEST half, in both subsets
+    for subset, folder in (("algo", "Algorithm-Generated"), ("hand", "Hand-Crafted")):
+        numbers = [int(p.stem) for p in (whowhen_dir / folder).glob("*.json")]
+        odd = sorted(n for n in numbers if n % 2 == 1)
+        even = sorted(n for n in numbers if n % 2 == 0)
+        assert sorted(r.annotations.extra["file_number"] for r in test
+                      if r.annotations.extra["subset"] == subset) == odd
+        assert all(split_of(r) == "test" for r in test) and all(split_of(r) == "dev" for r in dev)
+        assert sorted(r.annotations.extra["file_number"] for r in dev
+                      if r.annotations.extra["subset"] == subset) == even
+        assert odd and even
+    assert len(test) == 92 and len(dev) == 92  # 63 + 29 each
+    assert [r.run_id for r in select_runs(whowhen_dir, "hand", split="test", limit=2)] == ["whowhen-hand-1",
+                                                                                          "whowhen-hand-3"]
+
+
+def test_dev_and_test_hits_add_up_to_all_with_wilson_intervals(whowhen_dir):
+    reports = {s: asyncio.run(bench_whowhen(whowhen_dir, ["most-active-agent"], split=s))
+               for s in ("dev", "test", "all")}
+    for split, report in reports.items():
+        assert report["split"] == split and report["n"] == {"dev": 92, "test": 92, "all": 184}[split]
+        assert [report["by_subset"][k]["n"] for k in ("algo", "hand")] == (
+            [126, 58] if split == "all" else [63, 29])
+        for key in ("agent", "step"):
+            hits, n = report["hits"][key], report["n"]
+            assert report[f"{key}_accuracy"] == round(100 * hits / n, 2)
+            low, high = report["ci95"][key]
+            assert 0 <= low < report[f"{key}_accuracy"] < high <= 100
+    assert "seen by earlier tuning" in reports["test"]["split_note"]
+    assert "seen by earlier tuning" not in reports["dev"]["split_note"]
+    for key in ("agent", "step", "agent_step"):
+        assert reports["dev"]["hits"][key] + reports["test"]["hits"][key] == reports["all"]["hits"][key]
+    for sub in ("algo", "hand"):
+        assert (reports["dev"]["by_subset"][sub]["hits"]["step"] + reports["test"]["by_subset"][sub]["hits"]["step"]
+                == reports["all"]["by_subset"][sub]["hits"]["step"])
+
+
+@pytest.mark.parametrize(("hits", "n", "expected"), [
+    (5, 10, (23.66, 76.34)), (0, 10, (0.0, 27.75)), (10, 10, (72.25, 100.0)), (42, 184, (17.35, 29.41)),
+])
+def test_wilson_interval_matches_the_published_formula(hits, n, expected):
+    low, high = wilson_interval(hits, n)
+    assert (round(100 * low, 2), round(100 * high, 2)) == expected
+    assert wilson_interval(0, 0) is None
+
+
+def test_cli_bench_split_selects_the_half_and_labels_it(capsys):
+    code, out, err = run_cli(capsys, "bench", "whowhen", "--method", "first-agent-step", "--data", str(DATA),
+                             "--split", "test", "--json", "-")
+    report = json.loads(out)
+    assert code == 0 and report["split"] == "test" and report["n"] == 3  # algo 1, 3 and hand 1 (odd numbers)
+    assert "split test" in err and "seen by earlier tuning" in err
+    assert re.search(r"first-agent-step · all: agent \d/3 = [\d.]+ % \[[\d.]+, [\d.]+\]", err)
+    code, out, err = run_cli(capsys, "bench", "whowhen", "--method", "first-agent-step", "--data", str(DATA),
+                             "--split", "dev", "--json", "-")
+    assert code == 0 and json.loads(out)["n"] == 2 and "seen by earlier tuning" not in err

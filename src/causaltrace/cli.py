@@ -335,7 +335,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not methods:
         raise UserError("--method needs at least one method name")
     data_dir = Path(args.data) if args.data else default_data_dir()
-    runs = select_runs(data_dir, args.subset, limit=args.limit, order=args.order)
+    runs = select_runs(data_dir, args.subset, limit=args.limit, order=args.order, split=args.split)
     err_console = _wide_console(sys.stderr)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True) as progress:
@@ -346,7 +346,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         report = asyncio.run(
             bench_whowhen(data_dir, methods, args.model, subset=args.subset, with_answer=args.with_answer,
-                          concurrency=args.concurrency, ablate=_csv(args.ablate), progress=tick, runs=runs)
+                          concurrency=args.concurrency, ablate=_csv(args.ablate), progress=tick, runs=runs,
+                          split=args.split)
         )
     to_stdout = args.json == "-"
     render_table(report, err_console if to_stdout else _wide_console(sys.stdout))
@@ -453,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="method(s) to compare, comma-separated")
     b.add_argument("--model", default=None, help="litellm model, or 'local' (default: $CAUSALTRACE_MODEL)")
     b.add_argument("--subset", default="all", choices=["algo", "hand", "all"], help="default: all")
+    b.add_argument("--split", default="all", choices=["dev", "test", "all"],
+                   help="dev: even file numbers (tune here); test: odd file numbers (seen by earlier tuning); "
+                        "default: all")
     answer = b.add_mutually_exclusive_group()
     answer.add_argument("--with-answer", dest="with_answer", action="store_true",
                         help="put the ground-truth answer in the prompts (the papers' setting)")

@@ -4,6 +4,7 @@ Usage::
 
     report = await bench_whowhen(data_dir, ["graph", "all-at-once"], model="gpt-4o-mini", subset="all")
     # {method_name: one-method object} (a single method: the one-method object itself)
+    report = await bench_whowhen(data_dir, ["graph"], split="dev")   # tune here; "test" is the other half
 
 Scoring (FACTS.md "Who&When", SEEDS §5–§6): one prediction per file and every file in the denominator (no answer,
 a failed diagnosis → wrong). **Strict**: the predicted agent's base name equals the label, the predicted 0-based
@@ -11,6 +12,18 @@ step equals the label. **Official** (the Who&When evaluator's legacy rule, repor
 case-sensitive *substring* of the prediction (gold step "1" accepts "12"). ``step_within_1`` / ``_3``:
 |predicted − label| ≤ 1 / 3. ``coverage_at_k`` (methods whose candidates are a ranking): the labelled step is among
 the top k candidates. Percentages are 0–100 with 2 decimals; per-trace means use 2 decimals (seconds 3).
+
+**Held-out discipline** (issue 20): the split is fixed — odd file numbers are the TEST half, even ones the dev
+half, in both subsets (Algorithm-Generated 63 / 63, Hand-Crafted 29 / 29). ``--split dev|test|all`` (default
+``all``) selects it before ``--limit``; the JSON records ``"split"`` and ``"split_note"``. Tune only on dev. The
+test half is **seen by earlier tuning**: the ``graph`` refinements made before issue 20 were made reading failures on
+all 184 traces (:mod:`causaltrace.attribution.methods.graph` says which), so its test figures are not yet held-out
+figures; the table title says so.
+
+**Hits and intervals**: ``hits`` holds the counts behind the strict accuracies (``{"agent", "step",
+"agent_step"}``, out of ``n``) and ``ci95`` the 95 % Wilson score interval of the agent and step accuracy (percent,
+2 decimals; :func:`wilson_interval`) — on Hand-Crafted's test half one trace is 3.4 points, so a difference inside
+the interval is noise. Notes quote ``hits / n [low, high]``, as the line under the table prints it.
 
 Decisions where the contracts are silent:
 
@@ -45,13 +58,17 @@ from causaltrace.schema import Diagnosis, Run
 
 __all__ = [
     "LENGTH_BUCKETS",
+    "SPLIT_NOTES",
+    "Split",
     "TraceResult",
     "bench_whowhen",
     "default_data_dir",
     "label_version",
     "render_table",
     "select_runs",
+    "split_of",
     "summarise",
+    "wilson_interval",
 ]
 
 Subset = Literal["algo", "hand", "all"]
@@ -63,6 +80,16 @@ LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("81+", 81, None),
 )
 _SUBSET_ORDER = {"algo": 0, "hand": 1}
+Split = Literal["dev", "test", "all"]
+#: What each split is, as the JSON (``split_note``) and the table title say it.
+SPLIT_NOTES: dict[str, str] = {
+    "dev": "dev half (even file numbers): tune here",
+    "test": "TEST half (odd file numbers), seen by earlier tuning: graph's refinements before issue 20 were made on "
+            "all 184 traces",
+    "all": "every trace (both halves)",
+}
+#: z of a two-sided 95 % interval.
+_Z95 = 1.959963984540054
 
 
 def default_data_dir() -> Path:
@@ -104,20 +131,54 @@ def _file_number(run: Run) -> int:
     return value if isinstance(value, int) else 10**9
 
 
+def split_of(run: Run) -> Literal["dev", "test"]:
+    """The half a Who&When trace belongs to: ``test`` for an odd file number, ``dev`` for an even one (issue 20;
+    the same rule in both subsets). A trace without a file number is ``dev`` (it cannot be held out by number)."""
+    number = _file_number(run)
+    return "test" if number != 10**9 and number % 2 == 1 else "dev"
+
+
+def wilson_interval(hits: int, n: int, z: float = _Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of ``hits / n`` (fractions 0–1; None when ``n`` is 0).
+
+    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at 0 or n hits, which matters at
+    the sizes here (29 Hand-Crafted test traces).
+    """
+    if n <= 0:
+        return None
+    p = hits / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _ci95(hits: int, n: int) -> list[float] | None:
+    interval = wilson_interval(hits, n)
+    return None if interval is None else [round(100 * interval[0], 2), round(100 * interval[1], 2)]
+
+
 def _chars(run: Run) -> int:
     """What a model reads of the run: the task (every prompt carries it) and the log's entries."""
     return len(run.task or "") + sum(len(s.content) for s in run.steps)
 
 
 def select_runs(
-    data_dir: Path, subset: Subset = "all", *, limit: int | None = None, order: Literal["file", "size"] = "file"
+    data_dir: Path,
+    subset: Subset = "all",
+    *,
+    limit: int | None = None,
+    order: Literal["file", "size"] = "file",
+    split: Split = "all",
 ) -> list[Run]:
-    """The traces to run, in order (module docstring: ``--limit`` / ``--order``)."""
+    """The traces to run, in order (module docstring: ``--split``, then ``--limit`` / ``--order``)."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise UserError(f"no Who&When data at {str(data_dir)!r}; pass --data DIR (the folder holding "
                         f"{SUBSET_DIRS['algo']}/ and {SUBSET_DIRS['hand']}/)")
-    runs = list(iter_whowhen(data_dir, subset))
+    if split not in SPLIT_NOTES:
+        raise UserError(f"unknown split {split!r}; choose dev, test or all")
+    runs = [r for r in iter_whowhen(data_dir, subset) if split == "all" or split_of(r) == split]
     if order == "size":
         runs.sort(key=lambda r: (_chars(r), _file_number(r), _SUBSET_ORDER.get(_subset(r), 9)))
     else:
@@ -190,23 +251,30 @@ def summarise(
     ranks: bool,
     stage_ids: Sequence[str] = (),
     by_subset: bool = False,
+    split: Split = "all",
 ) -> dict[str, Any]:
-    """The one-method object of ARCHITECTURE "Benchmark JSON" for ``results``."""
+    """The one-method object of ARCHITECTURE "Benchmark JSON" for ``results`` (plus ``split``, ``hits``, ``ci95``)."""
     n = len(results)
 
     def count(pred: Callable[[TraceResult], bool], rows: Sequence[TraceResult] = results) -> int:
         return sum(1 for r in rows if pred(r))
 
+    hits = {"agent": count(TraceResult.agent_ok), "step": count(TraceResult.step_ok),
+            "agent_step": count(lambda r: r.agent_ok() and r.step_ok())}
     out: dict[str, Any] = {
         "method": method,
         "model": model,
         "with_answer": with_answer,
         "subset": subset,
+        "split": split,
+        "split_note": SPLIT_NOTES[split],
         "label_version": label_version,
         "n": n,
-        "agent_accuracy": _pct(count(TraceResult.agent_ok), n),
-        "step_accuracy": _pct(count(TraceResult.step_ok), n),
-        "agent_step_accuracy": _pct(count(lambda r: r.agent_ok() and r.step_ok()), n),
+        "agent_accuracy": _pct(hits["agent"], n),
+        "step_accuracy": _pct(hits["step"], n),
+        "agent_step_accuracy": _pct(hits["agent_step"], n),
+        "hits": hits,
+        "ci95": {"agent": _ci95(hits["agent"], n), "step": _ci95(hits["step"], n)},
         "agent_accuracy_official": _pct(count(TraceResult.agent_ok_official), n),
         "step_accuracy_official": _pct(count(TraceResult.step_ok_official), n),
         "step_within_1": _pct(count(lambda r: r.within(1)), n),
@@ -229,7 +297,7 @@ def summarise(
         out["by_subset"] = {
             key: summarise([r for r in results if r.subset == key], method=method, model=model,
                            with_answer=with_answer, subset=key, label_version=label_version, ranks=ranks,
-                           stage_ids=stage_ids)
+                           stage_ids=stage_ids, split=split)
             for key in ("algo", "hand")
         }
     costs = [r.diagnosis.cost for r in results]
@@ -262,6 +330,7 @@ async def bench_whowhen(
     with_answer: bool = False,
     limit: int | None = None,
     order: Literal["file", "size"] = "file",
+    split: Split = "all",
     concurrency: int = 4,
     ablate: Sequence[str] = (),
     judge_options: Mapping[str, Any] | None = None,
@@ -290,7 +359,8 @@ async def bench_whowhen(
         if judge is None and needing:
             raise UserError(f"method(s) {', '.join(needing)} need a model: pass --model MODEL (e.g. --model local "
                             "or --model gpt-4o-mini) or set CAUSALTRACE_MODEL")
-    selected = list(runs) if runs is not None else select_runs(data_dir, subset, limit=limit, order=order)
+    selected = list(runs) if runs is not None else select_runs(data_dir, subset, limit=limit, order=order,
+                                                               split=split)
     version = label_version(data_dir, selected)
     gate = asyncio.Semaphore(max(1, concurrency))
 
@@ -319,7 +389,7 @@ async def bench_whowhen(
         used = needs or any(r.diagnosis.model for r in results)
         report[m] = summarise(results, method=m, model=judge.name if (used and judge) else None,
                               with_answer=with_answer, subset=subset, label_version=version, ranks=ranks,
-                              stage_ids=stages, by_subset=subset == "all")
+                              stage_ids=stages, by_subset=subset == "all", split=split)
     return report[methods[0]] if len(methods) == 1 else report
 
 
@@ -333,7 +403,9 @@ def render_table(report: Mapping[str, Any], console: Any) -> None:
 
     rows = [report] if "method" in report else list(report.values())
     first = rows[0] if rows else {}
-    title = (f"Who&When · subset {first.get('subset')} · n={first.get('n')} · "
+    split = first.get("split", "all")
+    title = (f"Who&When · subset {first.get('subset')} · split {split}"
+             + (f" ({first.get('split_note')})" if split != "all" else "") + f" · n={first.get('n')} · "
              f"{'with' if first.get('with_answer') else 'without'} answer · labels {first.get('label_version')}")
     table = Table(title=title)
     widest = max([len(str(r.get("method", ""))) for r in rows] + [6])
@@ -359,7 +431,20 @@ def render_table(report: Mapping[str, Any], console: Any) -> None:
         )
     console.print(table)
     for r in rows:
-        subs = r.get("by_subset")
-        if subs:
-            parts = [f"{k}: agent {f(v['agent_accuracy'])} / step {f(v['step_accuracy'])}" for k, v in subs.items()]
-            console.print(f"  {r['method']}: " + " · ".join(parts))
+        console.print(f"  {r['method']} · {r.get('subset')}: {_hits_line(r)}")
+        for key, sub in (r.get("by_subset") or {}).items():
+            console.print(f"  {r['method']} · {key}: {_hits_line(sub)}")
+
+
+def _hits_line(r: Mapping[str, Any]) -> str:
+    """``agent 94/184 = 51.09 % [43.9, 58.2] · step 42/184 = 22.83 % [17.3, 29.4]``: hits / n, the accuracy and
+    its 95 % Wilson interval, as notes quote them."""
+    hits, ci, n = r.get("hits") or {}, r.get("ci95") or {}, r.get("n")
+
+    def one(key: str, pct: Any) -> str:
+        interval = ci.get(key)
+        band = f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else ""
+        value = "–" if pct is None else f"{pct:.2f} %"
+        return f"{key} {hits.get(key, '–')}/{n} = {value}{band}"
+
+    return f"{one('agent', r.get('agent_accuracy'))} · {one('step', r.get('step_accuracy'))}"
