@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+import causaltrace
 from causaltrace.cli import main
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.store import Store
@@ -227,6 +230,7 @@ def test_run_without_diagnosis_still_has_graph_and_timeline():
 def test_rendering_is_deterministic():
     run = sample_run()
     d = sample_diagnosis(run, artifacts={"replays": replays_for(run)})
+    assert f"<footer>causaltrace {causaltrace.__version__} · run" in render_html(run)
     assert render_html(run, diagnosis=d, pairs=[sample_pair(run)]) == render_html(
         run, diagnosis=d, pairs=[sample_pair(run)]
     )
@@ -373,3 +377,135 @@ def test_headless_chromium_renders_every_step(tmp_path):
     proc = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1600,1000", path.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+# ------------------------------------------------------------------------------------------ at real sizes
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _report_browser import Chromium, chromium_available, in_viewport, long_run, long_run_diagnosis  # noqa: E402
+
+
+def test_long_run_candidates_fold_below_five_rows_and_code_shows_as_code():
+    run = long_run(200)
+    d = long_run_diagnosis(run, candidates=20)
+    html = render_html(run, diagnosis=d)
+    tables = re.findall(r'<table class="grid candidates">.*?</table>', html, re.S)
+    assert [t.count("<tr") for t in tables] == [1 + 5, 15]  # header + the first five; the rest folded
+    assert '<details class="more-candidates"><summary>show the other 15 candidates (of 20)' in html
+    # the decisive card shows the code as a <pre> block, newlines and indentation kept
+    card = re.search(r'<div class="fact decisive-fact">.*?</div></div>', html, re.S).group(0)
+    code = run.step(d.decisive_step_id).inputs["code"]
+    assert "\n    print(x)" in code and f'<pre class="code">{escape(code)}</pre>' in card
+    # a short list has no fold
+    few = d.model_copy(update={"candidates": d.candidates[:5]})
+    assert not Elements(render_html(run, diagnosis=few)).with_class("more-candidates")
+
+
+def test_sub_agent_turns_fold_in_the_graph_and_the_table():
+    run = long_run(200)
+    d = long_run_diagnosis(run)
+    doc = Elements(render_html(run, diagnosis=d))
+    turns = [s for s in run.steps if s.kind == "agent_turn"]
+    decisive = run.step(d.decisive_step_id)
+    # every member of a turn carries it, in the graph and in the table
+    members = [n for n in doc.with_class("step-node") if n.get("data-turns")]
+    assert len(members) == 4 * len(turns)
+    assert next(n for n in members if n["data-step-index"] == str(decisive.index))["data-turns"] == str(
+        run.step(decisive.parent_step_id).index)
+    graph_buttons = doc.with_class("fold-btn")
+    table_buttons = doc.with_class("fold")
+    assert sorted(int(b["data-fold"]) for b in graph_buttons) == [t.index for t in turns]
+    assert all(b["data-size"] == "4" for b in graph_buttons + table_buttons)
+    # a long run folds its sub-agent turns in the table on load, all but the one holding the decisive step
+    folded = sorted(int(b["data-fold"]) for b in table_buttons if "data-default-fold" in b)
+    assert folded == [t.index for t in turns if t.step_id != decisive.parent_step_id]
+    # a short run folds nothing by default
+    short_doc = Elements(render_html(long_run(40), diagnosis=long_run_diagnosis(long_run(40))))
+    assert short_doc.with_class("fold") and not [b for b in short_doc.with_class("fold") if "data-default-fold" in b]
+
+
+def test_minimap_and_zoom_only_where_the_graph_scrolls():
+    run = long_run(200)
+    d = long_run_diagnosis(run)
+    doc = Elements(render_html(run, diagnosis=d))
+    (mm,) = [a for t, a in doc.tags if t == "svg" and "minimap" in a.get("class", "")]
+    layout = GraphLayout.of(run)
+    assert mm["viewbox"] == f"0 0 {layout.width:g} {layout.height:g}" and mm["preserveaspectratio"] == "none"
+    (line,) = doc.with_class("mm-decisive")
+    assert float(line["x1"]) == layout.xy(d.decisive_step_id)[0]
+    assert [a["data-zoom"] for _, a in doc.tags if "data-zoom" in a] == ["out", "in", "fit", "1"]
+    assert doc.with_class("to-decisive")
+    small = Elements(render_html(sample_run(), diagnosis=sample_diagnosis(sample_run())))
+    assert not small.with_class("minimap") and not small.with_class("mm-view")
+
+
+def test_a_thousand_step_run_renders_whole():
+    run = long_run(1000)
+    d = long_run_diagnosis(run)
+    html = render_html(run, diagnosis=d)
+    doc = Elements(html)
+    assert len(doc.with_class("step-node")) == len(run.steps) >= 1000
+    assert len(doc.with_class("dep-edge")) == sum(len(s.depends_on) for s in run.steps)
+    assert doc.nodes("decisive") == [d.decisive_step_index]
+    assert_offline(html)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require(chromium_available(), "chromium is not installed (apt-get install chromium)")
+    with Chromium(timeout=120) as driver:
+        yield driver
+
+
+@pytest.mark.parametrize("n", [200, 1000])
+def test_the_decisive_node_is_in_the_first_viewport(tmp_path, browser, n):
+    run = long_run(n)
+    d = long_run_diagnosis(run)
+    path = write_report(run, tmp_path / "report.html", diagnosis=d)
+    browser.open(path.as_uri(), width=1600, height=1000)
+    assert browser.evaluate("document.querySelectorAll('svg.graph .step-node').length") == len(run.steps)
+    box = browser.rect(f"#node-{d.decisive_step_index}")
+    assert in_viewport(box), box
+    # it starts far to the right of the graph's first screen, so the page scrolled the graph to it
+    assert browser.evaluate("document.querySelector('.graph-scroll').scrollLeft") > 3000
+    assert "arrived" in browser.evaluate(f"document.getElementById('node-{d.decisive_step_index}').className.baseVal")
+    # the minimap's window sits over the decisive step's line
+    view = browser.rect("svg.minimap .mm-view")
+    line = browser.rect("svg.minimap .mm-decisive")
+    assert view["left"] <= (line["left"] + line["right"]) / 2 <= view["right"]
+
+
+def test_folds_and_zoom_work_in_the_browser(tmp_path, browser):
+    run = long_run(200)
+    d = long_run_diagnosis(run)
+    path = write_report(run, tmp_path / "report.html", diagnosis=d)
+    browser.open(path.as_uri())
+    visible = "Array.from(document.querySelectorAll('%s')).filter(el => el.getClientRects().length > 0).length"
+    rows = len(run.steps)
+    turns = [s for s in run.steps if s.kind == "agent_turn"]
+    # the table starts with every sub-agent turn but the decisive one folded (4 rows each)
+    assert browser.evaluate(visible % "table.steps tbody tr") == rows - 4 * (len(turns) - 1)
+    # folding a turn in the graph hides its 4 member nodes and the edges touching them; unfolding shows them
+    first = turns[0].index
+    before = browser.evaluate(visible % "svg.graph .dep-edge")
+    browser.evaluate(f"document.querySelector('svg.graph .fold-btn[data-fold=\"{first}\"]')"
+                     ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    assert browser.evaluate(visible % "svg.graph .step-node") == len(run.steps) - 4
+    assert browser.evaluate(visible % "svg.graph .dep-edge") < before
+    assert "turn-folded" in browser.evaluate(f"document.getElementById('node-{first}').className.baseVal")
+    browser.evaluate(f"document.querySelector('svg.graph .fold-btn[data-fold=\"{first}\"]')"
+                     ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    assert browser.evaluate(visible % "svg.graph .step-node") == len(run.steps)
+    # clicking a node whose row is folded unfolds the row's turn and shows it
+    member = run.step(turns[1].step_id).index + 1
+    browser.evaluate(f"document.getElementById('node-{member}').dispatchEvent(new MouseEvent('click'))")
+    assert browser.evaluate(f"document.getElementById('step-{member}').getClientRects().length") == 1
+    # "fit" puts the whole graph in the window; "100%" restores it
+    browser.evaluate("document.querySelector('[data-zoom=\"fit\"]').click()")
+    fit = browser.evaluate("[document.querySelector('svg.graph').getBoundingClientRect().width, "
+                           "document.querySelector('.graph-scroll').clientWidth]")
+    assert fit[0] <= fit[1] + 1
+    browser.evaluate("document.querySelector('[data-zoom=\"1\"]').click()")
+    assert browser.evaluate("document.querySelector('svg.graph').getBoundingClientRect().width") == pytest.approx(
+        GraphLayout.of(run).width, abs=1)

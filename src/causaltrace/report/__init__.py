@@ -38,10 +38,20 @@ def render_html(
     ``flipped``, ``outcome``/``status``, ``replay_run_id``); when empty, ``diagnosis.artifacts["replays"]`` is used
     if present. ``pairs``: the run's repair pairs, shown as a diff of the rejected and the chosen step.
     """
-    from causaltrace import __version__
     from causaltrace.report._page import render_page
 
-    return render_page(run, diagnosis, replays, pairs, version=__version__)
+    return render_page(run, diagnosis, replays, pairs, version=_version())
+
+
+def _version() -> str:
+    """The installed causaltrace's version, from its distribution metadata (the report may not import the root
+    package: ARCHITECTURE's import table)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("causaltrace")
+    except PackageNotFoundError:
+        return "(version unknown)"
 
 
 def write_report(

@@ -24,6 +24,7 @@ from causaltrace.report._style import (
     kind_style,
     shape_svg,
 )
+from causaltrace.report._turns import Turns, turns_of
 from causaltrace.schema import Run, Step
 
 __all__ = ["GraphLayout", "lane_order", "render_graph", "render_legend", "short"]
@@ -152,22 +153,31 @@ def _marker(mid: str, colour: str, size: float) -> str:
             f'<path d="M0,1 L10,5 L0,9 z" fill="{colour}"/></marker>')
 
 
-def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None) -> tuple[str, str]:
+def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None,
+                 turns: Turns | None = None) -> tuple[str, str]:
     """``(lane labels HTML, SVG)`` of the step graph."""
     layout = layout or GraphLayout.of(run)
-    by_id = {s.step_id: s for s in run.steps}
-    out: list[str] = []
+    turns = turns or turns_of(run)
     w, h = layout.width, layout.height
-    out.append(f'<svg class="graph" width="{fmt(w)}" height="{fmt(h)}" viewBox="0 0 {fmt(w)} {fmt(h)}" '
-               f'role="img" aria-label="step graph of run {e(run.run_id)}">')
-    dep_kinds = sorted({d.kind for s in run.steps for d in s.depends_on})
-    out.append("<defs>")
-    for kind in dep_kinds:
-        out.append(_marker(f"arr-{kind}", dep_style(kind)[0], 7))
-    out.append(_marker("arr-hl", HIGHLIGHT, 10))
-    out.append("</defs>")
+    out = [f'<svg class="graph" width="{fmt(w)}" height="{fmt(h)}" viewBox="0 0 {fmt(w)} {fmt(h)}" '
+           f'role="img" aria-label="step graph of run {e(run.run_id)}">', _defs(run), _lanes(layout),
+           _turn_bands(run, layout, turns), _edges(run, marks, layout), '<g class="nodes">']
+    out.extend(_node(step, marks, layout, turns) for step in run.steps)
+    out.append("</g></svg>")
+    return _lane_labels(run, marks, layout), "\n".join(out)
 
-    # lanes
+
+def _defs(run: Run) -> str:
+    """The arrow heads: one per dependency kind in the run, and the highlight's."""
+    dep_kinds = sorted({d.kind for s in run.steps for d in s.depends_on})
+    heads = [_marker(f"arr-{kind}", dep_style(kind)[0], 7) for kind in dep_kinds]
+    return "<defs>" + "".join(heads) + _marker("arr-hl", HIGHLIGHT, 10) + "</defs>"
+
+
+def _lanes(layout: GraphLayout) -> str:
+    """One striped background band per agent, with a faint guide line through its nodes."""
+    out: list[str] = []
+    w = layout.width
     for i in range(len(layout.lanes)):
         colour = LANE_COLOURS[i % len(LANE_COLOURS)]
         y = i * LANE_H
@@ -177,12 +187,17 @@ def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None) -> t
                    f'stroke-opacity=".18" stroke-width="1" stroke-dasharray="2 6"/>')
         if i:
             out.append(f'<line x1="0" y1="{fmt(y)}" x2="{fmt(w)}" y2="{fmt(y)}" stroke="#e2e8f0"/>')
+    return "\n".join(out)
 
-    # agent turns: a faint band around the turn and its same-lane children
+
+def _turn_bands(run: Run, layout: GraphLayout, turns: Turns) -> str:
+    """A faint band around each agent turn and its same-lane children; a turn that holds steps gets a fold button
+    (the page's script hides its members and labels the turn with how many it holds)."""
     kids: dict[str, list[Step]] = {}
     for step in run.steps:
         if step.parent_step_id is not None:
             kids.setdefault(step.parent_step_id, []).append(step)
+    out: list[str] = []
     for step in run.steps:
         if step.kind != "agent_turn":
             continue
@@ -197,8 +212,24 @@ def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None) -> t
                    f'height="{fmt(2 * R + 14 + 46)}" rx="12" fill="{colour}" fill-opacity=".055" stroke="{colour}" '
                    f'stroke-opacity=".35" stroke-dasharray="4 3"><title>turn #{step.index} of '
                    f'{e(lane_label(step.agent))}</title></rect>')
+        size = len(turns.members.get(step.step_id, ()))
+        if size:
+            out.append(f'<g class="fold-btn" data-fold="{step.index}" data-size="{size}" role="button" '
+                       f'tabindex="0" aria-expanded="true"><title>fold the {size} steps of turn #{step.index}'
+                       f'</title><rect x="{fmt(x0 - 6)}" y="{fmt(y0 - 8)}" width="16" height="16" rx="4" '
+                       f'fill="#fff" stroke="{colour}"/><text class="fold-sign" x="{fmt(x0 + 2)}" '
+                       f'y="{fmt(y0 + 4.2)}" text-anchor="middle">−</text></g>')
+    return "\n".join(out)
 
-    # dependency edges (one path per Dependency); the propagation path is drawn last, on top
+
+def _edge_title(run_by_id: dict[str, Step], src: str, dst: Step, kind: str, hot: bool) -> str:
+    title = f"#{run_by_id[src].index} → #{dst.index} · {kind}: {dep_style(kind)[2]}"
+    return title + " · on the propagation path" if hot else title
+
+
+def _edges(run: Run, marks: Marks, layout: GraphLayout) -> str:
+    """One path per Dependency (long ones as labelled stubs), the propagation path drawn last, on top."""
+    by_id = {s.step_id: s for s in run.steps}
     seen: dict[tuple[str, str], int] = {}
     normal: list[str] = []
     on_path: list[str] = []
@@ -208,61 +239,59 @@ def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None) -> t
             pair = (dep.step_id, step.step_id)
             ordinal = seen.get(pair, 0)
             seen[pair] = ordinal + 1
-            colour, dashed, meaning = dep_style(dep.kind)
             hot = pair in marks.path_edges
             src_idx = by_id[dep.step_id].index
-            title = f"#{src_idx} → #{step.index} · {dep.kind}: {meaning}"
-            if hot:
-                title += " · on the propagation path"
-            far = layout.column[step.step_id] - layout.column[dep.step_id] > FAR and not hot
-            if far:
-                x2, y2 = layout.xy(step.step_id)
-                top = y2 - R - 3
-                d = f"M{fmt(x2 - 17)},{fmt(top - 15)} Q{fmt(x2)},{fmt(top - 15)} {fmt(x2)},{fmt(top)}"
+            title = _edge_title(by_id, dep.step_id, step, dep.kind, hot)
+            if layout.column[step.step_id] - layout.column[dep.step_id] > FAR and not hot:
+                d = _stub_d(layout, step.step_id)
                 stubs.setdefault(step.step_id, []).append(src_idx)
                 title += " (a long edge: drawn as a stub, the label names the producer)"
             else:
                 d = _edge_d(layout, dep.step_id, step.step_id, ordinal)
+            attrs = (f'data-kind="{e(dep.kind)}" data-from="{src_idx}" data-to="{step.index}" d="{d}" '
+                     'fill="none"')
             if hot:
-                on_path.append(
-                    f'<path class="dep-edge dep-{e(dep.kind)} on-path" data-kind="{e(dep.kind)}" '
-                    f'data-from="{src_idx}" data-to="{step.index}" d="{d}" fill="none" stroke="{HIGHLIGHT}" '
-                    f'stroke-width="3.6" stroke-linecap="round" marker-end="url(#arr-hl)"><title>{e(title)}</title>'
-                    "</path>"
-                )
-            else:
-                dash = ' stroke-dasharray="5 3"' if dashed else ""
-                opacity = ".8"
-                normal.append(
-                    f'<path class="dep-edge dep-{e(dep.kind)}" data-kind="{e(dep.kind)}" data-from="{src_idx}" '
-                    f'data-to="{step.index}" d="{d}" fill="none" stroke="{colour}" stroke-width="1.5" '
-                    f'stroke-opacity="{opacity}"{dash} marker-end="url(#arr-{e(dep.kind)})">'
-                    f"<title>{e(title)}</title></path>"
-                )
-    out.append('<g class="edges">')
-    out.extend(normal)
+                on_path.append(f'<path class="dep-edge dep-{e(dep.kind)} on-path" {attrs} stroke="{HIGHLIGHT}" '
+                               'stroke-width="3.6" stroke-linecap="round" marker-end="url(#arr-hl)">'
+                               f"<title>{e(title)}</title></path>")
+                continue
+            colour, dashed, _ = dep_style(dep.kind)
+            dash = ' stroke-dasharray="5 3"' if dashed else ""
+            normal.append(f'<path class="dep-edge dep-{e(dep.kind)}" {attrs} stroke="{colour}" stroke-width="1.5" '
+                          f'stroke-opacity=".8"{dash} marker-end="url(#arr-{e(dep.kind)})"><title>{e(title)}'
+                          "</title></path>")
+    out = ['<g class="edges">', *normal, *_stub_labels(layout, stubs), "</g>", '<g class="path-edges">', *on_path]
+    for a, b in marks.path_links:
+        out.append(f'<path class="path-link" data-from="{by_id[a].index}" data-to="{by_id[b].index}" '
+                   f'd="{_edge_d(layout, a, b, 2)}" fill="none" stroke="{HIGHLIGHT}" stroke-width="2.6" '
+                   f'stroke-dasharray="7 5" marker-end="url(#arr-hl)"><title>propagation #{by_id[a].index} → '
+                   f'#{by_id[b].index} (no recorded dependency path)</title></path>')
+    out.append("</g>")
+    return "\n".join(out)
+
+
+def _stub_d(layout: GraphLayout, step_id: str) -> str:
+    x2, y2 = layout.xy(step_id)
+    top = y2 - R - 3
+    return f"M{fmt(x2 - 17)},{fmt(top - 15)} Q{fmt(x2)},{fmt(top - 15)} {fmt(x2)},{fmt(top)}"
+
+
+def _stub_labels(layout: GraphLayout, stubs: dict[str, list[int]]) -> list[str]:
+    out: list[str] = []
     for sid, sources in stubs.items():
         x2, y2 = layout.xy(sid)
         names = sorted(set(sources))
         text = " ".join(f"#{i}" for i in names[:3]) + (" …" if len(names) > 3 else "")
         out.append(f'<text class="stub-label" x="{fmt(x2 - 19)}" y="{fmt(y2 - R - 15.5)}" text-anchor="end">'
                    f"{e(text)}<title>{e('long-range inputs from ' + ', '.join(f'#{i}' for i in names))}</title></text>")
-    out.append("</g>")
-    out.append('<g class="path-edges">')
-    out.extend(on_path)
-    for a, b in marks.path_links:
-        d = _edge_d(layout, a, b, 2)
-        out.append(f'<path class="path-link" d="{d}" fill="none" stroke="{HIGHLIGHT}" stroke-width="2.6" '
-                   f'stroke-dasharray="7 5" marker-end="url(#arr-hl)"><title>propagation #{by_id[a].index} → '
-                   f'#{by_id[b].index} (no recorded dependency path)</title></path>')
-    out.append("</g>")
+    return out
 
-    out.append('<g class="nodes">')
-    for step in run.steps:
-        out.append(_node(step, marks, layout))
-    out.append("</g></svg>")
 
-    labels = ['<div class="lane-labels" style="height:' + fmt(h) + 'px">']
+def _lane_labels(run: Run, marks: Marks, layout: GraphLayout) -> str:
+    """The HTML column left of the graph: each lane's agent, step count, errors, and whether it holds the decisive
+    step."""
+    by_id = {s.step_id: s for s in run.steps}
+    labels = ['<div class="lane-labels" style="height:' + fmt(layout.height) + 'px">']
     for i, agent in enumerate(layout.lanes):
         colour = LANE_COLOURS[i % len(LANE_COLOURS)]
         steps = [s for s in run.steps if s.agent == agent]
@@ -277,10 +306,10 @@ def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None) -> t
             f'<span class="lane-meta">{len(steps)} step{"s" if len(steps) != 1 else ""}{extra}</span>{flags}</div>'
         )
     labels.append("</div>")
-    return "".join(labels), "\n".join(out)
+    return "".join(labels)
 
 
-def _node(step: Step, marks: Marks, layout: GraphLayout) -> str:
+def _node(step: Step, marks: Marks, layout: GraphLayout, turns: Turns) -> str:
     x, y = layout.xy(step.step_id)
     fill, stroke, shape, label = kind_style(step.kind)
     classes = ["step-node", f"kind-{step.kind}"]
@@ -326,9 +355,12 @@ def _node(step: Step, marks: Marks, layout: GraphLayout) -> str:
     if tag:
         ly += 12
         parts.append(f'<text class="role-label" x="{fmt(x)}" y="{fmt(ly)}" text-anchor="middle">{e(tag)}</text>')
+    size = len(turns.members.get(step.step_id, ()))
+    if size:
+        parts.append(f'<text class="fold-count" x="{fmt(x + R + 4)}" y="{fmt(y + 4)}">+{size}</text>')
     cls = " ".join(classes)
     return (f'<g class="{cls}" id="node-{step.index}" data-step-index="{step.index}" data-step-id="{e(step.step_id)}" '
-            f'data-kind="{e(step.kind)}" tabindex="0">{"".join(parts)}</g>')
+            f'data-kind="{e(step.kind)}"{turns.data_turns(step.step_id)} tabindex="0">{"".join(parts)}</g>')
 
 
 def render_legend(run: Run, *, with_marks: bool) -> str:

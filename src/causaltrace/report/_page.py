@@ -6,17 +6,25 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from causaltrace.report._assets import CSS, JS
 from causaltrace.report._diff import as_text, render_diff
 from causaltrace.report._graph import GraphLayout, render_graph, render_legend, short
 from causaltrace.report._marks import Marks, marks_of
+from causaltrace.report._minimap import render_minimap
 from causaltrace.report._style import e, kind_style
 from causaltrace.report._timeline import render_timeline
+from causaltrace.report._turns import Turns, folded_by_default, turns_of
 from causaltrace.schema import Diagnosis, RepairPair, ReplayResult, Run, Step
 
 __all__ = ["normalize_replays", "render_page"]
 
 _CONTENT_PREVIEW = 400
 _CONTENT_MAX = 20_000
+#: The decisive step's card quotes this much text; code shows up to _CODE_LINES lines before folding the rest.
+_EXCERPT = 600
+_CODE_LINES = 40
+#: Candidates shown before the rest fold away.
+_CANDIDATES_SHOWN = 5
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -197,54 +205,11 @@ def _diagnosis_html(run: Run, d: Diagnosis | None, marks: Marks) -> str:
     parts = [f'<div class="small muted">{" · ".join(head)}</div>']
     if d.failed:
         parts.append(f'<div class="note bad">the diagnosis failed: {e(d.failure_reason or "no reason given")}</div>')
-    decisive = by_id.get(marks.decisive) if marks.decisive else None
-    category = (f'<b>{e(d.category)}</b> {e(d.category_name or "")}' if d.category
-                else '<span class="muted">not categorised</span>')
-    conf = f"{d.confidence:.2f}" if d.confidence is not None else "—"
-    vb_cls = {"replay": "ok", "prediction": "warn", "heuristic": "muted-pill"}.get(d.verified_by, "muted-pill")
-    excerpt = ""
-    if decisive is not None and (decisive.content or decisive.error):
-        text = decisive.content or (decisive.error.message if decisive.error else "")
-        excerpt = f'<div class="quote">{e(short(text, 240))}</div>'
-    parts.append(
-        '<div class="facts">'
-        f'<div class="fact decisive-fact"><div class="label">decisive step</div><div class="value">'
-        f"{_step_ref(decisive) if decisive is not None else '<span class=muted>none</span>'}</div>{excerpt}</div>"
-        f'<div class="fact"><div class="label">error category</div><div class="value">{category}</div></div>'
-        f'<div class="fact"><div class="label">verified by</div><div class="value">{_pill(d.verified_by, vb_cls)}'
-        f'</div></div><div class="fact"><div class="label">confidence</div><div class="value">{conf}</div></div>'
-        "</div>"
-    )
+    parts.append(_facts_html(d, by_id.get(marks.decisive) if marks.decisive else None))
     if d.explanation:
         parts.append(f'<h3>why</h3><p class="explanation">{e(d.explanation)}</p>')
-    if d.evidence:
-        chips = []
-        for item in d.evidence:
-            step = by_id.get(item.step_id)
-            label = f"#{item.index}" + (f" {step.kind} · {step.agent or '-'}" if step is not None else "")
-            note = f'<span class="ev-note">{e(item.note)}</span>' if item.note else ""
-            chips.append(f'<a class="ev ev-{e(item.role)}" href="#step-{item.index}"><span class="ev-role">'
-                         f'{e(item.role)}</span><span class="ev-step">{e(label)}</span>{note}</a>')
-        parts.append('<h3>propagation path (evidence)</h3><div class="ev-path">'
-                     + '<span class="ev-arrow">→</span>'.join(chips) + "</div>")
-    if d.candidates:
-        top = max((c.score for c in d.candidates), default=1.0) or 1.0
-        rows = []
-        for rank, c in enumerate(d.candidates, 1):
-            step = by_id.get(c.step_id)
-            kind = step.kind if step is not None else "?"
-            pct = max(0.0, min(100.0, 100.0 * c.score / top))
-            reasons = "".join(f"<li>{e(r)}</li>" for r in c.reasons) or '<li class="muted">—</li>'
-            cls = ' class="is-decisive"' if c.step_id == marks.decisive else ""
-            rows.append(
-                f'<tr{cls}><td><span class="rank-badge">{rank}</span></td><td><a href="#step-{c.index}">#{c.index}'
-                f"</a></td><td>{e(kind)}</td><td>{e(c.agent or '-')}</td><td class=\"score\"><div class=\"bar\">"
-                f'<span style="width:{pct:.1f}%"></span></div>{c.score:.3f}</td><td><ul class="reasons">{reasons}'
-                "</ul></td></tr>"
-            )
-        parts.append('<h3>ranked candidates</h3><table class="grid candidates"><thead><tr><th>rank</th><th>step</th>'
-                     '<th>kind</th><th>agent</th><th>score</th><th>reasons</th></tr></thead><tbody>'
-                     + "".join(rows) + "</tbody></table>")
+    parts.append(_evidence_html(d, by_id))
+    parts.append(_candidates_html(d, by_id, marks))
     c = d.cost
     stages = ", ".join(f"{e(k)}: {v}" for k, v in c.calls_by_stage.items())
     money = f" · ${c.usd:.4f}" if c.usd is not None else ""
@@ -254,48 +219,165 @@ def _diagnosis_html(run: Run, d: Diagnosis | None, marks: Marks) -> str:
     return "".join(parts)
 
 
+def code_of(step: Step) -> str | None:
+    """The code a step carries (a code execution's input, a code tool call's argument), shown as code."""
+    code = step.inputs.get("code")
+    if isinstance(code, str) and code.strip():
+        return code
+    if step.kind == "tool_call" and step.arguments:
+        for key in ("code", "source", "script"):
+            value = step.arguments.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
+def _code_block(code: str, limit_lines: int = _CODE_LINES) -> str:
+    """Code as code: a ``<pre>`` keeping newlines and indentation; a long listing folds its tail."""
+    lines = code.splitlines()
+    if len(lines) <= limit_lines:
+        return f'<pre class="code">{e(code)}</pre>'
+    head = "\n".join(lines[:limit_lines])
+    return (f'<pre class="code">{e(head)}</pre><details><summary>all {len(lines)} lines</summary>'
+            f'<pre class="code">{e(code[:_CONTENT_MAX])}</pre></details>')
+
+
+def _excerpt(step: Step | None) -> str:
+    """The decisive step's card body: its code as code, else its text with its line breaks kept."""
+    if step is None:
+        return ""
+    code = code_of(step)
+    if code is not None:
+        return _code_block(code)
+    text = step.content or (step.error.message if step.error else "")
+    if not text:
+        return ""
+    clipped = text if len(text) <= _EXCERPT else text[: _EXCERPT - 1] + "…"
+    return f'<pre class="quote">{e(clipped)}</pre>'
+
+
+def _facts_html(d: Diagnosis, decisive: Step | None) -> str:
+    category = (f'<b>{e(d.category)}</b> {e(d.category_name or "")}' if d.category
+                else '<span class="muted">not categorised</span>')
+    conf = f"{d.confidence:.2f}" if d.confidence is not None else "—"
+    vb_cls = {"replay": "ok", "prediction": "warn", "heuristic": "muted-pill"}.get(d.verified_by, "muted-pill")
+    return (
+        '<div class="facts">'
+        f'<div class="fact decisive-fact"><div class="label">decisive step</div><div class="value">'
+        f"{_step_ref(decisive) if decisive is not None else '<span class=muted>none</span>'}</div>"
+        f"{_excerpt(decisive)}</div>"
+        f'<div class="fact"><div class="label">error category</div><div class="value">{category}</div></div>'
+        f'<div class="fact"><div class="label">verified by</div><div class="value">{_pill(d.verified_by, vb_cls)}'
+        f'</div></div><div class="fact"><div class="label">confidence</div><div class="value">{conf}</div></div>'
+        "</div>"
+    )
+
+
+def _evidence_html(d: Diagnosis, by_id: Mapping[str, Step]) -> str:
+    if not d.evidence:
+        return ""
+    chips = []
+    for item in d.evidence:
+        step = by_id.get(item.step_id)
+        label = f"#{item.index}" + (f" {step.kind} · {step.agent or '-'}" if step is not None else "")
+        note = f'<span class="ev-note">{e(item.note)}</span>' if item.note else ""
+        chips.append(f'<a class="ev ev-{e(item.role)}" href="#step-{item.index}"><span class="ev-role">'
+                     f'{e(item.role)}</span><span class="ev-step">{e(label)}</span>{note}</a>')
+    return ('<h3>propagation path (evidence)</h3><div class="ev-path">'
+            + '<span class="ev-arrow">→</span>'.join(chips) + "</div>")
+
+
+_CANDIDATE_COLS = ('<colgroup><col style="width:64px"><col style="width:70px"><col style="width:150px">'
+                   '<col style="width:150px"><col style="width:170px"><col></colgroup>')
+
+
+def _candidates_html(d: Diagnosis, by_id: Mapping[str, Step], marks: Marks) -> str:
+    """The ranked candidates: the first :data:`_CANDIDATES_SHOWN` in a table, the rest folded under it (same
+    columns), so a long list never pushes the graph off the first screen."""
+    if not d.candidates:
+        return ""
+    top = max((c.score for c in d.candidates), default=1.0) or 1.0
+    rows = []
+    for rank, c in enumerate(d.candidates, 1):
+        step = by_id.get(c.step_id)
+        kind = step.kind if step is not None else "?"
+        pct = max(0.0, min(100.0, 100.0 * c.score / top))
+        reasons = "".join(f"<li>{e(r)}</li>" for r in c.reasons) or '<li class="muted">—</li>'
+        cls = ' class="is-decisive"' if c.step_id == marks.decisive else ""
+        rows.append(
+            f'<tr{cls}><td><span class="rank-badge">{rank}</span></td><td><a href="#step-{c.index}">#{c.index}'
+            f"</a></td><td>{e(kind)}</td><td>{e(c.agent or '-')}</td><td class=\"score\"><div class=\"bar\">"
+            f'<span style="width:{pct:.1f}%"></span></div>{c.score:.3f}</td><td><ul class="reasons">{reasons}'
+            "</ul></td></tr>"
+        )
+    head = ('<thead><tr><th>rank</th><th>step</th><th>kind</th><th>agent</th><th>score</th><th>reasons</th></tr>'
+            "</thead>")
+    shown, rest = rows[:_CANDIDATES_SHOWN], rows[_CANDIDATES_SHOWN:]
+    out = ('<h3>ranked candidates</h3><table class="grid candidates">' + _CANDIDATE_COLS + head + "<tbody>"
+           + "".join(shown) + "</tbody></table>")
+    if rest:
+        out += (f'<details class="more-candidates"><summary>show the other {len(rest)} candidates (of '
+                f'{len(rows)})</summary><table class="grid candidates">{_CANDIDATE_COLS}<tbody>{"".join(rest)}'
+                "</tbody></table></details>")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------- step table
 
 
-def _steps_html(run: Run, marks: Marks) -> str:
+def _steps_html(run: Run, marks: Marks, turns: Turns) -> str:
     by_id = {s.step_id: s for s in run.steps}
-    rows = []
     t0 = min((s.started_at for s in run.steps if s.started_at is not None), default=None)
-    for s in run.steps:
-        fill, stroke, _, _ = kind_style(s.kind)
-        deps = ", ".join(f"{e(d.kind)} ← <a href=\"#step-{by_id[d.step_id].index}\">#{by_id[d.step_id].index}</a>"
-                         for d in s.depends_on)
-        flags = []
-        cls = []
-        if s.step_id == marks.decisive:
-            flags.append('<span class="flag hl">decisive</span>')
-            cls.append("is-decisive")
-        for role in marks.roles.get(s.step_id, []):
-            if not (role == "introduced" and s.step_id == marks.decisive):
-                flags.append(f'<span class="flag hl-soft">{e(role)}</span>')
-            cls.append("is-evidence")
-        if s.step_id in marks.ranks:
-            flags.append(f'<span class="flag cand">candidate {marks.ranks[s.step_id]}</span>')
-        at = "—"
-        if s.started_at is not None and t0 is not None:
-            at = f"+{(s.started_at - t0).total_seconds() * 1000:.1f} ms"
-        text = s.content
-        body = _clip(text) if text else ""
-        if s.error is not None:
-            body += f'<div class="err small">{e(s.error.type)}: {e(short(s.error.message, 400))}</div>'
-        if s.truncated:
-            body += '<div class="small muted">(payload truncated at capture)</div>'
-        status = _pill(s.status, {"ok": "ok", "error": "bad"}.get(s.status, "muted-pill"))
-        rows.append(
-            f'<tr id="step-{s.index}" class="{" ".join(cls)}"><td class="num">{s.index}</td>'
-            f'<td><span class="kind-chip" style="background:{fill};border-color:{stroke}">{e(s.kind)}</span>'
-            f'{"".join(flags)}</td><td>{e(s.agent or "-")}</td><td>{status}</td><td>{e(s.tool_name or "")}</td>'
-            f'<td class="small">{deps}</td><td class="small nowrap">{at}<br>{_duration(s.started_at, s.ended_at)}</td>'
-            f"<td>{body}</td></tr>"
-        )
+    marked = set(marks.roles) | ({marks.decisive} if marks.decisive else set())
+    folded = folded_by_default(run, turns, marked)
+    rows = [_step_row(s, by_id, marks, turns, t0, s.step_id in folded) for s in run.steps]
     return ('<table class="grid steps"><thead><tr><th>#</th><th>kind</th><th>agent</th><th>status</th><th>tool</th>'
             '<th>depends on</th><th>start / took</th><th>content</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>")
+
+
+def _step_row(s: Step, by_id: Mapping[str, Step], marks: Marks, turns: Turns, t0: datetime | None,
+              fold: bool) -> str:
+    """One row of the step table; an agent turn that holds steps gets its fold button."""
+    fill, stroke, _, _ = kind_style(s.kind)
+    deps = ", ".join(f"{e(d.kind)} ← <a href=\"#step-{by_id[d.step_id].index}\">#{by_id[d.step_id].index}</a>"
+                     for d in s.depends_on)
+    flags = []
+    cls = []
+    if s.step_id == marks.decisive:
+        flags.append('<span class="flag hl">decisive</span>')
+        cls.append("is-decisive")
+    for role in marks.roles.get(s.step_id, []):
+        if not (role == "introduced" and s.step_id == marks.decisive):
+            flags.append(f'<span class="flag hl-soft">{e(role)}</span>')
+        cls.append("is-evidence")
+    if s.step_id in marks.ranks:
+        flags.append(f'<span class="flag cand">candidate {marks.ranks[s.step_id]}</span>')
+    at = "—"
+    if s.started_at is not None and t0 is not None:
+        at = f"+{(s.started_at - t0).total_seconds() * 1000:.1f} ms"
+    code = code_of(s)
+    body = _clip(s.content) if s.content and s.content != code else ""
+    if code is not None:
+        body += _code_block(code)
+    if s.error is not None:
+        body += f'<div class="err small">{e(s.error.type)}: {e(short(s.error.message, 400))}</div>'
+    if s.truncated:
+        body += '<div class="small muted">(payload truncated at capture)</div>'
+    size = len(turns.members.get(s.step_id, ()))
+    if size:
+        default = " data-default-fold" if fold else ""
+        body += (f'<div><button class="fold" type="button" data-fold="{s.index}" data-size="{size}"{default} '
+                 f'aria-expanded="true">fold the {size} steps of this turn</button></div>')
+    status = _pill(s.status, {"ok": "ok", "error": "bad"}.get(s.status, "muted-pill"))
+    return (
+        f'<tr id="step-{s.index}" class="{" ".join(cls)}" data-step-index="{s.index}"{turns.data_turns(s.step_id)}>'
+        f'<td class="num">{s.index}</td>'
+        f'<td><span class="kind-chip" style="background:{fill};border-color:{stroke}">{e(s.kind)}</span>'
+        f'{"".join(flags)}</td><td>{e(s.agent or "-")}</td><td>{status}</td><td>{e(s.tool_name or "")}</td>'
+        f'<td class="small">{deps}</td><td class="small nowrap">{at}<br>{_duration(s.started_at, s.ended_at)}</td>'
+        f"<td>{body}</td></tr>"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- page
@@ -332,6 +414,31 @@ def _header(run: Run, d: Diagnosis | None) -> str:
             f'</div><dl class="meta">{dl}</dl><div class="blocks">{"".join(blocks)}</div></header>')
 
 
+def _graph_section(run: Run, marks: Marks, with_marks: bool) -> str:
+    """The step graph with its tools (zoom, the decisive step), its minimap, and its legend."""
+    layout = GraphLayout.of(run)
+    turns = turns_of(run)
+    labels, svg = render_graph(run, marks, layout, turns)
+    n_edges = sum(len(s.depends_on) for s in run.steps)
+    graph_note = (f"{len(run.steps)} steps in {len(layout.lanes)} lane(s), {n_edges} dependencies. Hover a node "
+                  "to follow its edges, click it to jump to its row.")
+    decisive = next((s for s in run.steps if s.step_id == marks.decisive), None)
+    tools = ['<div class="graph-tools"><button type="button" data-zoom="out" title="zoom out">−</button>'
+             '<span class="zoom-level">100%</span><button type="button" data-zoom="in" title="zoom in">+</button>'
+             '<button type="button" data-zoom="fit" title="the whole run in the window">fit</button>'
+             '<button type="button" data-zoom="1">100%</button>']
+    if decisive is not None:
+        tools.append(f'<button type="button" class="to-decisive">go to the decisive step #{decisive.index}</button>')
+    if turns.members:
+        tools.append(f'<span class="small muted">{len(turns.members)} agent turn(s): the − on a turn folds its '
+                     "steps</span>")
+    tools.append("</div>")
+    return (f'<section id="graph"><h2>Step graph</h2><p class="small muted">{e(graph_note)} '
+            '<span id="js-step-count"></span></p>' + "".join(tools) + render_minimap(run, marks, layout)
+            + f'<div class="graph-wrap">{labels}<div class="graph-scroll">{svg}</div></div>'
+            f"{render_legend(run, with_marks=with_marks)}</section>")
+
+
 def render_page(run: Run, diagnosis: Diagnosis | None, replays: Iterable[Any], pairs: Iterable[RepairPair],
                 *, version: str) -> str:
     """The whole HTML document."""
@@ -342,25 +449,17 @@ def render_page(run: Run, diagnosis: Diagnosis | None, replays: Iterable[Any], p
         if isinstance(artifact, list):
             tried = normalize_replays(artifact)
     pair_list = list(pairs)
-    layout = GraphLayout.of(run)
-    labels, svg = render_graph(run, marks, layout)
-    n_edges = sum(len(s.depends_on) for s in run.steps)
-    graph_note = (f"{len(run.steps)} steps in {len(layout.lanes)} lane(s), {n_edges} dependencies. Hover a node "
-                  "to follow its edges, click it to jump to its row.")
     nav = ('<nav><a href="#diagnosis">diagnosis</a><a href="#graph">step graph</a><a href="#timeline">timeline</a>'
            '<a href="#repair">replays &amp; repair</a><a href="#steps">steps</a></nav>')
     body = [
         _header(run, diagnosis),
         nav,
         f'<section id="diagnosis"><h2>Diagnosis</h2>{_diagnosis_html(run, diagnosis, marks)}</section>',
-        f'<section id="graph"><h2>Step graph</h2><p class="small muted">{e(graph_note)} '
-        '<span id="js-step-count"></span></p>'
-        f'<div class="graph-wrap">{labels}<div class="graph-scroll">{svg}</div></div>'
-        f"{render_legend(run, with_marks=diagnosis is not None)}</section>",
+        _graph_section(run, marks, diagnosis is not None),
         f'<section id="timeline"><h2>Timeline</h2><div class="tl-scroll">{render_timeline(run, marks)}</div></section>',
         f'<section id="repair"><h2>Replays tried</h2>{_replays_html(run, tried)}'
         f"<h2>Repair</h2>{_repair_html(run, pair_list, tried)}</section>",
-        f'<section id="steps"><h2>All steps</h2>{_steps_html(run, marks)}</section>',
+        f'<section id="steps"><h2>All steps</h2>{_steps_html(run, marks, turns_of(run))}</section>',
         f'<footer>causaltrace {e(version)} · run <span class="mono">{e(run.run_id)}</span> · '
         "this file is self-contained and works offline</footer>",
     ]
@@ -374,176 +473,3 @@ def render_page(run: Run, diagnosis: Diagnosis | None, replays: Iterable[Any], p
 
 def title_of(run: Run) -> str:
     return run.name or run.task or run.run_id
-
-
-CSS = """
-:root{--hl:#f76707;--bad:#dc2626;--ok:#15803d;--ink:#0f172a;--mut:#64748b;--line:#e2e8f0;--bg:#f1f5f9;
---card:#fff;--cand:#1e3a8a}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--ink);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,
-"Helvetica Neue",Arial,sans-serif}
-main{max-width:1560px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:22px;margin:0 12px 0 0}
-h2{font-size:17px;margin:0 0 10px;letter-spacing:.01em}
-h3{font-size:13px;text-transform:uppercase;letter-spacing:.06em;color:var(--mut);margin:18px 0 6px}
-a{color:#1d4ed8;text-decoration:none}a:hover{text-decoration:underline}
-code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-.small{font-size:12px}.muted{color:var(--mut)}.nowrap{white-space:nowrap}.err{color:var(--bad)}
-header,section{background:var(--card);border:1px solid var(--line);border-radius:12px;padding:16px 20px;
-margin-bottom:16px;box-shadow:0 1px 2px rgba(15,23,42,.04)}
-.title-row{display:flex;align-items:center;gap:8px;flex-wrap:wrap}
-.meta{display:flex;flex-wrap:wrap;gap:6px 28px;margin:12px 0}
-.meta div{min-width:0}.meta dt{font-size:11px;color:var(--mut);text-transform:uppercase;letter-spacing:.05em}
-.meta dd{margin:0}
-.blocks{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:10px}
-.block{background:#f8fafc;border:1px solid var(--line);border-radius:8px;padding:8px 12px}
-.label{font-size:11px;color:var(--mut);text-transform:uppercase;letter-spacing:.05em;margin-bottom:2px}
-.content{white-space:pre-wrap;word-break:break-word;margin:0}
-pre.content{max-height:360px;overflow:auto;background:#f8fafc;padding:8px;border-radius:6px}
-.pill{display:inline-block;padding:1px 10px;border-radius:999px;font-size:12px;font-weight:600;
-border:1px solid transparent}
-.pill.ok{background:#dcfce7;color:#166534;border-color:#86efac}.pill.bad{background:#fee2e2;color:#991b1b;
-border-color:#fca5a5}.pill.warn{background:#fef3c7;color:#92400e;border-color:#fcd34d}
-.pill.muted-pill{background:#f1f5f9;color:#475569;border-color:#cbd5e1}
-nav{display:flex;gap:6px;margin:-4px 0 14px;position:sticky;top:0;z-index:5;background:var(--bg);padding:6px 0}
-nav a{background:var(--card);border:1px solid var(--line);border-radius:999px;padding:3px 12px;font-size:13px}
-.note{background:#fff7ed;border:1px solid #fdba74;border-radius:8px;padding:10px 14px}
-.note.bad{background:#fef2f2;border-color:#fca5a5}
-.facts{display:grid;grid-template-columns:2fr 1.3fr 1fr 1fr;gap:10px;margin-top:10px}
-.fact{border:1px solid var(--line);border-radius:8px;padding:8px 12px}
-.fact .value{font-size:15px}
-.decisive-fact{border:2px solid var(--hl);background:#fff7ed}
-.quote{margin-top:4px;font-size:12.5px;color:#334155;border-left:3px solid var(--hl);padding-left:8px;
-white-space:pre-wrap;word-break:break-word}
-.kind{color:#475569;font-weight:600}.agent{font-weight:600}
-.stepref{font-weight:700}
-.explanation{margin:0;max-width:110ch}
-.ev-path{display:flex;flex-wrap:wrap;align-items:stretch;gap:6px}
-.ev{display:flex;flex-direction:column;border:2px solid var(--hl);border-radius:8px;padding:4px 10px;
-background:#fff7ed;color:var(--ink);max-width:320px}
-.ev:hover{text-decoration:none;background:#ffedd5}
-.ev-role{font-size:11px;font-weight:700;text-transform:uppercase;color:var(--hl);letter-spacing:.05em}
-.ev-step{font-weight:600}.ev-note{font-size:12px;color:var(--mut)}
-.ev-arrow{align-self:center;color:var(--hl);font-weight:700;font-size:18px}
-.grid{border-collapse:collapse;width:100%}
-.grid th{text-align:left;font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--mut);
-border-bottom:1px solid var(--line);padding:6px 8px;background:#f8fafc;position:sticky;top:38px}
-.grid td{border-bottom:1px solid var(--line);padding:6px 8px;vertical-align:top}
-.grid tr.is-decisive td{background:#fff7ed}.grid tr.is-evidence td{background:#fffbf5}
-.grid tr.flip td{background:#f0fdf4}
-.grid tr.flash td{background:#fde68a;transition:background .3s}
-.num{font-weight:700;text-align:right}
-.rank-badge{display:inline-block;min-width:22px;text-align:center;background:var(--cand);color:#fff;
-border-radius:999px;font-weight:700;font-size:12px;padding:1px 6px}
-.score{width:170px;white-space:nowrap}.bar{display:inline-block;width:90px;height:8px;background:#e2e8f0;
-border-radius:4px;margin-right:8px;vertical-align:middle;overflow:hidden}
-.bar span{display:block;height:100%;background:var(--cand)}
-.reasons{margin:0;padding-left:16px}
-.cost{margin-top:10px}
-.kind-chip{display:inline-block;border:1px solid;border-radius:6px;padding:0 6px;font-size:12px;margin-right:4px}
-.flag{display:inline-block;font-size:11px;border-radius:4px;padding:0 5px;margin:1px 3px 1px 0;font-weight:600}
-.flag.hl{background:var(--hl);color:#fff}.flag.hl-soft{background:#ffedd5;color:#9a3412}
-.flag.cand{background:#dbeafe;color:var(--cand)}
-.steps td:last-child{max-width:720px}
-.graph-wrap{display:flex;border:1px solid var(--line);border-radius:8px;overflow:hidden;background:#fff}
-.lane-labels{flex:0 0 168px;border-right:1px solid var(--line);background:#fff;z-index:1}
-.lane-label{display:flex;flex-direction:column;justify-content:center;padding:0 10px;border-left:5px solid;
-border-bottom:1px solid var(--line)}
-.lane-label:last-child{border-bottom:0}
-.lane-name{font-weight:700;font-size:14px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.lane-meta{font-size:12px;color:var(--mut)}
-.lane-flag{align-self:flex-start;margin-top:3px;font-size:10.5px;font-weight:700;color:#fff;background:var(--hl);
-border-radius:4px;padding:0 5px;text-transform:uppercase;letter-spacing:.04em}
-.graph-scroll{overflow-x:auto;flex:1 1 auto}
-svg.graph{display:block}
-svg.graph text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
-svg.graph .idx{font-size:11px;font-weight:700;fill:#0f172a}
-svg.graph .badge{font-size:10px;font-weight:700;fill:#fff}
-svg.graph .kind-label{font-size:10px;fill:#334155;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg.graph .sub-label{font-size:9.5px;font-style:italic;fill:#64748b;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg.graph .role-label{font-size:10px;font-weight:700;fill:var(--hl);paint-order:stroke;stroke:#fff;
-stroke-width:3px;text-transform:uppercase;letter-spacing:.03em}
-svg.graph .stub-label{font-size:9.5px;fill:#475569;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg.graph .step-node{cursor:pointer}
-svg.graph .step-node:hover .shape,svg.graph .step-node:focus .shape{filter:brightness(.93)}
-svg.graph .step-node:focus{outline:none}
-svg.graph .dep-edge{transition:opacity .15s}
-svg.graph.focus .dep-edge:not(.hot),svg.graph.focus .path-link{opacity:.08}
-svg.graph.focus .dep-edge.hot{stroke-width:3;opacity:1}
-svg.graph.focus .step-node:not(.hot):not(.near){opacity:.45}
-.legend{margin-top:10px;display:flex;flex-direction:column;gap:4px}
-.legend-row{display:flex;flex-wrap:wrap;align-items:center;gap:2px 14px;font-size:12.5px}
-.legend-row b{min-width:96px;font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--mut)}
-.lg{display:inline-flex;align-items:center;gap:4px}
-.lg svg{display:block}
-.lg .badge{font-size:10px;font-weight:700;fill:#fff}
-.tl-scroll{overflow-x:auto;border:1px solid var(--line);border-radius:8px}
-svg.timeline{display:block}
-svg.timeline text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
-svg.timeline .tick{font-size:10.5px;fill:#64748b}
-svg.timeline .axis-name{font-size:11px;fill:#64748b;font-style:italic}
-svg.timeline .tl-lane{font-size:13px;font-weight:700;fill:#0f172a}
-svg.timeline .bar-label{font-size:10px;fill:#0f172a;pointer-events:none}
-svg.timeline .tl-bar{cursor:pointer}
-svg.timeline .tl-bar:hover rect{filter:brightness(.9)}
-.diff{border-collapse:collapse;width:100%;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
-font-size:12.5px;margin:8px 0;border:1px solid var(--line);table-layout:fixed}
-.diff th{background:#f8fafc;text-align:left;font-family:system-ui,sans-serif;font-size:11px;
-text-transform:uppercase;letter-spacing:.05em;color:var(--mut);padding:4px 8px}
-.diff th:nth-child(odd),.diff td.ln{width:38px}
-.diff td{padding:1px 8px;white-space:pre-wrap;word-break:break-word;vertical-align:top}
-.diff td.ln{color:#94a3b8;text-align:right;user-select:none;border-right:1px solid var(--line)}
-.diff tr.chg td.old,.diff tr.del td.old{background:#fef2f2}.diff tr.chg td.new,.diff tr.add td.new{background:#f0fdf4}
-.diff del{background:#fecaca;color:#7f1d1d;text-decoration:line-through;border-radius:2px}
-.diff ins{background:#bbf7d0;color:#14532d;text-decoration:none;border-radius:2px}
-.diff tr.skip td{color:#94a3b8;text-align:center;background:#f8fafc}
-.diff tfoot td{font-family:system-ui,sans-serif;font-size:11px;color:var(--mut);padding:3px 8px}
-.repair{border:1px solid var(--line);border-left:4px solid var(--ok);border-radius:8px;padding:10px 14px;
-margin-bottom:10px}
-.repair-head{font-weight:600}
-details summary{cursor:pointer;color:#1d4ed8;font-size:12px}
-#repair h2:not(:first-child){margin-top:22px}
-footer{color:var(--mut);font-size:12px;text-align:center;margin-top:8px}
-@media (max-width:900px){.facts{grid-template-columns:1fr 1fr}}
-"""
-
-JS = """
-(function () {
-  var svg = document.querySelector('svg.graph');
-  var nodes = svg ? svg.querySelectorAll('.step-node') : [];
-  document.body.setAttribute('data-rendered-steps', String(nodes.length));
-  var count = document.getElementById('js-step-count');
-  if (count) { count.textContent = '(' + nodes.length + ' step nodes drawn)'; }
-  function jump(i) {
-    var row = document.getElementById('step-' + i);
-    if (!row) { return; }
-    row.scrollIntoView({behavior: 'smooth', block: 'center'});
-    row.classList.add('flash');
-    setTimeout(function () { row.classList.remove('flash'); }, 1600);
-  }
-  function mark(i, on) {
-    svg.classList.toggle('focus', on);
-    var edges = svg.querySelectorAll('.dep-edge[data-from="' + i + '"], .dep-edge[data-to="' + i + '"]');
-    Array.prototype.forEach.call(edges, function (p) {
-      p.classList.toggle('hot', on);
-      var other = p.getAttribute('data-from') === i ? p.getAttribute('data-to') : p.getAttribute('data-from');
-      var n = document.getElementById('node-' + other);
-      if (n) { n.classList.toggle('near', on); }
-    });
-    var self = document.getElementById('node-' + i);
-    if (self) { self.classList.toggle('hot', on); }
-  }
-  Array.prototype.forEach.call(nodes, function (n) {
-    var i = n.getAttribute('data-step-index');
-    n.addEventListener('mouseenter', function () { mark(i, true); });
-    n.addEventListener('mouseleave', function () { mark(i, false); });
-    n.addEventListener('focus', function () { mark(i, true); });
-    n.addEventListener('blur', function () { mark(i, false); });
-    n.addEventListener('click', function () { jump(i); });
-    n.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') { jump(i); } });
-  });
-  Array.prototype.forEach.call(document.querySelectorAll('.tl-bar'), function (b) {
-    b.addEventListener('click', function () { jump(b.getAttribute('data-step-index')); });
-  });
-})();
-"""

@@ -7,12 +7,13 @@ is placed right after the previous timed step and drawn hollow and dashed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from causaltrace.report._graph import lane_label, lane_order, short
 from causaltrace.report._marks import Marks
 from causaltrace.report._style import ERROR_RED, HIGHLIGHT, LANE_COLOURS, e, fmt, kind_style
-from causaltrace.schema import Run
+from causaltrace.schema import Run, Step
 
 __all__ = ["render_timeline"]
 
@@ -90,13 +91,34 @@ def render_timeline(run: Run, marks: Marks) -> str:
     mode, spans, lo, hi = _intervals(run)
     lanes = lane_order(run)
     width = max(1420.0, min(LABEL_W + 16.0 * len(run.steps) + 60, 4800.0))
-    chart_w = width - LABEL_W - 56
-    scale = chart_w / (hi - lo or 1.0)
+    scale = (width - LABEL_W - 56) / (hi - lo or 1.0)
 
     def px(v: float) -> float:
         return LABEL_W + (v - lo) * scale
 
-    # pack each lane's bars into rows
+    rows_of, lane_rows = _pack(run, lanes, spans, px)
+    lane_h = [LANE_PAD * 2 + n * BAR_H + (n - 1) * ROW_GAP for n in lane_rows]
+    height = AXIS_H + sum(lane_h) + 6
+    out = [f'<svg class="timeline" width="{fmt(width)}" height="{fmt(height)}" viewBox="0 0 {fmt(width)} '
+           f'{fmt(height)}" role="img" aria-label="timeline">', _axis(mode, lo, hi, px, height)]
+    lane_top: dict[str, float] = {}
+    y = AXIS_H
+    for i, agent in enumerate(lanes):
+        out.append(_lane_band(i, agent, y, width, lane_h[i]))
+        lane_top[agent] = y
+        y += lane_h[i]
+    for step in run.steps:
+        a, b, estimated = spans[step.step_id]
+        by = lane_top[step.agent] + LANE_PAD + rows_of[step.step_id] * (BAR_H + ROW_GAP)
+        out.append(_bar(step, marks, mode, px(a), px(b), by, estimated))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _pack(run: Run, lanes: list[str], spans: dict[str, tuple[float, float, bool]],
+          px: Callable[[float], float]) -> tuple[dict[str, int], list[int]]:
+    """Each lane's bars packed into sub-rows (first row free at the bar's start, at most MAX_ROWS): the row of each
+    step and the number of rows of each lane."""
     rows_of: dict[str, int] = {}
     lane_rows: list[int] = []
     for agent in lanes:
@@ -113,11 +135,11 @@ def render_timeline(run: Run, marks: Marks) -> str:
             ends[row] = max(ends[row], b_px)
             rows_of[step.step_id] = row
         lane_rows.append(max(len(ends), 1))
-    lane_h = [LANE_PAD * 2 + n * BAR_H + (n - 1) * ROW_GAP for n in lane_rows]
-    height = AXIS_H + sum(lane_h) + 6
-    out = [f'<svg class="timeline" width="{fmt(width)}" height="{fmt(height)}" viewBox="0 0 {fmt(width)} '
-           f'{fmt(height)}" role="img" aria-label="timeline">']
-    # axis
+    return rows_of, lane_rows
+
+
+def _axis(mode: str, lo: float, hi: float, px: Callable[[float], float], height: float) -> str:
+    out: list[str] = []
     for value, text in _ticks(hi - lo, mode):
         x = px(value)
         anchor = "start" if value == 0 else "middle"
@@ -125,48 +147,44 @@ def render_timeline(run: Run, marks: Marks) -> str:
                    f'<text class="tick" x="{fmt(x)}" y="{fmt(AXIS_H - 10)}" text-anchor="{anchor}">{e(text)}</text>')
     axis_name = "time →" if mode == "time" else "step index → (no times)"
     out.append(f'<text class="axis-name" x="8" y="{fmt(AXIS_H - 10)}">{e(axis_name)}</text>')
-    y = AXIS_H
-    lane_top: dict[str, float] = {}
-    for i, agent in enumerate(lanes):
-        colour = LANE_COLOURS[i % len(LANE_COLOURS)]
-        fill = "#f8fafc" if i % 2 == 0 else "#ffffff"
-        out.append(f'<rect x="0" y="{fmt(y)}" width="{fmt(width)}" height="{fmt(lane_h[i])}" fill="{fill}" '
-                   'fill-opacity=".85"/>')
-        out.append(f'<rect x="0" y="{fmt(y)}" width="4" height="{fmt(lane_h[i])}" fill="{colour}"/>')
-        out.append(f'<text class="tl-lane" x="12" y="{fmt(y + lane_h[i] / 2 + 4)}">'
-                   f"{e(short(lane_label(agent), 20))}</text>")
-        lane_top[agent] = y
-        y += lane_h[i]
-    for step in run.steps:
-        a, b, estimated = spans[step.step_id]
-        x0 = px(a)
-        w = _bar_w(x0, px(b), estimated)
-        by = lane_top[step.agent] + LANE_PAD + rows_of[step.step_id] * (BAR_H + ROW_GAP)
-        fill, stroke, _, label = kind_style(step.kind)
-        edge, sw = stroke, 1.0
-        if step.status == "error":
-            edge, sw = ERROR_RED, 2.2
-        if step.step_id == marks.decisive or step.step_id in marks.roles:
-            edge, sw = HIGHLIGHT, 2.6
-        extra = ' stroke-dasharray="3 2" fill-opacity=".4"' if estimated else ""
-        if step.kind == "agent_turn":
-            extra += ' fill-opacity=".6"'
-        dur = ""
-        if step.started_at is not None and step.ended_at is not None:
-            dur = f" · {(step.ended_at - step.started_at).total_seconds() * 1000:.2f} ms"
-        elif mode == "time":
-            dur = " · no times recorded: placed after the previous step"
-        title = f"#{step.index} {step.kind} · {step.agent or '-'}{dur}\n{short(step.content, 200)}"
-        out.append(f'<g class="tl-bar" data-step-index="{step.index}"><title>{e(title)}</title>'
-                   f'<rect x="{fmt(x0)}" y="{fmt(by)}" width="{fmt(w)}" height="{fmt(BAR_H)}" rx="3" fill="{fill}" '
-                   f'stroke="{edge}" stroke-width="{fmt(sw)}"{extra}/>')
-        text = ""
-        if w >= 34 + 5.6 * len(label):
-            text = f"#{step.index} {label}"
-        elif w >= 12 + 6.2 * len(str(step.index)):
-            text = f"#{step.index}"
-        if text:
-            out.append(f'<text class="bar-label" x="{fmt(x0 + 4)}" y="{fmt(by + BAR_H - 3.2)}">{e(text)}</text>')
-        out.append("</g>")
-    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _lane_band(i: int, agent: str, y: float, width: float, height: float) -> str:
+    colour = LANE_COLOURS[i % len(LANE_COLOURS)]
+    fill = "#f8fafc" if i % 2 == 0 else "#ffffff"
+    return (f'<rect x="0" y="{fmt(y)}" width="{fmt(width)}" height="{fmt(height)}" fill="{fill}" '
+            f'fill-opacity=".85"/><rect x="0" y="{fmt(y)}" width="4" height="{fmt(height)}" fill="{colour}"/>'
+            f'<text class="tl-lane" x="12" y="{fmt(y + height / 2 + 4)}">{e(short(lane_label(agent), 20))}</text>')
+
+
+def _bar(step: Step, marks: Marks, mode: str, x0: float, x1: float, by: float, estimated: bool) -> str:
+    """One step's bar with its tooltip and, when it fits, its index and kind."""
+    w = _bar_w(x0, x1, estimated)
+    fill, stroke, _, label = kind_style(step.kind)
+    edge, sw = stroke, 1.0
+    if step.status == "error":
+        edge, sw = ERROR_RED, 2.2
+    if step.step_id == marks.decisive or step.step_id in marks.roles:
+        edge, sw = HIGHLIGHT, 2.6
+    extra = ' stroke-dasharray="3 2" fill-opacity=".4"' if estimated else ""
+    if step.kind == "agent_turn":
+        extra += ' fill-opacity=".6"'
+    dur = ""
+    if step.started_at is not None and step.ended_at is not None:
+        dur = f" · {(step.ended_at - step.started_at).total_seconds() * 1000:.2f} ms"
+    elif mode == "time":
+        dur = " · no times recorded: placed after the previous step"
+    title = f"#{step.index} {step.kind} · {step.agent or '-'}{dur}\n{short(step.content, 200)}"
+    out = [f'<g class="tl-bar" data-step-index="{step.index}"><title>{e(title)}</title>'
+           f'<rect x="{fmt(x0)}" y="{fmt(by)}" width="{fmt(w)}" height="{fmt(BAR_H)}" rx="3" fill="{fill}" '
+           f'stroke="{edge}" stroke-width="{fmt(sw)}"{extra}/>']
+    text = ""
+    if w >= 34 + 5.6 * len(label):
+        text = f"#{step.index} {label}"
+    elif w >= 12 + 6.2 * len(str(step.index)):
+        text = f"#{step.index}"
+    if text:
+        out.append(f'<text class="bar-label" x="{fmt(x0 + 4)}" y="{fmt(by + BAR_H - 3.2)}">{e(text)}</text>')
+    out.append("</g>")
     return "\n".join(out)
