@@ -59,7 +59,7 @@ ANYTHING = frozenset({"cli", "_cli_replay", "watch", "__init__"})
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 80
 #: what a later issue rewrites anyway (issue 18 item 10); an entry ending in "/" is a whole package
-SIZE_ALLOW_LIST = ("collector/otlp.py", "report/", "collector/store.py", "cli.py")
+SIZE_ALLOW_LIST = ("collector/otlp.py", "collector/store.py", "cli.py")
 
 
 # ------------------------------------------------------------------------------------------------ the walk
@@ -318,8 +318,6 @@ def test_the_walk_sees_the_whole_package():
     assert any(e.lazy for e in edges) and any(not e.lazy for e in edges)
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18: autogen _executor imports replay.sandbox (it can use "
-                   "protocols.default_sandbox), report imports the root for __version__")
 def test_every_import_follows_the_import_table():
     fail_with("imports break ARCHITECTURE's 'who may import whom'", layer_violations(*project()))
 
@@ -376,7 +374,7 @@ def test_the_checks_find_planted_violations(tmp_path):
         "instrumentation/_hidden.py": "X = 1\n",
         "instrumentation/hooks.py": "from causaltrace.instrumentation._hidden import X\nfrom . import _hidden\n",
         "collector/__init__.py": "from causaltrace.collector.store import Store\n",
-        "collector/store.py": "from causaltrace.schema import *\nclass Store: ...\n",
+        "collector/store.py": f"from causaltrace.schema import *\nclass Store: ...\ndef big():\n{long_body}",  # allowed
         "replay/__init__.py": "from .executor import run\n",
         "replay/executor.py": "from causaltrace.instrumentation._hidden import X\nfrom causaltrace import replay\n"
                               "def run(): ...\n",
@@ -385,7 +383,6 @@ def test_the_checks_find_planted_violations(tmp_path):
         "attribution/stages/a.py": "from causaltrace.attribution.methods.m import _p, ok\n",
         "attribution/methods/__init__.py": "",
         "attribution/methods/m.py": f"_p = ok = 1\ndef big():\n{long_body}",
-        "report/__init__.py": f"def big():\n{long_body}",  # allow-listed
     })
     modules = load_modules(tmp_path)
     edges = import_edges(modules)
