@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from causaltrace.cli import main
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.store import Store
 from causaltrace.report import render_html, write_report
-from causaltrace.report._diff import render_diff
+from causaltrace.report._diff import render_diff, render_pair_diff
 from causaltrace.report._graph import GraphLayout
 from causaltrace.schema import (
     Candidate,
@@ -509,3 +510,71 @@ def test_folds_and_zoom_work_in_the_browser(tmp_path, browser):
     browser.evaluate("document.querySelector('[data-zoom=\"1\"]').click()")
     assert browser.evaluate("document.querySelector('svg.graph').getBoundingClientRect().width") == pytest.approx(
         GraphLayout.of(run).width, abs=1)
+
+
+# ---------------------------------------------------------------------------------------- the pair's tool calls
+
+
+def turn(content: str, *calls: tuple[str, str, object]) -> dict:
+    """An assistant turn as repair pairs carry it: tool calls with id, type and function {name, arguments}."""
+    out: dict = {"role": "assistant", "content": content}
+    if calls:
+        out["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                             for cid, name, args in calls]
+    return out
+
+
+def test_a_corrected_handoff_shows_its_renamed_transfer_call():
+    text = "\n".join(f"line {i} of the agent's reasoning" for i in range(20))
+    rejected = turn(text, ("call_7", "transfer_to_sales", {}))
+    chosen = turn(text, ("call_7", "transfer_to_refunds", {}))
+    table = render_pair_diff(rejected, chosen)
+    assert ("<li>tool call 1: <code><del>transfer_to_sales</del></code> → <code><ins>transfer_to_refunds</ins>"
+            "</code> (same arguments)</li><li>text unchanged</li>") in table
+    # the line diff marks the name on the call's header line, next to 20 unchanged lines folded around it
+    row = re.search(r'<tr class="chg">.*?</tr>', table).group(0)
+    assert '<td class="old">▸ tool call 1: <del>transfer_to_sales</del> · id call_7</td>' in row
+    assert '<td class="new">▸ tool call 1: <ins>transfer_to_refunds</ins> · id call_7</td>' in row
+    assert "−1 / +1 line(s)" in table and "unchanged lines ⋯" in table
+
+
+def test_corrected_arguments_are_listed_key_by_key_from_either_form():
+    for args_of in (lambda a: a, json.dumps):  # arguments as an object (TRL) or a JSON string (OpenAI)
+        rejected = turn("", ("c1", "lookup", args_of({"item": "tea"})), ("c2", "multiply", args_of({"a": 3, "b": 12.05})))
+        chosen = turn("", ("c1", "lookup", args_of({"item": "tea"})), ("c2", "multiply", args_of({"a": 3, "b": 12.5})))
+        table = render_pair_diff(rejected, chosen)
+        assert "<li>tool call 1 <code>lookup</code>: unchanged</li>" in table
+        assert ("<li>tool call 2 <code>multiply</code>: <code>b</code> <code><del>12.05</del></code> → "
+                "<code><ins>12.5</ins></code></li>") in table
+        # the decoded arguments are one line per key: the changed line is exactly the "b" line
+        (row,) = re.findall(r'<tr class="chg">.*?</tr>', table)
+        assert "&quot;b&quot;: 12." in row and "&quot;a&quot;" not in row
+
+
+def test_an_unchanged_tool_call_stays_in_view_when_only_the_text_changed():
+    text = "\n".join(f"step {i}" for i in range(30))
+    rejected = turn(text.replace("step 2\n", "step 2 is 21\n"), ("c1", "submit", {"answer": 21}))
+    chosen = turn(text.replace("step 2\n", "step 2 is 20\n"), ("c1", "submit", {"answer": 21}))
+    table = render_pair_diff(rejected, chosen)
+    assert "<li>tool call 1 <code>submit</code>: unchanged</li><li>text changed (below)</li>" in table
+    # 27 unchanged lines sit between the change and the call, yet the call's header line is shown, not folded
+    assert re.search(r'<tr class="same call">.*?▸ tool call 1: submit · id c1', table)
+    assert "unchanged lines ⋯" in table
+    # and a call added or removed is named
+    assert "tool call added: <code><ins>submit</ins></code>" in render_pair_diff(turn("x"), turn("x", ("c", "submit", {})))
+    assert "tool call 1 removed: <code><del>submit</del></code>" in render_pair_diff(turn("x", ("c", "submit", {})),
+                                                                                    turn("x"))
+
+
+def test_the_report_shows_a_handoff_pair_with_its_tool_call_change():
+    run = sample_run()
+    pair = sample_pair(run).model_copy(update={
+        "step_kind": "handoff", "rejected": turn("", ("call_1", "transfer_to_sales", "{}")),
+        "chosen": turn("", ("call_1", "transfer_to_refunds", "{}"))})
+    html = render_html(run, diagnosis=sample_diagnosis(run), pairs=[pair])
+    assert "<code><del>transfer_to_sales</del></code> → <code><ins>transfer_to_refunds</ins></code>" in html
+    assert_offline(html)
+    # hostile names stay text
+    bad = pair.model_copy(update={"chosen": turn("", ("call_1", PAYLOAD, "{}"))})
+    html = render_html(run, pairs=[bad])
+    assert PAYLOAD not in html and ESCAPED in html

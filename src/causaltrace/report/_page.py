@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from causaltrace.report._assets import CSS, JS
-from causaltrace.report._diff import as_text, render_diff
+from causaltrace.report._diff import as_text, render_diff, render_pair_diff
 from causaltrace.report._graph import GraphLayout, render_graph, render_legend, short
 from causaltrace.report._marks import Marks, marks_of
 from causaltrace.report._minimap import render_minimap
@@ -175,7 +175,7 @@ def _repair_html(run: Run, pairs: list[RepairPair], replays: list[dict[str, Any]
         blocks.append(
             f'<div class="repair"><div class="repair-head">repair of {ref} · <span class="mono small">'
             f'{e(p.pair_id)}</span></div><div class="small muted">{" · ".join(facts)}</div>'
-            f"{render_diff(p.rejected, p.chosen, left='original (rejected)', right='corrected (chosen)')}"
+            f"{render_pair_diff(p.rejected, p.chosen)}"
             f"<details><summary>the prompt at this step ({len(prompt)} characters)</summary>"
             f'<pre class="content">{e(prompt[:_CONTENT_MAX])}</pre></details></div>'
         )
