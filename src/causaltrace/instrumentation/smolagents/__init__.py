@@ -49,11 +49,14 @@ Patches are table-driven (``wrapt``, the table is :func:`_patch_table`) and undo
 (``_patches``); each wrapper belongs to one instrumentation generation, so a wrapper that another library wrapped
 over (and that could therefore not be removed) stays inert.
 
-Where things are: this module is the facade (instrument / uninstrument, the table of patches). The recording
-hooks are split by concept: ``_runs`` (agent runs: task, agent_turn, the outcome), ``_turns`` (the run's stream:
+Where things are: this module is the facade (instrument / uninstrument, the table of patches; ``_patches`` installs
+and undoes them). The recording hooks (the ``wrap_*`` wrappers and the steps they emit) are split by concept, and
+none imports this module: ``_runs`` (agent runs: task, agent_turn, the outcome), ``_turns`` (the run's stream:
 action steps, planning, final answers, errors), ``_model_calls``, ``_tools`` (tools and managed agents), ``_code``
 (CodeAgent code executions and the calls the code makes); ``_state`` is the AgentRun they share and its context
-variables, ``_access`` every read of a smolagents object, ``_playback`` the replay side.
+variables, ``_access`` every private smolagents name and the canonical model request. The replay side:
+``_playback`` (the ReplayAdapter) with ``_playback_models`` / ``_playback_tools`` / ``_playback_edits`` /
+``_playback_keys``, and ``_executor`` (the CodeAgent executor on the injected sandbox).
 """
 
 from __future__ import annotations
