@@ -776,6 +776,18 @@ def test_every_patch_target_is_defined_by_smolagents():
     assert private == set(PRIVATE_TARGETS)
 
 
+def test_the_private_attribute_read_follows_smolagents():
+    """``uses_structured_outputs`` reads smolagents' private flag: it must track the public constructor argument."""
+    from causaltrace.instrumentation.smolagents._access import uses_structured_outputs
+
+    def agent(**kwargs):
+        return CodeAgent(tools=[], model=ScriptedModel(tool_worker_policy()), verbosity_level=LogLevel.OFF, **kwargs)
+
+    assert uses_structured_outputs(agent(use_structured_outputs_internally=True)) is True
+    assert uses_structured_outputs(agent()) is False
+    assert uses_structured_outputs(math_agent()) is False
+
+
 def test_missing_extra_names_the_pip_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "smolagents", None)
     with pytest.raises(MissingExtraError) as info:
