@@ -178,6 +178,19 @@ async def test_an_async_factory_is_accepted():
     assert result.outcome.status == "success" and result.live_calls == 0
 
 
+async def test_two_replays_of_one_run_run_at_once_without_sharing_state(sandbox):
+    run = await record(example.build_failing)
+    step = first_tool_call(run)
+    fix = Intervention(step_id=step.step_id, replacement={"a": 17, "b": 25})
+    worse = Intervention(step_id=step.step_id, replacement={"a": 17, "b": 27})
+    fixed, broken = await asyncio.gather(replay(run, example.build_failing, fix, example.verify, sandbox=sandbox),
+                                         replay(run, example.build_failing, worse, example.verify, sandbox=sandbox))
+    assert fixed.flipped is True and "RESULT: 126" in fixed.outcome.final_answer
+    assert broken.flipped is False and broken.divergence is None
+    assert one(broken.run, kind="tool_call", tool_name="add").arguments == {"a": 17, "b": 27}
+    assert fixed.live_calls_before_intervention == broken.live_calls_before_intervention == 0
+
+
 # ------------------------------------------------------------------------------------------- (2) the planted fault
 
 
