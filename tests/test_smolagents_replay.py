@@ -8,6 +8,7 @@ and runs everything the recording cannot answer live.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import random
@@ -598,6 +599,19 @@ def test_an_unsupported_step_kind_is_a_user_error_naming_it(sandbox, kind):
     with pytest.raises(UserError, match=kind):
         replay_sync(run, example.build_failing, Intervention(step_id=step.step_id, replacement="x"),
                     example.verify, sandbox=sandbox)
+
+
+async def test_two_replays_of_one_run_run_at_once_without_sharing_state(sandbox):
+    run = record(example.build_failing, example.TASK, example.verify)
+    step = code_step(run)
+    fixed = step.arguments["code"].replace("range(1, 6)", "range(1, 6 + 1)")
+    fix = Intervention(step_id=step.step_id, replacement=fixed)
+    same = Intervention(step_id=step.step_id, replacement=step.arguments["code"])
+    flipped, unchanged = await asyncio.gather(replay(run, example.build_failing, fix, example.verify, sandbox=sandbox),
+                                              replay(run, example.build_failing, same, example.verify, sandbox=sandbox))
+    assert flipped.flipped is True and unchanged.flipped is False
+    assert unchanged.divergence is None and unchanged.outcome.final_answer == run.outcome.final_answer
+    assert flipped.live_calls_before_intervention == unchanged.live_calls_before_intervention == 0
 
 
 async def test_an_async_factory_is_awaited(sandbox):
