@@ -145,9 +145,9 @@ def in_viewport(box: dict[str, float] | None) -> bool:
 
 
 def long_run(n: int, *, run_id: str = "long-run") -> Run:
-    """A manager team of about ``n`` steps: the manager plans and, each round, delegates to one of three sub-agents
-    through a tool call; the sub-agent's work (an agent_turn with llm, tool call, tool result and answer inside,
-    ``parent_step_id`` set) returns to the manager as the tool's result. Times are one second per step."""
+    """A manager team of ``n`` steps (at least 11): the manager plans and, each round, delegates to one of three
+    sub-agents through a tool call; the sub-agent's work (an agent_turn with an llm response, code, its result and
+    an answer inside, ``parent_step_id`` set) returns to the manager as the tool's result. One second per step."""
     steps: list[Step] = []
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     workers = ("researcher", "coder", "checker")
@@ -164,7 +164,7 @@ def long_run(n: int, *, run_id: str = "long-run") -> Run:
     task = add("task", "user", [], content="Sum the quarterly figures and check the total.")
     last = add("llm_response", "manager", [(task, "saw")], content="Plan: ask the team, round by round.")
     rnd = 0
-    while len(steps) < n - 2:
+    while len(steps) + 8 <= n - 1:
         worker = workers[rnd % len(workers)]
         call = add("tool_call", "manager", [(last, "produced_by")], tool_name=worker,
                    arguments={"task": f"round {rnd}"}, content=f"{worker}(task='round {rnd}')")
@@ -181,6 +181,8 @@ def long_run(n: int, *, run_id: str = "long-run") -> Run:
         last = add("llm_response", "manager", [(back, "observed"), (last, "continues")],
                    content=f"Noted round {rnd}.")
         rnd += 1
+    while len(steps) < n - 1:  # exactly n steps: the manager's last thoughts fill the rest
+        last = add("llm_response", "manager", [(last, "continues")], content="Checking the total.")
     add("final_answer", "manager", [(last, "answer_of")], content="The total is 1234.")
     return Run(run_id=run_id, framework="smolagents", agents=("manager", *workers), task=steps[0].content,
                steps=tuple(steps), outcome=Outcome(status="failure", final_answer="The total is 1234."))
