@@ -349,7 +349,6 @@ def test_no_source_file_is_over_800_lines():
     fail_with(f"files over {MAX_FILE_LINES} lines", long_files(project()[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18: replay.repair.repair")
 def test_no_function_is_over_80_lines():
     fail_with(f"functions over {MAX_FUNCTION_LINES} lines", long_functions(project()[0]))
 

@@ -37,6 +37,7 @@ from causaltrace.schema import (
     Cost,
     Diagnosis,
     EvidenceItem,
+    Intervention,
     Outcome,
     RepairPair,
     ReplayResult,
@@ -249,28 +250,11 @@ async def repair(
     for step in steps:
         attempt = StepAttempt(step_id=step.step_id, index=step.index)
         attempts.append(attempt)
-        original = original_value(step, replacement_kind(step))
-        for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
-            try:
-                result = await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy, model=judge)
-            except UserError as exc:  # the adapter refused this proposal (e.g. a handoff target the agent lacks)
-                result = ReplayResult(
-                    original_run_id=run.run_id,
-                    intervention=proposal,
-                    outcome=Outcome(status="unknown", reason=f"intervention refused: {exc.message}"),
-                    flipped=False,
-                    replays_run=0,
-                    error=StepError(type="InterventionRefused", message=exc.message),
-                )
-            replays += result.replays_run
-            attempt.replays.append(result)
-            if on_replay is not None:
-                on_replay(step, result)
-            if result.flipped:
-                attempt.crs = 1.0
-                attempt.best = result
-                attempt.minimality = minimality(original, proposal.replacement, kind="edit" if measure == "edit" else "positional")
-                break
+        await _try_proposals(
+            attempt, step, run, factory, verify, judge=judge, k=k, mutation_budget=mutation_budget,
+            sandbox=sandbox, policy=policy, measure=measure, on_replay=on_replay,
+        )
+        replays += sum(result.replays_run for result in attempt.replays)
         if attempt.crs == 1.0 and decisive is None:
             decisive = attempt
             if not exhaustive:
@@ -292,6 +276,61 @@ async def repair(
         replays=replays,
         seconds=time.perf_counter() - started,
     )
+
+
+async def _try_proposals(
+    attempt: StepAttempt,
+    step: Step,
+    run: Run,
+    factory: Factory,
+    verify: Any,
+    *,
+    judge: Any,
+    k: int,
+    mutation_budget: int,
+    sandbox: Sandbox | None,
+    policy: ReplayPolicy | None,
+    measure: str,
+    on_replay: Callable[[Step, ReplayResult], None] | None,
+) -> None:
+    """Replay the proposals for ``step`` in order into ``attempt`` until one flips the run (CRS = 1, with the
+    minimality of its edit)."""
+    original = original_value(step, replacement_kind(step))
+    for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
+        result = await _replay_proposal(run, factory, proposal, verify, sandbox=sandbox, policy=policy, judge=judge)
+        attempt.replays.append(result)
+        if on_replay is not None:
+            on_replay(step, result)
+        if result.flipped:
+            attempt.crs = 1.0
+            attempt.best = result
+            attempt.minimality = minimality(original, proposal.replacement, kind="edit" if measure == "edit" else "positional")
+            return
+
+
+async def _replay_proposal(
+    run: Run,
+    factory: Factory,
+    proposal: Intervention,
+    verify: Any,
+    *,
+    sandbox: Sandbox | None,
+    policy: ReplayPolicy | None,
+    judge: Any,
+) -> ReplayResult:
+    """One replay of ``proposal``; a proposal the adapter refuses (e.g. a handoff target the agent lacks) is a
+    failed replay that says why, not an error of the search."""
+    try:
+        return await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy, model=judge)
+    except UserError as exc:
+        return ReplayResult(
+            original_run_id=run.run_id,
+            intervention=proposal,
+            outcome=Outcome(status="unknown", reason=f"intervention refused: {exc.message}"),
+            flipped=False,
+            replays_run=0,
+            error=StepError(type="InterventionRefused", message=exc.message),
+        )
 
 
 def _open_store(store: bool | Any) -> Any:
