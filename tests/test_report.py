@@ -471,6 +471,10 @@ def test_the_decisive_node_is_in_the_first_viewport(tmp_path, browser, n):
     # it starts far to the right of the graph's first screen, so the page scrolled the graph to it
     assert browser.evaluate("document.querySelector('.graph-scroll').scrollLeft") > 3000
     assert "arrived" in browser.evaluate(f"document.getElementById('node-{d.decisive_step_index}').className.baseVal")
+    # the timeline opened on the decisive step's bar too
+    bar = browser.rect(f'.tl-scroll .tl-bar[data-step-index="{d.decisive_step_index}"] rect')
+    strip = browser.rect(".tl-scroll")
+    assert strip["left"] <= (bar["left"] + bar["right"]) / 2 <= strip["right"], (bar, strip)
     # the minimap's window sits over the decisive step's line
     view = browser.rect("svg.minimap .mm-view")
     line = browser.rect("svg.minimap .mm-decisive")

@@ -1,10 +1,10 @@
 """The page's inline style sheet and script (one self-contained file: nothing is loaded from the network).
 
 The script is small vanilla JavaScript and only adds to a page that is complete without it: it centres the decisive
-step in the graph and in the window on load (and on the "decisive step" button), pulses its halo, draws the visible
-window on the minimap and scrolls the graph from it, zooms the graph, folds agent turns in the graph and in the step
-table (a long run starts with its unmarked sub-agent turns folded in the table), and ties graph nodes and timeline
-bars to their rows.
+step in the graph and in the window on load (and on the "decisive step" button), scrolls the timeline to its bar,
+pulses its halo, draws the visible window on the minimap and scrolls the graph from it, zooms the graph, folds agent
+turns in the graph and in the step table (a long run starts with its unmarked sub-agent turns folded in the table),
+and ties graph nodes and timeline bars to their rows.
 """
 
 from __future__ import annotations
@@ -319,6 +319,12 @@ JS = """
   }
   var button = document.querySelector('.to-decisive');
   if (decisive) {
+    var tl = document.querySelector('.tl-scroll');
+    var bar = tl && tl.querySelector('.tl-bar[data-step-index="' + decisive.getAttribute('data-step-index') + '"]');
+    if (bar) {  /* the timeline, too, opens on the decisive step's bar */
+      var b = bar.getBoundingClientRect(), t = tl.getBoundingClientRect();
+      tl.scrollLeft += (b.left + b.right) / 2 - (t.left + t.right) / 2;
+    }
     if (!location.hash) { centre(decisive, false); }
     if (button) { button.addEventListener('click', function () { centre(decisive, true); }); }
   }
