@@ -167,7 +167,7 @@ pre.quote{font-family:inherit;margin:4px 0 0;max-height:220px;overflow:auto}
 .calls li{margin:2px 0}
 .calls code del{background:#fecaca;color:#7f1d1d;text-decoration:line-through;border-radius:2px}
 .calls code ins{background:#bbf7d0;color:#14532d;text-decoration:none;border-radius:2px}
-.diff tr.call td.old,.diff tr.call td.new,.diff tr.chg td.old:first-line{font-weight:600}
+.diff tr.call td.old,.diff tr.call td.new{font-weight:600}
 """
 
 JS = """

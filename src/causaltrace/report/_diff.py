@@ -146,7 +146,8 @@ def turn_text(value: Any) -> str:
     turn = _turn(value)
     if turn is None:
         return as_text(value)
-    parts = [str(turn.get("content") or "")]
+    text = str(turn.get("content") or "")
+    parts = [text] if text or not turn.get("tool_calls") else []  # a turn of tool calls only starts with its first
     for n, (cid, name, args) in enumerate(_calls(turn), 1):
         parts.append(f"{CALL_MARK}{n}: {name} · id {cid}")
         parts.append(as_text(args) if args not in (None, "", {}) else "(no arguments)")
