@@ -70,7 +70,9 @@ async def test_without_a_sandbox_it_runs_in_the_registered_default_sandbox() -> 
 
     executor = SandboxCodeExecutor(timeout_s=10, memory_mb=256)
     assert executor.sandbox is default_sandbox() and isinstance(executor.sandbox, SubprocessSandbox)
-    result = await executor.execute_code_blocks([CodeBlock(code="print(6 * 7)", language="python")], CancellationToken())
+    result = await executor.execute_code_blocks(
+        [CodeBlock(code="print(6 * 7)", language="python")], CancellationToken()
+    )
     assert (result.exit_code, result.output) == (0, "42\n")
 
 

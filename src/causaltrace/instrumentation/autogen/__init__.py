@@ -82,6 +82,17 @@ Decisions (documented here and in the issue note):
   ``CancellationToken``, cancelled while a tool runs, leaves ``team.run`` hanging with or without causaltrace
   (cancel the asyncio task instead: that is a ``limit`` stop).
 * Private AutoGen attributes are read in one accessor each (:mod:`._access`).
+
+Where things are: this module is the facade (instrument / uninstrument and :data:`PATCHES`, the table of patches;
+``_patches`` installs and undoes them and holds the switch that makes every wrapper a pass-through). The recording
+hooks (the ``wrap_*`` wrappers and the steps they emit) are split by concept, and none imports this module:
+``_runs`` (team and agent runs: task, final answer, outcome, stop classification), ``_turns`` (agent turns),
+``_messages`` (what a turn yields: messages, handoffs, reasoning, memory), ``_tools`` (tool calls and responses),
+``_code`` (code executions), ``_selection`` (SelectorGroupChat's speaker selection), ``_magentic``
+(MagenticOneGroupChat's orchestrator), ``_model_calls`` (every model call); ``_state`` holds the context variables
+and the per-run state they share, ``_access`` every read of a private AutoGen attribute and the canonical recorded
+requests. The replay side: ``_playback`` (the ReplayAdapter) with ``_playback_clients`` / ``_playback_tools`` /
+``_playback_edits`` / ``_playback_keys``, and ``_executor`` (the code executor on the injected sandbox).
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ __all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
 
 @dataclass(eq=False)
 class _LlmCall:
+    """One model call in flight: its owner (a :class:`Turn`, a :class:`Manager` / :class:`Orchestrator`, or None
+    when the client is the agent), the owner's :class:`Memo`, its ``llm_response`` step and its recorded call."""
+
     owner: Any
     memo: Memo
     handle: StepHandle | None
