@@ -136,12 +136,12 @@ class _Modes:
         if mode == "openinference":
             self.openinference.uninstrument()
         elif mode in self.configs:
-            from causaltrace.instrumentation import _runtime
             from causaltrace.instrumentation.autogen import uninstrument_autogen
+            from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 
             uninstrument_autogen()
-            _runtime.get_tracing().shutdown()  # the store's pending writes belong to this mode's batch
-            _runtime.reset_tracing()
+            get_tracing().shutdown()  # the store's pending writes belong to this mode's batch
+            reset_tracing()
 
 
 async def _measure(client: str, batch: int, batches: int, warmup: int) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,10 @@ from opentelemetry.trace import Link
 
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.runs import run as mark_run
+from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.tracing import configure, reset_tracing
 
 
 def raw_otel(n: int) -> float:
@@ -53,18 +56,18 @@ def raw_otel(n: int) -> float:
 
 def causaltrace_steps(n: int) -> float:
     provider = TracerProvider()
-    _runtime.configure(provider, TraceConfig(store=False, record=False))
-    with _runtime.run(task="bench") as _handle:
-        ctx = _runtime.current_run()
+    configure(provider, TraceConfig(store=False, record=False))
+    with mark_run(task="bench") as _handle:
+        ctx = current_run()
         prev: list[str] = []
         t0 = time.perf_counter()
         for _ in range(n):
-            deps = [(p, k) for p, k in zip(prev, ("saw", "continues"), strict=False)]
+            deps = [Dep(p, k) for p, k in zip(prev, ("saw", "continues"), strict=False)]
             h = ctx.start_step("llm_response", agent="solver", depends_on=deps, model="scripted")
             h.end(content="the answer is 42", outputs={"text": "the answer is 42"}, usage=(10, 5))
             prev = [h.step_id] + prev[:1]
         elapsed = time.perf_counter() - t0
-    _runtime.reset_tracing()
+    reset_tracing()
     return elapsed / n
 
 

@@ -6,7 +6,7 @@ ones of one run of each bundled scripted example (``examples/autogen_team.py`` a
 captured while they run under causaltrace), so their sizes and ids are what the adapters produce: smolagents'
 requests carry a ~10 KB system prompt and tool-call ids inside message text.
 
-* hot path — ``schema.canonical_request``: pydantic-core makes the request plain data, orjson writes its key-sorted
+* hot path — ``recording.canonical_request``: pydantic-core makes the request plain data, orjson writes its key-sorted
   JSON when that is exactly the standard library's text, ids are aliased on the text, SHA-256 of it;
 * reference — the definition itself: ``canonical_json`` (the standard library), parsed back, the id-aliasing walk
   (``_canonical_walk``), and SHA-256 of ``canonical_json`` of the result.
@@ -44,27 +44,27 @@ def _load_example(name: str) -> Any:
 
 def _capture(run_once: Any) -> list[tuple[Any, dict[str, Any]]]:
     """The (request, keyword arguments) of every ``canonical_request`` call made while ``run_once()`` runs."""
-    from causaltrace.instrumentation import _runtime
+    from causaltrace.instrumentation import calls
 
     captured: list[tuple[Any, dict[str, Any]]] = []
-    original = _runtime.canonical_request
+    original = calls.canonical_request
 
     def capture(request: Any, **kwargs: Any) -> Any:
         captured.append((request, kwargs))
         return original(request, **kwargs)
 
-    _runtime.canonical_request = capture
+    calls.canonical_request = capture
     try:
         run_once()
     finally:
-        _runtime.canonical_request = original
+        calls.canonical_request = original
     return captured
 
 
 def _requests_of(example_name: str, framework: str, run_once: Any) -> list[tuple[Any, dict[str, Any]]]:
     """The requests recorded during one run of a bundled example under causaltrace (store off)."""
     import causaltrace
-    from causaltrace.instrumentation import _runtime
+    from causaltrace.instrumentation.tracing import reset_tracing
 
     example = _load_example(example_name)
     getattr(causaltrace, f"instrument_{framework}")(config=causaltrace.TraceConfig(store=False))
@@ -72,7 +72,7 @@ def _requests_of(example_name: str, framework: str, run_once: Any) -> list[tuple
         return _capture(lambda: run_once(example))
     finally:
         getattr(causaltrace, f"uninstrument_{framework}")()
-        _runtime.reset_tracing()
+        reset_tracing()
 
 
 def _smolagents_requests() -> list[tuple[Any, dict[str, Any]]]:
@@ -84,7 +84,7 @@ def _autogen_requests() -> list[tuple[Any, dict[str, Any]]]:
 
 
 def _reference(request: Any, kwargs: dict[str, Any]) -> tuple[Any, str]:
-    from causaltrace.schema import _canonical_walk, canonical_json
+    from causaltrace.recording import _canonical_walk, canonical_json
 
     plain = json.loads(canonical_json(request))
     canonical = _canonical_walk(plain, kwargs.get("call_id_pattern"), ("created_at",))
@@ -102,7 +102,7 @@ def _best_us(fn: Any, loops: int, repeat: int) -> float:
 
 
 def measure(requests: list[tuple[Any, dict[str, Any]]], loops: int, repeat: int) -> dict[str, float]:
-    from causaltrace.schema import canonical_json, canonical_request
+    from causaltrace.recording import canonical_json, canonical_request
 
     hot_us = ref_us = 0.0
     for request, kwargs in requests:

@@ -152,8 +152,8 @@ def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
     from causaltrace.config import TraceConfig
-    from causaltrace.instrumentation import _runtime
     from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+    from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 
     def oi_setup() -> Any:
         instrumentor = SmolagentsInstrumentor()
@@ -168,9 +168,9 @@ def _variants(tmp: Path, exporters: dict[str, CountingExporter] | None = None) -
         return setup
 
     def ct_teardown(_: Any) -> None:
-        _runtime.get_tracing().collector.flush()
+        get_tracing().collector.flush()
         uninstrument_smolagents()
-        _runtime.reset_tracing()
+        reset_tracing()
 
     return [
         _Variant("uninstrumented", lambda: None, lambda _: None),

@@ -40,8 +40,8 @@ import causaltrace
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.autogen import instrument_autogen, is_instrumented, uninstrument_autogen
+from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 from causaltrace.testing.autogen import (
     ScriptedChatCompletionClient,
     ScriptedRequest,
@@ -65,7 +65,7 @@ def traced(monkeypatch):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrument_autogen(provider, TraceConfig(store=False))
-    collector = _runtime.get_tracing().collector
+    collector = get_tracing().collector
     runs = []
     finish = collector.finish_run
 
@@ -77,7 +77,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(collector, "finish_run", capture)
     yield SimpleNamespace(exporter=exporter, runs=runs, provider=provider)
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def shape(run) -> list[str]:
@@ -911,7 +911,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
     finally:
         uninstrument_autogen()
         uninstrument_autogen()  # idempotent
-        _runtime.reset_tracing()
+        reset_tracing()
     assert BaseGroupChat.__dict__["run_stream"] is run_stream
     assert Assistant.__dict__["_execute_tool_call"] is execute
     assert ScriptedChatCompletionClient.__dict__["create"] is create
@@ -929,7 +929,7 @@ async def test_uninstrumented_runs_emit_nothing():
         assert result.messages[-1].content == "RESULT: 126 verified. APPROVE"
         assert exporter.get_finished_spans() == ()
     finally:
-        _runtime.reset_tracing()
+        reset_tracing()
 
 
 def test_missing_extra_names_the_pip_extra(monkeypatch):
@@ -950,7 +950,7 @@ def test_autogen_instrumentor_is_a_base_instrumentor():
         assert is_instrumented()
     finally:
         instrumentor.uninstrument()
-        _runtime.reset_tracing()
+        reset_tracing()
     assert not is_instrumented()
 
 

@@ -36,9 +36,9 @@ from autogen_core.tools import FunctionTool
 import causaltrace
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation import autogen as autogen_adapter
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
+from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 from causaltrace.replay.executor import replay
 from causaltrace.schema import Intervention, Run
 from causaltrace.testing.autogen import (
@@ -100,7 +100,7 @@ def traced(monkeypatch):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrument_autogen(provider, TraceConfig(store=False))
-    collector = _runtime.get_tracing().collector
+    collector = get_tracing().collector
     runs = []
     finish = collector.finish_run
 
@@ -112,7 +112,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(collector, "finish_run", capture)
     yield SimpleNamespace(exporter=exporter, runs=runs)
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def stored():
     instrument_autogen(TracerProvider(), TraceConfig())
     yield
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def shape(run: Run) -> list[str]:
@@ -380,7 +380,7 @@ async def test_a_missing_orchestrator_hook_degrades_with_a_warning(monkeypatch, 
         handle = await record(magentic_team)
     finally:
         uninstrument_autogen()
-        _runtime.reset_tracing()
+        reset_tracing()
     assert any("MagenticOneOrchestrator._no_such_step not found" in r.getMessage() for r in caplog.records)
     run = handle.run
     assert handle.outcome.status == "success"

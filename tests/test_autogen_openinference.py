@@ -35,8 +35,8 @@ from autogen_core.tools import FunctionTool
 
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call
 from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
@@ -136,7 +136,7 @@ async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
             instrumentor.uninstrument()
         else:
             uninstrument_autogen()
-        _runtime.reset_tracing()
+        reset_tracing()
     return out
 
 

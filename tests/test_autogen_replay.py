@@ -44,10 +44,10 @@ import causaltrace
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.autogen import _playback_clients as clients_module
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
 from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay
 from causaltrace.replay.playback import playback_for
@@ -83,7 +83,7 @@ def instrumented():
     instrument_autogen(TracerProvider(), TraceConfig())
     yield
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 async def record(factory, task=example.TASK, verify=example.verify) -> Run:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from causaltrace.instrumentation.smolagents._access import CallIdPattern
-from causaltrace.schema import (
+from causaltrace.recording import (
     _canonical_text,
     _canonical_walk,
     _orjson_text,

@@ -11,9 +11,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from causaltrace import semconv
-from causaltrace.collector.live import RunCollector
+from causaltrace.collector.live import RunCollector, ns_to_datetime
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.runs import run as mark_run
+from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.tracing import configure, reset_tracing
 from causaltrace.schema import DEPENDENCY_KINDS, STEP_KINDS
 
 KINDS = [k for k in STEP_KINDS if k != "agent_turn"]
@@ -41,17 +44,17 @@ def _emit(shape):
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _runtime.configure(provider, TraceConfig(store=False))
+    configure(provider, TraceConfig(store=False))
     try:
-        with _runtime.run(task="prop") as handle:
-            ctx = _runtime.current_run()
+        with mark_run(task="prop") as handle:
+            ctx = current_run()
             handles = []
             for kind, parent, deps, fail in shape:
                 h = ctx.start_step(
                     kind,
                     agent=f"a{len(handles) % 3}",
                     parent=handles[parent].step_id if parent is not None else None,
-                    depends_on=[(handles[d].step_id, k) for d, k in deps],
+                    depends_on=[Dep(handles[d].step_id, k) for d, k in deps],
                     content=f"step {len(handles)}",
                 )
                 handles.append(h)
@@ -61,7 +64,7 @@ def _emit(shape):
                 h.end()
         return handle.run, list(exporter.get_finished_spans())
     finally:
-        _runtime.reset_tracing()
+        reset_tracing()
 
 
 @settings(max_examples=40, deadline=None)
@@ -72,8 +75,15 @@ def test_any_span_order_gives_the_same_run(shape, rnd):
     assert len(step_spans) == len(shape)
     rnd.shuffle(step_spans)
     collector = RunCollector(TraceConfig(store=False))
-    for span in step_spans:  # no staged full Steps: rebuilt from attributes, in shuffled order
-        collector.on_end(span)
+    for span in step_spans:  # the exported spans alone: each Step rebuilt from its attributes, in shuffled order
+        collector.accept(
+            semconv.step_from_attributes(
+                span.attributes,
+                started_at=ns_to_datetime(span.start_time),
+                ended_at=ns_to_datetime(span.end_time),
+                span_id=f"{span.context.span_id:016x}",
+            )
+        )
     rebuilt = collector.finish_run(run.run_id, framework=run.framework, task=run.task, outcome=run.outcome)
     assert [s.model_dump(exclude={"span_id"}) for s in rebuilt.steps] == [
         s.model_dump(exclude={"span_id"}) for s in run.steps

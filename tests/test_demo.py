@@ -9,14 +9,15 @@ import pytest
 
 from causaltrace.cli import main
 from causaltrace.collector.store import Store
-from causaltrace.instrumentation import _runtime, uninstrument
+from causaltrace.instrumentation import uninstrument
+from causaltrace.instrumentation.tracing import reset_tracing
 
 
 @pytest.fixture(autouse=True)
 def _clean():
     yield
     uninstrument()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def test_demo_both_frameworks(capsys, causaltrace_home):

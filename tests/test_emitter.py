@@ -16,8 +16,10 @@ from opentelemetry.trace import StatusCode
 import causaltrace
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.tracing import configure, reset_tracing
 
 
 @pytest.fixture
@@ -25,9 +27,9 @@ def exporter():
     exp = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exp))
-    _runtime.configure(provider, TraceConfig(store=False))
+    configure(provider, TraceConfig(store=False))
     yield exp
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def _by_kind(spans):
@@ -42,18 +44,18 @@ def _by_kind(spans):
 def _small_team(handle_ctx):
     ctx = handle_ctx
     task = ctx.add_step("task", agent="user", content="add 2 and 3", metadata={"user_input": True})
-    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[(task.step_id, "saw")])
+    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[Dep(task.step_id, "saw")])
     with turn.activate():
-        llm = ctx.start_step("llm_response", agent="solver", depends_on=[(task.step_id, "saw")], model="scripted")
+        llm = ctx.start_step("llm_response", agent="solver", depends_on=[Dep(task.step_id, "saw")], model="scripted")
         llm.end(content="call add", usage=(12, 3), outputs={"text": "", "tool_calls": [{"name": "add"}]})
         call = ctx.add_step(
             "tool_call", agent="solver", tool_name="add", arguments={"a": 2, "b": 3}, call_id="c1",
-            depends_on=[(llm.step_id, "produced_by")],
+            depends_on=[Dep(llm.step_id, "produced_by")],
         )
         resp = ctx.start_step("tool_response", agent="solver", tool_name="add", call_id="c1",
-                              depends_on=[(call.step_id, "tool_result_of")])
+                              depends_on=[Dep(call.step_id, "tool_result_of")])
         resp.end(status="error", error=ValueError("boom"), outputs={"result": "boom", "is_error": True})
-        final = ctx.start_step("final_answer", agent="solver", depends_on=[(llm.step_id, "produced_by")])
+        final = ctx.start_step("final_answer", agent="solver", depends_on=[Dep(llm.step_id, "produced_by")])
         final.end(content="5", outputs={"text": "5"})
     turn.end()
     ctx.report_end(final_answer="5")
@@ -61,7 +63,7 @@ def _small_team(handle_ctx):
 
 def test_one_trace_links_attributes_and_statuses(exporter):
     with causaltrace.run(task="add 2 and 3", verify="5", name="demo") as handle:
-        _small_team(_runtime.current_run())
+        _small_team(current_run())
     spans = exporter.get_finished_spans()
     assert len({s.context.trace_id for s in spans}) == 1
     roots = [s for s in spans if s.name == semconv.ROOT_SPAN_NAME]
@@ -141,15 +143,56 @@ def test_user_exception_passes_through_unchanged(exporter):
 
 def test_dependencies_must_point_backwards(exporter):
     with causaltrace.run(task="t") as h:
-        ctx = _runtime.current_run()
+        ctx = current_run()
         a = ctx.start_step("message", agent="a")
-        b = ctx.start_step("message", agent="b", depends_on=[(a.step_id, "saw"), ("nope", "saw")])
-        a.add_dependencies([(b.step_id, "saw")])  # forward: dropped
+        b = ctx.start_step("message", agent="b", depends_on=[Dep(a.step_id, "saw"), Dep("nope", "saw")])
+        a.add_dependencies([Dep(b.step_id, "saw")])  # forward: dropped
         b.end()
         a.end()
     run = h.run
     assert [d.step_id for d in run.steps[1].depends_on] == [run.steps[0].step_id]
     assert run.steps[0].depends_on == ()
+
+
+def test_a_misspelled_step_field_is_a_type_error_not_a_lost_step(exporter):
+    with causaltrace.run(task="t") as h:
+        ctx = current_run()
+        step = ctx.start_step("llm_response", agent="a", model="m")
+        with pytest.raises(TypeError, match="contnet"):
+            step.update(contnet="x")
+        with pytest.raises(TypeError, match="outptus"):
+            step.end(outptus={"text": "x"})
+        with pytest.raises(TypeError, match="modle"):
+            ctx.start_step("message", agent="a", modle="m")
+        with pytest.raises(TypeError, match="agnet"):
+            ctx.add_step("message", agnet="a")
+        assert not step.ended  # the failed calls changed nothing
+        step.update(content="late")
+        ended = step.end(outputs={"text": "late"}, usage=(3, 4))
+    assert ended is not None and h.run.steps == (ended,)
+    assert ended.content == "late" and ended.outputs == {"text": "late"} and ended.model == "m"
+    assert (ended.usage.input_tokens, ended.usage.output_tokens) == (3, 4)
+
+
+def test_dependencies_are_named_tuples_of_an_earlier_step(exporter):
+    dep = Dep("r/0", "saw")
+    assert (dep.step_id, dep.kind) == ("r/0", "saw") and dep == ("r/0", "saw")
+    with causaltrace.run(task="t") as h:
+        ctx = current_run()
+        a = ctx.add_step("message", agent="a")
+        b = ctx.start_step("llm_response", agent="b")
+        b.end(depends_on=[Dep(a.step_id, "saw"), Dep(a.step_id, "saw"), Dep(a.step_id, "no_such_kind")])
+    [dependency] = h.run.steps[1].depends_on  # duplicates and unknown kinds are dropped
+    assert (dependency.step_id, dependency.kind) == (h.run.steps[0].step_id, "saw")
+
+
+def test_an_error_inside_a_step_call_is_still_swallowed(exporter, caplog):
+    with causaltrace.run(task="t") as h:
+        ctx = current_run()
+        step = ctx.start_step("message", agent="a")
+        with caplog.at_level(logging.WARNING, logger="causaltrace"):
+            assert step.end(status="not-a-status") is None  # our own failure: logged, the run continues
+    assert "internal error" in caplog.text and h.outcome is not None
 
 
 def test_payload_policy_truncates_hides_and_redacts():
@@ -160,10 +203,10 @@ def test_payload_policy_truncates_hides_and_redacts():
         store=False, max_attribute_chars=100, hide_inputs=True,
         redact=lambda key, value: value.replace("SECRET", "***") if isinstance(value, str) else value,
     )
-    _runtime.configure(provider, config)
+    configure(provider, config)
     try:
         with causaltrace.run(task="t") as h:
-            ctx = _runtime.current_run()
+            ctx = current_run()
             ctx.add_step("message", agent="a", content="SECRET " + "x" * 500, inputs={"code": "print(1)"})
         span = [s for s in exp.get_finished_spans() if s.attributes.get(semconv.STEP_KIND) == "message"][0]
         content = span.attributes[semconv.STEP_CONTENT]
@@ -174,7 +217,7 @@ def test_payload_policy_truncates_hides_and_redacts():
         step = h.run.steps[0]
         assert len(step.content) == 507 and step.inputs == {"code": "print(1)"} and not step.truncated
     finally:
-        _runtime.reset_tracing()
+        reset_tracing()
 
 
 class _BrokenExporter(SpanExporter):
@@ -189,7 +232,7 @@ def test_broken_exporter_and_broken_internals_never_reach_user_code(monkeypatch,
     provider = TracerProvider()
     processor = CountingBatchSpanProcessor(_BrokenExporter(), max_queue_size=64)
     provider.add_span_processor(processor)
-    _runtime.configure(provider, TraceConfig(store=False))
+    configure(provider, TraceConfig(store=False))
     before = export_stats()
     try:
         # our own code path broken: the attribute mapping raises for every step
@@ -199,7 +242,7 @@ def test_broken_exporter_and_broken_internals_never_reach_user_code(monkeypatch,
         monkeypatch.setattr(semconv, "step_attributes", boom)
         caplog.set_level(logging.WARNING, logger="causaltrace")
         with causaltrace.run(task="t", verify="ok") as h:
-            ctx = _runtime.current_run()
+            ctx = current_run()
             step = ctx.start_step("message", agent="a", content="ok")
             step.end()
             ctx.start_step("not-a-kind", agent="a")  # a bug in an adapter: logged, returns None
@@ -212,7 +255,7 @@ def test_broken_exporter_and_broken_internals_never_reach_user_code(monkeypatch,
         assert after.failed > before.failed  # the broken exporter's losses are counted, not silent
     finally:
         processor.shutdown()
-        _runtime.reset_tracing()
+        reset_tracing()
 
 
 def test_full_queue_drops_are_counted():
@@ -238,12 +281,12 @@ def test_runs_are_written_to_the_store(causaltrace_home):
     from causaltrace.collector.store import Store
 
     provider = TracerProvider()
-    _runtime.configure(provider, TraceConfig.from_env())
+    configure(provider, TraceConfig.from_env())
     try:
         with causaltrace.run(task="add 2 and 3", verify="5") as handle:
-            _small_team(_runtime.current_run())
+            _small_team(current_run())
     finally:
-        _runtime.reset_tracing()
+        reset_tracing()
     db = causaltrace_home / "causaltrace.db"
     assert db.exists()
     with Store(db) as store:
@@ -259,12 +302,36 @@ def test_step_spans_take_the_direct_sdk_path_and_respect_run_sampling():
     exp = InMemorySpanExporter()
     provider = TracerProvider(sampler=ALWAYS_OFF)
     provider.add_span_processor(SimpleSpanProcessor(exp))
-    tracing = _runtime.configure(provider, TraceConfig(store=False))
+    tracing = configure(provider, TraceConfig(store=False))
     try:
         assert tracing.emitter._sdk is not None  # a silent fallback would hide a broken accessor
         with causaltrace.run(task="t") as h:
-            _small_team(_runtime.current_run())
+            _small_team(current_run())
         assert exp.get_finished_spans() == ()  # the run was sampled out: no span at all
         assert len(h.run.steps) == 6  # ...but the collector still has every step
     finally:
-        _runtime.reset_tracing()
+        reset_tracing()
+
+
+def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Raising(SpanProcessor):
+        def on_end(self, span):
+            raise RuntimeError("a processor that fails")
+
+    exp = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(Raising())
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    tracing = configure(provider, TraceConfig(store=False))
+    try:
+        assert not isinstance(tracing.collector, SpanProcessor)  # the collector is not on the processor chain
+        with causaltrace.run(task="t") as h:
+            ctx = current_run()
+            step = ctx.start_step("message", agent="a", content="hi")
+            ended = step.end()
+            assert ctx.steps() == [ended]  # handed over directly, when the step ended
+        assert h.run.steps == (ended,)  # a failing processor before the exporter loses no step
+    finally:
+        reset_tracing()

@@ -16,7 +16,7 @@ pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
 from causaltrace.cli import main
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.schema import Run
 from causaltrace.testing.faults import FAULT_TYPES, all_cases, run_suite
 from causaltrace.testing.faults import runner as faults_runner
@@ -38,7 +38,7 @@ def module_home(tmp_path_factory):
 
     uninstrument_smolagents()
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
     faults_runner._INSTRUMENTED = False
     if previous is None:
         os.environ.pop("CAUSALTRACE_HOME", None)

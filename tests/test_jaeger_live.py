@@ -17,7 +17,9 @@ from causaltrace import semconv
 from causaltrace.collector.jaeger import pull_from_jaeger
 from causaltrace.collector.otlp import runs_from_otlp
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.tracing import configure, reset_tracing
 
 pytestmark = pytest.mark.jaeger
 
@@ -34,23 +36,23 @@ def _exporter(protocol: str, jaeger):
 
 def _emit_team(ctx):
     task = ctx.add_step("task", agent="user", content="what is 2+3?")
-    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[(task.step_id, "saw")])
-    llm = ctx.start_step("llm_response", agent="solver", parent=turn, depends_on=[(task.step_id, "saw")],
+    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[Dep(task.step_id, "saw")])
+    llm = ctx.start_step("llm_response", agent="solver", parent=turn, depends_on=[Dep(task.step_id, "saw")],
                          model="scripted")
     llm.end(content="call add(2, 3)", usage=(10, 4))
     call = ctx.add_step("tool_call", agent="solver", parent=turn, tool_name="add", arguments={"a": 2, "b": 3},
-                        call_id="c0", depends_on=[(llm.step_id, "produced_by")])
+                        call_id="c0", depends_on=[Dep(llm.step_id, "produced_by")])
     res = ctx.start_step("tool_response", agent="solver", parent=turn, tool_name="add", call_id="c0",
-                         depends_on=[(call.step_id, "tool_result_of")])
+                         depends_on=[Dep(call.step_id, "tool_result_of")])
     res.end(outputs={"result": "5", "is_error": False}, content="5")
     llm2 = ctx.start_step("llm_response", agent="solver", parent=turn,
-                          depends_on=[(res.step_id, "observed"), (llm.step_id, "continues")], model="scripted")
+                          depends_on=[Dep(res.step_id, "observed"), Dep(llm.step_id, "continues")], model="scripted")
     llm2.end(content="The answer is 5")
     msg = ctx.add_step("message", agent="solver", parent=turn, content="The answer is 5",
-                       depends_on=[(llm2.step_id, "produced_by")])
+                       depends_on=[Dep(llm2.step_id, "produced_by")])
     turn.end()
-    rturn = ctx.start_step("agent_turn", agent="reviewer", depends_on=[(msg.step_id, "saw")])
-    rllm = ctx.start_step("llm_response", agent="reviewer", parent=rturn, depends_on=[(msg.step_id, "saw")])
+    rturn = ctx.start_step("agent_turn", agent="reviewer", depends_on=[Dep(msg.step_id, "saw")])
+    rllm = ctx.start_step("llm_response", agent="reviewer", parent=rturn, depends_on=[Dep(msg.step_id, "saw")])
     rllm.end(content="APPROVE", status="error", error=RuntimeError("reviewer crashed"))
     rturn.end(status="error", error="reviewer crashed")
     ctx.report_end(final_answer="The answer is 5")
@@ -86,13 +88,13 @@ def test_run_spans_round_trip_through_jaeger(tmp_path, protocol):
         provider = TracerProvider(resource=Resource.create({"service.name": f"ct-test-{protocol}"}))
         processor = SimpleSpanProcessor(_exporter(protocol, jaeger))
         provider.add_span_processor(processor)
-        _runtime.configure(provider, TraceConfig(store=False))
+        configure(provider, TraceConfig(store=False))
         try:
             with causaltrace.run(task="what is 2+3?", verify="5", name=f"jaeger-{protocol}") as handle:
-                _emit_team(_runtime.current_run())
+                _emit_team(current_run())
         finally:
             provider.shutdown()
-            _runtime.reset_tracing()
+            reset_tracing()
         run = handle.run
         answer = _fetch_trace(jaeger, run.trace_id, expected_spans=len(run.steps) + 1)
         spans = [s for rs in answer["result"]["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
@@ -124,9 +126,10 @@ def test_run_spans_round_trip_through_jaeger(tmp_path, protocol):
 
 SCRIPT = """
 import causaltrace
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import configure, reset_tracing
+from causaltrace.instrumentation.runs import current_run
 with causaltrace.run(task="env export", verify="ok") as handle:
-    ctx = _runtime.current_run()
+    ctx = current_run()
     ctx.add_step("message", agent="solo", content="ok")
     handle.report(final_answer="ok")
 from opentelemetry import trace

@@ -10,20 +10,10 @@ import pytest
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.protocols import CallEdit, PlaybackCore
+from causaltrace.recording import canonicalize_request, request_hash
 from causaltrace.replay.edits import original_value, replacement_kind, resolve_edit
 from causaltrace.replay.playback import Playback, calls_with_nested_calls, first_difference
-from causaltrace.schema import (
-    Dependency,
-    Intervention,
-    Outcome,
-    RecordedCall,
-    Recording,
-    Run,
-    Step,
-    StepError,
-    canonicalize_request,
-    request_hash,
-)
+from causaltrace.schema import Dependency, Intervention, Outcome, RecordedCall, Recording, Run, Step, StepError
 
 
 def _req(text: str) -> dict:

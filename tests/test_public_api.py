@@ -19,6 +19,15 @@ def test_exported_members_are_exactly_all():
         assert getattr(causaltrace, name) is not None, name
 
 
+def test_run_marking_reports_the_package_as_its_home():
+    for obj in (causaltrace.run, causaltrace.RunHandle, causaltrace.configure, causaltrace.export_stats):
+        assert obj.__module__ == "causaltrace", obj
+    assert repr(causaltrace.RunHandle) == "<class 'causaltrace.RunHandle'>"
+    handle = causaltrace.run(task="t")
+    assert repr(handle).startswith("<causaltrace.RunHandle object at ")
+    assert "_runtime" not in repr(handle) + repr(causaltrace.configure) + repr(causaltrace.export_stats)
+
+
 def test_import_is_light():
     """``import causaltrace`` loads no framework, litellm, docker or llama_cpp (how long it takes is measured by
     ``benchmarks/bench_import.py``, not asserted here: a timing depends on the machine's load)."""

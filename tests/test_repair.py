@@ -15,8 +15,8 @@ import causaltrace
 from causaltrace.cli import main
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.pairs import pair_rows
 from causaltrace.replay.repair import _producing_llm, repair_sync
 from causaltrace.replay.sandbox import SubprocessSandbox
@@ -31,7 +31,7 @@ def instrumented():
     instrument_smolagents(TracerProvider(), TraceConfig())
     yield
     uninstrument_smolagents()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 @pytest.fixture(scope="module")

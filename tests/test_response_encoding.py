@@ -8,7 +8,7 @@ import fractions
 import pytest
 from pydantic import BaseModel, Field, PrivateAttr
 
-from causaltrace.schema import decode_response, encode_response
+from causaltrace.recording import decode_response, encode_response
 
 
 class Call(BaseModel):

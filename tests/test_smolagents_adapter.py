@@ -30,12 +30,12 @@ import causaltrace
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import (
     instrument_smolagents,
     is_instrumented,
     uninstrument_smolagents,
 )
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.schema import Run
 from causaltrace.testing.smolagents import (
     Call,
@@ -70,7 +70,7 @@ def exporter():
     instrument_smolagents(provider, TraceConfig(store=False))
     yield exp
     uninstrument_smolagents()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def rows(run: Run) -> list[tuple]:
@@ -803,4 +803,4 @@ def test_example_script_runs(tmp_path, capsys):
     assert example.main(["--fail"]) == 0
     assert "outcome failure: final answer '55'" in capsys.readouterr().out
     uninstrument_smolagents()
-    _runtime.reset_tracing()
+    reset_tracing()

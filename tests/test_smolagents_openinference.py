@@ -25,8 +25,8 @@ from smolagents.utils import AgentGenerationError  # noqa: E402
 import causaltrace  # noqa: E402
 from causaltrace import semconv  # noqa: E402
 from causaltrace.config import TraceConfig  # noqa: E402
-from causaltrace.instrumentation import _runtime  # noqa: E402
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents  # noqa: E402
+from causaltrace.instrumentation.tracing import reset_tracing  # noqa: E402
 from test_smolagents_adapter import SQUARES_TASK, _never_answers, example, math_agent  # noqa: E402
 
 OI_KIND = "openinference.span.kind"
@@ -78,7 +78,7 @@ def with_causaltrace(scenario: Callable[[], None]) -> Trace:
         _run_scenario(scenario)
     finally:
         uninstrument_smolagents()
-        _runtime.reset_tracing()
+        reset_tracing()
     spans = list(exporter.get_finished_spans())
     ids = {s.context.span_id for s in spans}
     orphans = {s.parent.span_id for s in spans if s.parent is not None and s.parent.span_id not in ids}

@@ -27,9 +27,9 @@ import causaltrace
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
 from causaltrace.instrumentation.smolagents._playback import SmolagentsReplayAdapter
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay, replay_sync
 from causaltrace.replay.mutations import propose_mutations
@@ -72,7 +72,7 @@ def instrumented():
     instrument_smolagents(TracerProvider(), TraceConfig())
     yield
     uninstrument_smolagents()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def record(factory, task, verify) -> Run:

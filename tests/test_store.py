@@ -21,6 +21,7 @@ import pytest
 from causaltrace.collector import _migrations
 from causaltrace.collector.store import SCHEMA_VERSION, Store, WriterInfo
 from causaltrace.exceptions import InvalidInputError, RunNotFoundError, StoreError
+from causaltrace.recording import canonicalize_request, encode_response, request_hash
 from causaltrace.schema import (
     Annotations,
     Candidate,
@@ -39,9 +40,6 @@ from causaltrace.schema import (
     Verdict,
     VerifiedBy,
     action_signature,
-    canonicalize_request,
-    encode_response,
-    request_hash,
 )
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)

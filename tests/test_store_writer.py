@@ -132,10 +132,11 @@ _LIVE_CHILD = textwrap.dedent(
     sys.path.insert(0, {src!r})
     from opentelemetry.sdk.trace import TracerProvider
     from causaltrace.config import TraceConfig
-    from causaltrace.instrumentation import _runtime
-    _runtime.configure(TracerProvider(), TraceConfig(store=True, db_path=sys.argv[1]))
-    with _runtime.run(task="crash me") as handle:
-        ctx = _runtime.current_run()
+    from causaltrace.instrumentation.tracing import configure
+    from causaltrace.instrumentation.runs import current_run, run as mark_run
+    configure(TracerProvider(), TraceConfig(store=True, db_path=sys.argv[1]))
+    with mark_run(task="crash me") as handle:
+        ctx = current_run()
         for i in range(3):
             ctx.add_step("message", agent="a", content=f"m{{i}}")
         print(handle.run_id, flush=True)

@@ -19,8 +19,8 @@ import causaltrace
 from causaltrace import semconv
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+from causaltrace.instrumentation.tracing import reset_tracing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import smolagents_agents as example
@@ -38,7 +38,7 @@ def exporter():
         from causaltrace.instrumentation.autogen import uninstrument_autogen
 
         uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 def _root(exp, trace_id):

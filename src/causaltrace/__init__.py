@@ -30,7 +30,8 @@ from causaltrace.exceptions import (
 )
 from causaltrace.instrumentation import instrument, uninstrument
 from causaltrace.instrumentation._export import export_stats
-from causaltrace.instrumentation._runtime import RunHandle, configure, current_run, run
+from causaltrace.instrumentation.runs import RunHandle, current_run, run
+from causaltrace.instrumentation.tracing import configure
 from causaltrace.replay import causalflow as _causalflow  # noqa: F401  (registers `causalflow` + the graph hook)
 from causaltrace.replay.executor import replay_sync
 from causaltrace.replay.repair import RepairResult, repair, repair_sync
@@ -54,6 +55,12 @@ from causaltrace.schema import (
 from causaltrace.watch import Watch, watch
 
 __version__ = "0.1.0"
+
+# Run marking and the tracing set-up report the package as their home, as httpx does for its public names: their
+# reprs, docs and tracebacks name ``causaltrace.run``, not the module that implements them.
+for _public in (RunHandle, configure, current_run, export_stats, run):
+    _public.__module__ = "causaltrace"
+del _public
 
 
 def instrument_smolagents(tracer_provider: _Any = None, config: TraceConfig | None = None) -> None:

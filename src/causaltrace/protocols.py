@@ -12,12 +12,22 @@ packages which may not import each other (ARCHITECTURE "Package layout").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from causaltrace.exceptions import UserError
-from causaltrace.schema import CodeResult, Outcome, RecordedCall, Recording, Run, Step, Verdict
+from causaltrace.schema import (
+    CodeResult,
+    Diagnosis,
+    Outcome,
+    RecordedCall,
+    Recording,
+    RepairPair,
+    Run,
+    Step,
+    Verdict,
+)
 
 __all__ = [
     "CallEdit",
@@ -29,6 +39,7 @@ __all__ = [
     "PlaybackDecision",
     "SessionOpener",
     "ReplayAdapter",
+    "RunStore",
     "Sandbox",
     "Verifier",
     "Worker",
@@ -320,3 +331,27 @@ def get_judge_backend(scheme: str) -> Callable[[str], Any] | None:
 def judge_backend_schemes() -> list[str]:
     """Schemes with a registered judge backend."""
     return sorted(_JUDGE_BACKENDS)
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Where runs, diagnoses and repair pairs are kept (``collector.store.Store``, SQLite, is the one built in).
+
+    The live collector's writer thread calls ``begin_run`` / ``add_steps`` / ``finish_run`` (inside the store's
+    ``transaction()`` when it has one: one commit per batch); ``repair`` and ``watch`` read and save diagnoses and
+    repair pairs. Structural: any object with these methods is a store.
+    """
+
+    def begin_run(self, run_id: str, **fields: Any) -> None: ...
+
+    def add_steps(self, run_id: str, steps: Sequence[Step]) -> None: ...
+
+    def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None: ...
+
+    def get_run(self, run_id: str) -> Run: ...
+
+    def diagnoses(self, run_id: str) -> list[Diagnosis]: ...
+
+    def save_diagnosis(self, d: Diagnosis) -> int: ...
+
+    def save_repair_pair(self, p: RepairPair) -> None: ...

@@ -26,12 +26,14 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from causaltrace import semconv
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.runs import RunContext, set_watch_lookup
+from causaltrace.protocols import RunStore
 from causaltrace.schema import Diagnosis, Run
 
 __all__ = ["Watch", "watch"]
@@ -40,6 +42,16 @@ logger = logging.getLogger("causaltrace")
 
 _WATCHES: weakref.WeakKeyDictionary[Any, Watch] = weakref.WeakKeyDictionary()
 _BY_ID: dict[int, Watch] = {}  # objects that cannot be weakly referenced
+
+
+def _run_store(ctx: RunContext) -> AbstractContextManager[RunStore | None]:
+    """The store the run's set-up writes to, opened for one diagnosis (None when the set-up stores nothing): the
+    diagnosis, and a repair's diagnosis and pair, go where the run went."""
+    if not ctx.tracing.config.store:
+        return nullcontext(None)
+    from causaltrace.collector.store import Store
+
+    return Store(ctx.tracing.config.resolved_db_path())
 
 
 def _lookup(source: Any) -> Watch | None:
@@ -80,7 +92,7 @@ class Watch:
         self.diagnoses: list[Diagnosis] = []
 
     # called by the runtime when a run of the watched object has finished (its Run is assembled and stored)
-    def run_finished(self, ctx: _runtime.RunContext) -> None:
+    def run_finished(self, ctx: RunContext) -> None:
         run = ctx.run
         if run is None:
             return
@@ -95,23 +107,21 @@ class Watch:
         timer.daemon = True
         timer.start()
 
-    def _diagnose(self, ctx: _runtime.RunContext, run: Run, done: threading.Event) -> Diagnosis | None:
+    def _diagnose(self, ctx: RunContext, run: Run, done: threading.Event) -> Diagnosis | None:
         diagnosis: Diagnosis | None = None
         try:
             from causaltrace.attribution.engine import diagnose as diagnose_async
 
             diagnosis = asyncio.run(diagnose_async(run, method=self.method, model=self.model))
-            if self.repair and self.factory is not None and run.recording is not None:
-                from causaltrace.replay.repair import repair
+            with _run_store(ctx) as store:
+                if self.repair and self.factory is not None and run.recording is not None:
+                    from causaltrace.replay.repair import repair
 
-                result = asyncio.run(repair(run, self.factory, self.verify, diagnosis=diagnosis))
-                diagnosis = result.diagnosis
-            else:
-                from causaltrace.collector.store import Store
-
-                if ctx.tracing.config.store:
-                    with Store(ctx.tracing.config.resolved_db_path()) as store:
-                        store.save_diagnosis(diagnosis)
+                    kept: RunStore | bool = store if store is not None else False
+                    result = asyncio.run(repair(run, self.factory, self.verify, diagnosis=diagnosis, store=kept))
+                    diagnosis = result.diagnosis
+                elif store is not None:
+                    store.save_diagnosis(diagnosis)
             self.diagnoses.append(diagnosis)
             logger.info(
                 "causaltrace: run %s failed; decisive step #%s by %s (%s)",
@@ -132,7 +142,7 @@ class Watch:
                 self._diagnosis_span(ctx, diagnosis)
         return diagnosis
 
-    def _past_bound(self, ctx: _runtime.RunContext, done: threading.Event) -> None:
+    def _past_bound(self, ctx: RunContext, done: threading.Event) -> None:
         with self._lock:
             if done.is_set():
                 return
@@ -141,7 +151,7 @@ class Watch:
         self._end_root(ctx)
 
     @staticmethod
-    def _annotate_root(ctx: _runtime.RunContext, diagnosis: Diagnosis | None) -> None:
+    def _annotate_root(ctx: RunContext, diagnosis: Diagnosis | None) -> None:
         span = ctx.root_span
         if span is None or diagnosis is None or not span.is_recording():
             return
@@ -150,13 +160,13 @@ class Watch:
         span.add_event("causaltrace.diagnosis", {**attrs, "causaltrace.diagnosis.explanation": diagnosis.explanation[:4000]})
 
     @staticmethod
-    def _end_root(ctx: _runtime.RunContext) -> None:
+    def _end_root(ctx: RunContext) -> None:
         span = ctx.root_span
         if span is not None and ctx.keep_root_open and span.is_recording():
             span.end(end_time=ctx.end_ns)
 
     @staticmethod
-    def _diagnosis_span(ctx: _runtime.RunContext, diagnosis: Diagnosis) -> None:
+    def _diagnosis_span(ctx: RunContext, diagnosis: Diagnosis) -> None:
         """Past the bound: the diagnosis as its own span in the run's trace, linked to the decisive step's span."""
         run = ctx.run
         root = ctx.root_span
@@ -232,7 +242,7 @@ def watch(
     from causaltrace.instrumentation import instrument
 
     instrument()
-    _runtime.set_watch_lookup(_lookup)
+    set_watch_lookup(_lookup)
     w = Watch(
         team_or_agent,
         verify=verify,

@@ -1,10 +1,11 @@
-"""The live collector: a SpanProcessor that assembles Runs from causaltrace step spans as they end.
+"""The live collector: assembles Runs from the full Steps the instrumentation hands it as each step ends.
 
 Steps may end in any order; the collector keeps them per run and hands them to the store in batches from a
 background writer thread, so the agent never waits on SQLite and a process that dies mid-run leaves its steps
 behind (the run is then listed ``incomplete``). The full Step (not the payload-limited span attributes) reaches
-the collector: the emitter's span (a :class:`StepSpanRecord`) carries it to ``on_end``; a step span of another
-tracer in this process is rebuilt from its attributes instead.
+the collector directly (:meth:`RunCollector.accept`), beside the step's span going to the exporters: the collector
+is not a span processor. Spans that arrive from outside (an OTLP file, a Jaeger pull) are rebuilt from their
+attributes by the importers (``collector/otlp.py``, ``collector/jaeger.py``).
 
 The collector finalises a Run on the adapter's run-end signal (:meth:`RunCollector.finish_run`), not when the root
 span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open while the diagnosis runs).
@@ -21,14 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-
-from causaltrace import semconv
 from causaltrace.config import TraceConfig
+from causaltrace.protocols import RunStore
 from causaltrace.schema import Run, Step
 
-__all__ = ["RunCollector", "StepSpanRecord", "ns_to_datetime"]
+__all__ = ["RunCollector", "ns_to_datetime"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -42,20 +40,6 @@ def ns_to_datetime(ns: int | None) -> datetime | None:
     return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
-class StepSpanRecord(ReadableSpan):
-    """A finished step span that carries its full Step: how the emitter hands a Step to the collector.
-
-    The collector's ``on_end`` takes ``step`` from it and sets ``collected``; an emitter that finds ``collected``
-    still False after the processors ran (the span never reached the collector) hands the Step over directly, so
-    nothing is lost. Exporters see an ordinary ``ReadableSpan``.
-    """
-
-    def __init__(self, *args: Any, step: Step, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.step = step
-        self.collected = False
-
-
 @dataclass
 class _LiveRun:
     run_id: str
@@ -64,17 +48,17 @@ class _LiveRun:
     begun: bool = False
 
 
-class RunCollector(SpanProcessor):
-    """Assembles Runs from step spans and writes them to the store (when ``config.store`` is on).
+class RunCollector:
+    """Assembles Runs from Steps and writes them to the store (when ``config.store`` is on).
 
     ``store_factory`` opens the store lazily in the writer thread (``collector.store.Store`` by default), so
     importing or instrumenting never touches the disk until a run is written.
     """
 
-    def __init__(self, config: TraceConfig | None = None, *, store_factory: Callable[[], Any] | None = None) -> None:
+    def __init__(self, config: TraceConfig | None = None, *, store_factory: Callable[[], RunStore] | None = None) -> None:
         self.config = config or TraceConfig.from_env()
         self._store_factory = store_factory
-        self._store: Any = None
+        self._store: RunStore | None = None
         self._runs: dict[str, _LiveRun] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
@@ -86,8 +70,6 @@ class RunCollector(SpanProcessor):
         #: Writer thread only: per live run, the ids of the steps already in the store.
         self._stored: dict[str, set[str]] = {}
         self.write_errors = 0
-        #: Set when this collector's set-up was replaced: it ignores further spans (it stays on the provider).
-        self.closed = False
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -98,10 +80,11 @@ class RunCollector(SpanProcessor):
         self._submit("begin", (run_id, fields))
 
     def accept(self, step: Step) -> None:
-        """Take a full Step whose span was not emitted or never reached :meth:`on_end` (not sampled, or a processor
-        before this one raised)."""
-        if not self.closed:
-            self._accept(step)
+        """Take a full Step that has ended (the instrumentation's handoff; the step's span goes to the exporters)."""
+        with self._lock:
+            self._add_locked(step)
+        if self.config.store:
+            self._submit("steps", (step.run_id, step))
 
     def finish_run(self, run_id: str, *, wait_s: float = 10.0, **run_fields: Any) -> Run:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
@@ -124,49 +107,7 @@ class RunCollector(SpanProcessor):
             live = self._runs.get(run_id)
             return sorted(live.steps.values(), key=lambda s: s.index) if live else []
 
-    # -- SpanProcessor -------------------------------------------------------------------------------------------
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.closed:
-            return
-        try:
-            if isinstance(span, StepSpanRecord):
-                span.collected = True
-                self._accept(span.step)
-                return
-            attrs = span.attributes or {}
-            step_id = attrs.get(semconv.STEP_ID)
-            if step_id is None:
-                return
-            # a step span that is not one of the emitter's records (a processor or tool that re-creates spans):
-            # its Step is rebuilt from the attributes
-            span_id = f"{span.context.span_id:016x}" if span.context else None
-            step = semconv.step_from_attributes(
-                attrs,
-                started_at=ns_to_datetime(span.start_time),
-                ended_at=ns_to_datetime(span.end_time),
-                span_id=span_id,
-            )
-            self._accept(step)
-        except Exception:
-            logger.warning("causaltrace: collector could not take a span", exc_info=True)
-
-    def shutdown(self) -> None:
-        self.flush()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.flush(timeout_millis / 1000)
-
     # -- internals -----------------------------------------------------------------------------------------------
-
-    def _accept(self, step: Step) -> None:
-        with self._lock:
-            self._add_locked(step)
-        if self.config.store:
-            self._submit("steps", (step.run_id, step))
 
     def _add_locked(self, step: Step) -> None:
         live = self._runs.get(step.run_id)
@@ -201,7 +142,7 @@ class RunCollector(SpanProcessor):
             self._writer = threading.Thread(target=self._write_loop, name="causaltrace-store-writer", daemon=True)
             self._writer.start()
 
-    def _open_store(self) -> Any:
+    def _open_store(self) -> RunStore:
         if self._store is None:
             if self._store_factory is not None:
                 self._store = self._store_factory()
@@ -260,7 +201,7 @@ class RunCollector(SpanProcessor):
 
     def _apply(
         self,
-        store: Any,
+        store: RunStore,
         pending: list[tuple[str, Any, threading.Event | None]],
         written_before: dict[str, set[str] | None] | None = None,
     ) -> dict[str, set[str] | None]:
@@ -296,7 +237,7 @@ class RunCollector(SpanProcessor):
                 self._stored.setdefault(run_id, set()).update(ids)
 
     @staticmethod
-    def _write_steps(store: Any, steps: list[Step], written: dict[str, set[str] | None]) -> None:
+    def _write_steps(store: RunStore, steps: list[Step], written: dict[str, set[str] | None]) -> None:
         by_run: dict[str, list[Step]] = {}
         for step in steps:
             by_run.setdefault(step.run_id, []).append(step)
@@ -320,7 +261,7 @@ def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) ->
             into.setdefault(run_id, set()).update(ids)  # type: ignore[union-attr]
 
 
-def _transaction(store: Any) -> AbstractContextManager[Any]:
+def _transaction(store: RunStore) -> AbstractContextManager[Any]:
     """The store's grouping transaction (a custom store without one writes each operation on its own)."""
     begin = getattr(store, "transaction", None)
     return begin() if callable(begin) else nullcontext()

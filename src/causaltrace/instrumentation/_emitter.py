@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from causaltrace import semconv
-from causaltrace.collector.live import RunCollector, StepSpanRecord
 from causaltrace.config import TraceConfig
 from causaltrace.schema import Step
 
@@ -44,13 +44,23 @@ _PAYLOAD_KEYS = _INPUT_KEYS | _OUTPUT_KEYS | {semconv.STEP_METADATA, semconv.RUN
 
 
 def never_raise(default: Any = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate an instrumentation entry point: our own exception is logged and ``default`` returned instead."""
+    """Decorate an instrumentation entry point: our own exception is logged and ``default`` returned instead.
+
+    A call that does not fit the entry point's signature (a misspelled keyword) still raises its ``TypeError``: that
+    is the adapter's bug, for its own tests to catch, not a failure to hide. It is told apart by its traceback, which
+    ends in this wrapper (the call never entered ``fn``).
+    """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
+            except TypeError as exc:
+                if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+                    raise  # the arguments do not fit fn's signature
+                logger.warning("causaltrace: internal error in %s (the run continues)", fn.__qualname__, exc_info=True)
+                return default
             except Exception:
                 logger.warning("causaltrace: internal error in %s (the run continues)", fn.__qualname__, exc_info=True)
                 return default
@@ -224,52 +234,45 @@ class Emitter:
             if link is not None:
                 span.links.append(link)
 
-    def end_step_span(
-        self, span: StepSpan | None, step: Step, *, end_time_ns: int, collector: RunCollector
-    ) -> None:
-        """Write the step's span (final attributes, status, links) to the span processors; hand over the Step.
+    @never_raise()
+    def export_step(self, span: StepSpan | None, step: Step, *, end_time_ns: int) -> None:
+        """Write the ended step's span (final attributes, status, links) to the provider's span processors.
 
-        Never raises. The span carries the full Step to the collector's ``on_end``; if no span was emitted, or it
-        never reached the collector, the Step is handed over directly, so nothing is lost.
+        The Step itself goes to the collector beside this call (:meth:`StepHandle.end`), not through the span: the
+        span is what exporters see, under the payload policy. Nothing is written when no span was started.
         """
-        record = None
-        try:
-            if span is not None and self._sdk is not None:
-                processor, resource, scope, _ = self._sdk
-                attrs = span.attributes
-                config = self.config
-                if config.hide_inputs or config.hide_outputs or config.redact is not None:
-                    attrs.update(apply_payload_policy(semconv.step_attributes(step), config))
-                else:  # the common case: the full attributes, long texts cut in place
-                    attrs.update(semconv.step_attributes(step))
-                    _cut_long_texts(attrs, config.max_attribute_chars)
-                if step.status == "error":
-                    message = f"{step.error.type}: {step.error.message}" if step.error else "error"
-                    status = Status(StatusCode.ERROR, message[: self.config.max_attribute_chars])
-                elif step.status == "ok":
-                    status = _OK
-                else:
-                    status = _UNSET
-                record = StepSpanRecord(
-                    name=semconv.span_name(step),
-                    context=span.context,
-                    parent=span.parent,
-                    resource=resource,
-                    attributes=attrs,
-                    links=tuple(span.links),
-                    kind=SpanKind.INTERNAL,
-                    status=status,
-                    start_time=span.start_ns,
-                    end_time=end_time_ns,
-                    instrumentation_scope=scope,
-                    step=step,
-                )
-                processor.on_end(record)
-        except Exception:
-            logger.warning("causaltrace: could not emit the span of step %s", step.step_id, exc_info=True)
-        finally:
-            if record is None or not record.collected:
-                collector.accept(step)
+        if span is None or self._sdk is None:
+            return
+        processor, resource, scope, _ = self._sdk
+        attrs = span.attributes
+        config = self.config
+        if config.hide_inputs or config.hide_outputs or config.redact is not None:
+            attrs.update(apply_payload_policy(semconv.step_attributes(step), config))
+        else:  # the common case: the full attributes, long texts cut in place
+            attrs.update(semconv.step_attributes(step))
+            _cut_long_texts(attrs, config.max_attribute_chars)
+        if step.status == "error":
+            message = f"{step.error.type}: {step.error.message}" if step.error else "error"
+            status = Status(StatusCode.ERROR, message[: config.max_attribute_chars])
+        elif step.status == "ok":
+            status = _OK
+        else:
+            status = _UNSET
+        processor.on_end(
+            ReadableSpan(
+                name=semconv.span_name(step),
+                context=span.context,
+                parent=span.parent,
+                resource=resource,
+                attributes=attrs,
+                links=tuple(span.links),
+                kind=SpanKind.INTERNAL,
+                status=status,
+                start_time=span.start_ns,
+                end_time=end_time_ns,
+                instrumentation_scope=scope,
+            )
+        )
 
     @never_raise()
     def end_root(

@@ -43,8 +43,9 @@ from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
 from causaltrace.protocols import CallEdit, PlaybackDecision, ReplayAdapter
+from causaltrace.recording import canonical_json
 from causaltrace.replay.edits import resolve_edit
-from causaltrace.schema import Intervention, RecordedCall, Recording, Run, StepError, canonical_json
+from causaltrace.schema import Intervention, RecordedCall, Recording, Run, StepError
 
 __all__ = ["RELEASE_WAIT_S", "Playback", "calls_with_nested_calls", "first_difference", "playback_for", "resolve_edit"]
 

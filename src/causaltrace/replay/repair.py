@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from causaltrace.exceptions import UserError
-from causaltrace.protocols import Factory, Sandbox
+from causaltrace.protocols import Factory, RunStore, Sandbox
 from causaltrace.replay.edits import code_of, original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
 from causaltrace.replay.minimality import minimality
@@ -222,12 +222,12 @@ async def repair(
     mutation_budget: int = 30,
     measure: str = "positional",
     exhaustive: bool = False,
-    store: bool | Any = True,
+    store: RunStore | bool = True,
     on_replay: Callable[[Step, ReplayResult], None] | None = None,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
-    ``store`` is True (the default store), False, or a Store. ``on_replay`` is called after every replay (progress).
+    ``store`` is True (the default store), False (nothing is stored), or a :class:`~causaltrace.protocols.RunStore`. ``on_replay`` is called after every replay (progress).
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
@@ -333,7 +333,7 @@ async def _replay_proposal(
         )
 
 
-def _open_store(store: bool | Any) -> Any:
+def _open_store(store: RunStore | bool | None) -> RunStore | None:
     if store is False or store is None:
         return None
     if store is True:

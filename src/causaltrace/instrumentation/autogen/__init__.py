@@ -104,7 +104,7 @@ from typing import Any, NamedTuple
 
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import configure
 
 __all__ = ["SandboxCodeExecutor", "instrument_autogen", "is_instrumented", "uninstrument_autogen"]
 
@@ -181,7 +181,7 @@ def instrument_autogen(tracer_provider: Any = None, config: TraceConfig | None =
         importlib.import_module("autogen_core")
     except ImportError as exc:
         raise MissingExtraError("autogen-agentchat", "autogen") from exc
-    _runtime.configure(tracer_provider, config)
+    configure(tracer_provider, config)
     global _INSTRUMENTED
     with _LOCK:
         if _INSTRUMENTED:

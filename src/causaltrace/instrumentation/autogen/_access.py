@@ -239,7 +239,7 @@ def llm_request(
 ) -> dict[str, Any]:
     """The request of one ``ChatCompletionClient.create`` / ``create_stream`` call, as the Recording hashes it.
 
-    Messages stay pydantic objects here: :func:`causaltrace.schema.canonicalize_request` dumps them (``model_dump``),
+    Messages stay pydantic objects here: :func:`causaltrace.recording.canonicalize_request` dumps them (``model_dump``),
     drops ``created_at`` and aliases tool-call ids; tools become their SCHEMAS, never Tool objects.
     """
     choice = tool_choice if isinstance(tool_choice, str) or tool_choice is None else getattr(tool_choice, "name", "?")

@@ -21,9 +21,7 @@ from typing import Any
 from autogen_agentchat.messages import BaseChatMessage
 from autogen_core.utils import extract_json_from_str
 
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
-from causaltrace.instrumentation._runtime import RunContext
 from causaltrace.instrumentation.autogen._access import (
     extract_code,
     message_thread_of,
@@ -35,6 +33,8 @@ from causaltrace.instrumentation.autogen._access import (
 )
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, ORCH, Level, Orchestrator, Phase, call_arg, extend_unique
+from causaltrace.instrumentation.runs import RunContext, current_run
+from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "new_orchestrator",
@@ -91,7 +91,7 @@ def _begin_phase(manager: Any, kind: str) -> Phase | None:
     """Enter an orchestrator method (``kind``); on re-planning the participants' context is reset, otherwise what
     the agents added to the thread is what its next call ``saw``. None outside a traced MagenticOne run."""
     level = LEVEL.get()
-    if level is None or level.orchestrator is None or _runtime.current_run() is not level.ctx or level.state.closed:
+    if level is None or level.orchestrator is None or current_run() is not level.ctx or level.state.closed:
         return None
     orch = level.orchestrator
     if model_client_of(manager) is not orch.client:
@@ -136,7 +136,7 @@ def _orchestrator_said(phase: Phase, messages: Any) -> None:
             continue
         orch.seen.add(msg.id)
         text = text_of(msg)
-        deps = [(orch.last_llm, "produced_by")] if orch.last_llm else []
+        deps = [Dep(orch.last_llm, "produced_by")] if orch.last_llm else []
         metadata: dict[str, Any] = {"message_type": type(msg).__name__, "agent_key": orch.key}
         if phase.kind == "step":
             selected = _next_speaker(orch.last_text, orch.participants)

@@ -14,9 +14,7 @@ from typing import Any
 
 from autogen_core.models import ChatCompletionClient, CreateResult
 
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
-from causaltrace.instrumentation._runtime import RunContext, StepHandle
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
 from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
@@ -34,7 +32,9 @@ from causaltrace.instrumentation.autogen._state import (
     state_of,
     step_id_of,
 )
-from causaltrace.schema import canonicalize_request
+from causaltrace.instrumentation.runs import RunContext, current_run
+from causaltrace.instrumentation.steps import Dep, StepHandle
+from causaltrace.recording import canonicalize_request
 
 __all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
 
@@ -72,15 +72,15 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         key = "/".join((level.path if level is not None and level.ctx is ctx else ()) + (agent,))
         owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
         memo = state.memo(key)
-    deps: list[tuple[str, str]] = []
+    deps: list[Dep] = []
     retried = retried_attempt(owner) if isinstance(owner, Orchestrator) else None
     if memo.last_llm and memo.last_llm != retried:
-        deps.append((memo.last_llm, "continues"))
+        deps.append(Dep(memo.last_llm, "continues"))
     if retried:
-        deps.append((retried, "retry_of"))
-    deps += [(s, "saw") for s in memo.saw]
-    deps += [(s, "observed") for s in memo.observed]
-    deps += [(s, "memory_read") for s in memo.memory]
+        deps.append(Dep(retried, "retry_of"))
+    deps += [Dep(s, "saw") for s in memo.saw]
+    deps += [Dep(s, "observed") for s in memo.observed]
+    deps += [Dep(s, "memory_read") for s in memo.memory]
     memo.saw, memo.observed, memo.memory = [], [], []
     messages = call_arg(args, kwargs, 0, "messages", ())
     request = llm_request(
@@ -178,7 +178,7 @@ def wrap_create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict
     """``<client class>.create``: one llm_response step and one recorded call per model call."""
     if not SWITCH.on or IN_LLM.get():
         return wrapped(*args, **kwargs)
-    ctx = _runtime.current_run()
+    ctx = current_run()
     if ctx is None:
         return wrapped(*args, **kwargs)
     return _create(wrapped, instance, ctx, args, kwargs)
@@ -206,7 +206,7 @@ def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     """``<client class>.create_stream``: like :func:`wrap_create`; the step ends with the final CreateResult."""
     if not SWITCH.on or IN_LLM.get():
         return wrapped(*args, **kwargs)
-    ctx = _runtime.current_run()
+    ctx = current_run()
     if ctx is None:
         return wrapped(*args, **kwargs)
     return _create_stream(wrapped, instance, ctx, args, kwargs)

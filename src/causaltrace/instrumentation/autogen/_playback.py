@@ -11,7 +11,7 @@ workbench used by several agents, module-level tools) are wrapped, never patched
   factory-built client and declaring the same ``model_info`` (FACTS.md: else the selector builds a different
   prompt). At ``create()`` / ``create_stream()`` entry — before the framework mutates the messages — it builds the
   canonical request exactly as the recording does (``_access.llm_request`` +
-  :func:`~causaltrace.schema.canonicalize_request` + :func:`~causaltrace.schema.request_hash`) and looks up
+  :func:`~causaltrace.recording.canonicalize_request` + :func:`~causaltrace.recording.request_hash`) and looks up
   ``(agent_key, "llm", ordinal)``;
 * **the workbenches** — a playback workbench wrapping each (a ``StaticStreamWorkbench`` stays a stream workbench,
   so an ``AgentTool``'s streamed events still flow) whose ``call_tool`` / ``call_tool_stream`` look up
@@ -44,7 +44,7 @@ hash ``h``:
   ``deterministic`` (one replay decides a flip) unless a live call went to a client that does not declare
   ``deterministic = True`` (the reactive scripted clients of ``causaltrace.testing`` do; litellm models do not).
 
-Served responses are fresh copies (:func:`~causaltrace.schema.decode_response` decodes anew). A served call made
+Served responses are fresh copies (:func:`~causaltrace.recording.decode_response` decodes anew). A served call made
 before the intervened call is released only after every expected recorded call that FINISHED before it was released
 (FACTS.md: GraphFlow fan-out — D sees B and C in the order they finished); a bounded wait, so a replay never hangs
 on a call that will not come. A recorded tool call that had recorded calls nested inside it (an ``AgentTool`` or
@@ -208,7 +208,7 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
         """Run the playback on the original run's task inside ``causaltrace.run(...)`` (traced and stored like any
         run) and return the new Run with ``metadata["replay"]``; the first divergence is raised as
         ``ReplayDivergence``."""
-        from causaltrace.instrumentation._runtime import run as mark_run
+        from causaltrace.instrumentation.runs import run as mark_run
 
         self.ensure_instrumented()
         core = assembled.core

@@ -24,7 +24,7 @@ from causaltrace.instrumentation.autogen._access import (
 )
 from causaltrace.instrumentation.autogen._playback_keys import live_key
 from causaltrace.protocols import PlaybackCore, PlaybackDecision
-from causaltrace.schema import canonicalize_request, request_hash
+from causaltrace.recording import canonicalize_request, request_hash
 
 __all__ = ["LIVE_SEED", "ClientPlayback", "LiteLLMChatCompletionClient", "PlaybackChatCompletionClient"]
 

@@ -64,10 +64,10 @@ def live_key(static_key: str, *, manager: bool = False, fallback_name: str | Non
     read from its contextvars; the static key when the replay does not run instrumented."""
     try:
         import causaltrace.instrumentation.autogen._state as recording
-        from causaltrace.instrumentation import _runtime
+        from causaltrace.instrumentation.runs import current_run
     except ImportError:  # pragma: no cover - AutoGen missing
         return static_key
-    ctx = _runtime.current_run()
+    ctx = current_run()
     if ctx is None:
         return static_key
     turn = recording.TURN.get()

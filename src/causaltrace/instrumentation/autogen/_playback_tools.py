@@ -23,7 +23,8 @@ from causaltrace.instrumentation.autogen._access import parse_arguments, tool_re
 from causaltrace.instrumentation.autogen._executor import SandboxCodeExecutor
 from causaltrace.instrumentation.autogen._playback_keys import live_key
 from causaltrace.protocols import PlaybackCore, PlaybackDecision
-from causaltrace.schema import RecordedCall, Run, canonicalize_request, request_hash
+from causaltrace.recording import canonicalize_request, request_hash
+from causaltrace.schema import RecordedCall, Run
 
 __all__ = [
     "CodeRecord",

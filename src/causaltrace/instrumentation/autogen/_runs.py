@@ -18,7 +18,6 @@ from typing import Any
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import BaseChatMessage, TextMessage
 
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import model_client_of, name_of, participants_of, text_of
 from causaltrace.instrumentation.autogen._magentic import new_orchestrator
@@ -37,6 +36,9 @@ from causaltrace.instrumentation.autogen._state import (
     step_id_of,
 )
 from causaltrace.instrumentation.autogen._turns import begin_turn, end_turn, patch_agent_class, turn_scope
+from causaltrace.instrumentation.runs import attach_run, current_run, run_scope
+from causaltrace.instrumentation.scope import Scope
+from causaltrace.instrumentation.steps import Dep, current_step
 from causaltrace.schema import StepError
 
 try:
@@ -105,7 +107,7 @@ def _task_messages(kwargs: dict[str, Any]) -> list[Any]:
 def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | None:
     """Open a team / agent run: attach to (or own) the causaltrace run, add its ``task`` step, and for a nested
     team its ``agent_turn``; None when nothing is traced."""
-    outer = _runtime.current_run()
+    outer = current_run()
     outer_level = LEVEL.get()
     outer_turn = TURN.get()
     if outer_level is not None and outer_level.ctx is not outer:
@@ -116,7 +118,7 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     messages = _task_messages(kwargs)
     task_text = "\n".join(text_of(m) for m in messages) or None
     name = name_of(obj, "team" if team else type(obj).__name__)
-    ctx, owned = _runtime.attach_run(
+    ctx, owned = attach_run(
         framework="autogen", task=None if nested else task_text, name=None if nested else name, source=obj
     )
     state = state_of(ctx)
@@ -127,17 +129,17 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     else:
         base = ()
     path = base + (name,) if team else base
-    invoking = _runtime.current_step() if nested else None
+    invoking = current_step() if nested else None
     if invoking is not None and invoking.ctx is not ctx:
         invoking = None
     team_turn = None
     if nested and team:
-        deps: list[tuple[str, str]] = []
+        deps: list[Dep] = []
         if outer_level is not None and outer_turn is None:  # a team participating in a team
             selected = outer_level.selected.pop(name, None)
             handoff = outer_level.handoffs.pop(name, None)
-            deps += [(selected, "selected_by")] if selected else []
-            deps += [(handoff, "handoff_from")] if handoff else []
+            deps += [Dep(selected, "selected_by")] if selected else []
+            deps += [Dep(handoff, "handoff_from")] if handoff else []
         team_turn = state.track(
             ctx.start_step(
                 "agent_turn",
@@ -151,7 +153,7 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     task_step_id = None
     new = [m for m in messages if m.id not in state.msg_steps]
     if new:
-        deps = [(invoking.step_id, "delegated_by")] if invoking is not None and invoking.kind == "tool_call" else []
+        deps = [Dep(invoking.step_id, "delegated_by")] if invoking is not None and invoking.kind == "tool_call" else []
         agent = invoking.agent if (nested and invoking is not None) else "user"
         task_step = ctx.add_step(
             "task",
@@ -181,10 +183,10 @@ def _level_scope(lr: LevelRun) -> AbstractContextManager[Any]:
     speaker selection is."""
     values = ((LEVEL, lr.level), (TURN, None), (MANAGER, None))
     if lr.owned:
-        return _runtime.run_scope(lr.ctx, *values, step=lr.team_turn)
+        return run_scope(lr.ctx, *values, step=lr.team_turn)
     if lr.team_turn is not None:
         return lr.team_turn.activate(*values)
-    return _runtime.Scope(values)
+    return Scope(values)
 
 
 async def _end_level(lr: LevelRun, result: Any, error: BaseException | None, *, closed: bool) -> None:
@@ -236,7 +238,7 @@ def _close_level(lr: LevelRun, result: Any, error: BaseException | None, *, clos
             "final_answer",
             agent=answer_msg.source,
             parent=lr.level.parent_id,
-            depends_on=[(answer_sid, "answer_of")],
+            depends_on=[Dep(answer_sid, "answer_of")],
             content=answer or "",
             outputs={"text": answer or ""},
         )

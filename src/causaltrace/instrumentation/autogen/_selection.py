@@ -11,11 +11,12 @@ from typing import Any
 
 from autogen_agentchat.messages import BaseChatMessage
 
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import manager_name, selectable_speakers
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, MANAGER, TURN, Level, Manager, call_arg, extend_unique
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.steps import Dep
 
 __all__ = ["wrap_select_speaker"]
 
@@ -24,7 +25,7 @@ def wrap_select_speaker(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
     """``SelectorGroupChatManager.select_speaker``: its model calls are llm_responses of the manager, followed by
     a ``speaker_selection`` step; the selected agent's next agent_turn is ``selected_by`` it."""
     level = LEVEL.get()
-    if not SWITCH.on or level is None or _runtime.current_run() is not level.ctx:
+    if not SWITCH.on or level is None or current_run() is not level.ctx:
         return wrapped(*args, **kwargs)
     return _select_speaker(wrapped, instance, level, args, kwargs)
 
@@ -63,7 +64,7 @@ def _end_select(
             )
         return
     selected = [result] if isinstance(result, str) else [str(s) for s in (result or ())]
-    deps = [(mgr.last_llm, "produced_by")] if mgr.last_llm else []
+    deps = [Dep(mgr.last_llm, "produced_by")] if mgr.last_llm else []
     step = level.ctx.add_step(
         "speaker_selection",
         agent=mgr.name,

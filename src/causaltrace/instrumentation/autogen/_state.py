@@ -36,8 +36,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from causaltrace.instrumentation._runtime import RunContext, StepHandle
 from causaltrace.instrumentation.autogen._access import client_settings
+from causaltrace.instrumentation.runs import RunContext
+from causaltrace.instrumentation.steps import StepHandle
 from causaltrace.schema import StepError
 
 __all__ = [

@@ -12,6 +12,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
+from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
@@ -20,7 +21,7 @@ __all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
 def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
     """A ToolCallRequestEvent: one tool_call step per FunctionCall, ordinals reserved in the model's order."""
     ordinals = turn.ctx.reserve_ordinals(turn.key, "tool", len(calls)) or [None] * len(calls)
-    deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
+    deps = [Dep(turn.last_llm, "produced_by")] if turn.last_llm else []
     for call, ordinal in zip(calls, ordinals, strict=False):
         name = getattr(call, "name", "?")
         raw = getattr(call, "arguments", "")
@@ -88,12 +89,12 @@ def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> 
     content = getattr(result, "content", result)
     content = content if isinstance(content, str) else str(content)
     is_error = bool(getattr(result, "is_error", False))
-    deps: list[tuple[str, str]] = []
+    deps: list[Dep] = []
     if pending.handle is not None:
-        deps.append((pending.handle.step_id, "tool_result_of"))
+        deps.append(Dep(pending.handle.step_id, "tool_result_of"))
         answer = turn.state.answers.pop(pending.handle.step_id, None)
         if answer:
-            deps.append((answer, "answer_of"))
+            deps.append(Dep(answer, "answer_of"))
     step = turn.ctx.add_step(
         "tool_response",
         agent=turn.name,

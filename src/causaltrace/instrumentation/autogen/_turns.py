@@ -11,7 +11,6 @@ from typing import Any
 
 from autogen_agentchat.agents import UserProxyAgent
 
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._messages import observe
@@ -28,6 +27,9 @@ from causaltrace.instrumentation.autogen._state import (
     state_of,
     step_id_of,
 )
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.scope import Scope
+from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_turn_stream"]
@@ -37,7 +39,7 @@ __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_tu
 def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
     """Open an ``agent_turn`` for ``agent`` with the ``messages`` delivered to it; ``(turn, owner)``, where ``owner``
     is False when this call joins the turn already in flight (``on_messages`` → ``on_messages_stream``)."""
-    ctx = _runtime.current_run()
+    ctx = current_run()
     if ctx is None:
         return None, False
     current = TURN.get()
@@ -56,13 +58,13 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         prefix, parent = level.path, level.parent_id
     path = prefix + (name,)
     key = "/".join(path)
-    deps: list[tuple[str, str]] = []
+    deps: list[Dep] = []
     selected = level.selected.pop(name, None)
     if selected:
-        deps.append((selected, "selected_by"))
+        deps.append(Dep(selected, "selected_by"))
     handoff = level.handoffs.pop(name, None)
     if handoff:
-        deps.append((handoff, "handoff_from"))
+        deps.append(Dep(handoff, "handoff_from"))
     delivered: list[tuple[Any, str | None]] = []
     for msg in list(messages or ()):
         mid = getattr(msg, "id", None)
@@ -108,7 +110,7 @@ def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
     if turn is None:
         return NO_SCOPE
     if turn.handle is None:
-        return _runtime.Scope(((TURN, turn),))
+        return Scope(((TURN, turn),))
     return turn.handle.activate((TURN, turn))
 
 
@@ -142,7 +144,7 @@ def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
 
 def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``<agent class>.on_messages_stream``: one agent turn, with exactly the messages delivered to it."""
-    if not SWITCH.on or _runtime.current_run() is None:
+    if not SWITCH.on or current_run() is None:
         return wrapped(*args, **kwargs)
     return _turn_stream(wrapped, instance, args, kwargs)
 

@@ -68,10 +68,10 @@ from opentelemetry.trace import TracerProvider
 
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
-from causaltrace.instrumentation import _runtime
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents import _code, _patches, _runs, _tools, _turns
 from causaltrace.instrumentation.smolagents._patches import Wrapper
+from causaltrace.instrumentation.tracing import configure
 
 __all__ = ["instrument_smolagents", "is_instrumented", "uninstrument_smolagents"]
 
@@ -92,7 +92,7 @@ def instrument_smolagents(tracer_provider: TracerProvider | None = None, config:
         import smolagents  # noqa: F401
     except ImportError as exc:
         raise MissingExtraError("smolagents", "smolagents") from exc
-    _runtime.configure(tracer_provider, config)
+    configure(tracer_provider, config)
     _patches.install(_patch_table)
 
 

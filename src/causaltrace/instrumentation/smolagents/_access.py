@@ -10,7 +10,7 @@ against smolagents 1.26. The hook modules read only public attributes of smolage
 It also builds the canonical request of a model call (ARCHITECTURE "Recording"): messages as plain dicts
 (``role``, ``content``, ``tool_calls``; raw API payloads and token usage dropped; images replaced by a digest),
 ``stop_sequences``, ``response_format``, ``tools_to_call_from`` as tool SCHEMAS (never Tool objects) and any extra
-arguments. Tool-call ids are aliased later by :func:`causaltrace.schema.canonicalize_request`, with a pattern
+arguments. Tool-call ids are aliased later by :func:`causaltrace.recording.canonicalize_request`, with a pattern
 (:func:`call_id_pattern`) that also finds them inside message text, where smolagents writes them.
 """
 

@@ -26,6 +26,7 @@ from typing import Any
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._patches import Wrapper
 from causaltrace.instrumentation.smolagents._state import AgentRun, ToolRec, call_text, text
+from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = [
@@ -75,7 +76,7 @@ def unregister_callees(run: AgentRun) -> None:
 # ------------------------------------------------------------------------------------------ code executions
 
 
-def start_code_execution(run: AgentRun, tc: Any, produced: list[tuple[str, str]]) -> None:
+def start_code_execution(run: AgentRun, tc: Any, produced: list[Dep]) -> None:
     """The model's code (a ``python_interpreter`` ToolCall): its tool_call step, then its code_execution step and
     recorded call, which stay open while the code runs."""
     act = run.act
@@ -85,7 +86,7 @@ def start_code_execution(run: AgentRun, tc: Any, produced: list[tuple[str, str]]
     call_step.end()
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     act.code_exec = run.new_step("code_execution", inputs={"code": code}, call_id=str(tc.id),
-                                 content=text(code), depends_on=[(call_step.step_id, "executes")])
+                                 content=text(code), depends_on=[Dep(call_step.step_id, "executes")])
     _register_callees(run)
     act.code_call = run.ctx.begin_call(
         run.key, "tool", {"name": "python_interpreter", "arguments": {"code": code}},
@@ -145,7 +146,7 @@ def begin_code_call(run: AgentRun, name: str, arguments: dict[str, Any]) -> Tool
         return None
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     step = run.new_step("tool_call", tool_name=name, arguments=arguments, content=text(call_text(name, arguments)),
-                        depends_on=[(exec_step.step_id, "produced_by")])
+                        depends_on=[Dep(exec_step.step_id, "produced_by")])
     return ToolRec(step, ordinal[0] if ordinal else None, name, arguments, arguments, claimed=True)
 
 

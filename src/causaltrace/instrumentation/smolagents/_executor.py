@@ -27,7 +27,8 @@ from causaltrace.instrumentation._playback_common import exception_of
 from causaltrace.instrumentation.smolagents._playback_keys import key_and_pattern
 from causaltrace.instrumentation.smolagents._playback_tools import code_callable
 from causaltrace.protocols import PlaybackCore, SessionOpener
-from causaltrace.schema import RecordedCall, canonicalize_request, request_hash
+from causaltrace.recording import canonicalize_request, request_hash
+from causaltrace.schema import RecordedCall
 
 __all__ = ["SandboxedCodeExecutor"]
 

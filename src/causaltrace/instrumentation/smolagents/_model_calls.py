@@ -27,6 +27,7 @@ from causaltrace.instrumentation.smolagents._state import (
     guard,
     text,
 )
+from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "flush_llm",
@@ -136,8 +137,8 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     """Start the llm_response step (with its dependencies) and the recorded call of one model call."""
     phase = run.phase
     with run.lock:
-        deps: list[tuple[str, str]] = [(run.prev_llm, "continues")] if run.prev_llm else []
-        deps += [(s, "saw") for s in run.saw] + [(o, "observed") for o in run.observed]
+        deps: list[Dep] = [Dep(run.prev_llm, "continues")] if run.prev_llm else []
+        deps += [Dep(s, "saw") for s in run.saw] + [Dep(o, "observed") for o in run.observed]
         run.saw.clear()
         run.observed.clear()
     request = acc.llm_request(messages or [], stop, response_format, tools, extra)
@@ -214,4 +215,4 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
         thought = acc.reasoning_text(run.agent, message)
         if thought:
             run.new_step("reasoning", content=text(thought), outputs={"text": thought},
-                         depends_on=[(rec.step.step_id, "produced_by")]).end()
+                         depends_on=[Dep(rec.step.step_id, "produced_by")]).end()

@@ -7,7 +7,7 @@ factory and, on every agent of its tree (the manager and, recursively, its manag
 
 * **the model** — a :class:`PlaybackModel` wrapping the factory-built model. For each call it builds the canonical
   request exactly as the recording does (``_access.llm_request`` over the same arguments, call-id aliasing
-  with the agent run's known ids, :func:`~causaltrace.schema.request_hash`) and looks up the recorded call at
+  with the agent run's known ids, :func:`~causaltrace.recording.request_hash`) and looks up the recorded call at
   ``(agent_key, "llm", ordinal)``;
 * **the tools** — copies (``agent.tools[name] = copy.copy(tool)`` with ``forward`` overridden; shared tool objects
   are never patched) that look up ``(agent_key, "tool", ordinal)`` the same way. Tool ordinals follow the
@@ -187,7 +187,7 @@ class SmolagentsReplayAdapter(PlaybackAdapterBase):
         """Run the playback on the original run's task inside ``causaltrace.run(...)`` (traced and stored like any
         run) and return the new Run with ``metadata["replay"]``; the first divergence is raised as
         ``ReplayDivergence``."""
-        from causaltrace.instrumentation._runtime import run as mark_run
+        from causaltrace.instrumentation.runs import run as mark_run
 
         self.ensure_instrumented()
         core = assembled.core

@@ -29,7 +29,7 @@ from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._model_calls import model_args
 from causaltrace.instrumentation.smolagents._playback_keys import key_and_pattern
 from causaltrace.protocols import PlaybackCore, PlaybackDecision
-from causaltrace.schema import canonicalize_request, request_hash
+from causaltrace.recording import canonicalize_request, request_hash
 
 __all__ = ["LIVE_SEED", "ModelPlayback", "PlaybackModel", "StreamingPlaybackModel", "prepare_live"]
 

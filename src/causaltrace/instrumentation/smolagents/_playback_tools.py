@@ -21,7 +21,8 @@ from causaltrace.instrumentation._playback_common import exception_of
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._playback_keys import caller_state, key_and_pattern
 from causaltrace.protocols import PlaybackCore
-from causaltrace.schema import StepError, canonicalize_request, request_hash
+from causaltrace.recording import canonicalize_request, request_hash
+from causaltrace.schema import StepError
 
 __all__ = ["CodeCall", "answering_class", "code_callable", "tool_twin"]
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.runs import attach_run
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import unregister_callees
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm, patch_model_class
 from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, INVOKER, AgentRun, arg, guard, text
 from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
 from causaltrace.instrumentation.smolagents._turns import on_item
+from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["close", "wrap_run", "wrap_run_stream"]
@@ -94,7 +95,7 @@ def _begin(agent: Any, task: Any) -> AgentRun:
         parent = None
     invocation = INVOKER.get()
     if parent is None:
-        ctx, owned = _runtime.attach_run(
+        ctx, owned = attach_run(
             framework="smolagents", task=None if task is None else str(task), source=agent
         )
     else:
@@ -137,7 +138,7 @@ def _start(run: AgentRun) -> None:
         )
         run.task_step = run.new_step(
             "task", content=text(run.task),
-            depends_on=[(inv.tool_call.step_id, "delegated_by")] if inv else (),
+            depends_on=[Dep(inv.tool_call.step_id, "delegated_by")] if inv else (),
             metadata={"delegated_by_agent": run.parent.name},
         )
         run.task_step.end()

@@ -48,9 +48,11 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from causaltrace.instrumentation import _runtime
-from causaltrace.instrumentation._runtime import CallHandle, RunContext, StepHandle
+from causaltrace.instrumentation.calls import CallHandle
+from causaltrace.instrumentation.runs import RunContext, run_scope
+from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.steps import Dep, StepHandle
 
 __all__ = [
     "CURRENT_RUN",
@@ -208,10 +210,10 @@ class AgentRun:
             return nullcontext()
         values = ((CURRENT_RUN, self), (INVOKER, None), (IN_TOOL, None))
         if self.owned:
-            return _runtime.run_scope(self.ctx, *values, step=self.turn)
+            return run_scope(self.ctx, *values, step=self.turn)
         if self.turn is not None:
             return self.turn.activate(*values)
-        return _runtime.Scope(values)
+        return Scope(values)
 
     def new_step(self, kind: str, **fields: Any) -> StepHandle:
         """Start a step of this agent, inside its agent_turn."""
@@ -225,9 +227,9 @@ class AgentRun:
         with self.lock:
             self.observed.append(step_id)
 
-    def produced_by_llm(self) -> list[tuple[str, str]]:
+    def produced_by_llm(self) -> list[Dep]:
         """A ``produced_by`` dependency on the current action step's llm_response (none when there is none)."""
-        return [(self.act.llm.step.step_id, "produced_by")] if self.act.llm is not None else []
+        return [Dep(self.act.llm.step.step_id, "produced_by")] if self.act.llm is not None else []
 
     def pattern(self) -> Any:
         """The matcher of the tool-call ids seen so far in this run (rebuilt only when new ids arrived)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from causaltrace.instrumentation._runtime import CallHandle
+from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import begin_code_call, from_code_thread, start_code_execution
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm
@@ -30,6 +30,7 @@ from causaltrace.instrumentation.smolagents._state import (
     guard,
     text,
 )
+from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "wrap_agent_call",
@@ -179,9 +180,9 @@ def _tool_start(run: AgentRun, rec: ToolRec, managed: bool) -> tuple[CallHandle 
 def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation: Invocation | None, *, result: Any,
                error: BaseException | None) -> None:
     rec.step.end()
-    deps = [(rec.step.step_id, "tool_result_of")]
+    deps = [Dep(rec.step.step_id, "tool_result_of")]
     if invocation is not None and invocation.answer_step_id:
-        deps.append((invocation.answer_step_id, "answer_of"))
+        deps.append(Dep(invocation.answer_step_id, "answer_of"))
     step = run.new_step("tool_response", tool_name=rec.name, call_id=rec.call_id, depends_on=deps)
     if error is not None:
         message = f"{type(error).__name__}: {error}"

@@ -1,0 +1,144 @@
+"""Recorded calls: every LLM and tool call of a live run, kept for replay (ARCHITECTURE "Recording").
+
+A run's :class:`CallLog` numbers the calls (``ordinal`` per (agent_key, kind); start and finish order) and keeps
+them; ``call = ctx.begin_call(agent_key, "llm"|"tool", request)`` hashes the request at call time, before the
+framework mutates it, and ``call.finish(response)`` stores the response (or marks the call ``live_only`` when it
+cannot be encoded).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation.steps import as_json, construct, error_of
+from causaltrace.recording import canonical_request, encode_response
+from causaltrace.schema import RecordedCall, Recording
+
+__all__ = ["CallHandle", "CallLog"]
+
+logger = logging.getLogger("causaltrace")
+
+
+class CallLog:
+    """The recorded calls of one run: ordinals per (agent_key, kind), start / finish order, the finished calls."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._ordinals: dict[tuple[str, str], int] = {}
+        self._start_order = 0
+        self._finish_order = 0
+        self._calls: list[RecordedCall] = []
+
+    def reserve_ordinals(self, agent_key: str, kind: str, count: int) -> list[int]:
+        """Reserve ``count`` consecutive ordinals (tool calls numbered in the model's response order)."""
+        with self._lock:
+            first = self._ordinals.get((agent_key, kind), 0)
+            self._ordinals[(agent_key, kind)] = first + count
+        return list(range(first, first + count))
+
+    def begin(
+        self,
+        agent_key: str,
+        kind: str,
+        request: Any,
+        *,
+        ordinal: int | None,
+        settings: Mapping[str, Any] | None,
+        step_id: str | None,
+        call_id_pattern: re.Pattern[str] | None,
+    ) -> CallHandle:
+        """Start recording a call: canonicalise and hash the request now, number the call."""
+        if kind not in ("llm", "tool"):
+            raise ValueError(f"unknown recorded call kind {kind!r}")
+        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern)
+        with self._lock:
+            if ordinal is None:
+                ordinal = self._ordinals.get((agent_key, kind), 0)
+                self._ordinals[(agent_key, kind)] = ordinal + 1
+            start_order = self._start_order
+            self._start_order += 1
+        return CallHandle(
+            log=self,
+            agent_key=agent_key,
+            kind=kind,
+            ordinal=ordinal,
+            request=canonical,
+            request_hash=digest,
+            start_order=start_order,
+            settings=dict(settings or {}),
+            step_id=step_id,
+        )
+
+    def next_finish(self) -> int:
+        """The next finish order (calls finish in any order, on any thread)."""
+        with self._lock:
+            value = self._finish_order
+            self._finish_order += 1
+            return value
+
+    def add(self, call: RecordedCall) -> None:
+        """Keep a finished call."""
+        with self._lock:
+            self._calls.append(call)
+
+    def recording(self) -> Recording:
+        """The calls recorded so far, in start order."""
+        with self._lock:
+            return Recording(run_id=self.run_id, calls=tuple(sorted(self._calls, key=lambda c: c.start_order)))
+
+
+@dataclass
+class CallHandle:
+    """A recorded LLM or tool call in flight; :meth:`finish` stores its response."""
+
+    log: CallLog
+    agent_key: str
+    kind: str
+    ordinal: int
+    request: Any
+    request_hash: str
+    start_order: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    step_id: str | None = None
+    call: RecordedCall | None = None
+
+    @never_raise()
+    def finish(self, response: Any = None, *, error: BaseException | None = None, step_id: str | None = None) -> None:
+        """Record the response (or the error) of this call. A response that cannot be encoded is ``live_only``."""
+        if self.call is not None:
+            return
+        live_only = False
+        try:
+            encoded, response_type = encode_response(response)
+        except TypeError as exc:
+            logger.info("causaltrace: call %s/%s#%d not recordable: %s", self.agent_key, self.kind, self.ordinal, exc)
+            encoded, response_type, live_only = None, None, True
+        # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
+        # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
+        self.call = construct(
+            RecordedCall,
+            {
+                "run_id": self.log.run_id,
+                "step_id": step_id or self.step_id,
+                "agent_key": self.agent_key,
+                "kind": self.kind,
+                "ordinal": self.ordinal,
+                "request": self.request,
+                "request_hash": self.request_hash,
+                "response": encoded,
+                "response_type": response_type,
+                "settings": as_json(self.settings),
+                "start_order": self.start_order,
+                "finish_order": self.log.next_finish(),
+                "live_only": live_only,
+                "error": error_of(error),
+            },
+        )
+        self.log.add(self.call)

@@ -1,0 +1,305 @@
+"""Step handles: a step that has started and not yet ended, and how its frozen Step is built when it ends.
+
+``h = ctx.start_step(kind, …)`` (:class:`~causaltrace.instrumentation.runs.RunContext`) gives a :class:`StepHandle`;
+fields known later are set with :meth:`StepHandle.update`; :meth:`StepHandle.end` builds the Step (without a full
+pydantic validation: this module and the run keep the Step invariants themselves) and hands it over as two siblings:
+the full Step to the collector, directly, and its span to the emitter (for the exporters, under the payload
+policy). Steps may start and end on several threads (smolagents' parallel tool calls).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from opentelemetry.trace import SpanContext
+from pydantic import BaseModel
+
+from causaltrace.collector.live import ns_to_datetime
+from causaltrace.instrumentation._emitter import StepSpan, never_raise
+from causaltrace.instrumentation.scope import Scope
+from causaltrace.instrumentation.tracing import Tracing, now_ns
+from causaltrace.recording import canonical_json
+from causaltrace.schema import (
+    Dependency,
+    DependencyKind,
+    Step,
+    StepError,
+    StepStatus,
+    TokenUsage,
+    action_signature,
+)
+
+__all__ = [
+    "CURRENT_STEP",
+    "KEEP",
+    "Dep",
+    "StepHandle",
+    "StepOwner",
+    "as_json",
+    "build_step",
+    "construct",
+    "current_step",
+    "error_of",
+    "usage_of",
+]
+
+#: The step made current with :meth:`StepHandle.activate` (or a run scope with a step), if any.
+CURRENT_STEP: contextvars.ContextVar[StepHandle | None] = contextvars.ContextVar("causaltrace_step", default=None)
+
+_STEP_STATUSES = frozenset({"ok", "error", "unset"})
+
+
+class Dep(NamedTuple):
+    """A dependency as an adapter states it: the producer step's id and the kind (ARCHITECTURE "Dependency kinds").
+
+    ``ctx.start_step(…, depends_on=[Dep(llm.step_id, "produced_by")])``; the run turns it into a stored
+    :class:`~causaltrace.schema.Dependency` once it checked that the producer is an earlier step of the run.
+    """
+
+    step_id: str
+    kind: DependencyKind
+
+
+class _Keep:
+    """The type of :data:`KEEP`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: "Leave this field as it is": the default of every field keyword of :meth:`StepHandle.update` / ``end``.
+KEEP = _Keep()
+#: The fields :meth:`StepHandle.update` / ``end`` may set, in their keyword order.
+_LATE_FIELDS = ("content", "inputs", "outputs", "model", "tool_name", "arguments", "call_id", "usage", "metadata")
+
+
+class StepOwner(Protocol):
+    """What a step handle needs of its run (a :class:`~causaltrace.instrumentation.runs.RunContext`)."""
+
+    run_id: str
+    tracing: Tracing
+
+    def dependencies_of(
+        self, deps: Iterable[Dep | Dependency], *, consumer_index: int, existing: tuple[Dependency, ...]
+    ) -> list[Dependency]: ...
+
+    def links_of(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]: ...
+
+
+def _is_plain_json(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation)."""
+    cls = type(value)
+    if cls is str or cls is int or cls is bool or value is None:
+        return True
+    if cls is float:
+        return value == value  # NaN is not JSON
+    if depth > 50:
+        return False
+    if cls is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _is_plain_json(item, depth + 1):
+                return False
+        return True
+    if cls is list:
+        for item in value:
+            if not _is_plain_json(item, depth + 1):
+                return False
+        return True
+    return False
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as JSON data: returned as is when it already is, else converted (tuples, models, datetimes…)."""
+    if _is_plain_json(value):
+        return value
+    return json.loads(canonical_json(value))
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_STEP_FIELDS = frozenset(Step.model_fields)
+
+
+def construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """``cls.model_construct`` for a complete, already-checked set of field values, without its per-field loop.
+
+    ``values`` must hold every field of ``cls`` (pydantic's own ``model_construct`` spends most of its time filling
+    defaults, which this hot path never needs).
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def build_step(data: dict[str, Any]) -> Step:
+    """Build the frozen Step of an ended step without a full pydantic validation (the emit hot path).
+
+    Every field comes from this package, which keeps the Step invariants itself: indexes and dependencies are
+    assigned by the run (dependencies only to earlier steps), kinds were checked at start; payload dicts are made
+    JSON-safe here.
+    """
+    if data["status"] not in _STEP_STATUSES:
+        raise ValueError(f"unknown step status {data['status']!r}")
+    for key in ("inputs", "outputs", "metadata"):
+        data[key] = as_json(data[key])
+    if data.get("arguments") is not None:
+        data["arguments"] = as_json(data["arguments"])
+    for key in ("content", "agent"):
+        if not isinstance(data[key], str):
+            data[key] = "" if data[key] is None else str(data[key])
+    data["truncated"] = False
+    data.setdefault("action_signature", None)
+    if data.keys() != _STEP_FIELDS:
+        unknown = sorted(data.keys() - _STEP_FIELDS)
+        missing = sorted(_STEP_FIELDS - data.keys())
+        raise ValueError(f"step fields: unknown {unknown}, missing {missing}")
+    return construct(Step, data)
+
+
+def usage_of(input_tokens: int, output_tokens: int) -> TokenUsage:
+    """A TokenUsage from an adapter's (input, output) token counts, built without a validation (the step hot path)."""
+    return construct(TokenUsage, {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens)})
+
+
+def error_of(error: BaseException | StepError | str | None) -> StepError | None:
+    """The StepError of an exception, a message or a StepError (None for None)."""
+    if error is None:
+        return None
+    if isinstance(error, StepError):
+        return error
+    if isinstance(error, BaseException):
+        return StepError(type=type(error).__name__, message=str(error))
+    return StepError(type="Error", message=str(error))
+
+
+class StepHandle:
+    """A step that has started and not yet ended. Fields may be updated until :meth:`end`."""
+
+    def __init__(self, ctx: StepOwner, fields: dict[str, Any], span: StepSpan | None, start_ns: int) -> None:
+        self.ctx = ctx
+        self._fields = fields
+        self.span = span
+        self._start_ns = start_ns
+        self.step: Step | None = None
+
+    @property
+    def step_id(self) -> str:
+        return self._fields["step_id"]
+
+    @property
+    def index(self) -> int:
+        return self._fields["index"]
+
+    @property
+    def kind(self) -> str:
+        return self._fields["kind"]
+
+    @property
+    def agent(self) -> str:
+        return self._fields["agent"]
+
+    @property
+    def ended(self) -> bool:
+        return self.step is not None
+
+    @never_raise()
+    def update(
+        self,
+        *,
+        content: str | None | _Keep = KEEP,
+        inputs: Mapping[str, Any] | _Keep = KEEP,
+        outputs: Mapping[str, Any] | _Keep = KEEP,
+        model: str | None | _Keep = KEEP,
+        tool_name: str | None | _Keep = KEEP,
+        arguments: Mapping[str, Any] | None | _Keep = KEEP,
+        call_id: str | None | _Keep = KEEP,
+        usage: TokenUsage | tuple[int, int] | None | _Keep = KEEP,
+        metadata: Mapping[str, Any] | _Keep = KEEP,
+        depends_on: Iterable[Dep | Dependency] = (),
+    ) -> None:
+        """Set step fields known only later (content, outputs, usage…); ``depends_on`` entries are appended.
+
+        A field left out keeps its value; a misspelled name is a ``TypeError`` (never a silently lost step).
+        """
+        self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
+
+    def _set(self, depends_on: Iterable[Dep | Dependency], values: tuple[Any, ...]) -> None:
+        if depends_on:
+            self._add_dependencies(depends_on)
+        fields = self._fields
+        for name, value in zip(_LATE_FIELDS, values, strict=True):
+            if value is not KEEP:
+                fields[name] = usage_of(*value) if name == "usage" and isinstance(value, tuple) else value
+
+    @never_raise()
+    def add_dependencies(self, deps: Iterable[Dep | Dependency]) -> None:
+        """Add dependencies (producer step id, kind); duplicates and unknown or later producers are ignored."""
+        self._add_dependencies(deps)
+
+    def _add_dependencies(self, deps: Iterable[Dep | Dependency]) -> None:
+        new = self.ctx.dependencies_of(deps, consumer_index=self.index, existing=self._fields["depends_on"])
+        if not new:
+            return
+        self._fields["depends_on"] = self._fields["depends_on"] + tuple(new)
+        self.ctx.tracing.emitter.add_links(self.span, self.ctx.links_of(new))
+
+    @never_raise()
+    def end(
+        self,
+        *,
+        status: StepStatus = "ok",
+        error: BaseException | StepError | str | None = None,
+        content: str | None | _Keep = KEEP,
+        inputs: Mapping[str, Any] | _Keep = KEEP,
+        outputs: Mapping[str, Any] | _Keep = KEEP,
+        model: str | None | _Keep = KEEP,
+        tool_name: str | None | _Keep = KEEP,
+        arguments: Mapping[str, Any] | None | _Keep = KEEP,
+        call_id: str | None | _Keep = KEEP,
+        usage: TokenUsage | tuple[int, int] | None | _Keep = KEEP,
+        metadata: Mapping[str, Any] | _Keep = KEEP,
+        depends_on: Iterable[Dep | Dependency] = (),
+    ) -> Step | None:
+        """End the step: its status is known now (``error`` implies status ``error``); the other keywords are as
+        :meth:`update`'s. Idempotent: a second call returns the Step of the first."""
+        if self.step is not None:
+            return self.step
+        self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
+        step_error = error_of(error)
+        if step_error is not None:
+            status = "error"
+        elif status == "error":
+            step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
+        end_ns = max(now_ns(), self._start_ns)
+        data = dict(self._fields)
+        span_ctx = self.span.get_span_context() if self.span is not None else None
+        span_id = f"{span_ctx.span_id:016x}" if span_ctx is not None and span_ctx.is_valid else None
+        data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
+        if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
+            target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
+            payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
+            data["action_signature"] = action_signature(data["kind"], target, payload)
+        step = build_step(data)
+        self.step = step
+        tracing = self.ctx.tracing
+        # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
+        tracing.collector.accept(step)
+        tracing.emitter.export_step(self.span, step, end_time_ns=end_ns)
+        return step
+
+    def activate(self, *also: tuple[contextvars.ContextVar[Any], Any]) -> Scope:
+        """A scope making this step's span (and this step) current, so the framework's own spans and nested steps
+        nest here; ``also`` are more (context variable, value) pairs the caller sets in the same scope."""
+        return Scope(((CURRENT_STEP, self), *also), self.span.as_current() if self.span is not None else None)
+
+
+def current_step() -> StepHandle | None:
+    """The step made current with :meth:`StepHandle.activate` in this context, if any."""
+    return CURRENT_STEP.get()
