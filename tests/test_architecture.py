@@ -326,8 +326,6 @@ def test_attribution_stages_never_import_methods():
     fail_with("imports of attribution.methods from attribution.stages", stages_violations(project()[1]))
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 item 6: the root and watch import "
-                   "instrumentation._runtime / _export; cli imports _emitter")
 def test_no_module_imports_private_names_from_outside_their_package():
     fail_with("imports of another package's private names", private_violations(*project()))
 
@@ -343,8 +341,6 @@ def test_the_size_allow_list_names_existing_paths():
     fail_with("allow-list entries that no longer exist (drop them)", missing)
 
 
-@pytest.mark.xfail(strict=True, reason="pending issue 18 items 1, 6: instrumentation/_runtime.py, "
-                   "schema.py, instrumentation/autogen/_hooks.py")
 def test_no_source_file_is_over_800_lines():
     fail_with(f"files over {MAX_FILE_LINES} lines", long_files(project()[0]))
 

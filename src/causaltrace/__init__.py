@@ -28,8 +28,7 @@ from causaltrace.exceptions import (
     SandboxError,
     UserError,
 )
-from causaltrace.instrumentation import instrument, uninstrument
-from causaltrace.instrumentation._export import export_stats
+from causaltrace.instrumentation import export_stats, instrument, uninstrument
 from causaltrace.instrumentation.runs import RunHandle, current_run, run
 from causaltrace.instrumentation.tracing import configure
 from causaltrace.replay import causalflow as _causalflow  # noqa: F401  (registers `causalflow` + the graph hook)

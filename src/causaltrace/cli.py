@@ -229,7 +229,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from functools import partial
 
         from causaltrace.config import TraceConfig
-        from causaltrace.instrumentation._emitter import apply_payload_policy
+        from causaltrace.instrumentation import apply_payload_policy
 
         policy = partial(apply_payload_policy, config=TraceConfig.from_env())
     document = run_to_otlp(run, attribute_policy=policy)

@@ -1,7 +1,10 @@
 """Framework hooks → Steps → spans, recording of calls, run marking.
 
 Each adapter module imports its framework only inside its functions, so this package imports cleanly without
-any framework installed. ``instrument()`` instruments every framework that is installed.
+any framework installed. ``instrument()`` instruments every framework that is installed. The package's public
+modules: ``runs`` (run marking), ``steps`` (step handles), ``calls`` (recorded calls), ``tracing`` (set-up) and
+``scope``; from its private emitter and exporter it publishes :func:`apply_payload_policy` (what ``causaltrace
+export --redact`` applies) and :func:`export_stats` (``causaltrace.export_stats``).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import logging
 from typing import Any
 
 from causaltrace.config import TraceConfig
+from causaltrace.instrumentation._emitter import apply_payload_policy
+from causaltrace.instrumentation._export import ExportStats, export_stats
 
-__all__ = ["instrument", "uninstrument"]
+__all__ = ["ExportStats", "apply_payload_policy", "export_stats", "instrument", "uninstrument"]
 
 logger = logging.getLogger("causaltrace")
 
