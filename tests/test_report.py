@@ -494,14 +494,27 @@ def test_folds_and_zoom_work_in_the_browser(tmp_path, browser):
     # folding a turn in the graph hides its 4 member nodes and the edges touching them; unfolding shows them
     first = turns[0].index
     before = browser.evaluate(visible % "svg.graph .dep-edge")
-    browser.evaluate(f"document.querySelector('svg.graph .fold-btn[data-fold=\"{first}\"]')"
-                     ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    width = "document.querySelector('svg.graph').getBoundingClientRect().width"
+    # where the manager's step right after the turn's 4 members sits in the graph
+    x_of = (f"document.getElementById('node-{first + 5}').getBoundingClientRect().left - "
+            "document.querySelector('svg.graph').getBoundingClientRect().left")
+    w0, x0 = browser.evaluate(width), browser.evaluate(x_of)
+    edge = f"document.querySelector('.dep-edge[data-from=\"{first + 5}\"]').getAttribute('d')"
+    d0 = browser.evaluate(edge)
+    click = (f"document.querySelector('svg.graph .fold-btn[data-fold=\"{first}\"]')"
+             ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    browser.evaluate(click)
     assert browser.evaluate(visible % "svg.graph .step-node") == len(run.steps) - 4
     assert browser.evaluate(visible % "svg.graph .dep-edge") < before
     assert "turn-folded" in browser.evaluate(f"document.getElementById('node-{first}').className.baseVal")
-    browser.evaluate(f"document.querySelector('svg.graph .fold-btn[data-fold=\"{first}\"]')"
-                     ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    # the folded columns are given back: the graph is 4 columns narrower, what follows moved left, edges redrawn
+    col_w = GraphLayout.of(run).col_w
+    assert browser.evaluate(width) == pytest.approx(w0 - 4 * col_w, abs=1)
+    assert browser.evaluate(x_of) == pytest.approx(x0 - 4 * col_w, abs=1)
+    assert browser.evaluate(edge) != d0
+    browser.evaluate(click)
     assert browser.evaluate(visible % "svg.graph .step-node") == len(run.steps)
+    assert browser.evaluate(width) == pytest.approx(w0, abs=1) and browser.evaluate(edge) == d0
     # clicking a node whose row is folded unfolds the row's turn and shows it
     member = run.step(turns[1].step_id).index + 1
     browser.evaluate(f"document.getElementById('node-{member}').dispatchEvent(new MouseEvent('click'))")

@@ -3,8 +3,9 @@
 The script is small vanilla JavaScript and only adds to a page that is complete without it: it centres the decisive
 step in the graph and in the window on load (and on the "decisive step" button), scrolls the timeline to its bar,
 pulses its halo, draws the visible window on the minimap and scrolls the graph from it, zooms the graph, folds agent
-turns in the graph and in the step table (a long run starts with its unmarked sub-agent turns folded in the table),
-and ties graph nodes and timeline bars to their rows.
+turns in the graph (the folded columns are given back: it lays the graph out again by the rules of report/_graph.py,
+from the constants the SVG carries) and in the step table (a long run starts with its unmarked sub-agent turns folded
+in the table), and ties graph nodes and timeline bars to their rows.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ svg.graph .fold-btn{cursor:pointer}
 svg.graph .fold-btn text{font-size:12px;font-weight:700;fill:#334155;pointer-events:none}
 svg.graph .fold-count{font-size:10px;font-weight:700;fill:#334155;display:none}
 svg.graph .step-node.turn-folded .fold-count{display:inline}
-svg.graph .is-folded,.grid tr.is-folded{display:none}
+svg.graph .is-folded,svg.minimap .is-folded,.grid tr.is-folded{display:none}
 pre.code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre;
 overflow:auto;max-height:360px;background:#0f172a;color:#e2e8f0;border-radius:6px;padding:8px 10px;margin:4px 0 0;
 tab-size:4}
@@ -179,6 +180,86 @@ JS = """
   document.body.setAttribute('data-rendered-steps', String(nodes.length));
   var count = document.getElementById('js-step-count');
   if (count) { count.textContent = '(' + nodes.length + ' step nodes drawn)'; }
+  var base = svg ? [parseFloat(svg.getAttribute('width')), parseFloat(svg.getAttribute('height'))] : [0, 0];
+  var zoom = 1;
+  var mm = document.querySelector('svg.minimap'), view = mm && mm.querySelector('.mm-view');
+
+  /* the graph's layout again, for folded turns: the same rules as the Python layout (report/_graph.py) */
+  var G = svg && {w: +svg.dataset.colW, pl: +svg.dataset.padL, pr: +svg.dataset.padR, lh: +svg.dataset.laneH,
+                  ny: +svg.dataset.nodeY, r: +svg.dataset.r, hop: +svg.dataset.hop, c: +svg.dataset.corner};
+  var at = {}, ncols = nodes.length, newCol = [], width0 = base[0];
+  each(nodes, function (n) { at[n.dataset.stepIndex] = {col: +n.dataset.col, lane: +n.dataset.lane}; });
+  function f(v) { return String(Math.round(v * 10) / 10); }
+  function pt(x, y) { return f(x) + ',' + f(y); }
+  function X(col) { return G.pl + newCol[col] * G.w + G.w / 2; }
+  function Y(lane) { return lane * G.lh + G.ny; }
+  function routed(x1, y1, x2, y2, lane, o) {
+    var c = G.c, xb = x1 + G.w / 2, yc = lane * G.lh + 17 + 3.5 * ((Math.floor(x1 / G.w) + o) % 4);
+    var s = yc > y1 ? 1 : -1;
+    return 'M' + pt(x1 + G.r, y1) + ' L' + pt(xb - c, y1) + ' Q' + pt(xb, y1) + ' ' + pt(xb, y1 + s * c) +
+      ' L' + pt(xb, yc - s * c) + ' Q' + pt(xb, yc) + ' ' + pt(xb + c, yc) + ' L' + pt(x2 - c, yc) +
+      ' Q' + pt(x2, yc) + ' ' + pt(x2, yc + c) + ' L' + pt(x2, y2 - G.r - 3);
+  }
+  function edgeD(a, b, o) {
+    var x1 = X(a.col), y1 = Y(a.lane), x2 = X(b.col), y2 = Y(b.lane), R = G.r, dist = newCol[b.col] - newCol[a.col];
+    if (a.lane === b.lane) {
+      if (dist === 1 && o === 0) { return 'M' + pt(x1 + R + 1, y1) + ' L' + pt(x2 - R - 3, y2); }
+      var h = Math.min(12 + 7 * dist, 44) + 6 * o, sx = x1 + 3, ex = x2 - 3, top = y1 - R - 2;
+      return 'M' + pt(sx, top) + ' C' + pt(sx + 6, top - h) + ' ' + pt(ex - 6, top - h) + ' ' + pt(ex, top - 1);
+    }
+    if (dist > G.hop) { return routed(x1, y1, x2, y2, b.lane, o); }
+    var down = y2 > y1 ? 1 : -1, lean = 0.42 * Math.abs(y2 - y1) + 5 * o;
+    var px = x1 + R * 0.8, py = y1 + down * R * 0.45, qx = x2 - R - 3, qy = y2 - down * 3;
+    return 'M' + pt(px, py) + ' C' + pt(px + 16 + 4 * o, py + down * lean) + ' ' +
+      pt(qx - 20 - 4 * o, qy - down * lean) + ' ' + pt(qx, qy);
+  }
+  function shift(el, col) {
+    var dx = (newCol[col] - col) * G.w;
+    if (dx) { el.setAttribute('transform', 'translate(' + f(dx) + ',0)'); } else { el.removeAttribute('transform'); }
+  }
+  /* hidden: the step indexes folded away; their columns go, everything right of them moves left */
+  function relayout(hidden) {
+    var gone = {}, k = 0, any = false;
+    Object.keys(hidden).forEach(function (i) { if (at[i]) { gone[at[i].col] = true; any = true; } });
+    for (var p = 0; p < ncols; p++) { newCol[p] = p - k; if (gone[p]) { k++; } }
+    each(nodes, function (n) { shift(n, at[n.dataset.stepIndex].col); });
+    each(svg.querySelectorAll('.dep-edge, .path-link'), function (e) {
+      if (!e.dataset.d) { e.dataset.d = e.getAttribute('d'); }
+      var a = at[e.dataset.from], b = at[e.dataset.to];
+      if (!any || !a || !b) { e.setAttribute('d', e.dataset.d); e.removeAttribute('transform'); return; }
+      if (e.hasAttribute('data-stub')) { shift(e, b.col); return; }
+      e.setAttribute('d', edgeD(a, b, +e.dataset.ordinal));
+    });
+    each(svg.querySelectorAll('.stub-label'), function (t) { shift(t, +t.dataset.at); });
+    each(svg.querySelectorAll('.turn-band'), function (band) {
+      if (!band.dataset.x) { band.dataset.x = band.getAttribute('x'); band.dataset.w = band.getAttribute('width'); }
+      var cols = band.dataset.cols.split(' ').map(Number).filter(function (c) { return !gone[c]; });
+      var btn = band.nextElementSibling;
+      if (!btn || !btn.classList.contains('fold-btn')) { btn = null; }
+      band.classList.toggle('is-folded', !cols.length);  /* a turn inside a folded turn goes with it */
+      if (btn) { btn.classList.toggle('is-folded', !cols.length); }
+      if (!cols.length) { return; }
+      var x0 = G.pl + newCol[Math.min.apply(null, cols)] * G.w + 4;
+      var x1 = G.pl + (newCol[Math.max.apply(null, cols)] + 1) * G.w - 4;
+      band.setAttribute('x', any ? f(x0) : band.dataset.x);
+      band.setAttribute('width', any ? f(x1 - x0) : band.dataset.w);
+      if (btn) {
+        var dx = x0 - parseFloat(btn.dataset.x);
+        if (any && dx) { btn.setAttribute('transform', 'translate(' + f(dx) + ',0)'); }
+        else { btn.removeAttribute('transform'); }
+      }
+    });
+    base[0] = any ? G.pl + (ncols - k) * G.w + G.pr : width0;
+    svg.setAttribute('viewBox', '0 0 ' + f(base[0]) + ' ' + f(base[1]));
+    if (mm) {
+      mm.setAttribute('viewBox', '0 0 ' + f(base[0]) + ' ' + f(base[1]));
+      each(mm.querySelectorAll('[data-col]'), function (r) {
+        shift(r, +r.dataset.col);
+        r.classList.toggle('is-folded', !!gone[+r.dataset.col]);
+      });
+    }
+    setZoom(zoom);
+  }
 
   /* folding: nodes and rows carry data-turns (the agent turns around them); graph and table fold separately */
   var folds = {graph: {}, table: {}};
@@ -207,6 +288,7 @@ JS = """
         b.textContent = (on ? 'show the ' : 'fold the ') + n + ' steps of this turn';
       }
     });
+    if (scope === 'graph') { relayout(hidden); }
   }
   function toggleFold(scope, t) { folds[scope][t] = !folds[scope][t]; applyFolds(scope); }
   each(document.querySelectorAll('[data-fold]'), function (b) {
@@ -217,8 +299,6 @@ JS = """
       if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); toggleFold(scope, t); }
     });
   });
-  applyFolds('graph');
-  applyFolds('table');
 
   function jump(i) {
     var row = document.getElementById('step-' + i);
@@ -255,11 +335,10 @@ JS = """
   each(document.querySelectorAll('.tl-bar'), function (b) {
     b.addEventListener('click', function () { jump(b.getAttribute('data-step-index')); });
   });
+  applyFolds('table');
   if (!svg || !scroller) { return; }
 
   /* minimap: the same coordinates as the graph, so one ratio maps between them */
-  var base = [parseFloat(svg.getAttribute('width')), parseFloat(svg.getAttribute('height'))];
-  var mm = document.querySelector('svg.minimap'), view = mm && mm.querySelector('.mm-view');
   function updateMinimap() {
     if (!view) { return; }
     var total = scroller.scrollWidth || 1;
@@ -279,12 +358,12 @@ JS = """
   scroller.addEventListener('scroll', updateMinimap);
 
   /* zoom: the SVG keeps its viewBox, its size (and the lane labels' heights) scale */
-  var zoom = 1, level = document.querySelector('.zoom-level');
+  var level = document.querySelector('.zoom-level');
   var labels = document.querySelectorAll('.lane-label'), laneBox = document.querySelector('.lane-labels');
   var laneH = labels.length ? base[1] / labels.length : base[1];
   function setZoom(z) {
     z = Math.max(0.02, Math.min(3, z));
-    var centre = (scroller.scrollLeft + scroller.clientWidth / 2) / (base[0] * zoom);
+    var centre = (scroller.scrollLeft + scroller.clientWidth / 2) / (parseFloat(svg.getAttribute('width')) || 1);
     zoom = z;
     svg.setAttribute('width', (base[0] * z).toFixed(1));
     svg.setAttribute('height', (base[1] * z).toFixed(1));
@@ -301,6 +380,7 @@ JS = """
               : how === 'fit' ? scroller.clientWidth / base[0] : 1);
     });
   });
+  applyFolds('graph');
 
   /* the decisive step: centred in the graph and in the window on load, and on the button */
   var decisive = svg.querySelector('.step-node.decisive');

@@ -160,11 +160,20 @@ def render_graph(run: Run, marks: Marks, layout: GraphLayout | None = None,
     turns = turns or turns_of(run)
     w, h = layout.width, layout.height
     out = [f'<svg class="graph" width="{fmt(w)}" height="{fmt(h)}" viewBox="0 0 {fmt(w)} {fmt(h)}" '
-           f'role="img" aria-label="step graph of run {e(run.run_id)}">', _defs(run), _lanes(layout),
+           f'role="img" aria-label="step graph of run {e(run.run_id)}" {_geometry(layout)}>', _defs(run),
+           _lanes(layout),
            _turn_bands(run, layout, turns), _edges(run, marks, layout), '<g class="nodes">']
     out.extend(_node(step, marks, layout, turns) for step in run.steps)
     out.append("</g></svg>")
     return _lane_labels(run, marks, layout), "\n".join(out)
+
+
+def _geometry(layout: GraphLayout) -> str:
+    """The layout's constants as data attributes of the SVG: the page's script lays the graph out again with them
+    when a folded turn gives its columns back (the same rules as :func:`_edge_d`)."""
+    return (f'data-col-w="{layout.col_w:.6g}" data-pad-l="{fmt(PAD_L)}" data-pad-r="{fmt(PAD_R)}" '
+            f'data-lane-h="{fmt(LANE_H)}" data-node-y="{fmt(NODE_Y)}" data-r="{fmt(R)}" data-hop="{SHORT_HOP}" '
+            f'data-corner="{fmt(CORNER)}"')
 
 
 def _defs(run: Run) -> str:
@@ -208,13 +217,15 @@ def _turn_bands(run: Run, layout: GraphLayout, turns: Turns) -> str:
         x0 = PAD_L + min(cols) * layout.col_w + 4
         x1 = PAD_L + (max(cols) + 1) * layout.col_w - 4
         y0 = lane * LANE_H + NODE_Y - R - 14
-        out.append(f'<rect class="turn-band" x="{fmt(x0)}" y="{fmt(y0)}" width="{fmt(x1 - x0)}" '
+        out.append(f'<rect class="turn-band" data-cols="{" ".join(str(c) for c in cols)}" x="{fmt(x0)}" '
+                   f'y="{fmt(y0)}" width="{fmt(x1 - x0)}" '
                    f'height="{fmt(2 * R + 14 + 46)}" rx="12" fill="{colour}" fill-opacity=".055" stroke="{colour}" '
                    f'stroke-opacity=".35" stroke-dasharray="4 3"><title>turn #{step.index} of '
                    f'{e(lane_label(step.agent))}</title></rect>')
         size = len(turns.members.get(step.step_id, ()))
         if size:
-            out.append(f'<g class="fold-btn" data-fold="{step.index}" data-size="{size}" role="button" '
+            out.append(f'<g class="fold-btn" data-fold="{step.index}" data-size="{size}" data-x="{fmt(x0)}" '
+                       'role="button" '
                        f'tabindex="0" aria-expanded="true"><title>fold the {size} steps of turn #{step.index}'
                        f'</title><rect x="{fmt(x0 - 6)}" y="{fmt(y0 - 8)}" width="16" height="16" rx="4" '
                        f'fill="#fff" stroke="{colour}"/><text class="fold-sign" x="{fmt(x0 + 2)}" '
@@ -242,14 +253,15 @@ def _edges(run: Run, marks: Marks, layout: GraphLayout) -> str:
             hot = pair in marks.path_edges
             src_idx = by_id[dep.step_id].index
             title = _edge_title(by_id, dep.step_id, step, dep.kind, hot)
-            if layout.column[step.step_id] - layout.column[dep.step_id] > FAR and not hot:
+            stub = layout.column[step.step_id] - layout.column[dep.step_id] > FAR and not hot
+            if stub:
                 d = _stub_d(layout, step.step_id)
                 stubs.setdefault(step.step_id, []).append(src_idx)
                 title += " (a long edge: drawn as a stub, the label names the producer)"
             else:
                 d = _edge_d(layout, dep.step_id, step.step_id, ordinal)
-            attrs = (f'data-kind="{e(dep.kind)}" data-from="{src_idx}" data-to="{step.index}" d="{d}" '
-                     'fill="none"')
+            attrs = (f'data-kind="{e(dep.kind)}" data-from="{src_idx}" data-to="{step.index}" '
+                     f'data-ordinal="{ordinal}"{" data-stub" if stub else ""} d="{d}" fill="none"')
             if hot:
                 on_path.append(f'<path class="dep-edge dep-{e(dep.kind)} on-path" {attrs} stroke="{HIGHLIGHT}" '
                                'stroke-width="3.6" stroke-linecap="round" marker-end="url(#arr-hl)">'
@@ -263,6 +275,7 @@ def _edges(run: Run, marks: Marks, layout: GraphLayout) -> str:
     out = ['<g class="edges">', *normal, *_stub_labels(layout, stubs), "</g>", '<g class="path-edges">', *on_path]
     for a, b in marks.path_links:
         out.append(f'<path class="path-link" data-from="{by_id[a].index}" data-to="{by_id[b].index}" '
+                   'data-ordinal="2" '
                    f'd="{_edge_d(layout, a, b, 2)}" fill="none" stroke="{HIGHLIGHT}" stroke-width="2.6" '
                    f'stroke-dasharray="7 5" marker-end="url(#arr-hl)"><title>propagation #{by_id[a].index} → '
                    f'#{by_id[b].index} (no recorded dependency path)</title></path>')
@@ -282,7 +295,8 @@ def _stub_labels(layout: GraphLayout, stubs: dict[str, list[int]]) -> list[str]:
         x2, y2 = layout.xy(sid)
         names = sorted(set(sources))
         text = " ".join(f"#{i}" for i in names[:3]) + (" …" if len(names) > 3 else "")
-        out.append(f'<text class="stub-label" x="{fmt(x2 - 19)}" y="{fmt(y2 - R - 15.5)}" text-anchor="end">'
+        out.append(f'<text class="stub-label" data-at="{layout.column[sid]}" x="{fmt(x2 - 19)}" '
+                   f'y="{fmt(y2 - R - 15.5)}" text-anchor="end">'
                    f"{e(text)}<title>{e('long-range inputs from ' + ', '.join(f'#{i}' for i in names))}</title></text>")
     return out
 
@@ -360,7 +374,9 @@ def _node(step: Step, marks: Marks, layout: GraphLayout, turns: Turns) -> str:
         parts.append(f'<text class="fold-count" x="{fmt(x + R + 4)}" y="{fmt(y + 4)}">+{size}</text>')
     cls = " ".join(classes)
     return (f'<g class="{cls}" id="node-{step.index}" data-step-index="{step.index}" data-step-id="{e(step.step_id)}" '
-            f'data-kind="{e(step.kind)}"{turns.data_turns(step.step_id)} tabindex="0">{"".join(parts)}</g>')
+            f'data-kind="{e(step.kind)}" data-col="{layout.column[step.step_id]}" '
+            f'data-lane="{layout.lane_of[step.step_id]}"{turns.data_turns(step.step_id)} tabindex="0">'
+            f'{"".join(parts)}</g>')
 
 
 def render_legend(run: Run, *, with_marks: bool) -> str:

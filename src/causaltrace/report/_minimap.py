@@ -43,10 +43,12 @@ def render_minimap(run: Run, marks: Marks, layout: GraphLayout) -> str:
         marked = step.step_id in marks.roles or step.step_id == marks.decisive
         colour = HIGHLIGHT if marked else LANE_COLOURS[lane % len(LANE_COLOURS)]
         opacity = "1" if marked else ".55"
-        out.append(f'<rect x="{fmt(x - bar_w / 2)}" y="{fmt(lane * LANE_H + NODE_Y - 40)}" width="{fmt(bar_w)}" '
+        out.append(f'<rect class="mm-step" data-col="{layout.column[step.step_id]}" x="{fmt(x - bar_w / 2)}" '
+                   f'y="{fmt(lane * LANE_H + NODE_Y - 40)}" width="{fmt(bar_w)}" '
                    f'height="80" fill="{colour}" fill-opacity="{opacity}"/>')
     if marks.decisive is not None:
         x, _ = layout.xy(marks.decisive)
-        out.append(f'<line class="mm-decisive" x1="{fmt(x)}" y1="0" x2="{fmt(x)}" y2="{fmt(h)}"/>')
+        out.append(f'<line class="mm-decisive" data-col="{layout.column[marks.decisive]}" x1="{fmt(x)}" y1="0" '
+                   f'x2="{fmt(x)}" y2="{fmt(h)}"/>')
     out.append(f'<rect class="mm-view" x="0" y="0" width="{fmt(min(w, FILL_W))}" height="{fmt(h)}"/></svg>')
     return "\n".join(out)
