@@ -475,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--framework", default=None, choices=["smolagents", "autogen"], help="default: both")
     b.add_argument("--case", action="append", metavar="NAME", help="run only these cases (repeatable, or a,b)")
     b.add_argument("--jobs", type=int, default=1, metavar="N", help="cases run in N processes (default 1)")
+    b.add_argument("--no-repair", dest="repair", action="store_false",
+                   help="score the diagnosis-only localisation, replay nothing")
+    b.add_argument("--held-out", dest="held_out", action="store_true",
+                   help="run only the cases held out of tuning (every second case of each type)")
     b.add_argument("--home", default=None, metavar="DIR",
                    help="store the runs and replays in DIR (default: a temporary store, removed afterwards)")
     b.set_defaults(func=cmd_bench_faults)

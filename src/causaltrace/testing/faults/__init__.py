@@ -7,6 +7,11 @@ tool error as a distractor (a flaky tool fails once, the agent retries). Offline
 method's deterministic stages, the mutation proposals of decision 9 and replay), the suite checks that
 causaltrace localises the decisive step (the earliest step whose correction flips the run) and repairs the run.
 
+Issue 20 grows it into a failure ZOO (:mod:`.cases_zoo` on the teams of :mod:`.zoo_smolagents` and
+:mod:`.zoo_autogen`): 13 failure types, at least 60 cases, every second case of each type held out of all tuning
+(``FaultCase.held_out``), and localisation scored on the diagnosis alone for ``graph``, the rule baselines and
+random (:mod:`.scoring`) before repair's replay-verified answer (``bench faults --no-repair`` skips repair).
+
 Layout: :mod:`.cases` (what a case is, rule helpers, strict verifiers); :mod:`.cases_smolagents` and
 :mod:`.cases_autogen` (the cases of each framework) on the scripted teams of :mod:`.teams_smolagents` and
 :mod:`.teams_autogen`; :mod:`.runner` (record → diagnose → repair → report, and ``causaltrace bench faults``).

@@ -8,16 +8,24 @@ the run's real shape.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from causaltrace.schema import Outcome, Run, Step, Verdict
 
-__all__ = ["FAULT_TYPES", "FaultCase", "answer_is", "first_step"]
+__all__ = ["FAULT_TYPES", "FaultCase", "answer_is", "first_step", "mark_held_out"]
 
-FaultType = Literal["wrong_tool_argument", "boundary_bug", "wrong_fact", "nonconverging_loop", "wrong_handoff"]
+FaultType = Literal["wrong_tool_argument", "boundary_bug", "wrong_fact", "nonconverging_loop", "wrong_handoff",
+                    "wrong_plan_word", "misread_observation", "premature_termination", "reviewer_approval",
+                    "repetition_progress", "ignored_instruction", "wrong_unit", "wrong_speaker"]
+#: The failure types (issue 20's zoo): a wrong number / copy typo in a tool call (``wrong_tool_argument``), wrong
+#: code logic — operator, bound, divisor (``boundary_bug``), a wrong restatement of a correct tool result
+#: (``wrong_fact``), a true action loop without progress (``nonconverging_loop``), a wrong handoff / delegation
+#: target (``wrong_handoff``), then the zoo's types (:mod:`.cases_zoo`).
 FAULT_TYPES: tuple[str, ...] = ("wrong_tool_argument", "boundary_bug", "wrong_fact", "nonconverging_loop",
-                                "wrong_handoff")
+                                "wrong_handoff", "wrong_plan_word", "misread_observation", "premature_termination",
+                                "reviewer_approval", "repetition_progress", "ignored_instruction", "wrong_unit",
+                                "wrong_speaker")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class FaultCase:
     rule_text: str
     #: the factory of the same team WITHOUT the planted error (used by the tests to check that it succeeds)
     fixed_factory: Callable[[], Any] | None = None
+    #: held out of all tuning (issue 20: every second case of each type, in suite order — :func:`mark_held_out`)
+    held_out: bool = False
 
     def true_step(self, run: Run) -> int:
         """The index of the decisive step in ``run`` (the case's rule applied to the recorded run)."""
@@ -76,3 +86,16 @@ def answer_is(expected: str) -> Callable[[Outcome], Verdict]:
 
     verify.__name__ = f"answer_is_{expected}"
     return verify
+
+
+def mark_held_out(cases: list[FaultCase]) -> list[FaultCase]:
+    """The fixed held-out rule (issue 20): within each type, in suite order, the 2nd, 4th, … case is held out of all
+    tuning. Applied to the WHOLE suite's order (never a filtered list), so a case's mark never depends on which
+    cases were asked for."""
+    seen: dict[str, int] = {}
+    out = []
+    for case in cases:
+        position = seen.get(case.fault, 0)
+        seen[case.fault] = position + 1
+        out.append(replace(case, held_out=position % 2 == 1))
+    return out

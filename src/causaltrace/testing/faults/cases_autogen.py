@@ -68,7 +68,7 @@ def autogen_cases() -> list[FaultCase]:
         case("ag-swarm-handoff", "swarm", "wrong_handoff",
              "A customer writes: I want a refund for order B7. Resolve the ticket; report 'REFUND: <dollars>'.",
              reports("REFUND", "40"), first_step("handoff", agent="triage"), "triage's first handoff"),
-        case("ag-selector-choice", "selector", "wrong_handoff",
+        case("ag-selector-choice", "selector", "wrong_speaker",
              "A customer writes: I want a refund for order B7. Resolve the ticket; report 'REFUND: <dollars>'.",
              reports("REFUND", "40"), first_step("speaker_selection", contains="_agent"),
              "the first selection of billing_agent or tech_agent"),

@@ -25,27 +25,31 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from causaltrace.testing.faults.cases import FaultCase
+from causaltrace.testing.faults.cases import FaultCase, mark_held_out
 
 __all__ = ["CaseResult", "all_cases", "bench_faults_command", "record", "render_table", "run_case", "run_suite",
            "summarize"]
 
 
 def all_cases(framework: str | None = None) -> list[FaultCase]:
-    """Every fault case (optionally of one framework), smolagents first."""
-    out: list[FaultCase] = []
+    """Every fault case (optionally of one framework), smolagents first: the suite's cases, then the zoo's (issue
+    20), each marked ``held_out`` by the fixed rule of :func:`~.cases.mark_held_out` over the whole suite."""
+    from causaltrace.testing.faults.cases_autogen import autogen_cases
+    from causaltrace.testing.faults.cases_smolagents import smolagents_cases
+    from causaltrace.testing.faults.cases_zoo import zoo_autogen_cases, zoo_smolagents_cases
+
+    everything: list[FaultCase] = []
     if framework in (None, "smolagents"):
-        from causaltrace.testing.faults.cases_smolagents import smolagents_cases
-
-        out += smolagents_cases()
+        everything += smolagents_cases() + zoo_smolagents_cases()
     if framework in (None, "autogen"):
-        from causaltrace.testing.faults.cases_autogen import autogen_cases
-
-        out += autogen_cases()
-    return out
+        everything += autogen_cases() + zoo_autogen_cases()
+    if framework is not None:
+        marks = {c.name: c.held_out for c in all_cases()}
+        return [replace(c, held_out=marks[c.name]) for c in everything]
+    return mark_held_out(everything)
 
 
 @dataclass
@@ -64,6 +68,11 @@ class CaseResult:
     first_error_step: int | None = None
     found_in: str = ""
     error: str | None = None
+    held_out: bool = False
+    #: per method (:data:`~.scoring.METHODS` and "random"): the diagnosis-only localisation scores
+    localization: dict[str, dict[str, Any]] | None = None
+    run_seconds: float = 0.0
+    repair_seconds: float = 0.0
 
     @property
     def localized(self) -> bool:
@@ -78,6 +87,13 @@ class CaseResult:
             "repaired": self.repaired,
             "replays": self.replays,
             "live_calls_before_intervention": self.live_calls_before_intervention,
+            "fault": self.fault,
+            "held_out": self.held_out,
+            "localization": self.localization,
+            "seconds": self.seconds,
+            "run_seconds": self.run_seconds,
+            "repair_seconds": self.repair_seconds,
+            "error": self.error,
         }
 
 
@@ -134,44 +150,28 @@ async def record(case: FaultCase) -> Any:
     return handle.run
 
 
-async def run_case(case: FaultCase, *, sandbox: Any = None,
+async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = True,
                    on_replay: Callable[[Any, Any], None] | None = None) -> CaseResult:
-    """Record, diagnose (graph, no model) and repair one case."""
-    from causaltrace.attribution.engine import diagnose
-    from causaltrace.replay.executor import default_sandbox
-    from causaltrace.replay.repair import repair
+    """Record one case, score the diagnosis-only localisation (:func:`~.scoring.localize`), then (unless
+    ``repair_run=False``) repair it guided by ``graph``'s ranking."""
+    from causaltrace.testing.faults.scoring import localize
 
     started = time.perf_counter()
     result = CaseResult(name=case.name, framework=case.framework, fault=case.fault, true_step=None, found_step=None,
-                        repaired=False, replays=0, live_calls_before_intervention=0)
+                        repaired=False, replays=0, live_calls_before_intervention=0, held_out=case.held_out)
     try:
         run = await record(case)
+        result.run_seconds = round(time.perf_counter() - started, 3)
         result.true_step = case.true_step(run)
         errors = [s.index for s in run.steps if s.status == "error"]
         result.first_error_step = errors[0] if errors else None
         if run.outcome.status != "failure":
             raise RuntimeError(f"the planted run did not fail ({run.outcome.status}: {run.outcome.final_answer!r})")
-        diagnosis = await diagnose(run, "graph", None)
-        sandbox = sandbox or default_sandbox()
-        first = [c.step_id for c in diagnosis.candidates]
-        allowed = {s.step_id for s in run.candidate_steps()}
-        first = [c for c in first if c in allowed]
-        attempts = []
-        if first:
-            attempts.append(("diagnosis", await repair(run, case.factory, case.verify, candidates=first, k=0,
-                                                       diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
-        if not attempts or not attempts[-1][1].repaired:
-            rest = [s.step_id for s in run.candidate_steps() if s.step_id not in set(first)]
-            if rest:
-                attempts.append(("all", await repair(run, case.factory, case.verify, candidates=rest, k=0,
-                                                     diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
-        for where, rep in attempts:
-            result.replays += rep.replays
-            result.live_calls_before_intervention += rep.live_calls_before_intervention
-            if rep.repaired and rep.decisive is not None:
-                result.repaired = True
-                result.found_step = rep.decisive.index
-                result.found_in = where
+        result.localization = await localize(run, result.true_step)
+        if repair_run:
+            repair_started = time.perf_counter()
+            await _repair_case(case, run, result, sandbox, on_replay)
+            result.repair_seconds = round(time.perf_counter() - repair_started, 3)
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         if os.environ.get("CAUSALTRACE_DEBUG"):
@@ -180,21 +180,52 @@ async def run_case(case: FaultCase, *, sandbox: Any = None,
     return result
 
 
-def _run_named(name: str) -> CaseResult:
+async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: Any,
+                       on_replay: Callable[[Any, Any], None] | None) -> None:
+    """Repair ``run`` with deterministic mutations, guided by ``graph``'s candidates, then every other candidate."""
+    from causaltrace.attribution.engine import diagnose
+    from causaltrace.replay.executor import default_sandbox
+    from causaltrace.replay.repair import repair
+
+    diagnosis = await diagnose(run, "graph", None)
+    sandbox = sandbox or default_sandbox()
+    first = [c.step_id for c in diagnosis.candidates]
+    allowed = {s.step_id for s in run.candidate_steps()}
+    first = [c for c in first if c in allowed]
+    attempts = []
+    if first:
+        attempts.append(("diagnosis", await repair(run, case.factory, case.verify, candidates=first, k=0,
+                                                   diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
+    if not attempts or not attempts[-1][1].repaired:
+        rest = [s.step_id for s in run.candidate_steps() if s.step_id not in set(first)]
+        if rest:
+            attempts.append(("all", await repair(run, case.factory, case.verify, candidates=rest, k=0,
+                                                 diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
+    for where, rep in attempts:
+        result.replays += rep.replays
+        result.live_calls_before_intervention += rep.live_calls_before_intervention
+        if rep.repaired and rep.decisive is not None:
+            result.repaired = True
+            result.found_step = rep.decisive.index
+            result.found_in = where
+
+
+def _run_named(name: str, repair_run: bool = True) -> CaseResult:
     os.environ.pop("CAUSALTRACE_MODEL", None)
     case = next(c for c in all_cases() if c.name == name)
-    return asyncio.run(run_case(case))
+    return asyncio.run(run_case(case, repair_run=repair_run))
 
 
-def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1,
+def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1, repair_run: bool = True,
               progress: Callable[[CaseResult, int, int], None] | None = None) -> dict[str, Any]:
-    """Run the cases (all by default) and return the benchmark JSON (ARCHITECTURE "Benchmark JSON")."""
+    """Run the cases (all by default) and return the benchmark JSON (ARCHITECTURE "Benchmark JSON");
+    ``repair_run=False`` scores localisation only (no replay)."""
     cases = list(cases) if cases is not None else all_cases()
     results: list[CaseResult] = []
     if jobs <= 1:
         os.environ.pop("CAUSALTRACE_MODEL", None)
         for case in cases:
-            res = asyncio.run(run_case(case))
+            res = asyncio.run(run_case(case, repair_run=repair_run))
             results.append(res)
             if progress:
                 progress(res, len(results), len(cases))
@@ -205,27 +236,55 @@ def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1,
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             by_name: dict[str, CaseResult] = {}
-            for res in pool.map(_run_named, names):
+            for res in pool.map(_run_named, names, [repair_run] * len(names)):
                 by_name[res.name] = res
                 if progress:
                     progress(res, len(by_name), len(names))
             results = [by_name[n] for n in names]
-    return summarize(results)
+    return summarize(results, repair_run=repair_run)
 
 
-def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
-    """``{"n", "localized_rate", "repaired_rate", "mean_replays", "cases"}``: rates 0–100 with 2 decimals."""
+def summarize(results: Sequence[CaseResult], *, repair_run: bool = True) -> dict[str, Any]:
+    """The benchmark JSON: ``n``, ``localized_rate`` / ``repaired_rate`` (repair's replay-verified answer, rates
+    0–100 with 2 decimals), ``mean_replays`` and ``cases`` (the suite's keys), then issue 20's: ``localization``
+    (diagnosis-only top-1 / top-3 / ±1 per method on the ``held_out`` half and on the ``tuning`` half),
+    ``by_type`` and ``by_framework`` (the same on each group's held-out half, with the group's repair rates),
+    ``replays`` / ``seconds_per_case`` / ``repair_run_ratio`` (median and max)."""
+    from causaltrace.testing.faults.scoring import aggregate, spread
+
     n = len(results)
 
-    def rate(count: int) -> float:
-        return round(100.0 * count / n, 2) if n else 0.0
+    def rate(count: int, total: int = n) -> float:
+        return round(100.0 * count / total, 2) if total else 0.0
 
+    rows = [r.as_json() for r in results]
+
+    def group(members: list[dict[str, Any]]) -> dict[str, Any]:
+        held = [r for r in members if r["held_out"]]
+        return {"n": len(members), "held_out": aggregate(held),
+                "localized_rate": rate(sum(r["true_step"] is not None and r["found_step"] == r["true_step"]
+                                           for r in members), len(members)),
+                "repaired_rate": rate(sum(bool(r["repaired"]) for r in members), len(members))}
+
+    ratios = [r.repair_seconds / r.run_seconds for r in results if r.run_seconds > 0 and r.repair_seconds > 0]
     report = {
         "n": n,
         "localized_rate": rate(sum(r.localized for r in results)),
         "repaired_rate": rate(sum(r.repaired for r in results)),
         "mean_replays": round(sum(r.replays for r in results) / n, 2) if n else 0.0,
-        "cases": [r.as_json() for r in results],
+        "cases": rows,
+        "repair": repair_run,
+        "held_out_rule": "every second case of each type, in suite order",
+        "localization": {"held_out": aggregate(r for r in rows if r["held_out"]),
+                         "tuning": aggregate(r for r in rows if not r["held_out"])},
+        "by_type": {fault: group([r for r in rows if r["fault"] == fault])
+                    for fault in sorted({r["fault"] for r in rows})},
+        "by_framework": {fw: group([r for r in rows if r["framework"] == fw])
+                         for fw in sorted({r["framework"] for r in rows})},
+        "replays": spread([float(r.replays) for r in results]),
+        "seconds_per_case": spread([r.seconds for r in results]),
+        "repair_run_ratio": spread(ratios),
+        "errors": sum(1 for r in results if r.error),
     }
     report_details[id(report)] = list(results)
     return report
@@ -236,23 +295,48 @@ report_details: dict[int, list[CaseResult]] = {}
 
 
 def render_table(report: dict[str, Any], stream: TextIO = sys.stdout) -> None:
-    """A plain-text table of the cases and the summary line."""
+    """A plain-text table of the cases (``graph``'s diagnosis-only rank, repair's answer), the held-out
+    localisation per type and method, and the summary line."""
     details = {r.name: r for r in report_details.get(id(report), [])}
-    head = f"{'case':<28} {'framework':<10} {'fault':<20} {'true':>5} {'found':>5} {'loc':>4} {'rep':>4} " \
-           f"{'replays':>7} {'live<':>5} {'sec':>6}"
+    head = f"{'case':<26} {'framework':<10} {'fault':<22} {'ho':>2} {'true':>5} {'graph':>5} {'rank':>4} " \
+           f"{'found':>5} {'loc':>4} {'rep':>4} {'replays':>7} {'live<':>5} {'sec':>6}"
     print(head, file=stream)
     print("-" * len(head), file=stream)
     for row in report["cases"]:
         d = details.get(row["name"])
+        graph = (row.get("localization") or {}).get("graph") or {}
         localized = row["found_step"] is not None and row["found_step"] == row["true_step"]
-        print(f"{row['name']:<28} {row['framework']:<10} {(d.fault if d else ''):<20} "
-              f"{_cell(row['true_step']):>5} {_cell(row['found_step']):>5} {'yes' if localized else 'no':>4} "
+        print(f"{row['name']:<26} {row['framework']:<10} {row.get('fault', ''):<22} "
+              f"{'*' if row.get('held_out') else '':>2} {_cell(row['true_step']):>5} {_cell(graph.get('first')):>5} "
+              f"{_cell(graph.get('rank')):>4} {_cell(row['found_step']):>5} {'yes' if localized else 'no':>4} "
               f"{'yes' if row['repaired'] else 'no':>4} {row['replays']:>7} "
               f"{row['live_calls_before_intervention']:>5} {(f'{d.seconds:.1f}' if d else ''):>6}", file=stream)
-        if d is not None and d.error:
-            print(f"    error: {d.error}", file=stream)
+        if row.get("error"):
+            print(f"    error: {row['error']}", file=stream)
+    _render_localization(report, stream)
     print(f"n={report['n']}  localized {report['localized_rate']:.2f}%  repaired {report['repaired_rate']:.2f}%  "
-          f"mean replays {report['mean_replays']:.2f}", file=stream)
+          f"mean replays {report['mean_replays']:.2f}  (* = held out of tuning; graph/rank: the diagnosis alone)",
+          file=stream)
+
+
+def _render_localization(report: dict[str, Any], stream: TextIO) -> None:
+    from causaltrace.testing.faults.scoring import METHODS
+
+    methods = (*METHODS, "random")
+    print("", file=stream)
+    print("held-out localisation, top-1 / top-3 / ±1 (%), diagnosis only:", file=stream)
+    print(f"{'group':<24} {'n':>3} " + " ".join(f"{m:>21}" for m in methods), file=stream)
+
+    def line(label: str, agg: dict[str, Any]) -> None:
+        cells = " ".join(f"{agg[m]['top1']:>6.1f} {agg[m]['top3']:>6.1f} {agg[m]['near']:>6.1f}  " for m in methods)
+        print(f"{label:<24} {agg['n']:>3} {cells}", file=stream)
+
+    for fault, group in report.get("by_type", {}).items():
+        line(fault, group["held_out"])
+    for framework, group in report.get("by_framework", {}).items():
+        line(framework, group["held_out"])
+    line("ALL (held out)", report["localization"]["held_out"])
+    line("ALL (tuning half)", report["localization"]["tuning"])
 
 
 def _cell(value: Any) -> str:
@@ -275,6 +359,8 @@ def bench_faults_command(args: Any) -> int:
         if unknown:
             raise UserError(f"no fault case named {', '.join(unknown)}; cases: {', '.join(c.name for c in cases)}")
         cases = [c for c in cases if c.name in wanted]
+    if getattr(args, "held_out", False):
+        cases = [c for c in cases if c.held_out]
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="causaltrace-faults-"))
@@ -283,13 +369,15 @@ def bench_faults_command(args: Any) -> int:
     os.environ["CAUSALTRACE_HOME"] = str(home)
 
     def progress(result: CaseResult, done: int, total: int) -> None:
+        graph = (result.localization or {}).get("graph") or {}
         status = "localized" if result.localized else ("repaired" if result.repaired else "missed")
+        status += f", graph ranks it #{_cell(graph.get('rank'))}"
         extra = f" — {result.error}" if result.error else ""
         print(f"[{done}/{total}] {result.name}: true #{_cell(result.true_step)}, found #{_cell(result.found_step)}, "
               f"{status}, {result.replays} replays, {result.seconds:.1f} s{extra}", file=sys.stderr, flush=True)
 
     try:
-        report = run_suite(cases, jobs=args.jobs, progress=progress)
+        report = run_suite(cases, jobs=args.jobs, repair_run=getattr(args, "repair", True), progress=progress)
     finally:
         if previous is None:
             os.environ.pop("CAUSALTRACE_HOME", None)

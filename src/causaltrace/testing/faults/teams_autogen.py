@@ -39,7 +39,8 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, ToolCallSpec, call
 
-__all__ = ["BUILDERS", "tool_results"]
+__all__ = ["BUILDERS", "agent", "code_message", "errors", "executor", "ok", "round_robin", "said", "tool",
+           "tool_results"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
 
@@ -478,3 +479,14 @@ BUILDERS: dict[str, Callable[[bool], Any]] = {
     "swarm": build_swarm,
     "selector": build_selector,
 }
+
+
+# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_autogen`) build on, by public names.
+ok = _ok
+errors = _errors
+said = _said
+tool = _tool
+agent = _agent
+executor = _executor
+round_robin = _round_robin
+code_message = _code_message

@@ -42,8 +42,16 @@ from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = [
     "BUILDERS",
+    "code_agent",
+    "code_reply",
+    "errors",
+    "find",
+    "integer",
     "is_error",
     "make_tool",
+    "number",
+    "string",
+    "tool_agent",
 ]
 
 Reply = str | list[Call]
@@ -471,3 +479,12 @@ BUILDERS: dict[str, Callable[[bool], Any]] = {
     "ticket": build_ticket,
     "region": build_region,
 }
+
+
+# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_smolagents`) build on, by public names.
+find = _find
+errors = _errors
+string, number, integer = _s, _n, _i
+code_reply = _code
+tool_agent = _tool_agent
+code_agent = _code_agent
