@@ -48,6 +48,10 @@ def zoo_smolagents_cases() -> list[FaultCase]:
         return _case("smolagents", BUILDERS, name, builder, fault, task, answer_is(expected), rule, rule_text,
                      **variant)
 
+    return _smolagents_rows(case) + _smolagents_more_rows(case)
+
+
+def _smolagents_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
     delegation = "the manager's delegation that names the wrong unit"
     return [
         case("smol-plan-pounds", "plan_word", "wrong_plan_word",
@@ -84,6 +88,11 @@ def zoo_smolagents_cases() -> list[FaultCase]:
              "Add up the prices of a kettle and a toaster; report 'TOTAL: <dollars>'.", "TOTAL: 54",
              first_step("tool_call", tool="final_answer"), "the final_answer given before the last price",
              prices=(("kettle", 19), ("toaster", 35))),
+    ]
+
+
+def _smolagents_more_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
+    return [
         case("smol-review-lamps", "reviewer", "reviewer_approval",
              "A member buys 3 lamps at 40 dollars each with the 10% member discount. Report 'TOTAL: <dollars>'.",
              "TOTAL: 108", first_step("tool_call", agent="reviewer", tool="final_answer", nth=1),
@@ -139,7 +148,7 @@ def zoo_autogen_cases() -> list[FaultCase]:
         return _case("autogen", BUILDERS, name, builder, fault, task, reports(field, expected), rule, rule_text,
                      **variant)
 
-    return _autogen_rows(case)
+    return _autogen_rows(case) + _autogen_more_rows(case)
 
 
 def _autogen_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
@@ -178,6 +187,11 @@ def _autogen_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
              "Add up the prices of a kettle and a toaster; report 'TOTAL: <dollars>'.", "TOTAL", "54",
              first_step("message", agent="shopper", contains="TOTAL"), "the shopper's total before the last price",
              prices=(("kettle", 19), ("toaster", 35))),
+    ]
+
+
+def _autogen_more_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
+    return [
         case("ag-review-lamps", "reviewer", "reviewer_approval",
              "A member buys 3 lamps at 40 dollars each with the 10% member discount. Report 'TOTAL: <dollars>'.",
              "TOTAL", "108", first_step("message", agent="reviewer", nth=1),
