@@ -227,7 +227,8 @@ async def repair(
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
-    ``store`` is True (the default store), False (nothing is stored), or a :class:`~causaltrace.protocols.RunStore`. ``on_replay`` is called after every replay (progress).
+    ``store`` is True (the default store), False (nothing is stored), or a
+    :class:`~causaltrace.protocols.RunStore`. ``on_replay`` is called after every replay (progress).
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
