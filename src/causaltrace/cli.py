@@ -192,6 +192,17 @@ def _save_imported(args: argparse.Namespace, runs: list[Any]) -> None:
 
 
 def _load(path: Path, fmt: str) -> list[Any]:
+    """The runs of one input path in one format; ``auto`` sniffs each file (OTLP/JSON spans, else a chat log)."""
+    if fmt == "auto":
+        from causaltrace.collector.chatlog import sniff_format
+
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        return [run for f in files for run in _load(f, sniff_format(f))]
+    if fmt == "chat":
+        from causaltrace.collector.chatlog import load_chat
+
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        return [run for f in files for run in load_chat(f)]
     if fmt == "whowhen":
         from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
 
@@ -415,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="import runs from files; prints one run id per line")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json"], help="input format")
+    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json", "chat", "auto"],
+                   help="input format: whowhen, otlp-json, chat (OpenAI messages, Who&When with or without labels, "
+                        "an AutoGen TaskResult, smolagents steps; JSON or JSON lines) or auto (sniffs each file)")
     p.add_argument("--replace", action="store_true",
                    help="overwrite a stored run of the same id whose content differs (drops its diagnoses and pairs)")
     p.set_defaults(func=cmd_import)

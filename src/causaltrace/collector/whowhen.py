@@ -58,7 +58,7 @@ from typing import Any, Literal
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Annotations, Outcome, Run, Step, action_signature
 
-__all__ = ["SUBSET_DIRS", "content_digest", "iter_whowhen", "load_whowhen"]
+__all__ = ["SUBSET_DIRS", "content_digest", "iter_whowhen", "load_whowhen", "whowhen_run_from_data"]
 
 #: Folder name of each subset, in the order ``subset="all"`` reads them.
 SUBSET_DIRS: dict[str, str] = {"algo": "Algorithm-Generated", "hand": "Hand-Crafted"}
@@ -127,6 +127,18 @@ def iter_whowhen(
             raise InvalidInputError(f"no Who&When {SUBSET_DIRS[key]} folder at {folder}")
         for file in sorted(folder.glob("*.json"), key=_file_order):
             yield _build_run(file, _read_json(file), key, version, content_id=content_id)
+
+
+def whowhen_run_from_data(data: dict[str, Any], path: Path, *, require_labels: bool = True, content_id: bool = False) -> Run:
+    """A Run from an already parsed Who&When-shaped object; ``path`` names it (subset, file number, messages).
+
+    ``require_labels=False`` (what ``causaltrace import --format chat`` uses) accepts a log without
+    ``mistake_step`` / ``mistake_agent``: the Run then has no annotations (it is simply diagnosable) and keeps the
+    log's other top-level keys in ``metadata["whowhen"]``; a label that IS present is still checked.
+    """
+    path = Path(path)
+    return _build_run(path, data, _subset_of(path, data), _label_version(path), content_id=content_id,
+                      require_labels=require_labels)
 
 
 # ------------------------------------------------------------------------------------------------ internals
@@ -261,7 +273,13 @@ def content_digest(data: dict[str, Any], label_version: str | None) -> str:
 
 
 def _build_run(
-    path: Path, data: dict[str, Any], subset: str, label_version: str | None, *, content_id: bool = False
+    path: Path,
+    data: dict[str, Any],
+    subset: str,
+    label_version: str | None,
+    *,
+    content_id: bool = False,
+    require_labels: bool = True,
 ) -> Run:
     n = path.stem
     run_id = f"whowhen-{subset}-{n}"
@@ -286,8 +304,9 @@ def _build_run(
             raise _fail(path, f"history[{i}].role", "must be a string")
         steps.append(_build_step(run_id, i, entry, speaker, subset))
 
-    mistake_step = _mistake_step(path, data, len(history))
-    if data.get("mistake_agent") is None:
+    labelled = require_labels or "mistake_step" in data or data.get("mistake_agent") is not None
+    mistake_step = _mistake_step(path, data, len(history)) if labelled else None
+    if labelled and data.get("mistake_agent") is None:
         raise _fail(path, "mistake_agent", "is missing")
     extra: dict[str, Any] = {"subset": subset, "file_number": int(n) if n.isdigit() else n}
     for key in ("question_ID", "level", "is_correct" if subset == "algo" else "is_corrected"):
@@ -298,7 +317,7 @@ def _build_run(
             extra[key] = value
     if label_version is not None:
         extra["label_version"] = label_version
-    annotations = Annotations(
+    annotations = None if not labelled else Annotations(
         mistake_agent=_opt_str(path, data, "mistake_agent"),
         mistake_step=mistake_step,
         mistake_reason=_opt_str(path, data, "mistake_reason"),
@@ -306,7 +325,7 @@ def _build_run(
         source=f"Who&When {SUBSET_DIRS[subset]} {path.name}",
         extra=extra,
     )
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {} if labelled else {"whowhen": extra}
     if subset == "algo" and "system_prompt" in data:
         prompts = data["system_prompt"]
         if not isinstance(prompts, dict):
