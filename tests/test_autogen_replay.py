@@ -51,9 +51,10 @@ from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay
 from causaltrace.replay.playback import playback_for
-from causaltrace.replay.repair import _producing_llm, repair
+from causaltrace.replay.repair import repair
 from causaltrace.replay.sandbox import SubprocessSandbox
 from causaltrace.replay.sandbox.session import PythonWorkerSession
+from causaltrace.replay.turns import producing_llm
 from causaltrace.schema import Intervention, Run
 from causaltrace.testing.autogen import (
     ScriptedChatCompletionClient,
@@ -326,7 +327,7 @@ async def test_message_and_final_answer_interventions_edit_the_producing_text():
 async def test_llm_response_intervention_with_new_tool_calls():
     run = await record(example.build_failing)
     step = first_tool_call(run)
-    producer = _producing_llm(run, step)
+    producer = producing_llm(run, step)
     result = await replay(run, example.build_failing,
                           Intervention(step_id=producer.step_id, replacement=[{"name": "add", "arguments": {"a": 17,
                                                                                                             "b": 25}}]),
@@ -366,7 +367,7 @@ async def test_repair_finds_the_decisive_tool_call_with_mutations_only(sandbox):
     pair = result.pair
     assert pair is not None and pair.step_id == step.step_id
     producing = run.recording.find("team/solver", "llm", 0)
-    assert _producing_llm(run, step).inputs["recording"]["ordinal"] == 0
+    assert producing_llm(run, step).inputs["recording"]["ordinal"] == 0
     assert pair.prompt == producing.request["messages"]
     assert pair.tools == producing.request["tools"]
     assert pair.chosen["tool_calls"][0]["function"]["arguments"] == {"a": 17, "b": 25}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from causaltrace.replay.minimality import edit_distance_minimality, positional_minimality
@@ -67,3 +69,88 @@ def test_ranked_by_minimality_and_limited():
     assert len(proposals) == 4
     scores = [positional_minimality(call.arguments, p.replacement) for p in proposals]
     assert scores == sorted(scores, reverse=True)
+
+
+# ------------------------------------------------------------------ numbers and words users write (issue 19)
+
+
+def test_numbers_are_found_where_a_reader_sees_them():
+    from causaltrace.replay.text_values import numbers_in
+
+    def raws(text):
+        return [n.raw for n in numbers_in(text)]
+
+    assert raws("The price is 21.") == ["21"]
+    assert raws("Total (21) items, $12.50 each, 1,234 units, 12kg and 3 km.") == ["21", "12.50", "1,234", "12", "3"]
+    assert raws("version v1.2, x2, the 3rd and 2nd place") == []
+    assert raws("3,4 and -5 and 10-2") == ["3", "4", "-5", "10", "2"]
+    assert [n.value for n in numbers_in("1,234.5 and 007")] == [1234.5, 7]
+
+
+def test_numbers_are_written_back_in_their_own_shape():
+    from causaltrace.replay.text_values import format_like
+
+    assert format_like("12.50", 13.5) == "13.50"
+    assert format_like("1,234", 1235) == "1,235"
+    assert format_like("007", 8) == "008"
+    assert format_like("21", 22) == "22"
+    assert format_like("2.5", 2.75) == "2.75"
+
+
+def test_sentence_final_number_in_a_message_is_proposed():
+    msg = Step(step_id="r/1", run_id="r", index=1, kind="message", agent="solver", content="The price is 21.")
+    assert "The price is 22." in [p.replacement for p in propose_mutations(msg, _run(msg))]
+
+
+def test_copy_typo_in_a_tool_argument_is_fixed_by_the_value_the_task_gave_first():
+    task = Step(step_id="r/0", run_id="r", index=0, kind="task", content="Three tickets at $12.50 each: the total?")
+    call = Step(step_id="r/1", run_id="r", index=1, kind="tool_call", agent="solver", tool_name="multiply",
+                arguments={"a": 3, "b": 12.05})
+    run = Run(run_id="r", task=task.content, steps=(task, call), agents=("solver",))
+    replacements = [p.replacement for p in propose_mutations(call, run)]
+    assert {"a": 3, "b": 12.5} in replacements
+    # the copy of the task's value is tried before any ±1 / ±10 % nudge of that argument
+    first_b = next(r for r in replacements if r["a"] == 3 and r["b"] != 12.05)
+    assert first_b == {"a": 3, "b": 12.5}
+
+
+def test_a_number_inside_a_string_literal_of_code_is_proposed():
+    task = Step(step_id="r/0", run_id="r", index=0, kind="task", content="Convert 10 km to miles")
+    code = "r = helper(task='Convert 9 km to miles')\nfinal_answer(r)\n"
+    step = Step(step_id="r/1", run_id="r", index=1, kind="tool_call", agent="manager", tool_name="python_interpreter",
+                arguments={"code": code})
+    run = Run(run_id="r", task=task.content, steps=(task, step), agents=("manager", "helper"))
+    replacements = [p.replacement for p in propose_mutations(step, run)]
+    assert code.replace("9 km", "10 km") in replacements
+    for new in replacements:
+        compile(new, "<proposal>", "exec")
+
+
+def test_typed_words_are_swapped_for_same_type_words_the_run_used():
+    task = Step(step_id="r/0", run_id="r", index=0, kind="task",
+                content="Report the gross weight in kilograms of the Monday shipment from Paris.")
+    plan = Step(step_id="r/1", run_id="r", index=1, kind="message", agent="planner",
+                content="Look up the net weight in pounds of the Tuesday shipment from Rome.")
+    run = Run(run_id="r", task=task.content, steps=(task, plan), agents=("planner", "solver"))
+    replacements = [p.replacement for p in propose_mutations(plan, run, limit=100)]
+    assert "Look up the gross weight in pounds of the Tuesday shipment from Rome." in replacements
+    assert "Look up the net weight in kilograms of the Tuesday shipment from Rome." in replacements
+    assert "Look up the net weight in pounds of the Monday shipment from Rome." in replacements
+    assert "Look up the net weight in pounds of the Tuesday shipment from Paris." in replacements
+    # never a word of another type (a weekday for a unit), never a word the run did not use
+    assert not any("in Monday" in r or re.search(r"\bgrams\b", r) for r in replacements)
+
+
+def test_framework_markers_role_names_and_stop_words_are_never_edited():
+    task = Step(step_id="r/0", run_id="r", index=0, kind="task",
+                content="What Will Have The Calculator say about Oslo on Friday? APPROVE it.")
+    msg = Step(step_id="r/1", run_id="r", index=1, kind="message", agent="solver",
+               content="Thought: The answer for Bergen on Monday is 41. Solver says TERMINATE")
+    run = Run(run_id="r", task=task.content, steps=(task, msg), agents=("solver", "Calculator"))
+    proposals = propose_mutations(msg, run, limit=200)
+    replacements = [p.replacement for p in proposals]
+    assert "Thought: The answer for Oslo on Monday is 41. Solver says TERMINATE" in replacements
+    assert "Thought: The answer for Bergen on Friday is 41. Solver says TERMINATE" in replacements
+    for new in replacements:
+        assert new.startswith("Thought: The answer for ") and new.endswith(" Solver says TERMINATE"), new
+        assert not re.search(r"\b(Will|Have|Calculator|APPROVE|What)\b", new), new

@@ -18,8 +18,9 @@ from causaltrace.config import TraceConfig
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
 from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.pairs import pair_rows
-from causaltrace.replay.repair import _producing_llm, repair_sync
+from causaltrace.replay.repair import repair_sync
 from causaltrace.replay.sandbox import SubprocessSandbox
+from causaltrace.replay.turns import producing_llm
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -64,7 +65,7 @@ def test_repair_finds_the_decisive_code_step_and_stores_a_pair(sandbox):
     assert any(r["flipped"] for r in diag.artifacts["replays"])
     pair = result.pair
     assert pair is not None and pair.step_id == step.step_id and pair.verified_by == "replay"
-    llm = _producing_llm(run, run.step(pair.step_id))
+    llm = producing_llm(run, run.step(pair.step_id))
     rec = llm.inputs["recording"]
     call = run.recording.find(rec["agent_key"], "llm", rec["ordinal"])
     assert pair.prompt == call.request["messages"]  # the exact recorded request at the corrected step

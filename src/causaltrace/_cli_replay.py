@@ -96,6 +96,7 @@ def load_callable(spec: str, what: str) -> Any:
 def cmd_repair(args: argparse.Namespace) -> int:
     """Search for the earliest step whose minimal correction flips the run; store the diagnosis and repair pair."""
     from rich.console import Console
+    from rich.markup import escape
 
     from causaltrace.collector.store import Store
     from causaltrace.replay.repair import repair
@@ -108,23 +109,42 @@ def cmd_repair(args: argparse.Namespace) -> int:
         candidates = [int(i) for i in args.steps.split(",")] if args.steps else None
 
         def progress(step: Any, result: Any) -> None:
+            # the outcome first, and never wrapped or cut: a log or a narrow terminal keeps it
             mark = "[green]flipped[/]" if result.flipped else f"[dim]{result.outcome.status}[/]"
-            err.print(f"  step #{step.index} {step.kind}: {result.intervention.description} → {mark}")
+            err.print(f"  {mark} · step #{step.index} {step.kind}: {escape(result.intervention.description)}",
+                      soft_wrap=True)
 
+        bound = [f"{args.max_replays} replays" if args.max_replays else "", f"{args.max_seconds:g} s"
+                 if args.max_seconds else ""]
+        err.print(f"[dim]repair budget: {' and '.join(b for b in bound if b) or 'unbounded'}; the framework's "
+                  "output during replays is kept with each replay[/]", soft_wrap=True)
         result = asyncio.run(
             repair(run, factory, verify, candidates, args.k, model=args.model, store=store, on_replay=progress,
-                   mutation_budget=args.budget)
+                   mutation_budget=args.budget, environment=not args.no_environment,
+                   max_replays=args.max_replays or None, max_seconds=args.max_seconds or None)
         )
     out = Console(highlight=False)
+    printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
+    if printed:
+        err.print(f"[dim]the framework printed {printed} lines during the replays (kept in the diagnosis's "
+                  "replay records)[/]", soft_wrap=True)
     if result.decisive is None:
-        out.print(f"[yellow]no repair found[/] in {result.replays} replays ({result.seconds:.1f} s)")
+        why = f"; the {result.budget_exhausted} budget ran out" if result.budget_exhausted else ""
+        out.print(f"[yellow]no repair found[/] in {result.replays} replays ({result.seconds:.1f} s){why}",
+                  soft_wrap=True)
         return 0
     step = run.step(result.decisive.step_id)
-    out.print(
-        f"[bold]decisive step #{step.index}[/] {step.kind} by [yellow]{step.agent}[/]: "
-        f"{result.decisive.best.intervention.description if result.decisive.best else ''}"
-    )
-    out.print(f"verified by replay · {result.replays} replays · {result.seconds:.1f} s · pair stored: {result.pair is not None}")
+    how = escape(result.decisive.best.intervention.description if result.decisive.best else "")
+    if result.decisive.phase == "environment":
+        out.print(f"[bold]tool / data fault at step #{step.index}[/] ({step.kind} of {escape(step.tool_name or '-')}): "
+                  f"the run succeeds if the tool had returned otherwise ({how}); no agent's decision flipped it",
+                  soft_wrap=True)
+    else:
+        out.print(f"[bold]decisive step #{step.index}[/] {step.kind} by [yellow]{escape(step.agent or '-')}[/]: {how}",
+                  soft_wrap=True)
+    pair = "yes" if result.pair is not None else f"no ({result.pair_reason})"
+    out.print(f"verified by replay · {result.replays} replays · {result.seconds:.1f} s · pair stored: {pair}",
+              soft_wrap=True)
     return 0
 
 
@@ -198,6 +218,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_replay_commands(sub: Any) -> None:
     """Add ``repair``, ``pairs`` and ``demo`` to the ``causaltrace`` subcommands."""
+    from causaltrace.replay.repair import DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
+
     d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
     d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"])
     d.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for the LLM stages")
@@ -212,6 +234,12 @@ def add_replay_commands(sub: Any) -> None:
     p.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for proposals")
     p.add_argument("--steps", help="comma-separated step indexes to try (default: the diagnosis's candidates)")
     p.add_argument("--budget", type=int, default=30, help="deterministic mutation proposals per step (default 30)")
+    p.add_argument("--max-replays", type=int, default=DEFAULT_MAX_REPLAYS,
+                   help=f"stop the search after this many replays (default {DEFAULT_MAX_REPLAYS}; 0 = no bound)")
+    p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS,
+                   help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
+    p.add_argument("--no-environment", action="store_true",
+                   help="never edit tool results (by default they are tried last, as tool / data faults)")
     p.set_defaults(func=cmd_repair)
 
     pairs = sub.add_parser("pairs", help="repair pairs")

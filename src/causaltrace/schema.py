@@ -612,6 +612,9 @@ class Diagnosis(_Model):
     candidates: tuple[Candidate, ...] = ()
     confidence: float | None = None
     verified_by: VerifiedBy = "heuristic"
+    #: what the decisive step is: an agent's decision (``agent``) or the environment's output (``environment``: a
+    #: tool result whose correction flips the run — a tool / data fault, with no agent named); None when unknown
+    fault_source: Literal["agent", "environment"] | None = None
     failed: bool = False
     failure_reason: str | None = None
     artifacts: dict[str, JsonValue] = Field(default_factory=dict)

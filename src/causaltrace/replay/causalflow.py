@@ -60,10 +60,11 @@ def _inputs(options: Mapping[str, Any]) -> tuple[Callable[[], Any], Any] | None:
 
 
 async def _repair(run: Run, factory: Any, verify: Any, candidates: Sequence[Any] | None, ctx: DiagnosisContext,
-                  *, exhaustive: bool, k: int) -> Any:
+                  *, exhaustive: bool, k: int, agent_first: bool = True) -> Any:
     from causaltrace.replay.repair import repair
 
-    return await repair(run, factory, verify, candidates, k, model=ctx.judge, store=False, exhaustive=exhaustive)
+    return await repair(run, factory, verify, candidates, k, model=ctx.judge, store=False, exhaustive=exhaustive,
+                        agent_first=agent_first)
 
 
 async def _verification_hook(ctx: DiagnosisContext, candidates: Sequence[Candidate]) -> VerificationResult | None:
@@ -105,7 +106,8 @@ class CausalFlowMethod(Method):
         if not has_recording(ctx.run):
             raise MethodFailed("causalflow needs a recorded run (this one was imported or recorded with record=False)")
         factory, verify = inputs
-        result = await _repair(ctx.run, factory, verify, None, ctx, exhaustive=True, k=int(self.options["k"]))
+        result = await _repair(ctx.run, factory, verify, None, ctx, exhaustive=True, k=int(self.options["k"]),
+                               agent_first=False)  # the published method: every step a candidate (SEEDS §7.5)
         crs = {a.step_id: a.crs for a in result.attempts}
         ctx.record("replay", {"crs": crs, "replays": result.replays,
                               "tried": result.diagnosis.artifacts.get("replays", [])})

@@ -2,13 +2,23 @@
 
 For a candidate step, propose small edits and rank them by minimality so replay tries the smallest first:
 
-* numbers ±1 and ±10% — in tool arguments, in code literals, in message text;
+* numbers anywhere a reader sees one (sentence-final, in parentheses, with units, currency or thousands
+  separators: :mod:`causaltrace.replay.text_values`) — in message text, in tool arguments (numbers and numbers
+  inside string arguments), in code literals and inside code's string literals (``helper(task='... 9 ...')``):
+  a value seen earlier in the run that looks like it first (a copy typo: ``12.05`` where the task says ``12.50``),
+  then ±1 and ±10 %, then the other values seen earlier;
+* typed words: a unit, weekday, month, qualifier (net / gross), operator word or capitalised name replaced by a
+  word of the same type that the task or an earlier step used; framework markers, role names and stop words are
+  never edited (``Thought:``, ``TERMINATE``, ``The``);
 * comparison and boundary operators in code: ``<``/``<=``, ``>``/``>=``, ``==``/``!=`` (loop and termination
   conditions included);
 * ``range(...)`` and slice ends ±1 (``range(1, n)`` → ``range(1, n + 1)``);
 * swapped arguments of a tool call (two arguments of the same type);
-* in message text, a number or capitalised entity replaced by a value seen earlier in the run;
-* a handoff target / selected speaker replaced by another participant.
+* a handoff target / selected speaker replaced by another participant;
+* a tool result's numbers ±1 / ±10 % (an environment edit: repair tries those only in its last phase).
+
+Numbers a step copied from its sources (the task, the user's input it depends on) are not nudged in messages and
+tool arguments: that would make a correct step wrong to compensate a later fault.
 
 Each proposal is an :class:`~causaltrace.schema.Intervention` whose ``replacement`` has the shape ARCHITECTURE
 "Shared contracts" fixes for the step's kind: new arguments (a dict) for a ``tool_call``, new code for a code-bearing
@@ -21,64 +31,111 @@ from __future__ import annotations
 
 import ast
 import io
-import re
+import json
 import tokenize
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from causaltrace.replay.edits import code_of
 from causaltrace.replay.minimality import minimality
+from causaltrace.replay.text_values import (
+    WordMatch,
+    close_first,
+    format_like,
+    number_variants,
+    numbers_in,
+    typed_words_in,
+    word_replacements,
+)
 from causaltrace.schema import Intervention, Run, Step
 
-__all__ = ["code_of", "propose_mutations"]
+__all__ = ["EarlierValues", "code_of", "earlier_values", "grounded_numbers", "propose_mutations"]
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
-_ENTITY = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s[A-Z][a-zA-Z]+)*\b")
 _OPERATOR_SWAPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
+#: How many distinct values seen earlier in the run a number or word may be replaced by (the most recent ones).
+_EARLIER_LIMIT = 20
 
 
-# ---------------------------------------------------------------------------------------------------- numbers
+# ---------------------------------------------------------------------------------------------------- values
 
 
-def _number_variants(value: int | float) -> list[int | float]:
-    if isinstance(value, bool):
-        return []
-    out: list[int | float] = [value + 1, value - 1]
-    tenth = value * 0.1
-    if isinstance(value, int):
-        step = max(1, round(abs(tenth)))
-        out += [value + step, value - step]
-    else:
-        out += [round(value + tenth, 10), round(value - tenth, 10)]
-    seen: list[int | float] = []
-    for v in out:
-        if v != value and v not in seen:
-            seen.append(v)
-    return seen
+@dataclass(frozen=True)
+class EarlierValues:
+    """What the run said before a step (the task, the user's input, earlier messages and tool results): the numbers
+    as written and the typed words, most recent first. A correction may put one of them in the step's place."""
+
+    numbers: tuple[str, ...] = ()
+    words: tuple[WordMatch, ...] = ()
 
 
-def _format_number(text: str, value: int | float) -> str:
-    if "." in text and isinstance(value, float):
-        return repr(value)
-    return str(int(value)) if float(value).is_integer() else repr(value)
+def earlier_values(run: Run, step: Step) -> EarlierValues:
+    """The numbers and typed words of the task and of every step before ``step`` (content, arguments, results)."""
+    texts = [run.task or ""]
+    for other in run.steps:
+        if other.index >= step.index:
+            break
+        texts.append(other.content or "")
+        if other.arguments:
+            texts.append(json.dumps(other.arguments, ensure_ascii=False, default=str))
+        result = other.outputs.get("result")
+        if result is not None and not isinstance(result, str):
+            texts.append(json.dumps(result, ensure_ascii=False, default=str))
+    numbers: dict[str, None] = {}
+    words: dict[str, WordMatch] = {}
+    for text in reversed(texts):
+        for n in numbers_in(text):
+            numbers.setdefault(n.raw, None)
+        for w in typed_words_in(text, run.agents):
+            words.setdefault(w.text.lower(), w)
+    return EarlierValues(tuple(list(numbers)[:_EARLIER_LIMIT]), tuple(list(words.values())[: 3 * _EARLIER_LIMIT]))
 
 
-def _text_number_mutations(text: str, grounded: frozenset[str] = frozenset()) -> Iterator[tuple[str, str]]:
-    for match in _NUMBER.finditer(text):
-        raw = match.group(0)
-        if raw in grounded:
+def _number_options(raw: str, value: int | float, earlier: EarlierValues) -> Iterator[tuple[str, str]]:
+    """(new text, why) for one number: copies of a value seen earlier that look like ``raw`` (a copy typo), then
+    ±1 / ±10 %, then the other values seen earlier."""
+    seen = [v for v in earlier.numbers if v != raw and _same_number(v, value) is False]
+    close, rest = close_first(raw, seen)
+    for v in close:
+        yield v, f"{raw} → {v} (seen earlier)"
+    for variant in number_variants(value):
+        text = format_like(raw, variant)
+        yield text, f"{raw} → {text}"
+    for v in rest:
+        yield v, f"{raw} → {v} (seen earlier)"
+
+
+def _same_number(raw: str, value: int | float) -> bool:
+    try:
+        return float(raw.replace(",", "")) == float(value)
+    except ValueError:
+        return False
+
+
+def _text_mutations(text: str, earlier: EarlierValues, grounded: frozenset[str], agents: tuple[str, ...]
+                    ) -> Iterator[tuple[str, str]]:
+    """One number or one typed word of ``text`` changed (numbers the step got from its sources are kept)."""
+    for n in numbers_in(text):
+        if n.raw in grounded:
             continue
-        number: int | float = float(raw) if "." in raw else int(raw)
-        for variant in _number_variants(number):
-            new = text[: match.start()] + _format_number(raw, variant) + text[match.end() :]
-            yield new, f"number {raw} → {_format_number(raw, variant)}"
+        for new, why in _number_options(n.raw, n.value, earlier):
+            yield text[: n.start] + new + text[n.end :], f"number {why}"
+    for w in typed_words_in(text, agents):
+        for new in word_replacements(w, earlier.words):
+            yield text[: w.start] + new + text[w.end :], f"{w.kind} {w.text} → {new} (seen earlier)"
 
 
 # ------------------------------------------------------------------------------------------------------- code
 
 
-def _code_mutations(code: str) -> Iterator[tuple[str, str]]:
-    """Operator swaps, numeric literals ±1 / ±10%, range and slice ends ±1 — each applied alone."""
+def _code_mutations(code: str, earlier: EarlierValues = EarlierValues(), agents: tuple[str, ...] = ()
+                    ) -> Iterator[tuple[str, str]]:
+    """Each applied alone, in the order logic bugs are most often found: comparison and boundary operators, range
+    and slice ends ±1, then numeric literals (a value seen earlier that looks like a copy of it, ±1 / ±10 %), then
+    numbers and typed words inside string literals (a task for a managed agent: ``helper(task='... 9 ...')``).
+
+    Proposals of equal minimality are replayed in this order, so a data list copied into the code (``[250, 100,
+    40]``) cannot crowd the one operator out of the step's proposal budget."""
     lines = code.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -91,22 +148,63 @@ def _code_mutations(code: str) -> Iterator[tuple[str, str]]:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         tokens = []
+    literals: list[tuple[str, str]] = []
+    strings: list[tuple[str, str]] = []
     for tok in tokens:
         start, end = pos(*tok.start), pos(*tok.end)
+        line = tok.start[0]
         if tok.type == tokenize.OP and tok.string in _OPERATOR_SWAPS:
             new_op = _OPERATOR_SWAPS[tok.string]
-            yield code[:start] + new_op + code[end:], f"operator {tok.string} → {new_op} (line {tok.start[0]})"
+            yield code[:start] + new_op + code[end:], f"operator {tok.string} → {new_op} (line {line})"
         elif tok.type == tokenize.NUMBER:
-            try:
-                value = ast.literal_eval(tok.string)
-            except (ValueError, SyntaxError):
-                continue
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            for variant in _number_variants(value):
-                text = _format_number(tok.string, variant)
-                yield code[:start] + text + code[end:], f"literal {tok.string} → {text} (line {tok.start[0]})"
+            literals += [(code[:start] + text + code[end:], f"literal {why} (line {line})")
+                         for text, why in _literal_options(tok.string, earlier)]
+        elif tok.type == tokenize.STRING:
+            strings += [(code[:start] + new_token + code[end:], f"string literal: {why} (line {line})")
+                        for new_token, why in _string_literal_options(tok.string, earlier, agents)]
     yield from _boundary_mutations(code, pos)
+    yield from literals
+    yield from strings
+
+
+def _literal_options(raw: str, earlier: EarlierValues) -> Iterator[tuple[str, str]]:
+    """(new literal, why) for a numeric code literal: a value seen earlier that looks like a copy of it (a typo),
+    then ±1 / ±10 %. Other values seen earlier are not offered: a literal equal to a value the run showed is data
+    the code copied, and one far from every seen value is a constant, not a copy."""
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    seen = [v.replace(",", "") for v in earlier.numbers]
+    close, _ = close_first(raw, [v for v in seen if v != raw and not _same_number(v, value)])
+    for v in close:
+        yield v, f"{raw} → {v} (seen earlier)"
+    for variant in number_variants(value):
+        text = format_like(raw, variant)
+        yield text, f"{raw} → {text}"
+
+
+_TRIPLE_QUOTES = ("'" * 3, '"' * 3)
+
+
+def _string_literal_options(token: str, earlier: EarlierValues, agents: tuple[str, ...]
+                            ) -> Iterator[tuple[str, str]]:
+    """(new token, why): one number or typed word inside a string literal's text changed; an edit that would end
+    or escape the literal is dropped."""
+    i = 0
+    while i < len(token) and token[i] not in "'\"":
+        i += 1
+    quote = token[i : i + 3] if token[i : i + 3] in _TRIPLE_QUOTES else token[i : i + 1]
+    body_start, body_end = i + len(quote), len(token) - len(quote)
+    if body_end <= body_start:
+        return
+    body = token[body_start:body_end]
+    for new_body, why in _text_mutations(body, earlier, frozenset(), agents):
+        if quote[0] in new_body or "\\" in new_body:
+            continue
+        yield token[:body_start] + new_body + token[body_end:], why
 
 
 def _boundary_mutations(code: str, pos: Any) -> Iterator[tuple[str, str]]:
@@ -132,22 +230,27 @@ def _boundary_mutations(code: str, pos: Any) -> Iterator[tuple[str, str]]:
             yield code[:start] + new + code[end:], f"{what} {segment} → {new} (line {target.lineno})"
 
 
+
+
 # ------------------------------------------------------------------------------------------------- arguments
 
 
 def _argument_mutations(
-    arguments: dict[str, Any], grounded: frozenset[str] = frozenset()
+    arguments: dict[str, Any], earlier: EarlierValues, grounded: frozenset[str], agents: tuple[str, ...]
 ) -> Iterator[tuple[dict[str, Any], str]]:
+    """One argument changed: a number (a value seen earlier that looks like it — a copy typo —, ±1 / ±10 %, another
+    value seen earlier), a number or typed word inside a string argument, code inside a code argument; or two
+    arguments of the same type swapped. Numbers the step got from its sources are kept."""
     for key, value in arguments.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and _num_text(value) not in grounded:
-            for variant in _number_variants(value):
-                yield {**arguments, key: variant}, f"argument {key}: {value} → {variant}"
-        elif isinstance(value, str):
-            for new, why in _text_number_mutations(value, grounded):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            for new_value, why in _numeric_argument_options(value, earlier, grounded):
+                yield {**arguments, key: new_value}, f"argument {key}: {why}"
+        elif isinstance(value, str) and key in ("code", "source", "script"):
+            for new, why in _code_mutations(value, earlier, agents):
                 yield {**arguments, key: new}, f"argument {key}: {why}"
-            if key in ("code", "source", "script"):
-                for new, why in _code_mutations(value):
-                    yield {**arguments, key: new}, f"argument {key}: {why}"
+        elif isinstance(value, str):
+            for new, why in _text_mutations(value, earlier, grounded, agents):
+                yield {**arguments, key: new}, f"argument {key}: {why}"
     keys = list(arguments)
     for i, a in enumerate(keys):
         for b in keys[i + 1 :]:
@@ -156,35 +259,19 @@ def _argument_mutations(
                 yield {**arguments, a: vb, b: va}, f"swap arguments {a} ↔ {b}"
 
 
-# ----------------------------------------------------------------------------------------------------- text
-
-
-def _earlier_values(run: Run, step: Step) -> tuple[list[str], list[str]]:
-    numbers: list[str] = []
-    entities: list[str] = []
-    for other in run.steps:
-        if other.index >= step.index:
-            break
-        for m in _NUMBER.finditer(other.content or ""):
-            if m.group(0) not in numbers:
-                numbers.append(m.group(0))
-        for m in _ENTITY.finditer(other.content or ""):
-            if m.group(0) not in entities:
-                entities.append(m.group(0))
-    return numbers[-20:], entities[-20:]
-
-
-def _text_mutations(text: str, run: Run, step: Step, grounded: frozenset[str]) -> Iterator[tuple[str, str]]:
-    yield from _text_number_mutations(text, grounded)
-    numbers, entities = _earlier_values(run, step)
-    for match in _NUMBER.finditer(text):
-        for value in numbers:
-            if value != match.group(0):
-                yield text[: match.start()] + value + text[match.end() :], f"{match.group(0)} → {value} (seen earlier)"
-    for match in _ENTITY.finditer(text):
-        for value in entities:
-            if value != match.group(0):
-                yield text[: match.start()] + value + text[match.end() :], f"{match.group(0)} → {value} (seen earlier)"
+def _numeric_argument_options(value: int | float, earlier: EarlierValues, grounded: frozenset[str]
+                              ) -> Iterator[tuple[int | float, str]]:
+    raw = _num_text(value)
+    if raw in grounded:
+        return
+    for text, why in _number_options(raw, value, earlier):
+        plain = text.replace(",", "")
+        try:
+            new: int | float = float(plain) if ("." in plain or isinstance(value, float)) else int(plain)
+        except ValueError:
+            continue
+        if new != value:
+            yield new, why
 
 
 # -------------------------------------------------------------------------------------------------- proposals
@@ -194,53 +281,101 @@ def _num_text(value: int | float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-def grounded_numbers(run: Run, step: Step) -> frozenset[str]:
-    """Numbers the step got from its sources: the task and the steps it depends on.
+#: The dependency kinds through which a step (or the model call that wrote it) received what it knows.
+_SOURCE_KINDS = ("saw", "observed", "delegated_by", "tool_result_of", "answer_of")
 
-    Nudging such a number (±1, ±10%) in a message or a tool argument would make a correct step wrong so that a
-    later fault is compensated — a spurious "repair" of a step that was right. Those mutations are not proposed
-    (code literals are exempt: a boundary bug often IS a number copied from the task, used wrongly).
+
+def grounded_numbers(run: Run, step: Step) -> frozenset[str]:
+    """Numbers the step got from its sources: the task, and what it (or the model call that wrote it) saw and
+    observed — the user's input, tool results, other agents' messages, a delegated task.
+
+    Nudging such a number (±1, ±10%) in a message or a tool argument would make a faithful copy wrong so that an
+    error elsewhere is compensated — a spurious "repair" of a step that was right, and a faithful executor blamed
+    for its instruction (issue 19): a message restating a tool's 22 as 22 is not the agent's error even when 22 is
+    wrong; one restating 21 as 22 is. The earlier step that introduced a wrong value is tried on its own, earlier.
+    Those mutations are not proposed (code literals are exempt: a boundary bug often IS a number copied from the
+    task, used wrongly).
     """
     texts = [run.task or ""]
     by_id = {s.step_id: s for s in run.steps}
+    sources: list[Step] = []
     for dep in step.depends_on:
         source = by_id.get(dep.step_id)
-        if source is not None and (source.kind == "task" or source.metadata.get("user_input") is True):
-            texts.append(source.content or "")
-    return frozenset(m.group(0) for text in texts for m in _NUMBER.finditer(text))
+        if source is None:
+            continue
+        if source.kind == "task" or source.metadata.get("user_input") is True or dep.kind in _SOURCE_KINDS:
+            sources.append(source)
+        if dep.kind == "produced_by" and source.kind == "llm_response":
+            sources += [by_id[d.step_id] for d in source.depends_on if d.kind in _SOURCE_KINDS and d.step_id in by_id]
+    for source in sources:
+        texts.append(source.content or "")
+        result = source.outputs.get("result")
+        if result is not None and not isinstance(result, str):
+            texts.append(json.dumps(result, ensure_ascii=False, default=str))
+    found: set[str] = set()
+    for text in texts:
+        for n in numbers_in(text):
+            found.update({n.raw, _num_text(n.value)})
+    return frozenset(found)
+
+
+def _target_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
+    key = "target" if step.kind == "handoff" else "selected"
+    current = step.outputs.get(key)
+    # the targets the framework allowed at that step (recorded by the adapter), then the run's other agents
+    recorded = step.metadata.get("candidates")
+    options = [str(a) for a in recorded] if isinstance(recorded, list) and recorded else list(run.agents)
+    for agent in options:
+        if agent != current and agent != step.agent:
+            yield current, agent, f"{key} {current} → {agent}"
+
+
+def _result_proposals(step: Step, grounded: frozenset[str]) -> Iterator[tuple[Any, Any, str]]:
+    result = step.outputs.get("result", step.content)
+    text = result if isinstance(result, str) else str(result)
+    for n in numbers_in(text):
+        if n.raw in grounded:
+            continue
+        for variant in number_variants(n.value):
+            new = format_like(n.raw, variant)
+            yield text, text[: n.start] + new + text[n.end :], f"number {n.raw} → {new}"
+
+
+def _summarises_tool_results(run: Run, step: Step) -> bool:
+    """A message the framework wrote from tool results (AutoGen's ``ToolCallSummaryMessage``): the model that
+    "produced" it only called tools, so its text is the environment's output — there is no text of the model's
+    to correct (the adapter refuses such an edit)."""
+    if step.kind != "message":
+        return False
+    known = {s.step_id: s for s in run.steps}
+    producers = [known[i] for i in step.deps_of_kind("produced_by") if i in known]
+    return any(p.kind == "llm_response" and p.outputs.get("tool_calls") and not p.outputs.get("text")
+               for p in producers)
 
 
 def _raw_proposals(step: Step, run: Run) -> Iterator[tuple[Any, Any, str]]:
     """(original, replacement, description) for every applicable mutation of ``step``."""
+    if step.kind in ("handoff", "speaker_selection"):
+        yield from _target_proposals(step, run)
+        return
     code = code_of(step)
     grounded = grounded_numbers(run, step)
-    if step.kind in ("handoff", "speaker_selection"):
-        key = "target" if step.kind == "handoff" else "selected"
-        current = step.outputs.get(key)
-        # the targets the framework allowed at that step (recorded by the adapter), then the run's other agents
-        recorded = step.metadata.get("candidates")
-        options = [str(a) for a in recorded] if isinstance(recorded, list) and recorded else list(run.agents)
-        for agent in options:
-            if agent != current and agent != step.agent:
-                yield current, agent, f"{key} {current} → {agent}"
-        return
-    if step.kind == "tool_call" and step.arguments is not None and code is None:
-        for new, why in _argument_mutations(step.arguments, grounded):
-            yield step.arguments, new, why
-        return
-    if code is not None:
-        for new, why in _code_mutations(code):
-            yield code, new, why
-        return
+    agents = tuple(run.agents)
     if step.kind == "tool_response":
-        result = step.outputs.get("result", step.content)
-        text = result if isinstance(result, str) else str(result)
-        for new, why in _text_number_mutations(text, grounded):
-            yield text, new, why
+        yield from _result_proposals(step, grounded)
         return
-    if step.kind in ("message", "reasoning", "llm_response", "final_answer", "planning"):
+    earlier = earlier_values(run, step)
+    if step.kind == "tool_call" and step.arguments is not None and code is None:
+        for new, why in _argument_mutations(step.arguments, earlier, grounded, agents):
+            yield step.arguments, new, why
+    elif code is not None:
+        for new, why in _code_mutations(code, earlier, agents):
+            yield code, new, why
+    elif step.kind in ("message", "reasoning", "llm_response", "final_answer", "planning"):
+        if _summarises_tool_results(run, step):
+            return
         text = step.content or str(step.outputs.get("text") or "")
-        for new, why in _text_mutations(text, run, step, grounded):
+        for new, why in _text_mutations(text, earlier, grounded, agents):
             yield text, new, why
 
 

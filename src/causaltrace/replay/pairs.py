@@ -2,12 +2,18 @@
 
 A pair's ``prompt`` is the exact recorded LLM request at the corrected step, in the framework's own message shape
 (AutoGen ``model_dump`` of SystemMessage / UserMessage / AssistantMessage / FunctionExecutionResultMessage, or
-smolagents ChatMessage dicts with content parts). Export normalises each to ``{"role", "content"}`` chat messages:
+smolagents ChatMessage dicts with content parts). Export turns each into chat messages a chat template renders:
+``content`` is always a string; an assistant message that called tools carries ``tool_calls`` (``id``, ``type``,
+``function: {name, arguments}``) and each tool result is a ``tool`` message with its ``tool_call_id`` (AutoGen);
+smolagents' own ``tool-call`` / ``tool-response`` roles become ``assistant`` / ``user``, as smolagents itself sends
+them to a model. Tool schemas become OpenAI function schemas (``{"type": "function", "function": {...}}``).
 
-* ``trl-dpo`` — ``{"prompt": [...], "chosen": [assistant turn], "rejected": [assistant turn], "tools": "<json>",
-  "metadata": {...}}`` (TRL's conversational preference format; ``tools`` as a JSON string of the tool schemas);
+* ``trl-dpo`` — ``{"prompt": [...], "chosen": [assistant turn], "rejected": [assistant turn], "tools": [schemas],
+  "metadata": {...}}``: TRL's conversational preference format, ``tools`` a LIST of JSON schemas, tool-call
+  arguments as JSON objects (what tool-aware chat templates such as Qwen2.5's expect);
 * ``openai-dpo`` — ``{"input": {"messages": [...], "tools": [...]}, "preferred_output": [...],
-  "non_preferred_output": [...]}`` (metadata kept under ``metadata``).
+  "non_preferred_output": [...]}``: OpenAI's preference fine-tuning format, tool-call arguments as JSON strings
+  (as the OpenAI API writes them); metadata kept under ``metadata``.
 
 Only replay-verified pairs are exported unless ``include_predicted=True``.
 """
@@ -21,7 +27,7 @@ from typing import Any, Literal
 from causaltrace.exceptions import UserError
 from causaltrace.schema import RepairPair
 
-__all__ = ["export_pairs", "normalise_messages", "pair_rows"]
+__all__ = ["export_pairs", "normalise_messages", "pair_rows", "tool_schemas"]
 
 _AUTOGEN_ROLES = {
     "SystemMessage": "system",
@@ -54,25 +60,91 @@ def _text(content: Any) -> str:
     return json.dumps(content, sort_keys=True, default=str)
 
 
-def normalise_messages(messages: Any) -> list[dict[str, str]]:
-    """Framework request messages → plain ``{"role", "content"}`` chat messages."""
+def _tool_call(call: Any, index: int) -> dict[str, Any]:
+    """An AutoGen ``FunctionCall`` dump or an OpenAI-style tool call → ``{id, type, function: {name, arguments}}``."""
+    if not isinstance(call, dict):
+        return {"id": f"call_{index}", "type": "function", "function": {"name": str(call), "arguments": {}}}
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    return {"id": str(call.get("id") or call.get("call_id") or f"call_{index}"), "type": "function",
+            "function": {"name": str(function.get("name")), "arguments": arguments if arguments is not None else {}}}
+
+
+def _autogen_message(m: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = str(m.get("type"))
+    content = m.get("content")
+    if kind == "FunctionExecutionResultMessage" and isinstance(content, list):
+        return [{"role": "tool", "tool_call_id": str(r.get("call_id")), "name": str(r.get("name") or ""),
+                 "content": _text(r.get("content"))} for r in content if isinstance(r, dict)]
+    if kind == "AssistantMessage" and isinstance(content, list):
+        calls = [_tool_call(c, i) for i, c in enumerate(content)]
+        return [{"role": "assistant", "content": _text(m.get("thought")), "tool_calls": calls}]
+    return [{"role": _AUTOGEN_ROLES.get(kind, "user"), "content": _text(content)}]
+
+
+def normalise_messages(messages: Any) -> list[dict[str, Any]]:
+    """Framework request messages → chat messages a tool-aware chat template renders (module docstring)."""
     if not isinstance(messages, list):
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for m in messages:
         if not isinstance(m, dict):
             out.append({"role": "user", "content": str(m)})
             continue
-        role = m.get("role") or _AUTOGEN_ROLES.get(str(m.get("type")), "user")
-        role = {"tool-call": "assistant", "tool-response": "tool", "tool_response": "tool"}.get(str(role), str(role))
-        out.append({"role": role, "content": _text(m.get("content"))})
+        if "role" not in m and "type" in m:
+            out.extend(_autogen_message(m))
+            continue
+        role = {"tool-call": "assistant", "tool-response": "user", "tool_response": "user"}.get(
+            str(m.get("role")), str(m.get("role") or "user"))
+        message: dict[str, Any] = {"role": role, "content": _text(m.get("content"))}
+        if isinstance(m.get("tool_calls"), list) and m["tool_calls"]:
+            message["tool_calls"] = [_tool_call(c, i) for i, c in enumerate(m["tool_calls"])]
+        if role == "tool" and m.get("tool_call_id") is not None:
+            message["tool_call_id"] = str(m["tool_call_id"])
+        out.append(message)
+    return out
+
+
+def tool_schemas(tools: Any) -> list[dict[str, Any]]:
+    """Recorded tool schemas (AutoGen ``ToolSchema`` dicts or OpenAI function schemas) → OpenAI function schemas."""
+    out = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+            out.append({"type": "function", "function": dict(tool["function"])})
+            continue
+        spec = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+        if "name" in spec:
+            out.append({"type": "function", "function": spec})
     return out
 
 
 def _turn(turn: Any) -> list[dict[str, Any]]:
     if isinstance(turn, dict):
-        return [turn]
+        message = {"role": str(turn.get("role") or "assistant"), "content": _text(turn.get("content"))}
+        if isinstance(turn.get("tool_calls"), list) and turn["tool_calls"]:
+            message["tool_calls"] = [_tool_call(c, i) for i, c in enumerate(turn["tool_calls"])]
+        return [message]
     return [{"role": "assistant", "content": _text(turn)}]
+
+
+def _openai_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same messages with tool-call arguments as JSON strings (the OpenAI API's wire form)."""
+    out = []
+    for m in messages:
+        if "tool_calls" in m:
+            m = {**m, "tool_calls": [
+                {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"],
+                                                                           ensure_ascii=False, default=str)}}
+                for c in m["tool_calls"]]}
+        out.append(m)
+    return out
 
 
 def _metadata(pair: RepairPair) -> dict[str, Any]:
@@ -106,20 +178,20 @@ def pair_rows(
         if pair.verified_by != "replay" and not include_predicted:
             continue
         prompt = normalise_messages(pair.prompt)
-        tools = pair.tools if isinstance(pair.tools, list) else []
+        tools = tool_schemas(pair.tools)
         if format == "trl-dpo":
             yield {
                 "prompt": prompt,
                 "chosen": _turn(pair.chosen),
                 "rejected": _turn(pair.rejected),
-                "tools": json.dumps(tools, sort_keys=True),
+                "tools": tools,
                 "metadata": _metadata(pair),
             }
         else:
             yield {
-                "input": {"messages": prompt, "tools": tools},
-                "preferred_output": _turn(pair.chosen),
-                "non_preferred_output": _turn(pair.rejected),
+                "input": {"messages": _openai_arguments(prompt), "tools": tools},
+                "preferred_output": _openai_arguments(_turn(pair.chosen)),
+                "non_preferred_output": _openai_arguments(_turn(pair.rejected)),
                 "metadata": _metadata(pair),
             }
 

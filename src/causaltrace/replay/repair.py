@@ -10,6 +10,23 @@ For each candidate step — the diagnosis's candidates, or every candidate step 
 3. the decisive error is the EARLIEST step with CRS = 1 (Who&When's "earliest decisive error"); the search stops
    there unless ``exhaustive=True``.
 
+Agent decisions first (ARCHITECTURE decision 9, issue 19): tool results are the environment's output, not an
+agent's decision, so they are not candidates for the decisive error. The search runs over the agents' steps
+(messages, tool calls, code, handoffs, selections, answers); only when none of their corrections flips the run does
+a separate, labelled last phase edit tool results. A flip found there is a tool / data fault — "the run succeeds if
+tool X had returned Y", category ``SYS-ENVIRONMENT``, ``fault_source="environment"``, no agent named as the author —
+and yields no repair pair. The phase is ON by default: a wrong or stale tool result IS a common cause of failure,
+it costs replays only after every agent correction failed, and its answer is reported for what it is. Without that
+order a correct tool result could be "repaired" to cancel an agent's later error (a price lowered by one so that
+the analyst's +1 restatement comes out right) and be reported, verified by replay, as the agent's decisive error.
+The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
+either runs out the search stops and the result says so (``budget_exhausted``). What the framework prints during a
+replay (AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
+(``output_lines`` and the last lines in ``artifacts["replays"]``) — and never reaches the user's terminal.
+
+``agent_first=False`` keeps CausalFlow's published search (every candidate step in step order, SEEDS §7.5), which
+``--method causalflow`` uses as a benchmark baseline.
+
 The result updates the run's Diagnosis (``verified_by="replay"``, the replays tried in ``artifacts["replays"]``)
 and yields a (wrong step, corrected step) :class:`RepairPair` whose prompt is the exact recorded LLM request at the
 corrected step. Both are stored with the run.
@@ -18,20 +35,23 @@ corrected step. Both are stored with the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
-from causaltrace.replay.edits import code_of, original_value, replacement_kind
+from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
 from causaltrace.replay.minimality import minimality
 from causaltrace.replay.proposals import proposals_for
+from causaltrace.replay.turns import assistant_turn, corrected_turn, producing_llm
 from causaltrace.schema import (
     Candidate,
     Cost,
@@ -46,7 +66,23 @@ from causaltrace.schema import (
     StepError,
 )
 
-__all__ = ["RepairResult", "StepAttempt", "build_repair_pair", "repair", "repair_sync"]
+__all__ = [
+    "RepairResult",
+    "StepAttempt",
+    "build_repair_pair",
+    "is_environment_step",
+    "repair",
+    "repair_pair_or_reason",
+    "repair_sync",
+]
+
+
+#: The search's default bound: most repairs of the fault suite need a few dozen replays; a run that needs more
+#: should be repaired with a model's proposals or a narrower ``candidates`` list, not by brute force.
+DEFAULT_MAX_REPLAYS = 200
+DEFAULT_MAX_SECONDS = 600.0
+#: A replay that takes longer is stopped and marked (a proposal that makes a team loop until a limit it lacks).
+DEFAULT_REPLAY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -55,10 +91,14 @@ class StepAttempt:
 
     step_id: str
     index: int
+    #: ``agent`` (an agent's decision) or ``environment`` (a tool result, tried in the last phase)
+    phase: str = "agent"
     crs: float = 0.0
     replays: list[ReplayResult] = field(default_factory=list)
     best: ReplayResult | None = None
     minimality: float | None = None
+    #: what the framework printed during each replay (stdout and stderr, captured), parallel to ``replays``
+    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +112,10 @@ class RepairResult:
     pair: RepairPair | None
     replays: int
     seconds: float
+    #: why a flip yielded no repair pair (the correction cannot be written as the producing model's turn)
+    pair_reason: str = ""
+    #: ``"replays"`` or ``"seconds"`` when the search stopped because that budget ran out
+    budget_exhausted: str = ""
 
     @property
     def repaired(self) -> bool:
@@ -85,57 +129,23 @@ class RepairResult:
 # ------------------------------------------------------------------------------------------------ repair pairs
 
 
-def _producing_llm(run: Run, step: Step) -> Step | None:
-    """The llm_response whose output contains ``step`` (itself for an llm_response)."""
-    seen: set[str] = set()
-    current: Step | None = step
-    while current is not None and current.step_id not in seen:
-        if current.kind == "llm_response":
-            return current
-        seen.add(current.step_id)
-        nxt = current.deps_of_kind("produced_by") or current.deps_of_kind("executes")
-        current = run.step(nxt[0]) if nxt else None
-    return None
-
-
-def _assistant_turn(llm: Step) -> dict[str, Any]:
-    turn: dict[str, Any] = {"role": "assistant", "content": str(llm.outputs.get("text") or llm.content or "")}
-    calls = llm.outputs.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        turn["tool_calls"] = [
-            {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
-            for c in calls
-            if isinstance(c, dict)
-        ]
-    return turn
-
-
-def _corrected_turn(run: Run, step: Step, llm: Step, replacement: Any) -> dict[str, Any]:
-    turn = _assistant_turn(llm)
-    kind = replacement_kind(step)
-    if kind == "code":
-        old = code_of(step) or ""
-        turn["content"] = turn["content"].replace(old, str(replacement)) if old in turn["content"] else str(replacement)
-    elif kind == "arguments" and "tool_calls" in turn:
-        for call in turn["tool_calls"]:
-            if call["function"]["name"] == step.tool_name:
-                call["function"]["arguments"] = replacement
-                break
-    elif kind == "text":
-        old = str(original_value(step, kind) or "")
-        content = turn["content"]
-        turn["content"] = content.replace(old, str(replacement)) if old and old in content else str(replacement)
-    else:
-        turn["content"] = str(replacement)
-    return turn
-
-
 def build_repair_pair(run: Run, result: ReplayResult, *, crs: float, minimality_score: float) -> RepairPair | None:
-    """The (wrong step, corrected step) pair of a flipping replay, or None when the step is not model output."""
+    """The (wrong step, corrected step) pair of a flipping replay, or None when the correction cannot be written
+    as the producing model's turn (:func:`repair_pair_or_reason` says why)."""
+    return repair_pair_or_reason(run, result, crs=crs, minimality_score=minimality_score)[0]
+
+
+def repair_pair_or_reason(run: Run, result: ReplayResult, *, crs: float, minimality_score: float
+                          ) -> tuple[RepairPair | None, str]:
+    """The pair of a flipping replay — ``chosen`` is the producing model's turn with only the corrected part changed
+    (:mod:`causaltrace.replay.turns`) — or None and the reason no pair can be made."""
     step = run.step(result.intervention.step_id)
-    llm = _producing_llm(run, step)
-    if llm is None or replacement_kind(step) == "result":
-        return None
+    llm = producing_llm(run, step)
+    if llm is None:
+        return None, f"step #{step.index} ({step.kind}) was not written by a model"
+    edit = corrected_turn(run, step, result.intervention.replacement)
+    if edit.turn is None:
+        return None, edit.reason
     prompt: Any = None
     tools: Any = None
     ref = llm.inputs.get("recording")
@@ -146,8 +156,7 @@ def build_repair_pair(run: Run, result: ReplayResult, *, crs: float, minimality_
             tools = call.request.get("tools") or call.request.get("tools_to_call_from")
     if prompt is None:
         prompt = llm.inputs.get("messages")
-    replays_run = result.replays_run
-    return RepairPair(
+    pair = RepairPair(
         pair_id=uuid.uuid4().hex,
         run_id=run.run_id,
         step_id=step.step_id,
@@ -155,18 +164,19 @@ def build_repair_pair(run: Run, result: ReplayResult, *, crs: float, minimality_
         step_kind=step.kind,
         agent=step.agent,
         prompt=prompt,
-        chosen=_corrected_turn(run, step, llm, result.intervention.replacement),
-        rejected=_assistant_turn(llm),
+        chosen=edit.turn,
+        rejected=assistant_turn(llm),
         tools=tools,
         task_id=str(run.metadata.get("task_id")) if run.metadata.get("task_id") else None,
         minimality=minimality_score,
         crs=crs,
         verified_by=result.verified_by,
-        replays_run=replays_run,
+        replays_run=result.replays_run,
         replays_succeeded=result.replays_flipped,
         replay_run_id=result.run.run_id if result.run is not None else None,
         created_at=datetime.now(UTC),
     )
+    return pair, ""
 
 
 # ------------------------------------------------------------------------------------------------------ search
@@ -193,8 +203,11 @@ def _resolve_candidates(run: Run, candidates: Iterable[str | int | Step] | None,
     return sorted({s.step_id: s for s in steps}.values(), key=lambda s: s.index)
 
 
-def _replay_artifact(result: ReplayResult, step: Step) -> dict[str, Any]:
+def _replay_artifact(result: ReplayResult, step: Step, output: str = "") -> dict[str, Any]:
+    lines = output.splitlines()
     return {
+        "output_lines": len(lines),
+        "output_tail": lines[-20:],
         "step_id": step.step_id,
         "index": step.index,
         "description": result.intervention.description,
@@ -224,11 +237,19 @@ async def repair(
     exhaustive: bool = False,
     store: RunStore | bool = True,
     on_replay: Callable[[Step, ReplayResult], None] | None = None,
+    agent_first: bool = True,
+    environment: bool = True,
+    max_replays: int | None = DEFAULT_MAX_REPLAYS,
+    max_seconds: float | None = DEFAULT_MAX_SECONDS,
+    replay_timeout_s: float | None = DEFAULT_REPLAY_TIMEOUT_S,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
-    ``store`` is True (the default store), False (nothing is stored), or a
-    :class:`~causaltrace.protocols.RunStore`. ``on_replay`` is called after every replay (progress).
+    ``store`` is True (the default store), False (nothing is stored), or a :class:`~causaltrace.protocols.RunStore`.
+    ``on_replay`` is called after every replay (progress).
+    ``agent_first`` searches the agents' decisions before tool results; ``environment=False`` skips the tool-result
+    phase altogether; ``max_replays`` / ``max_seconds`` bound the search and ``replay_timeout_s`` each replay (None:
+    unbounded) (module docstring).
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
@@ -245,25 +266,21 @@ async def repair(
         from causaltrace.attribution.judge import Judge
 
         judge = model if hasattr(model, "ask") else Judge(model)
-    attempts: list[StepAttempt] = []
-    decisive: StepAttempt | None = None
-    replays = 0
-    for step in steps:
-        attempt = StepAttempt(step_id=step.step_id, index=step.index)
-        attempts.append(attempt)
-        await _try_proposals(
-            attempt, step, run, factory, verify, judge=judge, k=k, mutation_budget=mutation_budget,
-            sandbox=sandbox, policy=policy, measure=measure, on_replay=on_replay,
-        )
-        replays += sum(result.replays_run for result in attempt.replays)
-        if attempt.crs == 1.0 and decisive is None:
-            decisive = attempt
-            if not exhaustive:
-                break
-    pair = None
-    if decisive is not None and decisive.best is not None:
-        pair = build_repair_pair(run, decisive.best, crs=decisive.crs, minimality_score=decisive.minimality or 0.0)
-    updated = _updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started)
+    budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
+    attempts, decisive, replays = await _search(
+        run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
+        budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
+        measure=measure, on_replay=on_replay,
+    )
+    pair, pair_reason = None, ""
+    if decisive is not None and decisive.phase == "environment":
+        pair_reason = "the flip edits a tool result (the environment), not a model's turn"
+    elif decisive is not None and decisive.best is not None:
+        pair, pair_reason = repair_pair_or_reason(run, decisive.best, crs=decisive.crs,
+                                                  minimality_score=decisive.minimality or 0.0)
+    exhausted = budget.exhausted(replays) if decisive is None else ""
+    updated = _updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
+                                 exhausted=exhausted)
     if store_obj is not None:
         store_obj.save_diagnosis(updated)
         if pair is not None:
@@ -276,62 +293,146 @@ async def repair(
         pair=pair,
         replays=replays,
         seconds=time.perf_counter() - started,
+        pair_reason=pair_reason,
+        budget_exhausted=exhausted,
     )
 
 
-async def _try_proposals(
-    attempt: StepAttempt,
-    step: Step,
-    run: Run,
-    factory: Factory,
-    verify: Any,
-    *,
-    judge: Any,
-    k: int,
-    mutation_budget: int,
-    sandbox: Sandbox | None,
-    policy: ReplayPolicy | None,
-    measure: str,
-    on_replay: Callable[[Step, ReplayResult], None] | None,
-) -> None:
-    """Replay the proposals for ``step`` in order into ``attempt`` until one flips the run (CRS = 1, with the
-    minimality of its edit)."""
+async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *, agent_first: bool,
+                  environment: bool, exhaustive: bool, budget: _Budget, judge: Any, k: int, sandbox: Sandbox | None,
+                  policy: ReplayPolicy | None, mutation_budget: int, measure: str,
+                  on_replay: Callable[[Step, ReplayResult], None] | None
+                  ) -> tuple[list[StepAttempt], StepAttempt | None, int]:
+    """The phases in order, each step's proposals in order, until the earliest flip (or the budget's end)."""
+    attempts: list[StepAttempt] = []
+    decisive: StepAttempt | None = None
+    replays = 0
+    for phase, phase_steps in _phases(steps, agent_first=agent_first, environment=environment):
+        for step in phase_steps:
+            if budget.exhausted(replays):
+                break
+            attempt = await _try_step(run, step, factory, verify, phase=phase, judge=judge, k=k, sandbox=sandbox,
+                                      policy=policy, mutation_budget=mutation_budget, measure=measure,
+                                      on_replay=on_replay, budget=budget, replays_so_far=replays)
+            attempts.append(attempt)
+            replays += sum(r.replays_run for r in attempt.replays)
+            if attempt.crs == 1.0 and decisive is None:
+                decisive = attempt
+                if not exhaustive:
+                    break
+        if (decisive is not None and not exhaustive) or budget.exhausted(replays):
+            break
+    return attempts, decisive, replays
+
+
+def is_environment_step(step: Step) -> bool:
+    """A step whose replacement edits the environment's output (a tool result), not an agent's decision."""
+    return replacement_kind(step) == "result"
+
+
+def _phases(steps: list[Step], *, agent_first: bool, environment: bool) -> list[tuple[str, list[Step]]]:
+    """The search order: the agents' decisions, then (last, labelled) the tool results."""
+    if not agent_first:
+        return [("agent", [s for s in steps if environment or not is_environment_step(s)])]
+    agent = [s for s in steps if not is_environment_step(s)]
+    env = [s for s in steps if is_environment_step(s)]
+    return [("agent", agent)] + ([("environment", env)] if environment and env else [])
+
+
+@dataclass
+class _Budget:
+    """The search's bound in replays and seconds (None: unbounded)."""
+
+    max_replays: int | None
+    max_seconds: float | None
+    started: float
+    replay_timeout_s: float | None = None
+
+    def exhausted(self, replays: int) -> str:
+        if self.max_replays is not None and replays >= self.max_replays:
+            return "replays"
+        if self.max_seconds is not None and time.perf_counter() - self.started >= self.max_seconds:
+            return "seconds"
+        return ""
+
+
+@contextlib.asynccontextmanager
+async def _captured_output() -> AsyncIterator[io.StringIO]:
+    """Everything printed to stdout / stderr inside the block (a framework's tracebacks and panels during a
+    replay) goes to the yielded buffer instead of the user's terminal."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        yield buffer
+
+
+async def _replay_captured(run: Run, factory: Factory, proposal: Intervention, verify: Any, *, timeout_s: float | None,
+                           **kwargs: Any) -> tuple[ReplayResult, str]:
+    """One replay with its output captured; a refused proposal, a replay that raises and one that outlives
+    ``timeout_s`` each become a marked result (``error``), so the search goes on."""
+    async with _captured_output() as buffer:
+        try:
+            result = await _bounded(replay(run, factory, proposal, verify, **kwargs), timeout_s)
+        except UserError as exc:  # the adapter refused this proposal (e.g. a handoff target the agent lacks)
+            result = _marked(run, proposal, "InterventionRefused", f"intervention refused: {exc.message}")
+        except TimeoutError:
+            result = _marked(run, proposal, "ReplayTimeout", f"the replay did not finish within {timeout_s:g} s")
+        except Exception as exc:  # a factory, verifier or framework that raises: this replay failed, not the search
+            result = _marked(run, proposal, type(exc).__name__, f"the replay raised {type(exc).__name__}: {exc}")
+    return result, buffer.getvalue()
+
+
+async def _bounded(coro: Any, timeout_s: float | None) -> Any:
+    """``await coro``, but give up after ``timeout_s``: the replay is cancelled and NOT waited for beyond a short
+    grace (a framework's cleanup may itself wait on the stuck call); it dies with the search's event loop."""
+    task = asyncio.ensure_future(coro)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.wait({task}, timeout=2.0)
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    raise TimeoutError
+
+
+def _marked(run: Run, proposal: Intervention, kind: str, message: str) -> ReplayResult:
+    return ReplayResult(
+        original_run_id=run.run_id,
+        intervention=proposal,
+        outcome=Outcome(status="unknown", reason=message),
+        flipped=False,
+        replays_run=0,
+        error=StepError(type=kind, message=message[:2000]),
+    )
+
+
+async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phase: str, judge: Any, k: int,
+                    sandbox: Sandbox | None, policy: ReplayPolicy | None, mutation_budget: int, measure: str,
+                    on_replay: Callable[[Step, ReplayResult], None] | None, budget: _Budget,
+                    replays_so_far: int) -> StepAttempt:
+    """Replay the proposals for one step, most minimal first, until one flips the run (CRS = 1) or the budget
+    runs out."""
+    attempt = StepAttempt(step_id=step.step_id, index=step.index,
+                          phase="environment" if is_environment_step(step) else phase)
     original = original_value(step, replacement_kind(step))
+    done = replays_so_far
     for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
-        result = await _replay_proposal(run, factory, proposal, verify, sandbox=sandbox, policy=policy, judge=judge)
+        if budget.exhausted(done):
+            break
+        result, output = await _replay_captured(run, factory, proposal, verify, sandbox=sandbox, policy=policy,
+                                                model=judge, timeout_s=budget.replay_timeout_s)
+        done += result.replays_run
         attempt.replays.append(result)
+        attempt.outputs.append(output)
         if on_replay is not None:
             on_replay(step, result)
         if result.flipped:
             attempt.crs = 1.0
             attempt.best = result
-            attempt.minimality = minimality(original, proposal.replacement, kind="edit" if measure == "edit" else "positional")
-            return
-
-
-async def _replay_proposal(
-    run: Run,
-    factory: Factory,
-    proposal: Intervention,
-    verify: Any,
-    *,
-    sandbox: Sandbox | None,
-    policy: ReplayPolicy | None,
-    judge: Any,
-) -> ReplayResult:
-    """One replay of ``proposal``; a proposal the adapter refuses (e.g. a handoff target the agent lacks) is a
-    failed replay that says why, not an error of the search."""
-    try:
-        return await replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy, model=judge)
-    except UserError as exc:
-        return ReplayResult(
-            original_run_id=run.run_id,
-            intervention=proposal,
-            outcome=Outcome(status="unknown", reason=f"intervention refused: {exc.message}"),
-            flipped=False,
-            replays_run=0,
-            error=StepError(type="InterventionRefused", message=exc.message),
-        )
+            attempt.minimality = minimality(original, proposal.replacement,
+                                            kind="edit" if measure == "edit" else "positional")
+            break
+    return attempt
 
 
 def _open_store(store: RunStore | bool | None) -> RunStore | None:
@@ -351,10 +452,14 @@ def _updated_diagnosis(
     decisive: StepAttempt | None,
     replays: int,
     seconds: float,
+    *,
+    exhausted: str = "",
 ) -> Diagnosis:
     artifacts: dict[str, Any] = dict(diagnosis.artifacts) if diagnosis is not None else {}
     artifacts["replays"] = [
-        _replay_artifact(r, run.step(a.step_id)) for a in attempts for r in a.replays
+        _replay_artifact(r, run.step(a.step_id), out)
+        for a in attempts
+        for r, out in zip(a.replays, a.outputs + [""] * (len(a.replays) - len(a.outputs)), strict=True)
     ]
     artifacts["crs"] = {a.step_id: a.crs for a in attempts}
     cost = diagnosis.cost if diagnosis is not None else Cost()
@@ -369,12 +474,16 @@ def _updated_diagnosis(
     }
     if decisive is None:
         reason = f"no correction among {replays} replays flipped the outcome"
+        if exhausted:
+            reason += f"; the search stopped when its budget of {exhausted} ran out"
         if diagnosis is not None:
             return diagnosis.model_copy(update={**base, "explanation": f"{diagnosis.explanation} ({reason})".strip()})
         return Diagnosis(**base, explanation=reason, verified_by="heuristic")
     step = run.step(decisive.step_id)
     best = decisive.best
     assert best is not None
+    if decisive.phase == "environment":
+        return _environment_diagnosis(run, step, best, base, diagnosis)
     if best.verified_by == "prediction":
         how = "is PREDICTED to flip the run to success (no recording to replay)"
     else:
@@ -403,6 +512,37 @@ def _updated_diagnosis(
         candidates=tuple(candidates),
         confidence=1.0 if best.verified_by == "replay" else None,
         verified_by=best.verified_by,
+        fault_source="agent",
+    )
+
+
+def _environment_diagnosis(run: Run, step: Step, best: ReplayResult, base: dict[str, Any],
+                           diagnosis: Diagnosis | None) -> Diagnosis:
+    """A flip found by editing a tool result: a tool / data fault, never an agent's decisive error."""
+    tool = step.tool_name or "the tool"
+    replacement = best.intervention.replacement
+    shown = replacement if isinstance(replacement, str) else json.dumps(replacement, default=str)
+    how = ("is PREDICTED to succeed" if best.verified_by == "prediction"
+           else f"succeeds in replay ({best.replays_flipped} of {best.replays_run} replays)")
+    explanation = (
+        f"No correction of an agent's decision flipped the run. The run {how} if {tool} had returned "
+        f"{shown[:200]!r} at step #{step.index} ({best.intervention.description}): a tool or data fault "
+        "(the environment's output), not an agent's decisive error."
+    )
+    evidence = (EvidenceItem(step_id=step.step_id, index=step.index, role="introduced",
+                             note=f"tool result of {tool}"),)
+    return Diagnosis(
+        **base,
+        decisive_step_id=step.step_id,
+        decisive_step_index=step.index,
+        agent=None,
+        category="SYS-ENVIRONMENT",
+        explanation=explanation,
+        evidence=evidence,
+        candidates=tuple(diagnosis.candidates) if diagnosis is not None else (),
+        confidence=1.0 if best.verified_by == "replay" else None,
+        verified_by=best.verified_by,
+        fault_source="environment",
     )
 
 
