@@ -198,6 +198,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for r in results:
         if r.repaired:
             out.print(f"[bold]{r.framework}[/] fix (verified by replay): {escape(f'{r.fix} → answer {r.repaired_answer}')}")
+            if r.ranked_first_index is not None and r.ranked_first_index != r.decisive_index:
+                out.print(f"   ranked first: #{r.ranked_first_index}; replay proved #{r.decisive_index}")
         else:
             out.print(f"[bold]{r.framework}[/]: no repair found (no proposed correction flipped the run)")
         out.print(f"   report:       {escape(str(r.report))}", soft_wrap=True)

@@ -97,6 +97,9 @@ async def demo_framework(
         result.decisive_agent = final.agent
         if final.decisive_step_id:
             result.decisive_kind = run.step(final.decisive_step_id).kind
+        if final.decisive_step_index is not None and final.decisive_step_index != result.ranked_first_index:
+            # say it plainly when the replay overturned the ranking: the proof outranks the prediction
+            say(f"[{framework}] ranked first: #{result.ranked_first_index}; replay proved #{final.decisive_step_index}")
         if repaired.decisive is not None and repaired.decisive.best is not None:
             result.repaired = True
             result.fix = repaired.decisive.best.intervention.description
