@@ -58,6 +58,8 @@ routing chatter kept out of loops (``min_action_tokens``)        all 184 traces 
 a bare ``TERMINATE`` skipped by the failure anchor               all 184 traces (issue 5, before the split)
 errors whose output never reached the failure weakened           all 184 traces (issue 5, before the split)
 the Who&When speaker conventions (terminal names, ``LOG_RULES``) all 184 traces (issue 5, before the split)
+loops: same call, equal arguments, no new information (issue 20) the issue's false positives, the zoo's tuning
+                                                                 half; Who&When dev and test figures unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -4,15 +4,20 @@ loop branch)"; EMFA §2.6 / SEEDS §2.6, here deterministic).
 Two kinds of loop, both groups of at least ``min_repeats`` steps by the same agent, each member within ``max_gap``
 steps of the previous one:
 
-* an **action loop**: the members' actions are near-identical — the token sets of the *head* of their action
+* an **action loop** (issue 20: a repetition counts only when the same agent repeats the SAME action and gets no new
+  information): a structured call (a tool call, a handoff, code) repeats only with the same target and EQUAL
+  arguments (one call per item is not a loop); a final answer never repeats the step it returns; tool results and
+  code outputs are observations, not actions; the thought before a call belongs to the call. Text steps are
+  near-identical when the token sets of the *head* of their action
   signatures (the first ``head_chars`` characters of the normalised kind / target / text, where an agent states
   what it did: "I clicked 'See more results'") have Jaccard similarity ≥ ``threshold`` with the first member's;
-  numbers are kept, so a changing number is a different action — and there is **no progress**: for at least
-  ``min_repeated_followups`` of the repeats, the whole step (a log entry carries its own observation) or the
-  observation that follows it (the next step by another agent) is near-identical to an earlier one, or an error.
-  A repeated action whose observations keep changing (paging through new content) is not a loop.
-* an **instruction loop**: an agent re-issues an instruction to the same addressee (``"X (-> Y)"``, a handoff, a
-  speaker selection) whose text is similar (Jaccard of salient tokens ≥ ``instruction_threshold``; instructions are
+  numbers are kept and must be the same, so a changing number is a different action — and there is **no
+  progress**: for at least ``min_repeated_followups`` of the repeats, the observation that follows it (a call's
+  own result, else the next step by another agent) is near-identical to an earlier member's, or an error, or — for
+  a text entry, which carries what the agent saw — the whole entry repeats an earlier one. A repeated action whose
+  observations keep changing (polling a job that progresses, a retry that gets the result) is not a loop.
+* an **instruction loop**: an agent re-issues an instruction to the same addressee (``"X (-> Y)"``, a handoff —
+  NOT a speaker selection: selecting the same speaker again is turn-taking) whose text is similar (Jaccard of salient tokens ≥ ``instruction_threshold``; instructions are
   rephrased when re-issued). Re-issuing says the previous attempt did not satisfy the instructing agent; the
   addressee's ``replies`` between the members are recorded — the first one is the first failure to follow (or the
   instruction was ambiguous: EMFA's loop branch separates the two; issue 6's LLM stages decide).
@@ -112,6 +117,32 @@ def _group(
     return groups
 
 
+#: environment outputs: what an action got back, never an action that repeats
+OBSERVATIONS = frozenset({"tool_response", "code_execution"})
+
+
+def call_identity(step: Step) -> str | None:
+    """For a structured call (a tool call, a handoff, code): its target and canonical arguments — two calls are the
+    SAME action only when these are equal (one call per item, with different arguments, is not a repetition).
+    None for a text step (compared by tokens instead)."""
+    if step.tool_name and step.arguments is not None:
+        return action_signature("call", step.tool_name, step.arguments)
+    code = step.inputs.get("code") if isinstance(step.inputs, dict) else None
+    if isinstance(code, str) and code.strip():
+        return action_signature("code", step.tool_name, " ".join(code.split()))
+    return None
+
+
+def is_answer_step(step: Step) -> bool:
+    """A final answer (the step, the ``final_answer`` tool call or its response): it RETURNS an earlier step's
+    result, so a step and the answer that returns it are never a repetition."""
+    return step.kind == "final_answer" or (step.tool_name or "") == "final_answer"
+
+
+def _numbers(tokens: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in tokens if t[:1].isdigit())
+
+
 def detect_loops(
     run: Run,
     *,
@@ -126,54 +157,103 @@ def detect_loops(
     """Persistent loops in ``run`` (module docstring), ordered by their first member."""
     steps = candidate_steps(run)  # content steps: an llm_response and the message it produced are one action
     position = {s.index: i for i, s in enumerate(steps)}
+    loops = _action_loops(run, steps, position, threshold=threshold, max_gap=max_gap, head_chars=head_chars,
+                          min_repeats=min_repeats, min_repeated_followups=min_repeated_followups,
+                          min_action_tokens=min_action_tokens)
+    loops += _instruction_loops(steps, threshold=instruction_threshold, max_gap=max_gap, min_repeats=min_repeats)
+    loops.sort(key=lambda lp: (lp.start, lp.kind))
+    return loops
 
-    def agent_of(step: Step) -> str:
-        return base_agent(step.agent or speaker(step))
+
+def _agent_of(step: Step) -> str:
+    return base_agent(step.agent or speaker(step))
+
+
+def _action_loops(run: Run, steps: list[Step], position: dict[int, int], *, threshold: float, max_gap: int,
+                  head_chars: int, min_repeats: int, min_repeated_followups: float,
+                  min_action_tokens: int) -> list[Loop]:
+    """Action loops: the same agent repeating the same action (a structured call with EQUAL arguments, or
+    near-identical text with the same numbers) and getting no new information."""
+    heads = {s.index: head_tokens(s, head_chars) for s in steps}
+    identity = {s.index: call_identity(s) for s in steps}
+    # routing chatter ("Next speaker WebSurfer") is not an action: too few tokens to compare; a final answer
+    # returns an earlier step's result and is never a repeat of it
+    # the thought before a call ("Thought: iterate.") is part of that call's action, not an action of its own
+    thoughts = {s.index for s, nxt in zip(steps, steps[1:], strict=False) if s.kind == "reasoning"
+                and identity[nxt.index] is not None and _agent_of(nxt) == _agent_of(s)}
+    actions = [s for s in steps if addressee(s) is None and not is_answer_step(s) and s.kind not in OBSERVATIONS
+               and s.index not in thoughts and (identity[s.index] is not None or len(heads[s.index]) >= min_action_tokens)]
+
+    def key(step: Step) -> Any:
+        ident = identity[step.index]
+        return (_agent_of(step), ident) if ident is not None else (_agent_of(step), _numbers(heads[step.index]))
 
     loops: list[Loop] = []
-    heads = {s.index: head_tokens(s, head_chars) for s in steps}
-    # routing chatter ("Next speaker WebSurfer") is not an action: too few tokens to compare
-    actions = [s for s in steps if addressee(s) is None and len(heads[s.index]) >= min_action_tokens]
-    for agent, members in _group(actions, agent_of, heads, threshold, max_gap):
+    for (agent, _), members in _group(actions, key, heads, threshold, max_gap):
         if len(members) < min_repeats:
             continue
-        # a repeat makes no progress when its whole step (a log entry holds its observation too) or the next step
-        # by another agent repeats an earlier one, or is an error
-        fulls = [signature_tokens(m) for m in members]
-        followups = [_followup(steps, position[m.index], agent) for m in members]
-        seen: list[frozenset[str]] = []
-        repeated = 0
-        for n, f in enumerate(followups):
-            ft = signature_tokens(f) if f is not None else None
-            if n and (
-                any(jaccard(fulls[n], prev) >= threshold for prev in fulls[:n])
-                or (f is not None and _is_error(f))
-                or (ft is not None and any(jaccard(ft, prev) >= threshold for prev in seen))
-            ):
-                repeated += 1
-            if ft is not None:
-                seen.append(ft)
-        share = repeated / (len(members) - 1)
+        share = _no_progress_share(run, steps, position, members, agent, threshold, head_chars)
         if share >= min_repeated_followups:
             sig = " ".join(content_of(members[0]).split())[:160]
             loops.append(Loop(agent, [m.index for m in members], sig, share))
-    instructions = [s for s in steps if addressee(s) is not None]
+    return loops
+
+
+def _no_progress_share(run: Run, steps: list[Step], position: dict[int, int], members: list[Step], agent: str,
+                       threshold: float, head_chars: int) -> float:
+    """The share of repeats that got NO new information: the observation that follows the repeat (its tool result,
+    or the next step by another agent) is an error or near-identical to an earlier member's, or — for a text entry,
+    which carries what the agent saw ("I clicked X. The page says Y") — the whole entry repeats an earlier one. A
+    structured call is identical to its earlier members by construction: only its result can show progress."""
+    fulls = [signature_tokens(m) for m in members]
+    carries = [call_identity(m) is None for m in members]
+    seen: list[frozenset[str]] = []
+    repeated = 0
+    for n, member in enumerate(members):
+        f = _observation(run, member) or _followup(steps, position[member.index], agent)
+        ft = signature_tokens(f) if f is not None else None
+        if n and (
+            (carries[n] and any(jaccard(fulls[n], prev) >= threshold for prev in fulls[:n]))
+            or (f is not None and _is_error(f))
+            or (ft is not None and any(jaccard(ft, prev) >= threshold for prev in seen))
+        ):
+            repeated += 1
+        if ft is not None:
+            seen.append(ft)
+    return repeated / (len(members) - 1)
+
+
+def _observation(run: Run, call: Step) -> Step | None:
+    """The result a structured call got back: the first later ``tool_response`` of the same tool or
+    ``code_execution`` (within 3 steps), or None."""
+    if not call.tool_name:
+        return None
+    for later in run.steps[call.index + 1 : call.index + 4]:
+        if (later.kind == "tool_response" and later.tool_name == call.tool_name) or later.kind == "code_execution":
+            return later
+    return None
+
+
+def _instruction_loops(steps: list[Step], *, threshold: float, max_gap: int, min_repeats: int) -> list[Loop]:
+    """Instruction loops: an instruction (an orchestrator's ``X (-> Y)``, a handoff) re-issued to the same
+    addressee. A speaker selection is routing, not an instruction: selecting the same speaker again is turn-taking."""
+    instructions = [s for s in steps if addressee(s) is not None and s.kind != "speaker_selection"]
     words = {s.index: frozenset(salient_tokens(content_of(s))) for s in instructions}
+    loops: list[Loop] = []
     for (agent, target), members in _group(
-        instructions, lambda s: (agent_of(s), base_agent(addressee(s) or "")), words, instruction_threshold, max_gap
+        instructions, lambda s: (_agent_of(s), base_agent(addressee(s) or "")), words, threshold, max_gap
     ):
         if len(members) < min_repeats:
             continue
         bounds = [m.index for m in members] + [10**12]
         replies = []
         for lo, hi in zip(bounds, bounds[1:], strict=False):
-            reply = next((s for s in steps if lo < s.index < hi and agent_of(s) == target), None)
+            reply = next((s for s in steps if lo < s.index < hi and _agent_of(s) == target), None)
             if reply is not None:
                 replies.append(reply.index)
         sig = " ".join(content_of(members[0]).split())[:160]
         loops.append(Loop(agent, [m.index for m in members], sig, 1.0, kind="instruction", addressee=target,
                           replies=replies))
-    loops.sort(key=lambda lp: (lp.start, lp.kind))
     return loops
 
 

@@ -1,0 +1,114 @@
+"""Loops that are loops (issue 20 item 3), on LIVE runs of real framework classes driven by reactive scripted models
+(the fault suite's teams): a repetition counts only when the same agent repeats the same action with the same
+arguments and gets no new information. Each false positive the issue reports is a regression test here, next to the
+true loops that must still be found."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+pytest.importorskip("smolagents")
+pytest.importorskip("autogen_agentchat")
+
+from causaltrace.attribution.engine import diagnose
+from causaltrace.attribution.stages.loops import detect_loops
+from causaltrace.instrumentation import _runtime
+from causaltrace.testing.faults import all_cases
+from causaltrace.testing.faults import runner as faults_runner
+
+NAMES = ("ag-speaker-oslo", "ag-selector-choice", "smol-weather-average", "smol-plan-pounds", "ag-swarm-handoff",
+         "smol-unit-two", "ag-unit-two", "smol-review-lamps", "smol-progress-sales", "ag-progress-sales",
+         "smol-job-timeout", "ag-job-timeout", "smol-newton-bound")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    previous = os.environ.get("CAUSALTRACE_HOME")
+    os.environ["CAUSALTRACE_HOME"] = str(tmp_path_factory.mktemp("loops-home"))
+    model = os.environ.pop("CAUSALTRACE_MODEL", None)
+    faults_runner._INSTRUMENTED = False
+    cases = {c.name: c for c in all_cases() if c.name in NAMES}
+    out = {name: asyncio.run(faults_runner.record(case)) for name, case in cases.items()}
+    yield out
+    from causaltrace.instrumentation.autogen import uninstrument_autogen
+    from causaltrace.instrumentation.smolagents import uninstrument_smolagents
+
+    uninstrument_smolagents()
+    uninstrument_autogen()
+    _runtime.reset_tracing()
+    faults_runner._INSTRUMENTED = False
+    if previous is None:
+        os.environ.pop("CAUSALTRACE_HOME", None)
+    else:
+        os.environ["CAUSALTRACE_HOME"] = previous
+    if model is not None:
+        os.environ["CAUSALTRACE_MODEL"] = model
+
+
+def reasons(run) -> list[str]:
+    diagnosis = asyncio.run(diagnose(run, "graph", None, ablate=("replay_verify",)))
+    return [r for c in diagnosis.candidates for r in c.reasons]
+
+
+def test_repeated_speaker_selection_is_turn_taking_not_a_loop(runs):
+    # the selector picks the researcher twice in a row (allow_repeated_speaker=True), then the guesser
+    run = runs["ag-speaker-oslo"]
+    picks = [s.outputs.get("selected") for s in run.steps if s.kind == "speaker_selection"]
+    assert picks[:2] == ["researcher", "researcher"]
+    assert detect_loops(run) == []
+    assert not [r for r in reasons(run) if "re-issued" in r or "loop" in r]
+    assert detect_loops(runs["ag-selector-choice"]) == []
+
+
+def test_one_call_per_item_with_different_arguments_is_not_a_loop(runs):
+    # the manager asks weather_agent once per city (Paris, Rome, Oslo); the manager delegates one conversion per item
+    run = runs["smol-weather-average"]
+    calls = [s for s in run.steps if s.kind == "tool_call" and s.agent == "manager"
+             and "weather_agent(" in str(s.arguments)]
+    assert len(calls) == 3
+    assert detect_loops(run) == []
+    assert not [r for r in reasons(run) if "loop" in r]
+    assert detect_loops(runs["smol-plan-pounds"]) == []
+
+
+def test_a_message_and_the_final_answer_that_returns_it_are_not_a_loop(runs):
+    run = runs["ag-swarm-handoff"]
+    answer = next(s for s in run.steps if s.kind == "final_answer")
+    message = run.step_at(answer.index - 1)
+    assert message.kind == "message" and str(answer.content) in str(message.content)
+    assert detect_loops(run) == []
+
+
+def test_a_retry_that_gets_the_result_is_not_a_loop(runs):
+    # the flaky tool fails once and the identical retry succeeds: new information, so no loop
+    for name in ("smol-unit-two", "ag-unit-two"):
+        assert detect_loops(runs[name]) == [], name
+
+
+def test_a_reviewer_asked_again_after_a_change_is_not_a_loop(runs):
+    run = runs["smol-review-lamps"]
+    asks = [s for s in run.steps if s.kind == "tool_call" and s.tool_name == "reviewer"]
+    assert len(asks) == 2 and asks[0].arguments != asks[1].arguments
+    assert detect_loops(run) == []
+
+
+def test_the_same_call_repeated_with_progress_is_not_a_loop(runs):
+    for name in ("smol-progress-sales", "ag-progress-sales"):
+        polls = [s for s in runs[name].steps if s.kind == "tool_call" and s.tool_name == "poll_job"]
+        assert len(polls) >= 3 and len({str(s.arguments) for s in polls}) == 1, name
+        assert detect_loops(runs[name]) == [], name
+
+
+def test_true_loops_without_progress_are_still_found(runs):
+    for name in ("smol-job-timeout", "ag-job-timeout"):
+        run = runs[name]
+        first = next(s.index for s in run.steps if s.kind == "tool_call" and s.tool_name == "wait_for_job")
+        loops = [lp for lp in detect_loops(run) if lp.kind == "action"]
+        assert loops and loops[0].start == first and len(loops[0].members) >= 2, (name, loops)
+    run = runs["smol-newton-bound"]
+    code = [s.index for s in run.steps if s.kind == "tool_call" and "while" in str(s.arguments)]
+    loops = detect_loops(run)
+    assert loops and loops[0].start == code[0], loops
