@@ -46,3 +46,12 @@ def whowhen_dir() -> Path:
     """The Who&When data (../shared/data/whowhen); skips (fails under strict) when it is absent."""
     require((WHOWHEN_DIR / "Algorithm-Generated").is_dir(), f"Who&When data not found at {WHOWHEN_DIR}")
     return WHOWHEN_DIR
+
+
+@pytest.fixture
+def span_capture():
+    """(provider, exporter): a TracerProvider writing to an in-memory exporter — the one span capture the tests share
+    (``_builders.capture_spans`` for tests that need a sampler or several)."""
+    from _builders import capture_spans
+
+    return capture_spans()

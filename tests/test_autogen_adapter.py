@@ -18,8 +18,6 @@ from types import SimpleNamespace
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 try:
@@ -37,6 +35,7 @@ from autogen_core.code_executor import CodeExecutor, CodeResult
 from autogen_core.tools import FunctionTool
 
 import causaltrace
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
@@ -61,9 +60,7 @@ example = importlib.import_module("autogen_team")
 @pytest.fixture
 def traced(monkeypatch):
     """AutoGen instrumented onto an in-memory exporter (store off); ``runs`` collects every finished Run."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     instrument_autogen(provider, TraceConfig(store=False))
     collector = get_tracing().collector
     runs = []
@@ -919,9 +916,7 @@ def test_instrument_is_idempotent_and_uninstrument_restores_originals():
 
 
 async def test_uninstrumented_runs_emit_nothing():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     instrument_autogen(provider, TraceConfig(store=False))
     uninstrument_autogen()
     try:

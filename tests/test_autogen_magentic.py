@@ -18,8 +18,6 @@ from types import SimpleNamespace
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 try:
@@ -34,6 +32,7 @@ from autogen_agentchat.teams import MagenticOneGroupChat
 from autogen_core.tools import FunctionTool
 
 import causaltrace
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation import autogen as autogen_adapter
@@ -96,9 +95,7 @@ def failing_team() -> MagenticOneGroupChat:
 @pytest.fixture
 def traced(monkeypatch):
     """AutoGen instrumented onto an in-memory exporter (store off); ``runs`` collects every finished Run."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     instrument_autogen(provider, TraceConfig(store=False))
     collector = get_tracing().collector
     runs = []

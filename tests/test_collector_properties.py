@@ -6,10 +6,8 @@ from __future__ import annotations
 import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.collector.live import RunCollector, ns_to_datetime
 from causaltrace.config import TraceConfig
@@ -41,9 +39,7 @@ def run_shapes(draw):
 
 def _emit(shape):
     """Emit a run of the given shape through the real runtime; returns (run, the finished spans)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     configure(provider, TraceConfig(store=False))
     try:
         with mark_run(task="prop") as handle:

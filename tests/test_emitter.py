@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import causaltrace
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
@@ -24,9 +25,7 @@ from causaltrace.instrumentation.tracing import configure, reset_tracing
 
 @pytest.fixture
 def exporter():
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+    provider, exp = capture_spans()
     configure(provider, TraceConfig(store=False))
     yield exp
     reset_tracing()
@@ -196,9 +195,7 @@ def test_an_error_inside_a_step_call_is_still_swallowed(exporter, caplog):
 
 
 def test_payload_policy_truncates_hides_and_redacts():
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+    provider, exp = capture_spans()
     config = TraceConfig(
         store=False, max_attribute_chars=100, hide_inputs=True,
         redact=lambda key, value: value.replace("SECRET", "***") if isinstance(value, str) else value,
@@ -299,9 +296,7 @@ def test_runs_are_written_to_the_store(causaltrace_home):
 def test_step_spans_take_the_direct_sdk_path_and_respect_run_sampling():
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-    exp = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ALWAYS_OFF)
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+    provider, exp = capture_spans(sampler=ALWAYS_OFF)
     tracing = configure(provider, TraceConfig(store=False))
     try:
         assert tracing.emitter._sdk is not None  # a silent fallback would hide a broken accessor

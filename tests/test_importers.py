@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _builders import RunBuilder, capture_spans
 from causaltrace import semconv
 from causaltrace.collector.jaeger import pull_from_jaeger, query_jaeger_traces
 from causaltrace.collector.otlp import (
@@ -314,115 +315,34 @@ def _t(seconds: float) -> datetime:
 def rich_run(run_id: str = "run-rich", *, trace_id: str | None = "0af7651916cd43dd8448eb211c80319c") -> Run:
     """A run using every Step and Run field: containers, deps of many kinds, an error step, a recording…"""
     r = run_id
-    steps = [
-        Step(step_id="task", run_id=r, index=0, kind="task", agent="user", content="add 2 and 3", started_at=_t(0)),
-        Step(
-            step_id="turn-1",
-            run_id=r,
-            index=1,
-            kind="agent_turn",
-            agent="solver",
-            started_at=_t(0.5),
-            ended_at=_t(9),
-            status="error",
-            error=StepError(type="ToolError", message="the tool failed once"),
-            span_id="b7ad6b7169203331",
-        ),
-        Step(
-            step_id="llm-1",
-            run_id=r,
-            index=2,
-            kind="llm_response",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(Dependency(step_id="task", kind="saw"),),
-            content="I will call add.",
-            inputs={"messages": [{"role": "user", "content": "add 2 and 3"}]},
-            outputs={"text": "I will call add.", "tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]},
-            usage=TokenUsage(input_tokens=120, output_tokens=17),
-            model="gpt-4o-mini",
-            started_at=_t(1),
-            ended_at=_t(1.25),
-            status="ok",
-        ),
-        Step(
-            step_id="call-1",
-            run_id=r,
-            index=3,
-            kind="tool_call",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(Dependency(step_id="llm-1", kind="produced_by"),),
-            content='add({"a": 2, "b": 3})',
-            tool_name="add",
-            arguments={"a": 2, "b": 3.5, "nested": {"list": [1, None, True, "x"]}},
-            call_id="call_abc",
-            started_at=_t(1.3),
-            ended_at=_t(1.4),
-            status="error",
-            error=StepError(type="ValueError", message="b must be an integer"),
-            action_signature="tool_call|add|{...}",
-        ),
-        Step(
-            step_id="resp-1",
-            run_id=r,
-            index=4,
-            kind="tool_response",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(Dependency(step_id="call-1", kind="tool_result_of"),),
-            content="ValueError: b must be an integer",
-            outputs={"result": "ValueError: b must be an integer", "is_error": True},
-            started_at=_t(1.4),
-            ended_at=_t(1.4),
-            status="error",
-            error=StepError(type="ValueError", message="b must be an integer"),
-        ),
-        Step(
-            step_id="llm-2",
-            run_id=r,
-            index=5,
-            kind="llm_response",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(
-                Dependency(step_id="llm-1", kind="continues"),
-                Dependency(step_id="resp-1", kind="observed"),
-                Dependency(step_id="llm-1", kind="retry_of"),
-            ),
-            content="```python\nprint(2 + 3)\n```",
-            started_at=_t(2),
-            ended_at=_t(3),
-            truncated=True,
-            metadata={"attempt": 2, "tags": ["retry"], "unicode": "naïve ✓"},
-        ),
-        Step(
-            step_id="code-1",
-            run_id=r,
-            index=6,
-            kind="code_execution",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(Dependency(step_id="llm-2", kind="executes"),),
-            inputs={"code": "print(2 + 3)"},
-            outputs={"stdout": "5\n", "stderr": "", "exit_code": 0, "error": None},
-            started_at=_t(3),
-            ended_at=_t(3.000001),
-        ),
-        Step(
-            step_id="final",
-            run_id=r,
-            index=7,
-            kind="final_answer",
-            agent="solver",
-            parent_step_id="turn-1",
-            depends_on=(Dependency(step_id="code-1", kind="answer_of"),),
-            content="5",
-            outputs={"text": "5"},
-            started_at=_t(4),
-        ),
-        Step(step_id="orphan-ish", run_id=r, index=9, kind="message", agent="", content=""),
-    ]
+    builder = (
+        RunBuilder(r, t0=T0)
+        .task("add 2 and 3", step_id="task", started_at=_t(0))
+        .turn("solver", step_id="turn-1", started_at=_t(0.5), ended_at=_t(9), status="error",
+              error=StepError(type="ToolError", message="the tool failed once"), span_id="b7ad6b7169203331")
+        .llm("solver", "I will call add.", tool_calls=[{"name": "add", "arguments": {"a": 2, "b": 3}}],
+             deps=[("task", "saw")], inputs={"messages": [{"role": "user", "content": "add 2 and 3"}]},
+             usage=TokenUsage(input_tokens=120, output_tokens=17), model="gpt-4o-mini", started_at=_t(1),
+             ended_at=_t(1.25), status="ok")
+        .tool_call("solver", "add", {"a": 2, "b": 3.5, "nested": {"list": [1, None, True, "x"]}},
+                   deps=[("llm-1", "produced_by")], content='add({"a": 2, "b": 3})', call_id="call_abc",
+                   started_at=_t(1.3), ended_at=_t(1.4), status="error",
+                   error=StepError(type="ValueError", message="b must be an integer"),
+                   action_signature="tool_call|add|{...}")
+        .tool_response("solver", "ValueError: b must be an integer", is_error=True, deps=[("call-1", "tool_result_of")],
+                       started_at=_t(1.4), ended_at=_t(1.4), status="error",
+                       error=StepError(type="ValueError", message="b must be an integer"))
+        .step("llm_response", "solver", deps=[("llm-1", "continues"), ("resp-1", "observed"), ("llm-1", "retry_of")],
+              content="```python\nprint(2 + 3)\n```", started_at=_t(2), ended_at=_t(3), truncated=True,
+              metadata={"attempt": 2, "tags": ["retry"], "unicode": "naïve ✓"})
+        .step("code_execution", "solver", deps=[("llm-2", "executes")], inputs={"code": "print(2 + 3)"},
+              outputs={"stdout": "5\n", "stderr": "", "exit_code": 0, "error": None}, started_at=_t(3),
+              ended_at=_t(3.000001))
+        .final_answer("solver", "5", step_id="final", deps=[("code-1", "answer_of")], started_at=_t(4))
+        .end_turn()
+        .message("", "", step_id="orphan-ish", index=9, outputs={}, started_at=None)
+    )
+    steps = builder.steps
     recording = Recording(
         run_id=r,
         calls=(
@@ -858,14 +778,9 @@ def _sdk_export(run: Run, *, cut_outcome: bool = False) -> tuple[list[Any], Any]
     """Emit ``run`` the way a live emitter does (OTel SDK spans, random ids, nanosecond clock) and encode it with
     the OTLP exporter's protobuf encoder; returns (finished spans, protobuf request)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import Link, Status, StatusCode, set_span_in_context
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     tracer = provider.get_tracer(semconv.INSTRUMENTATION_NAME)
     root_attrs = semconv.run_attributes(
         run_id=run.run_id, framework=run.framework, task=run.task, agents=run.agents, outcome=run.outcome

@@ -11,11 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import causaltrace
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
@@ -28,9 +26,7 @@ import smolagents_agents as example
 
 @pytest.fixture
 def exporter():
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+    provider, exp = capture_spans()
     instrument_smolagents(provider, TraceConfig())
     yield exp
     uninstrument_smolagents()
