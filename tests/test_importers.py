@@ -73,7 +73,8 @@ def test_whowhen_algorithm_generated_mapping() -> None:
     data = json.loads((FIXTURES / "Algorithm-Generated" / "2.json").read_text())
     for step, entry in zip(run.steps, data["history"], strict=True):
         assert step.content == entry["content"]
-        assert step.metadata == {"speaker": entry["name"], "role": entry["role"]}
+        typed = "tool" if entry["name"] == "Computer_terminal" else "agent"  # collector.speakers (issue 20)
+        assert step.metadata == {"speaker": entry["name"], "role": entry["role"], "speaker_role": typed}
         assert step.run_id == run.run_id
         assert step.depends_on == () and step.parent_step_id is None
         assert step.started_at is None and step.ended_at is None

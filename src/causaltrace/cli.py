@@ -271,7 +271,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         run = store.get_run(args.run_id)
         with scope:
             diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
-                                      ablate=_csv(args.ablate))
+                                      ablate=_csv(args.ablate), human_speakers=_csv(args.human_speakers) or None)
         store.save_diagnosis(diagnosis)
     if args.json:
         _print_json(diagnosis.model_dump(mode="json"))
@@ -358,7 +358,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = asyncio.run(
             bench_whowhen(data_dir, methods, args.model, subset=args.subset, with_answer=args.with_answer,
                           concurrency=args.concurrency, ablate=_csv(args.ablate), progress=tick, runs=runs,
-                          split=args.split)
+                          split=args.split, human_speakers=_csv(args.human_speakers) or None)
         )
     to_stdout = args.json == "-"
     render_table(report, err_console if to_stdout else _wide_console(sys.stdout))
@@ -456,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
     p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.add_argument("--human-speakers", action="append", metavar="NAMES",
+                   help="speakers who count as humans that cannot be at fault, comma-separated (default: the task "
+                        "giver only, so a simulated user can be blamed)")
     p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
     p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
     p.set_defaults(func=cmd_diagnose)
@@ -480,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="file: file-number order; size: smallest first (by characters)")
     b.add_argument("--concurrency", type=int, default=4, metavar="C", help="traces (and LLM calls) at a time")
     b.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
+    b.add_argument("--human-speakers", action="append", metavar="NAMES",
+                   help="speakers who count as humans that cannot be at fault, comma-separated (default: the task "
+                        "giver only, so a simulated user can be blamed)")
     b.add_argument("--data", default=None, metavar="DIR", help="the Who&When folder (default: ../shared/data/whowhen)")
     b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
     b.set_defaults(func=cmd_bench)

@@ -336,8 +336,10 @@ async def bench_whowhen(
     judge_options: Mapping[str, Any] | None = None,
     progress: Callable[[str, Run, Diagnosis], None] | None = None,
     runs: Sequence[Run] | None = None,
+    human_speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``methods`` over the selected traces and summarise each (module docstring).
+    """Run ``methods`` over the selected traces and summarise each (module docstring); ``human_speakers`` as in
+    :func:`~causaltrace.attribution.engine.diagnose`.
 
     Returns the one-method object for a single method, else ``{method_name: one-method object}``.
     """
@@ -367,7 +369,7 @@ async def bench_whowhen(
     async def one(method: str, run: Run) -> TraceResult:
         async with gate:
             d = await diagnose(run, method, judge if uses[method] else None, with_answer=with_answer,
-                               ablate=[a for a in ablate if a in _stage_ids(method)])
+                               ablate=[a for a in ablate if a in _stage_ids(method)], human_speakers=human_speakers)
         if progress is not None:
             progress(method, run, d)
         ann = run.annotations

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +51,7 @@ from causaltrace.attribution.context import (
     verification_hook,
 )
 from causaltrace.attribution.judge import Judge, JudgeModel
+from causaltrace.collector.speakers import mark_human_speakers
 from causaltrace.exceptions import AttributionError, UserError
 from causaltrace.protocols import get_method, method_names
 from causaltrace.schema import Cost, Diagnosis, Run, Step, VerifiedBy
@@ -106,6 +107,7 @@ async def diagnose(
     with_answer: bool = False,
     ablate: Sequence[str] = (),
     judge_options: Mapping[str, Any] | None = None,
+    human_speakers: Iterable[str] | None = None,
     **options: Any,
 ) -> Diagnosis:
     """Diagnose a failed run: which agent made the decisive error, at which step, why, and how sure we are.
@@ -118,6 +120,8 @@ async def diagnose(
         with_answer: put the run's ground-truth answer in the prompts (Who&When's "with ground truth" setting).
         ablate: stage ids to switch off.
         judge_options: keyword arguments for :class:`Judge` (``max_tokens``, ``timeout_s``, ``concurrency``…).
+        human_speakers: the speakers that count as humans who cannot be at fault (default: the task giver only,
+            so a simulated user can be blamed; :func:`causaltrace.collector.speakers.mark_human_speakers`).
         **options: the method's own options.
 
     Returns:
@@ -125,6 +129,7 @@ async def diagnose(
     """
     if not isinstance(run, Run):
         raise UserError(f"diagnose expects a causaltrace Run, got {type(run).__name__}")
+    run = _with_humans(run, human_speakers)
     ensure_builtin_methods()
     factory = get_method(method)
     impl = factory(**options)
@@ -173,6 +178,13 @@ async def diagnose(
         return Diagnosis(run_id=run.run_id, method=method, model=model_name, failed=True, failure_reason=failure,
                          verified_by=default_verified, artifacts=ctx.artifacts, cost=cost, created_at=now)
     return _to_diagnosis(run, method, model_name, finding, ctx, cost, now)
+
+
+def _with_humans(run: Run, human_speakers: Iterable[str] | None) -> Run:
+    """The run with its human speakers marked (a comma-separated string is accepted too)."""
+    if isinstance(human_speakers, str):
+        human_speakers = [n for n in human_speakers.split(",") if n.strip()]
+    return mark_human_speakers(run, human_speakers)
 
 
 def _to_diagnosis(

@@ -16,13 +16,15 @@ Mapping (one Step per ``history`` entry, ``index`` = the entry's position; no co
 parents — the attribution stages recover the dependencies):
 
 * Hand-Crafted ``human`` → ``task``;
-* ``Computer_terminal`` / ``ComputerTerminal`` → ``tool_response``, outputs ``{result, is_error: False}``;
+* a tool / terminal speaker (:mod:`causaltrace.collector.speakers`: by role, name pattern — ``Computer_terminal`` /
+  ``ComputerTerminal`` are one case — or content shape) → ``tool_response``, outputs ``{result, is_error: False}``;
 * ``Orchestrator (thought)`` → ``reasoning``, outputs ``{text}``;
 * ``Orchestrator (-> X)`` and everything else → ``message``, outputs ``{text}``; a message with a code block also
   gets inputs ``{code, language}`` (the first block).
 
 The speaker is ``name`` (Algorithm-Generated) or ``role`` (Hand-Crafted); ``agent`` is its base name (the text
-before " ("); ``metadata`` keeps the full ``speaker`` and the entry's ``role``. The Run is ``whowhen-algo-<n>`` /
+before " ("); ``metadata`` keeps the full ``speaker``, the entry's ``role`` and the speaker's type
+(``speaker_role``: ``agent`` / ``tool`` / ``human`` for the task giver / ``system``). The Run is ``whowhen-algo-<n>`` /
 ``whowhen-hand-<n>`` (with ``content_id=True``, as ``causaltrace import`` loads logs into a store,
 ``whowhen-algo-<n>-<digest>``: 12 hex digits of the SHA-256 of the log's canonical JSON and label version, so
 re-importing a log is idempotent and another log that happens to be named ``<n>.json`` never replaces it),
@@ -55,6 +57,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from causaltrace.collector.speakers import SYSTEM_ROLES, TOOL_ROLES, classify_speaker
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Annotations, Outcome, Run, Step, action_signature
 
@@ -65,7 +68,6 @@ SUBSET_DIRS: dict[str, str] = {"algo": "Algorithm-Generated", "hand": "Hand-Craf
 _DIR_TO_SUBSET = {v: k for k, v in SUBSET_DIRS.items()}
 
 FRAMEWORK = "whowhen"
-_TERMINALS = frozenset({"Computer_terminal", "ComputerTerminal"})
 _ADDRESSED = re.compile(r"^(?P<base>.*?) \(-> (?P<target>.+)\)$")
 _CODE_BLOCK = re.compile(r"```(?P<lang>python|py|sh|bash|shell)[ \t]*\r?\n(?P<code>.*?)```", re.DOTALL)
 #: Top-level keys the mapping consumes; any other key is kept in ``annotations.extra``.
@@ -220,19 +222,37 @@ def _mistake_step(path: Path, data: dict[str, Any], n_steps: int) -> int:
     return value
 
 
-def _step_kind(speaker: str, subset: str) -> str:
+def _speaker_roles(history: list[Any], speaker_key: str) -> dict[str, str]:
+    """Each speaker's type (:func:`causaltrace.collector.speakers.classify_speaker`): by the entries' role, the
+    speaker's name, and the shape of all its messages. The entry role of Algorithm-Generated logs is the chat
+    role AG2 gave the message (``user`` / ``assistant``), not a speaker type, so only its tool roles count."""
+    contents: dict[str, list[str]] = {}
+    roles: dict[str, str | None] = {}
+    for entry in history:
+        if not isinstance(entry, dict) or not isinstance(entry.get(speaker_key), str):
+            continue
+        name = entry[speaker_key]
+        contents.setdefault(name, []).append(entry["content"] if isinstance(entry.get("content"), str) else "")
+        role = entry.get("role") if speaker_key == "name" else None
+        if isinstance(role, str) and role.lower() in TOOL_ROLES | SYSTEM_ROLES:
+            roles[name] = role
+    return {name: classify_speaker(name, roles.get(name), texts) for name, texts in contents.items()}
+
+
+def _step_kind(speaker: str, subset: str, speaker_role: str) -> str:
     if subset == "hand" and speaker == "human":
         return "task"
-    if speaker in _TERMINALS:
+    if speaker_role == "tool":  # the Who&When terminals are one case of the generic typing (collector.speakers)
         return "tool_response"
     if speaker == "Orchestrator (thought)":
         return "reasoning"
     return "message"
 
 
-def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, subset: str) -> Step:
+def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, subset: str,
+                speaker_role: str = "agent") -> Step:
     content = entry["content"]
-    kind = _step_kind(speaker, subset)
+    kind = _step_kind(speaker, subset, speaker_role)
     agent = speaker.split(" (", 1)[0]
     addressed = _ADDRESSED.match(speaker)
     target = addressed.group("target") if addressed else None
@@ -248,7 +268,7 @@ def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, su
             block = _CODE_BLOCK.search(content)
             if block is not None:
                 inputs = {"code": block.group("code"), "language": block.group("lang")}
-    metadata: dict[str, Any] = {"speaker": speaker}
+    metadata: dict[str, Any] = {"speaker": speaker, "speaker_role": "human" if kind == "task" else speaker_role}
     if "role" in entry:
         metadata["role"] = entry["role"]
     return Step(
@@ -291,6 +311,7 @@ def _build_run(
     if not isinstance(history, list):
         raise _fail(path, "history", f"must be a list, got {type(history).__name__}")
     speaker_key = "name" if subset == "algo" else "role"
+    roles = _speaker_roles(history, speaker_key)
     steps: list[Step] = []
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
@@ -302,7 +323,7 @@ def _build_run(
             raise _fail(path, f"history[{i}].content", "is missing or not a string")
         if "role" in entry and not isinstance(entry["role"], str):
             raise _fail(path, f"history[{i}].role", "must be a string")
-        steps.append(_build_step(run_id, i, entry, speaker, subset))
+        steps.append(_build_step(run_id, i, entry, speaker, subset, roles.get(speaker, "agent")))
 
     labelled = require_labels or "mistake_step" in data or data.get("mistake_agent") is not None
     mistake_step = _mistake_step(path, data, len(history)) if labelled else None

@@ -60,6 +60,8 @@ errors whose output never reached the failure weakened           all 184 traces 
 the Who&When speaker conventions (terminal names, ``LOG_RULES``) all 184 traces (issue 5, before the split)
 loops: same call, equal arguments, no new information (issue 20) the issue's false positives, the zoo's tuning
                                                                  half; Who&When dev and test figures unchanged
+speaker typing: role, name, content shape (collector.speakers)   none (generic rules); Who&When dev + test
+                                                                 figures unchanged (only its terminals are tools)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -152,12 +152,11 @@ class ProtocolRule:
         )
 
 
-_TERMINAL = r"Computer_terminal|ComputerTerminal"
 LOG_RULES: tuple[ProtocolRule, ...] = (
     ProtocolRule(
         name="code→execution",
         source=StepMatch(has_code=True),
-        target=StepMatch(speaker=_TERMINAL),
+        target=StepMatch(kinds=frozenset({"tool_response"})),  # a tool speaker (collector.speakers)
         pairing="next",
         kind="executes",
     ),

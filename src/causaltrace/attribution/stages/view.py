@@ -9,7 +9,9 @@ Decisions (ARCHITECTURE "Steps", FACTS.md "Who&When"):
   the importer kept it, else the step's agent. The **agent** of a step is the speaker's base name (the text before
   ``" ("``), as Who&When labels it.
 * **User input**: ``task`` steps, steps flagged ``metadata["user_input"]``, and speakers named ``human`` / ``user``.
-  **Code-execution terminals**: speakers ``Computer_terminal`` / ``ComputerTerminal``. An **instruction** is a step
+  **Code-execution terminals**: speakers an importer typed ``tool`` (:mod:`causaltrace.collector.speakers`), the
+  Who&When ``Computer_terminal`` / ``ComputerTerminal`` as one case; **system context** (typed ``system``) is left
+  out of the view. An **instruction** is a step
   whose speaker addresses another agent (``"X (-> Y)"``), a handoff (``outputs.target``) or a speaker selection
   (``outputs.selected``).
 """
@@ -32,8 +34,10 @@ __all__ = [
     "has_explicit_dependencies",
     "is_execution_output",
     "is_instruction",
+    "is_context",
     "is_terminal",
     "is_user_input",
+    "speaker_role",
     "render_lines",
     "speaker",
     "view_steps",
@@ -55,15 +59,36 @@ def base_agent(name: str) -> str:
     return name.split(" (", 1)[0]
 
 
+def speaker_role(step: Step) -> str | None:
+    """The speaker's type an importer gave the step (``metadata["speaker_role"]``: agent / tool / human /
+    system; :mod:`causaltrace.collector.speakers`), or None."""
+    value = step.metadata.get("speaker_role")
+    return value if isinstance(value, str) else None
+
+
 def is_user_input(step: Step) -> bool:
-    """Task steps, user-input steps and ``human`` / ``user`` speakers."""
+    """Task steps, user-input steps and human speakers: typed ``human`` by the importer (by default the task giver
+    only; ``human_speakers=`` names others), else — a step with no type — a ``human`` / ``user`` speaker."""
     if step.kind == "task" or step.metadata.get("user_input") is True:
         return True
+    role = speaker_role(step)
+    if role is not None:
+        return role == "human"
     return speaker(step).strip().lower() in HUMAN_SPEAKERS
 
 
+def is_context(step: Step) -> bool:
+    """A system prompt or policy text (typed ``system``): context, never a candidate, never a relevance sink."""
+    return speaker_role(step) == "system" or step.kind == "system"
+
+
 def is_terminal(step: Step) -> bool:
-    """A code-execution terminal speaker (``Computer_terminal`` / ``ComputerTerminal``)."""
+    """A tool / terminal / environment speaker: typed ``tool`` by the importer (by role, name pattern or content
+    shape: :mod:`causaltrace.collector.speakers`), else — a step with no type, e.g. of a run stored before the
+    typing — the Who&When terminal names. Live runs need neither: their tool and code outputs have their own kinds."""
+    role = speaker_role(step)
+    if role is not None:
+        return role == "tool"
     return speaker(step) in TERMINAL_SPEAKERS or base_agent(speaker(step)) in TERMINAL_SPEAKERS
 
 
@@ -90,13 +115,14 @@ def is_instruction(step: Step) -> bool:
 
 
 def view_steps(run: Run) -> list[Step]:
-    """Every step except ``agent_turn`` containers, in index order."""
-    return [s for s in run.steps if s.kind != "agent_turn"]
+    """Every step except ``agent_turn`` containers and system context, in index order."""
+    return [s for s in run.steps if s.kind != "agent_turn" and not is_context(s)]
 
 
 def candidate_steps(run: Run) -> list[Step]:
-    """Attribution candidates: the run's content steps (``Run.candidate_steps``) that are not user input."""
-    return [s for s in run.candidate_steps() if not is_user_input(s)]
+    """Attribution candidates: the run's content steps (``Run.candidate_steps``) that are neither user input nor
+    system context."""
+    return [s for s in run.candidate_steps() if not is_user_input(s) and not is_context(s)]
 
 
 def agents_of(run: Run) -> list[str]:
