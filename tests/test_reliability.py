@@ -391,7 +391,6 @@ def test_file_mode_helper_is_sane(shared_dir):
 # ------------------------------------------------------------------- 11. a verifier with the wrong signature
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
 def test_an_outcome_is_not_a_container():
     outcome = Outcome(status="unknown", final_answer="126")
     with pytest.raises(TypeError, match=r"outcome\.final_answer"):
@@ -418,7 +417,6 @@ def test_a_verifier_of_the_answer_text_gets_the_final_answer():
         assert bad.outcome is not None and bad.outcome.status == "failure"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
 def test_a_verifier_that_treats_the_outcome_as_text_says_so():
     with causaltrace.run(task="6*21", verify=lambda ans: "126" in ans) as handle:
         handle.report(final_answer="126")

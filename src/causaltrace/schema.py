@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
@@ -254,6 +254,12 @@ class Verdict(_Model):
     reason: str = ""
 
 
+_NOT_TEXT = (
+    "an Outcome is not text: test outcome.final_answer (e.g. `'126' in (outcome.final_answer or '')`), or annotate "
+    "the verifier's parameter as str to receive the final answer"
+)
+
+
 class Outcome(_Model):
     """How a run ended (ARCHITECTURE "Shared contracts": Outcome).
 
@@ -266,6 +272,14 @@ class Outcome(_Model):
     stop: StopReason | None = None
     verdict: Verdict | None = None
     reason: str = ""
+
+    # A verifier written as ``lambda answer: "126" in answer`` receives an Outcome: pydantic's field iteration would
+    # make that test silently False for every run. Membership and iteration raise instead, naming the field meant.
+    def __iter__(self) -> NoReturn:  # type: ignore[override]
+        raise TypeError(_NOT_TEXT)
+
+    def __contains__(self, item: object) -> NoReturn:
+        raise TypeError(_NOT_TEXT)
 
     @classmethod
     def decide(
