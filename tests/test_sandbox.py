@@ -558,3 +558,17 @@ def test_without_cgroups_the_run_degrades_with_a_warning(
     else:
         assert nproc == resource.getrlimit(resource.RLIMIT_NPROC)[0]
     assert _our_cgroups() == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 1: a call-back result nested too deeply escapes execute")
+def test_session_call_back_result_nested_too_deeply_is_an_error_in_the_code(sandbox: SubprocessSandbox) -> None:
+    def deep() -> list:
+        value: list = []
+        for _ in range(100_000):
+            value = [value]
+        return value
+
+    with PythonWorkerSession(sandbox, {"deep": deep}, timeout_s=20, memory_mb=256) as session:
+        result = session.execute("try:\n    deep()\nexcept TypeError as e:\n    print('caught', e)\nkept = 1")
+        assert result["stdout"].startswith("caught the result of 'deep' cannot be sent to the sandbox"), result
+        assert session.execute("kept + 1")["output"] == 2
