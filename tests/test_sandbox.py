@@ -560,7 +560,6 @@ def test_without_cgroups_the_run_degrades_with_a_warning(
     assert _our_cgroups() == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: a call-back result nested too deeply escapes execute")
 def test_session_call_back_result_nested_too_deeply_is_an_error_in_the_code(sandbox: SubprocessSandbox) -> None:
     def deep() -> list:
         value: list = []

@@ -250,7 +250,7 @@ class PythonWorkerSession:
                     }
         try:
             worker.send(answer)
-        except (TypeError, ValueError) as exc:  # not even its repr fallback serialises (e.g. a circular structure)
+        except (TypeError, ValueError, RecursionError) as exc:  # not even its repr fallback serialises (circular, deep)
             error = f"the result of {name!r} cannot be sent to the sandbox: {exc}"
             worker.send({"type": "error", "id": call_id, "exc_type": "TypeError", "error": error})
 
