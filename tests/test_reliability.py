@@ -400,7 +400,6 @@ def test_an_outcome_is_not_a_container():
     assert outcome.model_dump()["final_answer"] == "126" and outcome == Outcome(status="unknown", final_answer="126")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 11: not fixed yet")
 def test_a_verifier_of_the_answer_text_gets_the_final_answer():
     def by_text(answer: str) -> bool:
         return "126" in answer

@@ -395,9 +395,23 @@ def _normalise_text(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().casefold()
 
 
+def _takes_text(verify: Any) -> bool:
+    """Whether a verifier's first parameter is annotated ``str``: it is then given the final answer (``""`` when
+    there is none) instead of the Outcome, so ``def check(answer: str) -> bool`` means what it says."""
+    try:
+        params = list(inspect.signature(verify).parameters.values())
+    except (TypeError, ValueError):  # a builtin or a callable without a signature: given the Outcome
+        return False
+    if not params or params[0].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+        return False
+    annotation = params[0].annotation
+    return annotation is str or annotation in ("str", "builtins.str")  # a string under postponed annotations
+
+
 async def verdict_of(verify: Any, outcome: Outcome) -> Verdict:
     """Apply a verifier (ARCHITECTURE "Verifier"): a callable returning Verdict / bool (sync or async), or a str
-    meaning "the final answer contains this text" (whitespace- and case-normalised)."""
+    meaning "the final answer contains this text" (whitespace- and case-normalised). A callable whose first
+    parameter is annotated ``str`` receives the final answer; any other callable receives the Outcome."""
     if isinstance(verify, str):
         answer = outcome.final_answer or ""
         passed = _normalise_text(verify) in _normalise_text(answer)
@@ -405,7 +419,7 @@ async def verdict_of(verify: Any, outcome: Outcome) -> Verdict:
         return Verdict(passed=passed, reason=reason)
     if not callable(verify):
         raise TypeError(f"verify must be a callable or a str, not {type(verify).__name__}")
-    result = verify(outcome)
+    result = verify(outcome.final_answer or "") if _takes_text(verify) else verify(outcome)
     if inspect.isawaitable(result):
         result = await result
     if isinstance(result, Verdict):
