@@ -20,7 +20,7 @@ ONE_METHOD_KEYS = [
     "method", "model", "with_answer", "subset", "split", "split_note", "label_version", "n", "agent_accuracy",
     "step_accuracy", "agent_step_accuracy", "hits", "ci95", "agent_accuracy_official", "step_accuracy_official", "step_within_1", "step_within_3",
     "coverage_at_k", "by_length", "by_subset", "calls_per_trace", "calls_by_stage", "input_tokens_per_trace",
-    "output_tokens_per_trace", "seconds_per_trace", "failed_diagnoses",
+    "output_tokens_per_trace", "seconds_per_trace", "failed_diagnoses", "calibration",
 ]
 PERCENT_KEYS = ["agent_accuracy", "step_accuracy", "agent_step_accuracy", "agent_accuracy_official",
                 "step_accuracy_official", "step_within_1", "step_within_3"]

@@ -271,7 +271,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         run = store.get_run(args.run_id)
         with scope:
             diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
-                                      ablate=_csv(args.ablate), human_speakers=_csv(args.human_speakers) or None)
+                                      ablate=_csv(args.ablate), human_speakers=_csv(args.human_speakers) or None,
+                                      min_confidence=args.min_confidence)
         store.save_diagnosis(diagnosis)
     if args.json:
         _print_json(diagnosis.model_dump(mode="json"))
@@ -284,6 +285,24 @@ def _csv(values: Sequence[str] | None) -> list[str]:
     return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
 
 
+def _render_uncertain(d: Any, console: Any) -> bool:
+    """Below the confidence threshold (or with no decisive step): say "uncertain" and show the top 3 with their
+    evidence instead of one verdict (issue 20 item 6). False when the answer is confident enough."""
+    from rich.markup import escape
+
+    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+
+    low = d.confidence is not None and d.confidence < UNCERTAIN_BELOW and d.verified_by == "heuristic"
+    if not (low or (d.decisive_step_index is None and d.candidates)):
+        return False
+    conf = f"confidence {d.confidence:.2f}" if d.confidence is not None else "no confidence"
+    console.print(f"[bold yellow]uncertain[/] ({conf}): the evidence does not single out one step; the top 3:")
+    for n, c in enumerate(d.candidates[:3], 1):
+        console.print(f"  {n}. step {c.index} by [yellow]{escape(c.agent)}[/] (score {c.score:.3f}): "
+                      f"{escape('; '.join(c.reasons))}")
+    return True
+
+
 def _render_diagnosis(run: Any, d: Any, console: Any) -> None:
     from rich.markup import escape
 
@@ -294,6 +313,8 @@ def _render_diagnosis(run: Any, d: Any, console: Any) -> None:
     console.print(head)
     if d.failed:
         console.print(f"[bold red]failed:[/] {escape(d.failure_reason or 'no reason given')}")
+    elif _render_uncertain(d, console):
+        pass
     else:
         step = run.step_at(d.decisive_step_index) if d.decisive_step_index is not None else None
         where = f"step {d.decisive_step_index}" if step is not None else "no step"
@@ -456,6 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
     p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.add_argument("--min-confidence", type=float, default=None, metavar="C",
+                   help="below this confidence (0-1) name no decisive step, only the ranked candidates")
     p.add_argument("--human-speakers", action="append", metavar="NAMES",
                    help="speakers who count as humans that cannot be at fault, comma-separated (default: the task "
                         "giver only, so a simulated user can be blamed)")

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from causaltrace.attribution.engine import ModelArg, diagnose, ensure_builtin_methods, resolve_judge
+from causaltrace.attribution.stages.confidence import calibration
 from causaltrace.attribution.stages.view import base_agent
 from causaltrace.collector.whowhen import SUBSET_DIRS, iter_whowhen
 from causaltrace.exceptions import UserError
@@ -308,6 +309,7 @@ def summarise(
     out["output_tokens_per_trace"] = _mean([c.output_tokens for c in costs])
     out["seconds_per_trace"] = _mean([c.seconds for c in costs], 3)
     out["failed_diagnoses"] = sum(1 for r in results if r.diagnosis.failed)
+    out["calibration"] = calibration([(r.diagnosis.confidence, r.step_ok()) for r in results])
     return out
 
 

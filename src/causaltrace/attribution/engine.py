@@ -66,6 +66,7 @@ __all__ = [
     "VerificationHook",
     "VerificationResult",
     "available_methods",
+    "below_confidence",
     "diagnose",
     "diagnose_sync",
     "ensure_builtin_methods",
@@ -108,6 +109,7 @@ async def diagnose(
     ablate: Sequence[str] = (),
     judge_options: Mapping[str, Any] | None = None,
     human_speakers: Iterable[str] | None = None,
+    min_confidence: float | None = None,
     **options: Any,
 ) -> Diagnosis:
     """Diagnose a failed run: which agent made the decisive error, at which step, why, and how sure we are.
@@ -122,13 +124,12 @@ async def diagnose(
         judge_options: keyword arguments for :class:`Judge` (``max_tokens``, ``timeout_s``, ``concurrency``…).
         human_speakers: the speakers that count as humans who cannot be at fault (default: the task giver only,
             so a simulated user can be blamed; :func:`causaltrace.collector.speakers.mark_human_speakers`).
+        min_confidence: below this confidence the Diagnosis names no decisive step (its candidates stay).
         **options: the method's own options.
 
     Returns:
         The Diagnosis (``failed=True`` with ``failure_reason`` when the method or its model could not answer).
     """
-    if not isinstance(run, Run):
-        raise UserError(f"diagnose expects a causaltrace Run, got {type(run).__name__}")
     run = _with_humans(run, human_speakers)
     ensure_builtin_methods()
     factory = get_method(method)
@@ -177,11 +178,24 @@ async def diagnose(
     if finding is None:
         return Diagnosis(run_id=run.run_id, method=method, model=model_name, failed=True, failure_reason=failure,
                          verified_by=default_verified, artifacts=ctx.artifacts, cost=cost, created_at=now)
-    return _to_diagnosis(run, method, model_name, finding, ctx, cost, now)
+    return below_confidence(_to_diagnosis(run, method, model_name, finding, ctx, cost, now), min_confidence)
+
+
+def below_confidence(diagnosis: Diagnosis, min_confidence: float | None) -> Diagnosis:
+    """``diagnosis`` without a decisive step when its confidence is below ``min_confidence`` (its candidates, with
+    their evidence, stay: the answer is "uncertain", not "step N")."""
+    if min_confidence is None or diagnosis.confidence is None or diagnosis.confidence >= min_confidence:
+        return diagnosis
+    why = (f"uncertain: confidence {diagnosis.confidence:.2f} is below the minimum {min_confidence:.2f}; "
+           f"no decisive step. Ranked first: {diagnosis.explanation}")
+    return diagnosis.model_copy(update={"decisive_step_id": None, "decisive_step_index": None, "agent": None,
+                                        "category": None, "explanation": why})
 
 
 def _with_humans(run: Run, human_speakers: Iterable[str] | None) -> Run:
     """The run with its human speakers marked (a comma-separated string is accepted too)."""
+    if not isinstance(run, Run):
+        raise UserError(f"diagnose expects a causaltrace Run, got {type(run).__name__}")
     if isinstance(human_speakers, str):
         human_speakers = [n for n in human_speakers.split(",") if n.strip()]
     return mark_human_speakers(run, human_speakers)

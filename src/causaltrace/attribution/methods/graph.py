@@ -62,6 +62,7 @@ loops: same call, equal arguments, no new information (issue 20) the issue's fal
                                                                  half; Who&When dev and test figures unchanged
 speaker typing: role, name, content shape (collector.speakers)   none (generic rules); Who&When dev + test
                                                                  figures unchanged (only its terminals are tools)
+confidence fit (stages.confidence: agreement + margin)           Who&When dev half only (92 traces)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -88,6 +89,7 @@ from causaltrace.attribution.stages import (
     Relevance,
     RelevanceStage,
 )
+from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
 from causaltrace.attribution.stages.view import candidate_steps, is_execution_output
 from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Run
 
@@ -121,8 +123,9 @@ class ScoredCandidate:
     loop: Loop | None = None
 
     def to_candidate(self) -> Candidate:
+        """The Diagnosis candidate; every ranked candidate has a reason (``NO_SIGNAL`` when nothing supports it)."""
         return Candidate(step_id=self.step_id, index=self.index, agent=self.agent, score=round(self.score, 4),
-                         reasons=tuple(self.reasons))
+                         reasons=tuple(self.reasons) or (NO_SIGNAL,))
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "agent": self.agent, "score": round(self.score, 4), "reasons": self.reasons,
@@ -302,6 +305,7 @@ class GraphMethod(Method):
             evidence=_evidence(ctx.run, top, anchor, relevance),
             candidates=[c.to_candidate() for c in ranking[: int(self.options["max_candidates"])]],
             verified_by="heuristic",
+            confidence=calibrated_confidence([c.score for c in ranking], top.reasons),
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model

@@ -285,9 +285,18 @@ def summarize(results: Sequence[CaseResult], *, repair_run: bool = True) -> dict
         "seconds_per_case": spread([r.seconds for r in results]),
         "repair_run_ratio": spread(ratios),
         "errors": sum(1 for r in results if r.error),
+        "calibration": _graph_calibration([r for r in rows if r["held_out"]]),
     }
     report_details[id(report)] = list(results)
     return report
+
+
+def _graph_calibration(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``graph``'s calibration (accuracy per confidence quartile, ECE) on ``rows``' diagnosis-only answers."""
+    from causaltrace.attribution.stages.confidence import calibration
+
+    graph = [((r.get("localization") or {}).get("graph") or {}) for r in rows]
+    return calibration([(g.get("confidence"), bool(g.get("top1"))) for g in graph])
 
 
 #: the full CaseResults behind a report (for the table), keyed by ``id(report)``; not part of the JSON

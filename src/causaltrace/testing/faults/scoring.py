@@ -54,7 +54,8 @@ async def localize(run: Any, true_index: int) -> dict[str, dict[str, Any]]:
         rank = ranked.index(true_index) + 1 if true_index in ranked else None
         first = ranked[0] if ranked else None
         out[method] = {"rank": rank, "top1": rank == 1, "top3": rank is not None and rank <= 3,
-                       "near": first is not None and abs(first - true_index) <= 1, "first": first}
+                       "near": first is not None and abs(first - true_index) <= 1, "first": first,
+                       "confidence": diagnosis.confidence}
     candidates = [s.index for s in run.candidate_steps()]
     out["random"] = random_expectation(candidates, true_index)
     return out
