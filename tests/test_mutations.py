@@ -8,7 +8,7 @@ import pytest
 
 from causaltrace.replay.minimality import edit_distance_minimality, positional_minimality
 from causaltrace.replay.mutations import propose_mutations
-from causaltrace.schema import Run, Step
+from causaltrace.schema import Dependency, Run, Step
 
 
 def _run(*steps: Step, agents=("planner", "solver", "reviewer")) -> Run:
@@ -154,3 +154,20 @@ def test_framework_markers_role_names_and_stop_words_are_never_edited():
     for new in replacements:
         assert new.startswith("Thought: The answer for ") and new.endswith(" Solver says TERMINATE"), new
         assert not re.search(r"\b(Will|Have|Calculator|APPROVE|What)\b", new), new
+
+
+def test_a_number_copied_from_an_observation_is_swapped_for_another_entry_never_nudged():
+    """Copying the wrong entry of a correct observation (Tuesday's 24 for Wednesday's 25) is the agent's decision:
+    the other values the observation showed are proposed, a ±1 nudge of the copied value is not."""
+    task = Step(step_id="r/0", run_id="r", index=0, kind="task", content="Wednesday's temperature in Fahrenheit?")
+    forecast = Step(step_id="r/1", run_id="r", index=1, kind="tool_response", agent="solver", tool_name="forecast",
+                    content="Monday 22, Tuesday 24, Wednesday 25", outputs={"result": "Monday 22, Tuesday 24, "
+                                                                              "Wednesday 25", "is_error": False})
+    llm = Step(step_id="r/2", run_id="r", index=2, kind="llm_response", agent="solver",
+               depends_on=(Dependency(step_id="r/1", kind="observed"),))
+    call = Step(step_id="r/3", run_id="r", index=3, kind="tool_call", agent="solver", tool_name="c_to_f",
+                arguments={"c": 24}, depends_on=(Dependency(step_id="r/2", kind="produced_by"),))
+    run = Run(run_id="r", task=task.content, steps=(task, forecast, llm, call), agents=("solver",))
+    replacements = [p.replacement for p in propose_mutations(call, run)]
+    assert {"c": 25} in replacements and {"c": 22} in replacements
+    assert {"c": 23} not in replacements  # 24 came from the observation: never nudged

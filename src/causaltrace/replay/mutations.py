@@ -91,14 +91,19 @@ def earlier_values(run: Run, step: Step) -> EarlierValues:
     return EarlierValues(tuple(list(numbers)[:_EARLIER_LIMIT]), tuple(list(words.values())[: 3 * _EARLIER_LIMIT]))
 
 
-def _number_options(raw: str, value: int | float, earlier: EarlierValues) -> Iterator[tuple[str, str]]:
+def _number_options(raw: str, value: int | float, earlier: EarlierValues, *, nudge: bool = True
+                    ) -> Iterator[tuple[str, str]]:
     """(new text, why) for one number: copies of a value seen earlier that look like ``raw`` (a copy typo), then
-    ±1 / ±10 %, then the other values seen earlier."""
+    ±1 / ±10 % (unless ``nudge`` is False), then the other values seen earlier.
+
+    A number the step copied from its sources is not nudged (that would compensate an error elsewhere) but may
+    still be swapped for ANOTHER value its sources showed: copying the wrong entry of a correct observation (the
+    Tuesday temperature for Wednesday's) is the agent's own decision."""
     seen = [v for v in earlier.numbers if v != raw and _same_number(v, value) is False]
     close, rest = close_first(raw, seen)
     for v in close:
         yield v, f"{raw} → {v} (seen earlier)"
-    for variant in number_variants(value):
+    for variant in number_variants(value) if nudge else ():
         text = format_like(raw, variant)
         yield text, f"{raw} → {text}"
     for v in rest:
@@ -114,11 +119,10 @@ def _same_number(raw: str, value: int | float) -> bool:
 
 def _text_mutations(text: str, earlier: EarlierValues, grounded: frozenset[str], agents: tuple[str, ...]
                     ) -> Iterator[tuple[str, str]]:
-    """One number or one typed word of ``text`` changed (numbers the step got from its sources are kept)."""
+    """One number or one typed word of ``text`` changed (numbers the step got from its sources are not nudged,
+    only swapped for another value seen earlier)."""
     for n in numbers_in(text):
-        if n.raw in grounded:
-            continue
-        for new, why in _number_options(n.raw, n.value, earlier):
+        for new, why in _number_options(n.raw, n.value, earlier, nudge=n.raw not in grounded):
             yield text[: n.start] + new + text[n.end :], f"number {why}"
     for w in typed_words_in(text, agents):
         for new in word_replacements(w, earlier.words):
@@ -262,9 +266,7 @@ def _argument_mutations(
 def _numeric_argument_options(value: int | float, earlier: EarlierValues, grounded: frozenset[str]
                               ) -> Iterator[tuple[int | float, str]]:
     raw = _num_text(value)
-    if raw in grounded:
-        return
-    for text, why in _number_options(raw, value, earlier):
+    for text, why in _number_options(raw, value, earlier, nudge=raw not in grounded):
         plain = text.replace(",", "")
         try:
             new: int | float = float(plain) if ("." in plain or isinstance(value, float)) else int(plain)
