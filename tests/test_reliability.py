@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -421,3 +422,40 @@ def test_a_verifier_that_treats_the_outcome_as_text_says_so():
         handle.report(final_answer="126")
     assert handle.outcome is not None and handle.outcome.verdict is not None
     assert "outcome.final_answer" in handle.outcome.verdict.reason
+
+
+# ------------------------------------------------------------------------------ 13. a judge backend that raises
+
+
+class _RaisingBackend:
+    """A custom judge backend (the JudgeModel protocol) whose every call raises ``error``."""
+
+    name = "custom-raising"
+    cache_key = "custom-raising"
+    context_window = 8192
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def complete(self, request: Any) -> Any:
+        raise self.error
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 13: not fixed yet")
+@pytest.mark.parametrize("error", [ConnectionError("refused"), RuntimeError("backend bug"), ValueError("bad")])
+def test_a_judge_backend_that_raises_gives_a_failed_diagnosis(error):
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.collector.whowhen import load_whowhen
+
+    run = load_whowhen(FIXTURES / "Hand-Crafted" / "1.json")
+    diagnosis = diagnose_sync(run, "all-at-once", _RaisingBackend(error))
+    assert diagnosis.failed and type(error).__name__ in (diagnosis.failure_reason or "")
+
+
+def test_an_interrupt_from_a_judge_backend_still_propagates():
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.collector.whowhen import load_whowhen
+
+    run = load_whowhen(FIXTURES / "Hand-Crafted" / "1.json")
+    with pytest.raises(KeyboardInterrupt):
+        diagnose_sync(run, "all-at-once", _RaisingBackend(KeyboardInterrupt()))
