@@ -441,7 +441,6 @@ class _RaisingBackend:
         raise self.error
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 13: not fixed yet")
 @pytest.mark.parametrize("error", [ConnectionError("refused"), RuntimeError("backend bug"), ValueError("bad")])
 def test_a_judge_backend_that_raises_gives_a_failed_diagnosis(error):
     from causaltrace.attribution.engine import diagnose_sync

@@ -109,7 +109,9 @@ def map_judge_errors(model: str) -> Iterator[None]:
         if litellm is None or base is None or not isinstance(exc, base):
             if type(exc).__module__.split(".")[0] in {"openai", "httpx", "httpcore", "litellm"}:
                 raise JudgeError(f"model {model!r} call failed: {type(exc).__name__}: {_short(exc)}") from exc
-            raise
+            # Any other backend (a custom JudgeModel) failing is "the model could not answer" too: a failed
+            # Diagnosis naming it, never an exception out of diagnose (interrupts are BaseExceptions and pass).
+            raise JudgeError(f"model {model!r}: its backend raised {type(exc).__name__}: {_short(exc)}") from exc
         name = type(exc).__name__
         if isinstance(exc, litellm.ContextWindowExceededError):
             raise JudgeContextWindowExceeded(f"model {model!r}: the request exceeds its context window") from exc
