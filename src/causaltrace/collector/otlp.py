@@ -29,7 +29,9 @@ Import (:func:`runs_from_otlp`, :func:`load_otlp_json`) accepts:
 Spans are grouped by trace, then by ``causaltrace.run.id``. Spans with ``causaltrace.step.*`` attributes are steps
 (``semconv.step_from_attributes``; times from the span; the span id kept); the root span (named
 ``causaltrace.run``, or without one the span carrying ``causaltrace.run.id`` and no step attributes) gives the Run
-fields (``semconv.run_fields_from_attributes``). Every other span (AutoGen's own, HTTP spans…) is ignored. A trace
+fields (``semconv.run_fields_from_attributes``). Every other span (AutoGen's own, HTTP spans…) is ignored; a trace
+without causaltrace spans goes to :mod:`causaltrace.collector.foreign_spans` (OpenInference, GenAI), and an input
+whose spans give no run at all is an InvalidInputError saying how many spans were read. A trace
 with step spans but no root span still gives a Run (framework ``"unknown"``). Dependencies come from the
 ``causaltrace.depends_on.*`` attributes, else from links carrying ``causaltrace.dependency.kind``.
 
@@ -659,6 +661,10 @@ def _runs_of_trace(trace_id: str, spans: list[_Span]) -> list[Run]:
         elif span.name == semconv.ROOT_SPAN_NAME:
             raise InvalidInputError(f"{span.label}: root span attribute {semconv.RUN_ID!r} is missing")
     run_ids = list(roots) + [r for r in steps if r not in roots]
+    if not run_ids:  # no causaltrace spans: another instrumentor's (OpenInference, GenAI) or none
+        from causaltrace.collector.foreign_spans import runs_of_foreign_trace
+
+        return runs_of_foreign_trace(trace_id, spans, spans[0].where if spans else "")
     runs = []
     for run_id in run_ids:
         root = _pick_root(roots[run_id]) if run_id in roots else None
@@ -703,6 +709,10 @@ def _runs_from_parsed(docs: Iterable[tuple[str, Any]]) -> list[Run]:
     runs: list[Run] = []
     for trace_id, spans in traces.items():
         runs.extend(_runs_of_trace(trace_id, list(spans.values())))
+    if traces and not runs:
+        from causaltrace.collector.foreign_spans import nothing_found
+
+        raise InvalidInputError(nothing_found(sum(len(s) for s in traces.values()), len(traces)))
     return runs
 
 

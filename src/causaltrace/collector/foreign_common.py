@@ -1,0 +1,175 @@
+"""What the foreign-span importers (``openinference``, ``genai``) share: the span shape they read, the trace's tree,
+and the recovery of an LLM call's dependencies from the messages it was sent.
+
+Dependencies are recovered, never invented (issue 23 item 1): an LLM span's input messages hold earlier outputs
+verbatim, so an input message whose text equals an earlier task / message step's content is a ``saw`` edge, one
+that returns a tool result (by its call id, else its exact text) an ``observed`` edge, and an assistant message
+carrying the same agent's earlier tool calls (by call id) or text is a ``continues`` edge to that llm_response. As
+in the native adapters, ``saw`` / ``observed`` keep only what arrived since the continued llm_response, so the graph
+stays linear in the length of the run. A message that matches nothing adds no edge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from causaltrace.collector.chatlog_build import ChatBuilder, text_of
+from causaltrace.schema import Dependency, Step
+
+__all__ = [
+    "InputMessage",
+    "MessageIndex",
+    "SpanLike",
+    "TraceTree",
+    "add_llm_output",
+    "indexed",
+    "json_or_text",
+    "message_text",
+    "status_error",
+]
+
+STATUS_ERROR = 2
+
+
+class SpanLike(Protocol):
+    """One decoded span, as ``collector.otlp`` hands it over (ids hex, times integer nanoseconds)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    status_code: int
+    status_message: str
+
+
+def status_error(span: SpanLike) -> bool:
+    """Whether the span's status is ERROR."""
+    return span.status_code == STATUS_ERROR
+
+
+def json_or_text(value: Any) -> Any:
+    """A JSON attribute value decoded (``input.value`` and the like), else the value itself."""
+    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
+        try:
+            return json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            return value
+    return value
+
+
+class TraceTree:
+    """The spans of one trace in start order (a parent before a child that starts with it), with parent lookups."""
+
+    def __init__(self, spans: Iterable[SpanLike]) -> None:
+        self.spans: list[SpanLike] = sorted(spans, key=lambda s: (s.start, -s.end))
+        self.by_id: dict[str, SpanLike] = {s.span_id: s for s in self.spans}
+        self.children: dict[str, list[SpanLike]] = {}
+        for span in self.spans:
+            if span.parent_span_id:
+                self.children.setdefault(span.parent_span_id, []).append(span)
+
+    def ancestors(self, span: SpanLike) -> Iterable[SpanLike]:
+        """The span's ancestors, nearest first (a missing parent ends the walk; a cycle is cut)."""
+        seen = {span.span_id}
+        parent = self.by_id.get(span.parent_span_id or "")
+        while parent is not None and parent.span_id not in seen:
+            seen.add(parent.span_id)
+            yield parent
+            parent = self.by_id.get(parent.parent_span_id or "")
+
+
+@dataclass
+class InputMessage:
+    """One message an LLM span was sent, in a convention-neutral shape."""
+
+    role: str
+    text: str = ""
+    tool_call_ids: tuple[str, ...] = ()
+    result_of: str | None = None  # the call id a tool / function message answers
+
+
+@dataclass
+class MessageIndex:
+    """Earlier steps by what an LLM's input can quote of them: texts, tool results, call ids, llm outputs."""
+
+    texts: dict[str, Step] = field(default_factory=dict)
+    results: dict[str, Step] = field(default_factory=dict)
+    result_texts: dict[str, Step] = field(default_factory=dict)
+    producers: dict[str, Step] = field(default_factory=dict)  # call id or message step id -> its llm_response
+
+    def note(self, step: Step, by: Step | None = None) -> None:
+        """Remember a step an input message may quote (``by``: the llm_response that produced it)."""
+        key = step.content.strip()
+        if step.kind == "tool_response":
+            if step.call_id:
+                self.results[step.call_id] = step
+            if key:
+                self.result_texts[key] = step
+        elif step.kind in ("task", "message", "final_answer", "handoff") and key:
+            self.texts[key] = step
+        if by is not None:
+            self.producers[step.call_id or step.step_id] = by
+
+    def dependencies(self, agent: str, messages: Sequence[InputMessage], before: int) -> tuple[Dependency, ...]:
+        """The recovered edges of an llm_response of ``agent`` sent ``messages`` (producers before index
+        ``before``): module docstring."""
+        found: list[Step] = []
+        for message in messages:
+            producer = self._producer(message, agent)
+            if producer is not None and producer.index < before:
+                found.append(producer)
+        own = [p for p in found if p.kind == "llm_response" and p.agent == agent]
+        continued = max(own, key=lambda s: s.index) if own else None
+        deps = [Dependency(step_id=continued.step_id, kind="continues")] if continued else []
+        floor = continued.index if continued else -1
+        seen = {continued.step_id} if continued else set()
+        for step in sorted((p for p in found if p.kind != "llm_response"), key=lambda s: s.index):
+            if step.index > floor and step.step_id not in seen:
+                seen.add(step.step_id)
+                deps.append(Dependency(step_id=step.step_id, kind="observed" if step.kind == "tool_response" else "saw"))
+        return tuple(deps)
+
+    def _producer(self, message: InputMessage, agent: str) -> Step | None:
+        if message.role in ("system", "developer"):
+            return None
+        if message.result_of is not None or message.role in ("tool", "function"):
+            return self.results.get(message.result_of or "") or self.result_texts.get(message.text.strip())
+        for call_id in message.tool_call_ids:
+            if call_id in self.producers and self.producers[call_id].agent == agent:
+                return self.producers[call_id]
+        step = self.texts.get(message.text.strip()) if message.text.strip() else None
+        llm = self.producers.get(step.step_id) if step is not None and message.role == "assistant" else None
+        return llm if llm is not None and llm.agent == agent else step
+
+
+def add_llm_output(b: ChatBuilder, index: MessageIndex, llm: Step, agent: str, text: str,
+                   calls: Sequence[tuple[str, Any, str | None]], parent: str | None) -> None:
+    """The steps an llm_response produced: a message of its text, a tool_call per call (``produced_by`` it)."""
+    if text.strip():
+        index.note(b.text("message", agent, text, parent_step_id=parent, status="ok",
+                          depends_on=(Dependency(step_id=llm.step_id, kind="produced_by"),)), llm)
+    for name, arguments, call_id in calls:
+        index.note(b.tool_call(agent, name, arguments, call_id, llm, parent_step_id=parent, status="ok"), llm)
+
+
+def message_text(content: Any) -> str:
+    """A message's text content (string or content parts)."""
+    return text_of(json_or_text(content) if isinstance(content, str) and content[:1] == "[" else content)
+
+
+def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """OpenInference's flattened lists: ``prefix.<i>.<rest>`` attributes as one dict of ``rest`` per ``i``."""
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        head, _, rest = key[len(prefix):].partition(".")
+        if head.isdigit() and rest:
+            out.setdefault(int(head), {})[rest] = value
+    return [out[i] for i in sorted(out)]

@@ -1,0 +1,178 @@
+"""A Run from one trace of OpenInference spans (Phoenix's conventions; issue 23 item 1).
+
+Usage (through ``collector.otlp``, which hands over every trace without causaltrace spans)::
+
+    runs = load_otlp_json(Path("phoenix_export.jsonl"))     # OpenInference traces become runs too
+
+Mapping, spans in start order (``openinference.span.kind``):
+
+* the first ``CHAIN`` span without an OpenInference ancestor → the ``task`` (its ``input.value``: the ``task`` key
+  of a JSON object, else the text); other CHAIN spans are not steps;
+* ``AGENT`` → ``agent_turn`` of the agent ``graph.node.id`` (else the span name before its first ``.``); its
+  ``graph.node.parent_id`` is kept in the step's metadata (an ordering, not a data dependency);
+* ``LLM`` → ``llm_response`` (agent: the nearest AGENT ancestor; ``llm.model_name``, token counts,
+  ``llm.input_messages`` as inputs ``{messages}``, ``llm.output_messages`` as outputs ``{text, tool_calls}``), then
+  a ``message`` of its text and a ``tool_call`` per output tool call, both ``produced_by`` it; its dependencies are
+  recovered from its input messages (:mod:`causaltrace.collector.foreign_common`);
+* ``TOOL`` → ``tool_response`` of ``output.value`` (``is_error`` from the span status) ``tool_result_of`` its call:
+  the call id of a child ``execute_tool`` span (``gen_ai.tool.call.id``, what autogen-core writes), else the latest
+  unanswered call of ``tool.name``; a TOOL span whose call no LLM span recorded also gives that ``tool_call``
+  (``tool.name``, ``tool.parameters`` or ``input.value``), marked ``metadata["recovered_from"] = "tool span"``;
+* other kinds (RETRIEVER, EMBEDDING, …) and non-OpenInference spans are not steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from causaltrace.collector.chatlog_build import ChatBuilder
+from causaltrace.collector.foreign_common import (
+    InputMessage,
+    MessageIndex,
+    SpanLike,
+    TraceTree,
+    add_llm_output,
+    indexed,
+    json_or_text,
+    message_text,
+    status_error,
+)
+from causaltrace.schema import Run, Step, StepError, TokenUsage
+
+__all__ = ["KIND", "run_of_trace"]
+
+KIND = "openinference.span.kind"
+
+
+def _agent_name(span: SpanLike) -> str:
+    node = span.attrs.get("graph.node.id")
+    return str(node) if node else span.name.split(".", 1)[0]
+
+
+def _input_messages(attrs: dict[str, Any]) -> list[InputMessage]:
+    out = []
+    for raw in indexed(attrs, "llm.input_messages."):
+        role = str(raw.get("message.role", ""))
+        calls = tuple(str(c["tool_call.id"]) for c in indexed(raw, "message.tool_calls.") if "tool_call.id" in c)
+        result_of = raw.get("message.tool_call_id")
+        text = message_text(raw.get("message.content"))
+        functions = [json_or_text(v) for k, v in sorted(raw.items()) if k.startswith("function.")]
+        if functions:  # autogen's FunctionExecutionResultMessage: one JSON object per result
+            for fn in functions:
+                fn = fn if isinstance(fn, dict) else {"content": fn}
+                out.append(InputMessage(role="tool", text=str(fn.get("content", "")), result_of=fn.get("call_id")))
+            continue
+        out.append(InputMessage(role=role, text=text, tool_call_ids=calls,
+                                result_of=str(result_of) if result_of else None))
+    return out
+
+
+def _output(attrs: dict[str, Any]) -> tuple[str, list[tuple[str, Any, str | None]]]:
+    texts: list[str] = []
+    calls: list[tuple[str, Any, str | None]] = []
+    for raw in indexed(attrs, "llm.output_messages."):
+        texts.append(message_text(raw.get("message.content")))
+        for call in indexed(raw, "message.tool_calls."):
+            calls.append((str(call.get("tool_call.function.name", "")), call.get("tool_call.function.arguments"),
+                          str(call["tool_call.id"]) if call.get("tool_call.id") else None))
+    return "\n".join(t for t in texts if t), calls
+
+
+class _Reader:
+    """Walks one trace's spans in order and feeds the builder (mapping in the module docstring)."""
+
+    def __init__(self, tree: TraceTree, b: ChatBuilder) -> None:
+        self.tree, self.b = tree, b
+        self.index = MessageIndex()
+        self.turns: dict[str, Step] = {}  # AGENT span id -> its agent_turn step
+        self.answered: set[str] = set()
+
+    def agent_of(self, span: SpanLike) -> tuple[str, Step | None]:
+        for parent in self.tree.ancestors(span):
+            if parent.span_id in self.turns:
+                return self.turns[parent.span_id].agent, self.turns[parent.span_id]
+            if parent.attrs.get("gen_ai.agent.name"):
+                return str(parent.attrs["gen_ai.agent.name"]), None
+        return "agent", None
+
+    def read(self, span: SpanLike) -> None:
+        kind = span.attrs.get(KIND)
+        if kind == "CHAIN" and self.b.task is None and not any(KIND in p.attrs for p in self.tree.ancestors(span)):
+            value = json_or_text(span.attrs.get("input.value"))
+            task = value.get("task") if isinstance(value, dict) else value
+            if isinstance(task, str) and task:
+                self.index.note(self.b.add("task", "user", task, status="ok"))
+        elif kind == "AGENT":
+            parent = span.attrs.get("graph.node.parent_id")
+            self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=_status(span),
+                                                  metadata={"graph.node.parent_id": parent} if parent else {})
+        elif kind == "LLM":
+            self.llm(span)
+        elif kind == "TOOL":
+            self.tool(span)
+
+    def llm(self, span: SpanLike) -> None:
+        agent, turn = self.agent_of(span)
+        parent = turn.step_id if turn else None
+        messages = _input_messages(span.attrs)
+        text, calls = _output(span.attrs)
+        prompt, completion = span.attrs.get("llm.token_count.prompt"), span.attrs.get("llm.token_count.completion")
+        usage = TokenUsage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0)) if prompt else None
+        llm = self.b.add(
+            "llm_response", agent, text or ", ".join(c[0] for c in calls),
+            model=str(span.attrs["llm.model_name"]) if span.attrs.get("llm.model_name") else None,
+            inputs={"messages": [{"role": m.role, "content": m.text} for m in messages]},
+            outputs={"text": text, "tool_calls": [{"name": n, "arguments": a, "call_alias": i} for n, a, i in calls]},
+            usage=usage, parent_step_id=parent, status=_status(span), error=_error(span),
+            depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
+        )
+        add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
+
+    def tool(self, span: SpanLike) -> None:
+        agent, turn = self.agent_of(span)
+        parent = turn.step_id if turn else None
+        name = str(span.attrs.get("tool.name") or span.name.rsplit(".", 1)[-1])
+        call_id = self._call_id(span, name)
+        if call_id is None:
+            arguments = span.attrs.get("tool.parameters", span.attrs.get("input.value"))
+            call = self.b.tool_call(agent, name, arguments, None, None, parent_step_id=parent, status="ok",
+                                    metadata={"recovered_from": "tool span"})
+            call_id = f"{call.step_id}-call"
+            self.b.calls[call_id] = call
+        self.answered.add(call_id)
+        output = span.attrs.get("output.value", "")
+        result = self.b.tool_result([call_id], output if isinstance(output, str) else str(output),
+                                    is_error=status_error(span), agent=agent, error=_error(span),
+                                    parent_step_id=parent)
+        self.index.note(result)
+
+    def _call_id(self, span: SpanLike, name: str) -> str | None:
+        for child in self.tree.children.get(span.span_id, ()):
+            call_id = child.attrs.get("gen_ai.tool.call.id")
+            if call_id and str(call_id) in self.b.calls:
+                return str(call_id)
+        for call_id, call in reversed(self.b.calls.items()):
+            if call.tool_name == name and call_id not in self.answered:
+                return call_id
+        return None
+
+
+def _status(span: SpanLike) -> str:
+    return "error" if status_error(span) else "ok"
+
+
+def _error(span: SpanLike) -> StepError | None:
+    return StepError(type="SpanError", message=span.status_message[:2000]) if status_error(span) else None
+
+
+def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
+    """The Run of one trace's OpenInference spans; ``None`` when none of them is an AGENT, LLM or TOOL span."""
+    tree = TraceTree(spans)
+    b = ChatBuilder("trace", trace_id, where, provenance="openinference")
+    reader = _Reader(tree, b)
+    for span in tree.spans:
+        reader.read(span)
+    if not any(s.kind != "task" for s in b.steps):
+        return None
+    systems = {str(s.attrs["gen_ai.system"]) for s in spans if s.attrs.get("gen_ai.system")}
+    return b.build(framework=systems.pop() if len(systems) == 1 else "unknown", trace_id=trace_id)
