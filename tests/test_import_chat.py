@@ -83,6 +83,21 @@ def test_openai_messages_json_import_maps_calls_and_results(tmp_path, capsys):
     assert code == 0 and out.split() == [run_id]
 
 
+def test_speakers_are_typed_and_a_named_terminal_is_a_tool_response(tmp_path):
+    log = [
+        {"role": "user", "content": "Run the script and report the count."},
+        {"role": "assistant", "name": "coder", "content": "```python\nprint(len([1, 2]))\n```"},
+        {"role": "user", "name": "Computer_terminal", "content": "exitcode: 0 (execution succeeded)\nCode output: 2"},
+        {"role": "assistant", "name": "coder", "content": "The count is 2."},
+    ]
+    path = tmp_path / "terminal.json"
+    path.write_text(json.dumps(log))
+    (run,) = load_chat(path)
+    assert [s.kind for s in run.steps] == ["task", "message", "tool_response", "message"]
+    assert [s.metadata["speaker_role"] for s in run.steps] == ["human", "agent", "tool", "agent"]
+    assert run.steps[2].outputs == {"result": log[2]["content"], "is_error": False} and run.agents == ("coder",)
+
+
 def test_jsonl_is_one_conversation_per_line(tmp_path):
     other = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     path = tmp_path / "logs.jsonl"

@@ -34,8 +34,9 @@ Decisions where the issue is silent:
   a Who&When log keeps that importer's ``failure``.
 * Tool results that answer no earlier call, a file that is empty, not UTF-8, not JSON, or holds no conversation:
   one :class:`InvalidInputError` naming the file (and the line of a JSON-lines file).
-* Speakers are typed here by role only (``tool`` / ``function`` → ``tool_response``): a module typing speakers by
-  name and content shape (``collector/speakers.py``) was not yet on main when this importer was written.
+* Speakers are typed by :mod:`causaltrace.collector.speakers` (``metadata["speaker_role"]`` on every step): a
+  message whose speaker is a tool / terminal / environment by role, name or the shape of everything it said (a
+  ``Computer_terminal`` named in a log) is a ``tool_response`` with no call (the log recorded none).
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ from typing import Any
 
 from causaltrace.collector import chatlog_shapes
 from causaltrace.collector.chatlog_build import ChatBuilder, text_of
+from causaltrace.collector.speakers import TOOL_ROLES, classify_speaker
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Run
 
 __all__ = ["load_chat", "runs_from_chat_document", "sniff_format"]
 
 _SHAPES = "an OpenAI messages list, a Who&When object, an AutoGen TaskResult or smolagents steps"
-_TOOL_ROLES = frozenset({"tool", "function"})
 
 
 # ------------------------------------------------------------------------------------------------ OpenAI messages
@@ -62,6 +63,7 @@ _TOOL_ROLES = frozenset({"tool", "function"})
 def _openai_run(messages: list[Any], where: str, document: Any) -> Run:
     b = ChatBuilder("openai", document, where)
     callers: dict[str, str] = {}
+    tools = _tool_speakers(messages)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise InvalidInputError(f"{where}: messages[{i}] is not a message object with a string 'role'")
@@ -69,12 +71,14 @@ def _openai_run(messages: list[Any], where: str, document: Any) -> Run:
         name = msg.get("name") if isinstance(msg.get("name"), str) and msg.get("name") else None
         if role in ("system", "developer"):
             b.metadata.setdefault("system_prompts", []).append(text)
+        elif name in tools and role not in TOOL_ROLES and not msg.get("tool_calls"):
+            b.add("tool_response", name, text, outputs={"result": text, "is_error": False})
         elif role == "user":
             if b.task is None and not b.steps:
                 b.add("task", name or "user", text)
             else:
                 b.text("message", name or "user", text)
-        elif role in _TOOL_ROLES:
+        elif role in TOOL_ROLES:
             call_id = msg.get("tool_call_id") or _legacy_call_id(b, msg)
             b.tool_result([call_id] if call_id else [""], text, agent=callers.get(call_id or ""))
         else:
@@ -85,6 +89,15 @@ def _openai_run(messages: list[Any], where: str, document: Any) -> Run:
                 if call[2]:
                     callers[call[2]] = agent
     return b.build()
+
+
+def _tool_speakers(messages: list[Any]) -> set[str]:
+    """Named speakers of non-tool roles that :func:`classify_speaker` types ``tool`` (a terminal, an executor)."""
+    said: dict[str, list[str]] = {}
+    for msg in messages:
+        if isinstance(msg, dict) and isinstance(msg.get("name"), str) and msg.get("role") not in TOOL_ROLES:
+            said.setdefault(msg["name"], []).append(text_of(msg.get("content")))
+    return {name for name, texts in said.items() if classify_speaker(name, None, texts) == "tool"}
 
 
 def _openai_calls(msg: dict[str, Any], where: str, i: int) -> Iterator[tuple[str, Any, str | None]]:

@@ -22,6 +22,7 @@ import hashlib
 import json
 from typing import Any
 
+from causaltrace.collector.speakers import classify_speaker
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Dependency, Outcome, Run, Step, StepError, action_signature
 
@@ -156,7 +157,28 @@ class ChatBuilder:
         if outcome is None:
             last = next((s for s in reversed(self.steps) if s.kind in ("message", "final_answer")), None)
             outcome = Outcome(status="unknown", final_answer=last.content if last is not None else None)
+        self.steps = _typed_speakers(self.steps, by_content=self.provenance == "chat")
         metadata = {PROVENANCE_KEY: self.provenance, SOURCE_FORMAT_KEY: self.shape, HAS_RECORDING_KEY: False,
                     **self.metadata}
         return Run(run_id=self.run_id, framework=framework or self.shape, task=self.task, agents=tuple(agents),
                    steps=tuple(self.steps), outcome=outcome, metadata=metadata, **run_fields)
+
+
+def _typed_speakers(steps: list[Step], *, by_content: bool) -> list[Step]:
+    """Each step with ``metadata["speaker_role"]`` (:mod:`causaltrace.collector.speakers`, what attribution reads):
+    ``human`` for the task, ``tool`` for tool results, else (``by_content``, for logs) the speaker's type by its
+    name and the shape of all it said — spans name their agents, so their other steps are ``agent``. A role a
+    reader already set is kept."""
+    contents: dict[str, list[str]] = {}
+    for step in steps:
+        if by_content and step.kind not in ("task", "tool_response", "tool_call"):
+            contents.setdefault(step.agent, []).append(step.content)
+    roles = {name: classify_speaker(name, None, texts) for name, texts in contents.items()}
+    out = []
+    for step in steps:
+        if "speaker_role" in step.metadata:
+            out.append(step)
+            continue
+        role = "human" if step.kind == "task" else "tool" if step.kind == "tool_response" else roles.get(step.agent, "agent")
+        out.append(step.model_copy(update={"metadata": {**step.metadata, "speaker_role": role}}))
+    return out
