@@ -269,10 +269,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     with _store(args) as store:
         store.mark_incomplete()
         run = store.get_run(args.run_id)
+        if run.outcome.status == "success" and not args.force:
+            raise UserError(f"run {run.run_id} succeeded (its outcome is success): nothing to diagnose; "
+                            "--force analyses it anyway")
         with scope:
             diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
                                       ablate=_csv(args.ablate), human_speakers=_csv(args.human_speakers) or None,
-                                      min_confidence=args.min_confidence)
+                                      min_confidence=args.min_confidence, force=args.force, store=False)
         store.save_diagnosis(diagnosis)
     if args.json:
         _print_json(diagnosis.model_dump(mode="json"))
@@ -406,9 +409,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     with _store(args, readonly=True) as store:
         run = store.get_run(args.run_id)
-        diagnoses = store.diagnoses(run.run_id)
+        diagnosis = store.strongest_diagnosis(run.run_id)  # replay > prediction > heuristic, newest within a level
         pairs = store.repair_pairs(run_id=run.run_id)
-    diagnosis = diagnoses[-1] if diagnoses else None
     try:
         path = write_report(run, args.html, diagnosis=diagnosis, pairs=pairs)
     except OSError as exc:
@@ -477,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
     p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway")
     p.add_argument("--min-confidence", type=float, default=None, metavar="C",
                    help="below this confidence (0-1) name no decisive step, only the ranked candidates")
     p.add_argument("--human-speakers", action="append", metavar="NAMES",

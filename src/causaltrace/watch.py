@@ -112,7 +112,7 @@ class Watch:
         try:
             from causaltrace.attribution.engine import diagnose as diagnose_async
 
-            diagnosis = asyncio.run(diagnose_async(run, method=self.method, model=self.model))
+            diagnosis = asyncio.run(diagnose_async(run, method=self.method, model=self.model, store=False))
             with _run_store(ctx) as store:
                 if self.repair and self.factory is not None and run.recording is not None:
                     from causaltrace.replay.repair import repair

@@ -371,7 +371,8 @@ async def bench_whowhen(
     async def one(method: str, run: Run) -> TraceResult:
         async with gate:
             d = await diagnose(run, method, judge if uses[method] else None, with_answer=with_answer,
-                               ablate=[a for a in ablate if a in _stage_ids(method)], human_speakers=human_speakers)
+                               ablate=[a for a in ablate if a in _stage_ids(method)], human_speakers=human_speakers,
+                               store=False)
         if progress is not None:
             progress(method, run, d)
         ann = run.annotations

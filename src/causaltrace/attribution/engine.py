@@ -110,6 +110,8 @@ async def diagnose(
     judge_options: Mapping[str, Any] | None = None,
     human_speakers: Iterable[str] | None = None,
     min_confidence: float | None = None,
+    force: bool = False,
+    store: bool = True,
     **options: Any,
 ) -> Diagnosis:
     """Diagnose a failed run: which agent made the decisive error, at which step, why, and how sure we are.
@@ -125,12 +127,19 @@ async def diagnose(
         human_speakers: the speakers that count as humans who cannot be at fault (default: the task giver only,
             so a simulated user can be blamed; :func:`causaltrace.collector.speakers.mark_human_speakers`).
         min_confidence: below this confidence the Diagnosis names no decisive step (its candidates stay).
+        force: analyse a run whose outcome is ``success`` (otherwise a failed Diagnosis says there is nothing to do).
+        store: save the Diagnosis in the default store when the run is stored there, as the CLI does
+            (``store=False`` opts out; the benchmarks and ``watch`` do).
         **options: the method's own options.
 
     Returns:
         The Diagnosis (``failed=True`` with ``failure_reason`` when the method or its model could not answer).
     """
     run = _with_humans(run, human_speakers)
+    if run.outcome.status == "success" and not force:
+        return _stored(Diagnosis(run_id=run.run_id, method=method, failed=True, created_at=datetime.now(UTC),
+                                 failure_reason="the run succeeded (its outcome is success): nothing to diagnose; "
+                                                "force=True (--force) analyses it anyway"), store)
     ensure_builtin_methods()
     factory = get_method(method)
     impl = factory(**options)
@@ -141,13 +150,7 @@ async def diagnose(
                            options=getattr(impl, "options", options))
     if needs_model and judge is None:
         ctx.require_judge()
-    stage_ids = tuple(getattr(impl, "stage_ids", ()))
-    unknown = sorted(set(ablate) - set(stage_ids))
-    if unknown:
-        raise UserError(
-            f"method {method!r} has no stage(s) {', '.join(map(repr, unknown))} to ablate; its stages: "
-            f"{', '.join(stage_ids) or 'none'}"
-        )
+    _check_ablate(method, impl, ablate)
     if with_answer and ctx.answer is None and uses_model:
         raise UserError(f"with_answer needs a ground-truth answer, and run {run.run_id!r} has none")
     ctx.record("settings", {"with_answer": with_answer, "ablate": sorted(ablate),
@@ -163,7 +166,20 @@ async def diagnose(
         if body:
             ctx.record("failure", {"error": type(exc).__name__, "body": str(body)[:2000]})
     seconds = time.perf_counter() - started
-    cost = Cost(
+    cost = _cost(ctx, seconds)
+    model_name = judge.name if (judge is not None and uses_model) else None
+    default_verified: VerifiedBy = "prediction" if ctx.model_used else "heuristic"
+    now = datetime.now(UTC)
+    if finding is None:
+        return _stored(Diagnosis(run_id=run.run_id, method=method, model=model_name, failed=True,
+                                 failure_reason=failure, verified_by=default_verified, artifacts=ctx.artifacts,
+                                 cost=cost, created_at=now), store)
+    found = below_confidence(_to_diagnosis(run, method, model_name, finding, ctx, cost, now), min_confidence)
+    return _stored(_assumed_anchor(run, found), store)
+
+
+def _cost(ctx: DiagnosisContext, seconds: float) -> Cost:
+    return Cost(
         llm_calls=ctx.llm_calls,
         calls_by_stage=dict(ctx.calls_by_stage),
         input_tokens=ctx.input_tokens,
@@ -172,13 +188,52 @@ async def diagnose(
         usd=(round(ctx.usd, 8) if ctx.usd is not None else None) if ctx.model_used else None,
         cached_calls=ctx.cached_calls,
     )
-    model_name = judge.name if (judge is not None and uses_model) else None
-    default_verified: VerifiedBy = "prediction" if ctx.model_used else "heuristic"
-    now = datetime.now(UTC)
-    if finding is None:
-        return Diagnosis(run_id=run.run_id, method=method, model=model_name, failed=True, failure_reason=failure,
-                         verified_by=default_verified, artifacts=ctx.artifacts, cost=cost, created_at=now)
-    return below_confidence(_to_diagnosis(run, method, model_name, finding, ctx, cost, now), min_confidence)
+
+
+def _check_ablate(method: str, impl: Any, ablate: Sequence[str]) -> None:
+    stage_ids = tuple(getattr(impl, "stage_ids", ()))
+    unknown = sorted(set(ablate) - set(stage_ids))
+    if unknown:
+        raise UserError(
+            f"method {method!r} has no stage(s) {', '.join(map(repr, unknown))} to ablate; its stages: "
+            f"{', '.join(stage_ids) or 'none'}"
+        )
+
+
+def _assumed_anchor(run: Run, d: Diagnosis) -> Diagnosis:
+    """A run whose outcome is ``unknown`` / ``incomplete`` (an imported log, no verifier) is diagnosed as if it
+    failed: the Diagnosis says so and names the failure anchor it assumed (issue 19 item 5)."""
+    status = run.outcome.status
+    if status not in ("unknown", "incomplete"):
+        return d
+    anchor = d.artifacts.get("failure_anchor")
+    where = ""
+    if isinstance(anchor, dict) and anchor.get("index") is not None:
+        where = f" at step {anchor.get('index')} ({anchor.get('rule', 'the failure anchor')})"
+    note = f"The run's outcome is {status}: this diagnosis assumed it failed, with the failure anchored{where}."
+    artifacts = {**d.artifacts, "assumed_failure": {"outcome": status, "anchor": anchor}}
+    return d.model_copy(update={"explanation": f"{d.explanation} {note}".strip(), "artifacts": artifacts})
+
+
+def _stored(d: Diagnosis, store: bool) -> Diagnosis:
+    """Save ``d`` in the default store when ``store`` and the run is stored there (never creating a store; a store
+    that cannot be written is logged, never raised: diagnosing does not depend on it)."""
+    if not store:
+        return d
+    from causaltrace.collector.store import Store
+    from causaltrace.config import default_db_path
+
+    try:
+        if not default_db_path().exists():
+            return d
+        with Store() as s:
+            if s.has_run(d.run_id):
+                s.save_diagnosis(d)
+    except Exception as exc:  # pragma: no cover - a broken or locked store
+        import logging
+
+        logging.getLogger("causaltrace").warning("causaltrace: the diagnosis was not stored: %s", exc)
+    return d
 
 
 def below_confidence(diagnosis: Diagnosis, min_confidence: float | None) -> Diagnosis:

@@ -990,6 +990,19 @@ class Store:
                 ) from exc
         return out
 
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with exactly this id is stored."""
+        with self._read() as conn:
+            return self._row(conn, run_id) is not None
+
+    def strongest_diagnosis(self, run_id: str) -> Diagnosis | None:
+        """The diagnosis a run shows (issue 19 item 5): the strongest it has — replay-verified over prediction over
+        heuristic, newest within a level, an answer over a failed diagnosis; None when it has none. All stay
+        stored (:meth:`diagnoses`)."""
+        level = {"replay": 2, "prediction": 1, "heuristic": 0}
+        ranked = [(not d.failed, level.get(d.verified_by, 0), i, d) for i, d in enumerate(self.diagnoses(run_id))]
+        return max(ranked, key=lambda t: t[:3])[3] if ranked else None
+
     def save_repair_pair(self, p: RepairPair) -> None:
         """Store a repair pair (saving the same ``pair_id`` again replaces it, keeping its place in the order)."""
         if not isinstance(p, RepairPair):

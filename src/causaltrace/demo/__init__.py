@@ -80,7 +80,7 @@ async def demo_framework(
         result.notes.append("the run did not fail: nothing to diagnose")
         return result
     say(f"[{framework}] diagnosing ({'graph method with ' + model if model else 'graph method, no model'})")
-    diagnosis = await diagnose(run, method="graph", model=model)
+    diagnosis = await diagnose(run, method="graph", model=model, store=False)  # stored just below
     with Store() as store:
         store.save_diagnosis(diagnosis)
         result.ranked_first_index = diagnosis.decisive_step_index

@@ -32,7 +32,7 @@ CEILING = 0.95
 #: below this the answer is reported as uncertain (about the dev half's median confidence)
 UNCERTAIN_BELOW = 0.25
 #: the reason a candidate gets when no signal supports it (it never counts as agreement)
-NO_SIGNAL = "no error, loop or relevance signal: ranked by position (earliness) only"
+NO_SIGNAL = "no error, repetition or relevance signal: ranked by position (earliness) only"
 
 
 def calibrated_confidence(scores: Sequence[float], top_reasons: Sequence[str]) -> float:

@@ -187,7 +187,7 @@ async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: A
     from causaltrace.replay.executor import default_sandbox
     from causaltrace.replay.repair import repair
 
-    diagnosis = await diagnose(run, "graph", None)
+    diagnosis = await diagnose(run, "graph", None, store=False)
     sandbox = sandbox or default_sandbox()
     first = [c.step_id for c in diagnosis.candidates]
     allowed = {s.step_id for s in run.candidate_steps()}
