@@ -1,13 +1,19 @@
 """Span attribute names, and the mapping between Steps / Runs and span attributes.
 
-OTel GenAI names (``gen_ai.*``) where one exists, ``causaltrace.*`` for the rest. The mapping lives here so the
-live emitter, the OTLP exporter of stored runs and the OTLP / Jaeger importers agree on one format:
+OTel GenAI names (``gen_ai.*``) where one exists, OpenInference names (``openinference.span.kind``,
+``input.value``, ``llm.*``, ``tool.*``, ``session.id``: what Arize Phoenix reads) beside them, ``causaltrace.*``
+for the rest. The mapping lives here so the live emitter, the OTLP exporter of stored runs and the OTLP / Jaeger
+importers agree on one format:
 
 * a step span carries its identity (``causaltrace.step.*``), its payload (``causaltrace.step.content``,
   ``.inputs``, ``.outputs`` as JSON), GenAI attributes, and its dependencies twice — as OTel Links with a
   ``causaltrace.dependency.kind`` link attribute, and as the parallel lists ``causaltrace.depends_on.step_ids`` /
   ``causaltrace.depends_on.kinds`` (Jaeger's UI drops link attributes, Phoenix drops links);
-* the run's root span carries Run-level fields as ``causaltrace.run.*`` attributes, JSON where structured.
+* the run's root span carries Run-level fields as ``causaltrace.run.*`` attributes, JSON where structured;
+* the OpenInference attributes are derived from those attributes after the payload policy has hidden and redacted
+  them (:data:`OPENINFERENCE_SPAN_KIND_BY_STEP` says which kind each step gets, :func:`openinference_attributes`
+  which payload fills ``input.value`` / ``output.value``); they are written, never read back: the importers
+  rebuild steps from ``causaltrace.*`` and ``gen_ai.*`` only.
 """
 
 from __future__ import annotations
@@ -38,7 +44,14 @@ __all__ = [
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "INSTRUMENTATION_NAME",
+    "OI_INPUT_VALUE",
+    "OI_OUTPUT_VALUE",
+    "OI_SPAN_KIND",
+    "OPENINFERENCE_SPAN_KIND_BY_STEP",
+    "OPENINFERENCE_SPAN_KIND_ROOT",
+    "PROJECT_NAME",
     "ROOT_SPAN_NAME",
+    "openinference_attributes",
     "run_attributes",
     "run_fields_from_attributes",
     "span_name",
@@ -57,6 +70,59 @@ GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+# OpenInference semantic conventions (openinference-semantic-conventions; what Phoenix reads). Written by hand so
+# that ``import causaltrace`` needs no OpenInference package; tests/test_semconv_openinference.py checks each name
+# against that package.
+OI_SPAN_KIND = "openinference.span.kind"
+OI_INPUT_VALUE = "input.value"
+OI_INPUT_MIME_TYPE = "input.mime_type"
+OI_OUTPUT_VALUE = "output.value"
+OI_OUTPUT_MIME_TYPE = "output.mime_type"
+OI_LLM_MODEL_NAME = "llm.model_name"
+OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+OI_LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+OI_LLM_INPUT_MESSAGES = "llm.input_messages"
+OI_LLM_OUTPUT_MESSAGES = "llm.output_messages"
+OI_MESSAGE_ROLE = "message.role"
+OI_MESSAGE_CONTENT = "message.content"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_SESSION_ID = "session.id"
+#: Resource attribute choosing the Phoenix project (``CAUSALTRACE_PROJECT``, else ``OTEL_SERVICE_NAME``).
+PROJECT_NAME = "openinference.project.name"
+MIME_TEXT = "text/plain"
+MIME_JSON = "application/json"
+
+#: ``openinference.span.kind`` of the run's root span: a multi-agent run is a workflow of steps, a CHAIN (as
+#: OpenInference's own AutoGen instrumentation marks a team's ``run_stream``); its agents are the AGENT spans.
+OPENINFERENCE_SPAN_KIND_ROOT = "CHAIN"
+
+#: ``openinference.span.kind`` per step kind. Model calls are LLM, tool and code work is TOOL, an agent's turn is
+#: AGENT, reading memory is RETRIEVER; the steps that pass text along or decide the flow (the task entering, a
+#: message, reasoning, a plan, a handoff, a speaker choice, the final answer, an error) are CHAIN, OpenInference's
+#: kind for a link in the flow. No step is left UNKNOWN.
+OPENINFERENCE_SPAN_KIND_BY_STEP: dict[str, str] = {
+    "task": "CHAIN",
+    "llm_response": "LLM",
+    "reasoning": "CHAIN",
+    "message": "CHAIN",
+    "tool_call": "TOOL",
+    "tool_response": "TOOL",
+    "code_execution": "TOOL",
+    "memory_access": "RETRIEVER",
+    "planning": "CHAIN",
+    "handoff": "CHAIN",
+    "speaker_selection": "CHAIN",
+    "final_answer": "CHAIN",
+    "error": "CHAIN",
+    "agent_turn": "AGENT",
+}
+
+#: At most this many input messages of a model call are written as ``llm.input_messages.{i}.*`` (the whole request
+#: is in ``input.value`` anyway); keeps a long conversation from multiplying a span's attribute count.
+MAX_OI_MESSAGES = 32
 
 # causaltrace: steps
 STEP_ID = "causaltrace.step.id"
@@ -172,6 +238,96 @@ def step_attributes(step: Step) -> dict[str, Any]:
         attrs[DEPENDS_ON_STEP_IDS] = [d.step_id for d in step.depends_on]
         attrs[DEPENDS_ON_KINDS] = [d.kind for d in step.depends_on]
     return attrs
+
+
+def openinference_attributes(
+    attrs: dict[str, Any], *, messages: Any = None, inputs_hidden: bool = False, outputs_hidden: bool = False
+) -> dict[str, Any]:
+    """Add the OpenInference attributes (what Phoenix reads) to a step's or run's span attributes; returns ``attrs``.
+
+    They are derived from the ``causaltrace.*`` / ``gen_ai.*`` attributes already in ``attrs`` — AFTER hiding and
+    redaction, before truncation — so they never show more than the payload policy lets through, and the JSON
+    texts are the very same strings (no second encoding, cut alike). A step span: ``input.value`` is its call
+    arguments (JSON) if any, else its inputs (JSON), else a task's text; ``output.value`` its text if any, else its
+    outputs (JSON). The root span: the task in, the final answer out. ``messages`` (a model call's request
+    messages, given only where the policy shows inputs unredacted) become ``llm.input_messages.{i}.*``. With
+    ``inputs_hidden`` a task's text (the run's input) is not shown as an input either; with ``outputs_hidden`` the
+    root shows no final answer (the outcome it is read from is kept for the importers).
+    """
+    kind = attrs.get(STEP_KIND)
+    if kind is None:
+        if RUN_ID in attrs:
+            _root_openinference(attrs, outputs_hidden)
+        return attrs
+    attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_BY_STEP.get(kind, "CHAIN")
+    attrs[OI_SESSION_ID] = attrs.get(RUN_ID)
+    source = attrs.get(STEP_ARGUMENTS) or attrs.get(STEP_INPUTS)
+    if source is not None:
+        attrs[OI_INPUT_VALUE] = source
+        attrs[OI_INPUT_MIME_TYPE] = MIME_JSON
+    elif kind == "task" and attrs.get(STEP_CONTENT) and not inputs_hidden:
+        attrs[OI_INPUT_VALUE] = attrs[STEP_CONTENT]
+        attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
+    content = attrs.get(STEP_CONTENT)
+    if content:
+        attrs[OI_OUTPUT_VALUE] = content
+        attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
+    elif STEP_OUTPUTS in attrs:
+        attrs[OI_OUTPUT_VALUE] = attrs[STEP_OUTPUTS]
+        attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
+    if kind == "llm_response":
+        _llm_openinference(attrs, messages)
+    tool = attrs.get(GEN_AI_TOOL_NAME)
+    if tool is not None:
+        attrs[OI_TOOL_NAME] = tool
+        if STEP_ARGUMENTS in attrs:
+            attrs[OI_TOOL_PARAMETERS] = attrs[STEP_ARGUMENTS]
+    return attrs
+
+
+def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool) -> None:
+    """The run root's OpenInference attributes: CHAIN, the run id as session, the task in, the final answer out."""
+    attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_ROOT
+    attrs[OI_SESSION_ID] = attrs[RUN_ID]
+    if attrs.get(RUN_TASK) is not None:
+        attrs[OI_INPUT_VALUE] = attrs[RUN_TASK]
+        attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
+    outcome = attrs.get(RUN_OUTCOME)
+    if isinstance(outcome, str) and not outputs_hidden:
+        try:
+            answer = json.loads(outcome).get("final_answer")
+        except (ValueError, AttributeError):  # cut by the payload policy, or redacted into something else
+            answer = None
+        if isinstance(answer, str):
+            attrs[OI_OUTPUT_VALUE] = answer
+            attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
+
+
+def _llm_openinference(attrs: dict[str, Any], messages: Any) -> None:
+    """A model call's ``llm.*`` attributes: model, token counts, its request messages (at most
+    :data:`MAX_OI_MESSAGES`; only when given) and its answer as the one output message."""
+    model = attrs.get(GEN_AI_REQUEST_MODEL)
+    if model is not None:
+        attrs[OI_LLM_MODEL_NAME] = model
+    prompt = attrs.get(GEN_AI_USAGE_INPUT_TOKENS)
+    completion = attrs.get(GEN_AI_USAGE_OUTPUT_TOKENS)
+    if prompt is not None or completion is not None:
+        attrs[OI_LLM_TOKEN_COUNT_PROMPT] = prompt or 0
+        attrs[OI_LLM_TOKEN_COUNT_COMPLETION] = completion or 0
+        attrs[OI_LLM_TOKEN_COUNT_TOTAL] = (prompt or 0) + (completion or 0)
+    if isinstance(messages, list):
+        for i, message in enumerate(messages[:MAX_OI_MESSAGES]):
+            if not isinstance(message, Mapping):
+                continue
+            prefix = f"{OI_LLM_INPUT_MESSAGES}.{i}."
+            attrs[prefix + OI_MESSAGE_ROLE] = str(message.get("role") or message.get("source") or "")
+            text = message.get("content")
+            if text is not None:
+                attrs[prefix + OI_MESSAGE_CONTENT] = text if isinstance(text, str) else _dumps(text)
+    content = attrs.get(STEP_CONTENT)
+    if content:
+        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_ROLE}"] = "assistant"
+        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = content
 
 
 def _loads(attrs: Mapping[str, Any], key: str, field: str) -> Any:

@@ -197,7 +197,7 @@ def run_to_otlp(
             raise InvalidInputError(f"step {step.step_id!r}: span id {span_id} is used by another step")
         span_ids[step.step_id] = span_id
     root_id = _root_span_id(run.run_id, set(span_ids.values()))
-    policy = attribute_policy or (lambda attrs: attrs)
+    policy = attribute_policy or (lambda attrs: semconv.openinference_attributes(dict(attrs)))
 
     root_attrs = semconv.run_attributes(
         run_id=run.run_id,

@@ -8,7 +8,10 @@ Every adapter goes through this module (ARCHITECTURE decisions 1–4):
   attribute, and is repeated in ``causaltrace.depends_on.step_ids`` / ``.kinds`` span attributes;
 * a span's status is set once, when the step ends and its outcome is known (OK is final in the Python SDK);
 * the payload policy of :class:`~causaltrace.config.TraceConfig` (truncation with a marker, hidden inputs /
-  outputs, a redaction callback) applies to exported attributes only — the collector gets the full Step.
+  outputs, a redaction callback) applies to exported attributes only — the collector gets the full Step;
+* the OpenInference attributes Phoenix reads (``openinference.span.kind``, ``input.value`` …) are derived from the
+  policied ``causaltrace.*`` attributes between hiding / redaction and truncation
+  (:func:`causaltrace.semconv.openinference_attributes`), so they show exactly what the policy lets through.
 
 Nothing here raises into user code: every entry point is wrapped by :func:`never_raise`, which logs our own failure
 and returns a neutral value.
@@ -77,15 +80,22 @@ def _truncate(value: str, limit: int) -> tuple[str, bool]:
     return value[:limit] + marker, True
 
 
-def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig) -> dict[str, Any]:
-    """The attributes to export under ``config``: hidden payloads dropped, redacted, long texts cut with a marker.
+def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messages: Any = None) -> dict[str, Any]:
+    """The attributes to export under ``config``: hidden payloads dropped, redacted, the OpenInference attributes
+    derived from what is left, long texts cut with a marker.
 
-    A step whose payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
+    ``messages`` are a model call's request messages for ``llm.input_messages.*``: written only when inputs are
+    neither hidden nor redacted (a redaction callback sees whole attributes, not single messages). A step whose
+    payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
     """
     if config.hide_inputs or config.hide_outputs or config.redact is not None:
         out = _hide_and_redact(attrs, config.hide_inputs, config.hide_outputs, config.redact)
+        messages = None
     else:
         out = dict(attrs)
+    semconv.openinference_attributes(
+        out, messages=messages, inputs_hidden=config.hide_inputs, outputs_hidden=config.hide_outputs
+    )
     _cut_long_texts(out, config.max_attribute_chars)
     return out
 
@@ -246,10 +256,12 @@ class Emitter:
         processor, resource, scope, _ = self._sdk
         attrs = span.attributes
         config = self.config
+        messages = step.inputs.get("messages") if step.kind == "llm_response" and step.inputs else None
         if config.hide_inputs or config.hide_outputs or config.redact is not None:
             attrs.update(apply_payload_policy(semconv.step_attributes(step), config))
         else:  # the common case: the full attributes, long texts cut in place
             attrs.update(semconv.step_attributes(step))
+            semconv.openinference_attributes(attrs, messages=messages)
             _cut_long_texts(attrs, config.max_attribute_chars)
         if step.status == "error":
             message = f"{step.error.type}: {step.error.message}" if step.error else "error"

@@ -4,7 +4,9 @@ Decisions (ARCHITECTURE decision 4, FACTS.md "OpenTelemetry"):
 
 * A user's own SDK ``TracerProvider`` (passed explicitly or set globally) is used as is; causaltrace only adds its
   collector to it. Otherwise causaltrace builds one: resource ``service.name`` from ``OTEL_SERVICE_NAME`` (default
-  ``causaltrace``), an OTLP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+  ``causaltrace``) and ``openinference.project.name`` (the Phoenix project) from ``CAUSALTRACE_PROJECT``, else the
+  service name (Phoenix reads only that resource attribute; without it every run lands in ``default``), an OTLP
+  exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
   is set (protocol from ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` by default, or ``grpc``), and sets it
   as the global provider when none was set, so the framework's own spans (AutoGen's) land in the same trace.
 * Export never blocks the agent: spans go through a batch processor with a large queue; a span dropped because
@@ -25,7 +27,16 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-__all__ = ["CountingBatchSpanProcessor", "ExportStats", "export_stats", "otlp_exporter_from_env", "resolve_provider"]
+from causaltrace import semconv
+
+__all__ = [
+    "CountingBatchSpanProcessor",
+    "ExportStats",
+    "default_resource",
+    "export_stats",
+    "otlp_exporter_from_env",
+    "resolve_provider",
+]
 
 logger = logging.getLogger("causaltrace")
 
@@ -143,11 +154,22 @@ def resolve_provider(explicit: trace.TracerProvider | None, *, max_queue_size: i
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
-    service = os.environ.get("OTEL_SERVICE_NAME") or "causaltrace"
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider = TracerProvider(resource=default_resource())
     exporter = otlp_exporter_from_env()
     if exporter is not None:
         provider.add_span_processor(CountingBatchSpanProcessor(exporter, max_queue_size=max_queue_size))
     if isinstance(current, trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
     return provider
+
+
+def default_resource() -> Resource:
+    """The resource of the provider causaltrace builds: ``service.name`` (``OTEL_SERVICE_NAME``, default
+    ``causaltrace``) and the Phoenix project ``openinference.project.name`` (``CAUSALTRACE_PROJECT``, default the
+    service name, unless ``OTEL_RESOURCE_ATTRIBUTES`` — which the SDK merges in — names one)."""
+    service = os.environ.get("OTEL_SERVICE_NAME") or "causaltrace"
+    project = os.environ.get("CAUSALTRACE_PROJECT") or service
+    resource = Resource.create({"service.name": service})
+    if semconv.PROJECT_NAME in resource.attributes and not os.environ.get("CAUSALTRACE_PROJECT"):
+        return resource
+    return resource.merge(Resource({semconv.PROJECT_NAME: project}))

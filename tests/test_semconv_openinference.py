@@ -1,0 +1,196 @@
+"""OpenInference attributes beside the GenAI ones (issue 22 item 1): the names match the OpenInference package,
+every step kind has a span kind other than UNKNOWN, exported spans carry inputs / outputs / model / tokens / tool /
+session under the payload policy, the resource names the Phoenix project, and the importers still read the spans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openinference.semconv.resource import ResourceAttributes
+from openinference.semconv.trace import (
+    MessageAttributes,
+    OpenInferenceMimeTypeValues,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import causaltrace
+from causaltrace import semconv
+from causaltrace.collector.otlp import run_to_otlp, runs_from_otlp
+from causaltrace.config import TraceConfig
+from causaltrace.instrumentation._export import default_resource
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.tracing import configure, reset_tracing
+from causaltrace.schema import STEP_KINDS
+
+MESSAGES = [{"role": "system", "content": "You add."}, {"role": "user", "content": "add 2 and 3"}]
+
+
+def _capture(config: TraceConfig) -> InMemorySpanExporter:
+    exp = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exp))
+    configure(provider, config)
+    return exp
+
+
+@pytest.fixture
+def spans_of():
+    """Run the small team under a payload policy; returns {step kind or "root": span}."""
+
+    def run(**policy):
+        exp = _capture(TraceConfig(store=False, **policy))
+        with causaltrace.run(task="add 2 and 3", verify="5") as handle:
+            _team()
+        out = {}
+        for span in exp.get_finished_spans():
+            out[span.attributes.get(semconv.STEP_KIND, "root")] = span
+        return handle, out
+
+    yield run
+    reset_tracing()
+
+
+def _team() -> None:
+    ctx = current_run()
+    task = ctx.add_step("task", agent="user", content="add 2 and 3")
+    turn = ctx.start_step("agent_turn", agent="solver", depends_on=[Dep(task.step_id, "saw")])
+    with turn.activate():
+        llm = ctx.start_step("llm_response", agent="solver", model="gpt-4o-mini", inputs={"messages": MESSAGES},
+                             depends_on=[Dep(task.step_id, "saw")])
+        llm.end(content="call add SECRET", usage=(12, 3))
+        call = ctx.add_step("tool_call", agent="solver", tool_name="add", arguments={"a": 2, "b": 3}, call_id="c1",
+                            depends_on=[Dep(llm.step_id, "produced_by")])
+        resp = ctx.start_step("tool_response", agent="solver", tool_name="add", call_id="c1",
+                              depends_on=[Dep(call.step_id, "tool_result_of")])
+        resp.end(outputs={"result": 5})
+        final = ctx.start_step("final_answer", agent="solver", depends_on=[Dep(llm.step_id, "produced_by")])
+        final.end(content="5")
+    turn.end()
+    ctx.report_end(final_answer="5")
+
+
+def test_the_names_are_openinference_names():
+    assert semconv.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND
+    assert semconv.OI_INPUT_VALUE == SpanAttributes.INPUT_VALUE
+    assert semconv.OI_INPUT_MIME_TYPE == SpanAttributes.INPUT_MIME_TYPE
+    assert semconv.OI_OUTPUT_VALUE == SpanAttributes.OUTPUT_VALUE
+    assert semconv.OI_OUTPUT_MIME_TYPE == SpanAttributes.OUTPUT_MIME_TYPE
+    assert semconv.OI_LLM_MODEL_NAME == SpanAttributes.LLM_MODEL_NAME
+    assert semconv.OI_LLM_TOKEN_COUNT_PROMPT == SpanAttributes.LLM_TOKEN_COUNT_PROMPT
+    assert semconv.OI_LLM_TOKEN_COUNT_COMPLETION == SpanAttributes.LLM_TOKEN_COUNT_COMPLETION
+    assert semconv.OI_LLM_TOKEN_COUNT_TOTAL == SpanAttributes.LLM_TOKEN_COUNT_TOTAL
+    assert semconv.OI_LLM_INPUT_MESSAGES == SpanAttributes.LLM_INPUT_MESSAGES
+    assert semconv.OI_LLM_OUTPUT_MESSAGES == SpanAttributes.LLM_OUTPUT_MESSAGES
+    assert semconv.OI_MESSAGE_ROLE == MessageAttributes.MESSAGE_ROLE
+    assert semconv.OI_MESSAGE_CONTENT == MessageAttributes.MESSAGE_CONTENT
+    assert semconv.OI_TOOL_NAME == SpanAttributes.TOOL_NAME
+    assert semconv.OI_TOOL_PARAMETERS == SpanAttributes.TOOL_PARAMETERS
+    assert semconv.OI_SESSION_ID == SpanAttributes.SESSION_ID
+    assert semconv.PROJECT_NAME == ResourceAttributes.PROJECT_NAME
+    assert {semconv.MIME_TEXT, semconv.MIME_JSON} == {m.value for m in OpenInferenceMimeTypeValues}
+
+
+def test_every_step_kind_has_a_known_span_kind():
+    known = {k.value for k in OpenInferenceSpanKindValues} - {"UNKNOWN"}
+    assert set(semconv.OPENINFERENCE_SPAN_KIND_BY_STEP) == set(STEP_KINDS)
+    assert set(semconv.OPENINFERENCE_SPAN_KIND_BY_STEP.values()) <= known
+    assert semconv.OPENINFERENCE_SPAN_KIND_ROOT in known
+    table = semconv.OPENINFERENCE_SPAN_KIND_BY_STEP
+    assert (table["llm_response"], table["agent_turn"], table["tool_call"], table["code_execution"]) == (
+        "LLM", "AGENT", "TOOL", "TOOL")
+
+
+def test_exported_spans_carry_inputs_outputs_model_tokens_tool_and_session(spans_of):
+    handle, spans = spans_of()
+    for kind, span in spans.items():
+        assert span.attributes[semconv.OI_SESSION_ID] == handle.run_id, kind
+        assert span.attributes[semconv.OI_SPAN_KIND] != "UNKNOWN", kind
+    root = spans["root"].attributes
+    assert root[semconv.OI_SPAN_KIND] == "CHAIN"
+    assert (root[semconv.OI_INPUT_VALUE], root[semconv.OI_OUTPUT_VALUE]) == ("add 2 and 3", "5")
+    assert spans["agent_turn"].attributes[semconv.OI_SPAN_KIND] == "AGENT"
+    llm = spans["llm_response"].attributes
+    assert llm[semconv.OI_SPAN_KIND] == "LLM"
+    assert llm[semconv.OI_LLM_MODEL_NAME] == "gpt-4o-mini"
+    assert (llm["llm.token_count.prompt"], llm["llm.token_count.completion"], llm["llm.token_count.total"]) == (
+        12, 3, 15)
+    assert json.loads(llm[semconv.OI_INPUT_VALUE]) == {"messages": MESSAGES}
+    assert llm[semconv.OI_INPUT_MIME_TYPE] == "application/json"
+    assert llm["llm.input_messages.1.message.role"] == "user"
+    assert llm["llm.input_messages.1.message.content"] == "add 2 and 3"
+    assert llm["llm.output_messages.0.message.content"] == "call add SECRET"
+    assert (llm[semconv.OI_OUTPUT_VALUE], llm[semconv.OI_OUTPUT_MIME_TYPE]) == ("call add SECRET", "text/plain")
+    tool = spans["tool_call"].attributes
+    assert tool[semconv.OI_SPAN_KIND] == "TOOL" and tool[semconv.OI_TOOL_NAME] == "add"
+    assert json.loads(tool[semconv.OI_TOOL_PARAMETERS]) == {"a": 2, "b": 3} == json.loads(tool[semconv.OI_INPUT_VALUE])
+    result = spans["tool_response"].attributes
+    assert json.loads(result[semconv.OI_OUTPUT_VALUE]) == {"result": 5}
+    assert result[semconv.OI_OUTPUT_MIME_TYPE] == "application/json"
+    assert spans["task"].attributes[semconv.OI_INPUT_VALUE] == "add 2 and 3"
+    assert spans["final_answer"].attributes[semconv.OI_OUTPUT_VALUE] == "5"
+
+
+def test_hidden_inputs_and_outputs_are_hidden_in_openinference_too(spans_of):
+    _, spans = spans_of(hide_inputs=True)
+    for kind, span in spans.items():
+        keys = set(span.attributes)
+        assert not keys & {semconv.OI_INPUT_VALUE, semconv.OI_TOOL_PARAMETERS, semconv.OI_INPUT_MIME_TYPE}, kind
+        assert not any(k.startswith("llm.input_messages.") for k in keys), kind
+    assert spans["llm_response"].attributes[semconv.OI_OUTPUT_VALUE] == "call add SECRET"
+    reset_tracing()
+    _, spans = spans_of(hide_outputs=True)
+    for span in spans.values():
+        keys = set(span.attributes)
+        assert semconv.OI_OUTPUT_VALUE not in keys and not any(k.startswith("llm.output_messages.") for k in keys)
+    assert json.loads(spans["tool_call"].attributes[semconv.OI_TOOL_PARAMETERS]) == {"a": 2, "b": 3}
+
+
+def test_redaction_and_truncation_reach_the_openinference_values(spans_of):
+    def redact(key, value):
+        return value.replace("SECRET", "***").replace("add 2", "add N") if isinstance(value, str) else value
+
+    _, spans = spans_of(redact=redact)
+    llm = spans["llm_response"].attributes
+    assert llm[semconv.OI_OUTPUT_VALUE] == "call add ***" == llm["llm.output_messages.0.message.content"]
+    assert "add N and 3" in llm[semconv.OI_INPUT_VALUE] and "add 2" not in llm[semconv.OI_INPUT_VALUE]
+    assert not any(k.startswith("llm.input_messages.") for k in llm)  # a redactor sees whole attributes only
+    assert spans["root"].attributes[semconv.OI_INPUT_VALUE] == "add N and 3"
+    reset_tracing()
+    exp = _capture(TraceConfig(store=False, max_attribute_chars=64))
+    with causaltrace.run(task="t"):
+        current_run().add_step("message", agent="a", content="x" * 500, inputs={"long": "y" * 500})
+    span = next(s for s in exp.get_finished_spans() if s.attributes.get(semconv.STEP_KIND) == "message")
+    assert span.attributes[semconv.OI_OUTPUT_VALUE] == "x" * 64 + semconv.TRUNCATION_MARKER.format(n=436)
+    assert "causaltrace: truncated" in span.attributes[semconv.OI_INPUT_VALUE]
+    assert span.attributes[semconv.STEP_TRUNCATED] is True
+
+
+def test_the_resource_names_the_phoenix_project(monkeypatch):
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    monkeypatch.delenv("CAUSALTRACE_PROJECT", raising=False)
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    assert default_resource().attributes[semconv.PROJECT_NAME] == "causaltrace"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "my-team")
+    attrs = default_resource().attributes
+    assert (attrs["service.name"], attrs[semconv.PROJECT_NAME]) == ("my-team", "my-team")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"{semconv.PROJECT_NAME}=from-resource-env")
+    assert default_resource().attributes[semconv.PROJECT_NAME] == "from-resource-env"
+    monkeypatch.setenv("CAUSALTRACE_PROJECT", "evals")
+    attrs = default_resource().attributes
+    assert (attrs["service.name"], attrs[semconv.PROJECT_NAME]) == ("my-team", "evals")
+
+
+def test_a_stored_run_exports_openinference_and_imports_back_unchanged(spans_of):
+    handle, _ = spans_of()
+    doc = run_to_otlp(handle.run)
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    kinds = {a["value"].get("stringValue") for s in spans for a in s["attributes"] if a["key"] == semconv.OI_SPAN_KIND}
+    assert kinds == {"CHAIN", "AGENT", "LLM", "TOOL"}
+    (back,) = runs_from_otlp(doc)
+    assert [s.model_dump() for s in back.steps] == [s.model_dump() for s in handle.run.steps]
