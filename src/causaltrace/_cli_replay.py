@@ -29,7 +29,8 @@ from typing import Any, NoReturn
 
 from causaltrace.exceptions import UserError
 
-__all__ = ["EXIT_USER_ERROR", "Parser", "add_replay_commands", "load_callable", "open_store", "write_output"]
+__all__ = ["EXIT_USER_ERROR", "Parser", "add_keep_server", "add_replay_commands", "load_callable", "open_store",
+           "write_output"]
 
 EXIT_USER_ERROR = 2
 
@@ -47,6 +48,14 @@ def open_store(args: argparse.Namespace, *, readonly: bool = False) -> Any:
     from causaltrace.collector.store import Store
 
     return Store(getattr(args, "db", None), readonly=readonly)
+
+
+def add_keep_server(parser: argparse.ArgumentParser) -> None:
+    """``--keep-server`` on a command that takes ``--model``: by default the local model server (``--model local``,
+    ~3 GB) stops when the command ends; this keeps it for the next command, until ``causaltrace local stop``."""
+    parser.add_argument("--keep-server", action="store_true",
+                        help="with --model local: leave the local model server running after the command "
+                             "(stop it with: causaltrace local stop)")
 
 
 def write_output(target: str, text: str) -> Path:
@@ -226,6 +235,7 @@ def add_replay_commands(sub: Any) -> None:
     d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"])
     d.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for the LLM stages")
     d.add_argument("--out", help="directory for the report and pairs (default: $CAUSALTRACE_HOME/demo)")
+    add_keep_server(d)
     d.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("repair", help="find the earliest step whose minimal correction flips a failed run")
@@ -242,6 +252,7 @@ def add_replay_commands(sub: Any) -> None:
                    help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
     p.add_argument("--no-environment", action="store_true",
                    help="never edit tool results (by default they are tried last, as tool / data faults)")
+    add_keep_server(p)
     p.set_defaults(func=cmd_repair)
 
     pairs = sub.add_parser("pairs", help="repair pairs")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from causaltrace._cli_replay import EXIT_USER_ERROR, Parser, open_store, write_output
+from causaltrace._cli_replay import EXIT_USER_ERROR, Parser, add_keep_server, open_store, write_output
 from causaltrace.exceptions import CausaltraceError, UserError
 
 __all__ = ["main"]
@@ -403,6 +403,56 @@ def cmd_bench_faults(args: argparse.Namespace) -> int:
     return bench_faults_command(args)
 
 
+def cmd_local_status(args: argparse.Namespace) -> int:
+    """Show the local model server of this ``$CAUSALTRACE_HOME`` (``--model local``), if one is running."""
+    from causaltrace.attribution.local_model import server_status
+    from causaltrace.config import causaltrace_home
+
+    status = server_status()
+    if args.json:
+        _print_json(status)
+        return 0
+    if status is None:
+        print(f"no local model server is running for {causaltrace_home()}")
+        return 0
+    rss = f", {status['rss_mb']} MB RSS" if status["rss_mb"] is not None else ""
+    how = "kept (--keep-server)" if status["kept"] else ("in use by a command" if status["in_use"] else "idle")
+    print(f"local model server: pid {status['pid']}, {status['api_base']}{rss}, {how}; "
+          "stop it with: causaltrace local stop")
+    return 0
+
+
+def cmd_local_stop(args: argparse.Namespace) -> int:
+    """Stop the local model server of this ``$CAUSALTRACE_HOME`` (by its pid)."""
+    from causaltrace.attribution.local_model import server_info, stop_server
+    from causaltrace.config import causaltrace_home
+
+    server = server_info()
+    if server is None or not stop_server():
+        print(f"no local model server is running for {causaltrace_home()}")
+        return 0
+    print(f"stopped the local model server (pid {server.pid})")
+    return 0
+
+
+def _release_local_server(args: argparse.Namespace) -> None:
+    """The end of a command: stop the local model server it used unless ``--keep-server`` (local_model.py), and
+    say in one line when one is left running. Nothing happens when the command never touched the local model."""
+    if "causaltrace.attribution.local_model" not in sys.modules:
+        return
+    from causaltrace.attribution.local_model import release_server
+
+    try:
+        server, why = release_server(keep=bool(getattr(args, "keep_server", False)))
+    except OSError as exc:  # the state directory went away or became unwritable: say so, never mask the exit code
+        print(f"causaltrace: could not release the local model server: {exc}", file=sys.stderr)
+        return
+    if server is not None:
+        reason = "kept by --keep-server" if why == "kept" else "still in use by another command"
+        print(f"causaltrace: the local model server is still running (pid {server.pid}, {reason}); "
+              "stop it with: causaltrace local stop", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report of a stored run (its newest diagnosis and its repair pairs included)."""
     from causaltrace.report import write_report
@@ -487,6 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "giver only, so a simulated user can be blamed)")
     p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
     p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
+    add_keep_server(p)
     p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("bench", help="benchmark attribution methods")
@@ -514,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "giver only, so a simulated user can be blamed)")
     b.add_argument("--data", default=None, metavar="DIR", help="the Who&When folder (default: ../shared/data/whowhen)")
     b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
+    add_keep_server(b)
     b.set_defaults(func=cmd_bench)
     b = bench.add_parser("faults", help="the fault-injection suite: localise and repair planted errors offline")
     b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
@@ -531,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
     from causaltrace._cli_replay import add_replay_commands
 
     add_replay_commands(sub)
+
+    p = sub.add_parser("local", help="the local model server that --model local starts: status, stop")
+    local = p.add_subparsers(dest="local_command", metavar="ACTION", required=True)
+    a = local.add_parser("status", help="show the server of this $CAUSALTRACE_HOME (pid, address, memory)")
+    a.add_argument("--json", action="store_true", help="print JSON (null when none is running)")
+    a.set_defaults(func=cmd_local_status)
+    a = local.add_parser("stop", help="stop the server of this $CAUSALTRACE_HOME (by its pid)")
+    a.set_defaults(func=cmd_local_stop)
 
     p = sub.add_parser("report", help="write a run's report as one self-contained HTML file")
     p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
@@ -555,6 +615,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return _run(func, args)
+    finally:
+        _release_local_server(args)
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run one command, turning its errors into the exit codes of the module docstring."""
     try:
         return func(args)
     except UserError as exc:

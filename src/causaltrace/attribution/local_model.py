@@ -4,7 +4,8 @@ Usage::
 
     judge = Judge("local")             # starts the server (or reuses a running one), then talks to it via litellm
     ...
-    stop_server()                      # tests stop it at the end; users may leave it running for the next command
+    release_server()                   # the command is done: stop the server unless it is kept or still in use
+    stop_server()                      # ``causaltrace local stop``: stop it whatever uses it
 
 The server is ``python -m llama_cpp.server --model <GGUF> --host 127.0.0.1 --port <free> --n_ctx 8192 --n_threads
 2 --logits_all false --cache true --cache_size 2GiB`` (FACTS.md "A real local LLM"), where GGUF is the file
@@ -44,10 +45,19 @@ Decisions:
 * Money: 0 (it runs here). Cache key: the GGUF file name and the answer budget, not the port, so cached answers
   survive restarts.
 * The server's output goes to ``local_model/server.log``.
+* **A server lives as long as the commands that use it** (it holds ~3 GB of RSS: the prompt cache and the
+  context). Every process that talks to it holds a shared lease (``flock(LOCK_SH)`` on ``local_model/server.lease``,
+  taken under the start lock, dropped by the kernel if the process dies). At its end a command calls
+  :func:`release_server`: it drops its lease and stops the server (by pid, its process group) unless another
+  command still holds a lease — the last user stops it — or the server is *kept* (``--keep-server``; the flag is
+  recorded in ``server.json``, and a kept server is reused and left running by later commands until
+  ``causaltrace local stop``). The CLI prints one line naming the pid and ``causaltrace local stop`` whenever it
+  leaves a server running. Library users get the same release at interpreter exit (``atexit``).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import fcntl
@@ -63,7 +73,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from causaltrace.attribution.judge_backends import JudgeRequest, JudgeResponse, LiteLLMModel, chars_over_4
 from causaltrace.attribution.judge_schemas import compact_schema_in_messages, fit_schema
@@ -77,7 +87,9 @@ __all__ = [
     "ensure_server",
     "gguf_path",
     "local_model_available",
+    "release_server",
     "server_info",
+    "server_status",
     "stop_server",
 ]
 
@@ -103,6 +115,8 @@ class LocalServer:
     gguf: str
     n_ctx: int
     proc_start: str
+    #: kept running after the command that started it (``--keep-server``) until ``causaltrace local stop``
+    kept: bool = False
 
     @property
     def api_base(self) -> str:
@@ -193,6 +207,60 @@ def _lock() -> Any:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+#: This process's leases on the server of each ``$CAUSALTRACE_HOME`` (state dir -> the file holding LOCK_SH).
+_LEASES: dict[str, IO[str]] = {}
+
+
+def _lease_file() -> Path:
+    return _state_dir() / "server.lease"
+
+
+def _take_lease() -> None:
+    """Hold a shared lease on this home's server for the rest of this process (or until :func:`release_server`)."""
+    key = str(_state_dir())
+    if key in _LEASES:
+        return
+    try:
+        _state_dir().mkdir(parents=True, exist_ok=True)
+        fh = open(_lease_file(), "a")
+    except OSError:  # an unwritable home: the server still works, it is only not released by lease
+        return
+    fcntl.flock(fh, fcntl.LOCK_SH)
+    if not _LEASES:
+        atexit.register(release_server)
+    _LEASES[key] = fh
+
+
+def _drop_lease() -> bool:
+    """Drop this process's lease (and mark the time: the lease file's mtime is when the server was last used)."""
+    fh = _LEASES.pop(str(_state_dir()), None)
+    if fh is None:
+        return False
+    with contextlib.suppress(OSError):
+        os.utime(_lease_file())
+    fh.close()
+    return True
+
+
+def _in_use() -> bool:
+    """Whether any process (this one included) holds a lease on this home's server."""
+    try:
+        fh = open(_lease_file(), "a")
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+def _write_state(server: LocalServer) -> None:
+    _state_file().write_text(json.dumps(dataclasses.asdict(server)))
+
+
 def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_timeout_s: float = 120.0) -> LocalServer:
     """Start the llama.cpp server, or reuse the one recorded for this ``$CAUSALTRACE_HOME``."""
     _check_llama_cpp()
@@ -200,6 +268,7 @@ def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_tim
     with _lock():
         current = server_info()
         if current is not None and current.gguf == str(gguf) and current.n_ctx == n_ctx and _answers(current.port):
+            _take_lease()
             return current
         if current is not None:
             _terminate(current.pid)
@@ -230,7 +299,8 @@ def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_tim
             raise UserError(f"the local llama.cpp server did not answer within {startup_timeout_s:.0f} s")
         server = LocalServer(pid=proc.pid, port=port, gguf=str(gguf), n_ctx=n_ctx,
                              proc_start=_proc_start(proc.pid) or "")
-        _state_file().write_text(json.dumps(server.__dict__))
+        _write_state(server)
+        _take_lease()
         return server
 
 
@@ -255,9 +325,56 @@ def _terminate(pid: int, grace_s: float = 5.0) -> None:
         os.waitpid(pid, 0)
 
 
-def stop_server() -> bool:
-    """Stop the server recorded for this ``$CAUSALTRACE_HOME``; True when one was running."""
+def release_server(*, keep: bool = False) -> tuple[LocalServer | None, str]:
+    """The end of a command that may have used the local model: drop this process's lease, then stop the server
+    unless it is kept (``keep`` marks it so) or another command still holds a lease.
+
+    Returns the server left running and why (``"kept"`` or ``"in use"``), or ``(None, "")`` when this process
+    leaves none running — also when it never used the server (then nothing changes).
+    """
+    if str(_state_dir()) not in _LEASES:
+        return None, ""
     with _lock():
+        server = server_info()
+        _drop_lease()
+        if server is None:
+            return None, ""
+        if keep and not server.kept:
+            server = dataclasses.replace(server, kept=True)
+            _write_state(server)
+        if server.kept:
+            return server, "kept"
+        if _in_use():
+            return server, "in use"
+        _terminate(server.pid)
+        with contextlib.suppress(OSError):
+            _state_file().unlink()
+        return None, ""
+
+
+def _rss_mb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def server_status() -> dict[str, Any] | None:
+    """What ``causaltrace local status`` shows: the server of this ``$CAUSALTRACE_HOME`` (None when none runs)."""
+    server = server_info()
+    if server is None:
+        return None
+    return {**dataclasses.asdict(server), "api_base": server.api_base, "rss_mb": _rss_mb(server.pid),
+            "in_use": _in_use(), "home": str(causaltrace_home()), "state_file": str(_state_file())}
+
+
+def stop_server() -> bool:
+    """Stop the server recorded for this ``$CAUSALTRACE_HOME`` (by pid, whatever uses it); True when one ran."""
+    with _lock():
+        _drop_lease()
         server = server_info()
         with contextlib.suppress(OSError):
             _state_file().unlink()
@@ -305,6 +422,8 @@ class LocalModel(LiteLLMModel):
 
         if self._server is None or not _alive(self._server):
             self._server = await asyncio.to_thread(ensure_server, n_ctx=self.n_ctx)
+        else:
+            _take_lease()  # a server kept past an earlier release is used again: hold its lease again
         self.api_base = self._server.api_base
         if request.schema is not None:  # the grammar bounds the answer; the prompt shows a short template of it
             schema, _ = fit_schema(request.schema, ANSWER_TOKENS)
