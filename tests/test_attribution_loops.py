@@ -112,3 +112,17 @@ def test_true_loops_without_progress_are_still_found(runs):
     code = [s.index for s in run.steps if s.kind == "tool_call" and "while" in str(s.arguments)]
     loops = detect_loops(run)
     assert loops and loops[0].start == code[0], loops
+
+
+def test_a_transient_tool_failure_is_no_ones_decisive_error(runs):
+    # the flaky tool fails once and the UNCHANGED retry gets the result: the failing call is not the fault
+    from causaltrace.attribution.stages.dependencies import build_dependency_graph
+    from causaltrace.attribution.stages.errors import detect_error_signals
+
+    for name in ("smol-unit-two", "ag-unit-two"):
+        run = runs[name]
+        signals = detect_error_signals(run, build_dependency_graph(run))
+        assert signals and all(s.transient and s.recovered for s in signals), (name, signals)
+        failed_call = signals[0].introduced_by
+        d = asyncio.run(diagnose(run, "graph", None, ablate=("replay_verify",), store=False))
+        assert d.decisive_step_index not in (failed_call, signals[0].index), name

@@ -63,6 +63,8 @@ loops: same call, equal arguments, no new information (issue 20) the issue's fal
 speaker typing: role, name, content shape (collector.speakers)   none (generic rules); Who&When dev + test
                                                                  figures unchanged (only its terminals are tools)
 confidence fit (stages.confidence: agreement + margin)           Who&When dev half only (92 traces)
+transient failures charged to no one (errors ``transient``)      zoo tuning half (3 -> 8 / 31); Who&When dev
+                                                                 unchanged (22 / 92: no structured calls)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -202,6 +204,8 @@ def _errors_by_owner(
     error_of: dict[int, list[tuple[float, ErrorSignal]]] = {}
     origin: set[int] = set()
     for sig in errors:
+        if sig.transient and sig.recovered:  # the same call succeeded when repeated: no one's decision failed
+            continue
         reached = sig.index == anchor.index or relevance.scores.get(sig.index, 0.0) > 0
         strength = w["recovered"] if (sig.recovered or not reached) else 1.0
         owner = sig.introduced_by if sig.introduced_by is not None else sig.index

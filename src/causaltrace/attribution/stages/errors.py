@@ -16,6 +16,8 @@ Each signal names:
   5xx → ``SYS-SERVICE``, timeout → ``SYS-TIMEOUT``, memory / disk / quota → ``SYS-RESOURCE``, missing module or
   command → ``SYS-ENVIRONMENT``, a call that does not fit the tool's signature → ``SYS-TOOL-DEFINITION``; ``None``
   otherwise (a bug in the agent's own code is not a system failure, and no MAST mode is guessed from text);
+* whether it was **transient**: the introducing structured call was repeated unchanged by the same agent and got
+  its result — the tool's or service's failure, not the call's (issue 20: a recovered retry is no one's fault);
 * whether it was **recovered**: a later output of the same tool / terminal succeeded. A recovered error is a weak
   signal — a distractor more often than the decisive error (issue 7's fault suite plants exactly that).
 """
@@ -28,6 +30,7 @@ from typing import Any, ClassVar
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.dependencies import DependencyGraph, DependencyGraphStage
+from causaltrace.attribution.stages.loops import call_identity
 from causaltrace.attribution.stages.view import content_of, is_execution_output, is_terminal, speaker, view_steps
 from causaltrace.schema import Run, Step
 
@@ -76,6 +79,8 @@ class ErrorSignal:
     source: str
     message: str
     recovered: bool
+    #: the introducing call was repeated UNCHANGED and then got its result: the tool's / service's failure
+    transient: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +90,7 @@ class ErrorSignal:
             "source": self.source,
             "message": self.message,
             "recovered": self.recovered,
+            "transient": self.transient,
         }
 
 
@@ -129,18 +135,38 @@ def detect_error_signals(run: Run, graph: DependencyGraph) -> list[ErrorSignal]:
         producers = graph.producers(step.index, ("executes", "tool_result_of")) or [
             e.producer for e in graph.incoming(step.index) if e.rule == "instruction→reply"
         ]
+        introducer = producers[0] if producers else None
+        transient = introducer is not None and _retried_identically(run, introducer, failing)
         out.append(
             ErrorSignal(
                 index=step.index,
-                introduced_by=producers[0] if producers else None,
+                introduced_by=introducer,
                 category=categorise_error(message),
                 source=source,
                 message=" ".join(message.split())[:400],
                 recovered=_channel(step) in succeeded_later,
+                transient=transient,
             )
         )
     out.reverse()
     return out
+
+
+def _retried_identically(run: Run, index: int, failing: dict[int, Any]) -> bool:
+    """Whether the structured call at ``index`` was later repeated UNCHANGED by the same agent and that repeat's
+    result did not fail: the error was the tool's or the service's (a transient failure), not the call's."""
+    call = run.step_at(index)
+    identity = call_identity(call)
+    if identity is None:
+        return False
+    for later in run.steps[index + 1 :]:
+        if later.agent != call.agent or call_identity(later) != identity:
+            continue
+        result = next((s for s in run.steps[later.index + 1 : later.index + 4]
+                       if s.kind in ("tool_response", "code_execution")), None)
+        if result is not None and result.index not in failing and result.status != "error":
+            return True
+    return False
 
 
 class ErrorSignalsStage(Stage[list[ErrorSignal]]):
