@@ -178,3 +178,53 @@ def test_tool_span_with_missing_parents_and_no_llm_still_pairs(tmp_path):
     assert call.kind == "tool_call" and call.arguments == {"key": "x"} and call.metadata["recovered_from"]
     assert result.depends_on[0].step_id == call.step_id and result.status == "error"
     assert result.outputs == {"result": "no entry", "is_error": True} and result.error.message == "KeyError"
+
+
+def failing_smolagents_team(endpoint):
+    """examples/smolagents_agents.py's failing team (manager CodeAgent off by one, managed math_agent) on real
+    OpenAIServerModels answered by scripted endpoints."""
+    from smolagents import CodeAgent, LogLevel, ToolCallingAgent
+
+    from causaltrace.testing.smolagents import code_manager_policy, sum_of_powers_tool, tool_worker_policy
+
+    math_agent = ToolCallingAgent(tools=[sum_of_powers_tool()], model=endpoint(tool_worker_policy()).smolagents_model(),
+                                  name="math_agent", description="Adds up the squares of a list of integers.",
+                                  max_steps=4, verbosity_level=LogLevel.OFF)
+    return CodeAgent(tools=[], model=endpoint(code_manager_policy(off_by_one=True)).smolagents_model(),
+                     managed_agents=[math_agent], name="manager", max_steps=5, verbosity_level=LogLevel.OFF)
+
+
+def test_openinference_smolagents_trace(tmp_path, monkeypatch, capsys):
+    """The failing smolagents example (manager CodeAgent writes range(1, 6)) on smolagents' real OpenAIServerModel,
+    traced by OpenInference's smolagents instrumentor: agents, the managed agent's call/result pair (its call id)
+    and the planted code-bearing step in the graph method's top 3."""
+    oi = pytest.importorskip("openinference.instrumentation.smolagents")
+    pytest.importorskip("smolagents")
+    from causaltrace.testing.openai_wire import smolagents_endpoint
+
+    smol_example = importlib.import_module("smolagents_agents")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    instrumentor = oi.SmolagentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        agent = failing_smolagents_team(smolagents_endpoint)
+        exporter.clear()
+        agent.run(smol_example.TASK)
+    finally:
+        instrumentor.uninstrument()
+    path = tmp_path / "smol.jsonl"
+    path.write_text(json.dumps(MessageToDict(encode_spans(exporter.get_finished_spans()))) + "\n")
+    run_id, diagnosis = import_and_diagnose(capsys, path)
+    with Store() as store:
+        run = store.get_run(run_id)
+    assert run.agents == ("manager", "math_agent") and run.task == smol_example.TASK
+    call = next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "sum_of_powers")
+    result = next(s for s in run.steps if s.kind == "tool_response" and s.tool_name == "sum_of_powers")
+    assert call.call_id == "call_0_0" and call.arguments == {"numbers": [1, 2, 3, 4, 5], "power": 2}
+    assert result.depends_on[0].step_id == call.step_id and result.content == "55" and call.agent == "math_agent"
+    planted = next(s for s in run.steps if s.kind == "message" and "range(1, 6)" in s.content)
+    assert planted.agent == "manager"
+    assert planted.step_id in [c["step_id"] for c in diagnosis["candidates"][:3]]

@@ -6,18 +6,19 @@ Usage (through ``collector.otlp``, which hands over every trace without causaltr
 
 Mapping, spans in start order (``openinference.span.kind``):
 
-* the first ``CHAIN`` span without an OpenInference ancestor → the ``task`` (its ``input.value``: the ``task`` key
-  of a JSON object, else the text); other CHAIN spans are not steps;
+* the first ``CHAIN`` or ``AGENT`` span without an OpenInference ancestor → the ``task`` (its ``input.value``: the
+  ``task`` key of a JSON object, else the text); other CHAIN spans are not steps;
 * ``AGENT`` → ``agent_turn`` of the agent ``graph.node.id`` (else the span name before its first ``.``); its
   ``graph.node.parent_id`` is kept in the step's metadata (an ordering, not a data dependency);
 * ``LLM`` → ``llm_response`` (agent: the nearest AGENT ancestor; ``llm.model_name``, token counts,
-  ``llm.input_messages`` as inputs ``{messages}``, ``llm.output_messages`` as outputs ``{text, tool_calls}``), then
+  ``llm.input_messages`` as inputs ``{messages}``, ``llm.output_messages`` as outputs ``{text, tool_calls}``; a
+  message's text is ``message.content`` or its ``message.contents`` text parts), then
   a ``message`` of its text and a ``tool_call`` per output tool call, both ``produced_by`` it; its dependencies are
   recovered from its input messages (:mod:`causaltrace.collector.foreign_common`);
 * ``TOOL`` → ``tool_response`` of ``output.value`` (``is_error`` from the span status) ``tool_result_of`` its call:
   the call id of a child ``execute_tool`` span (``gen_ai.tool.call.id``, what autogen-core writes), else the latest
   unanswered call of ``tool.name``; a TOOL span whose call no LLM span recorded also gives that ``tool_call``
-  (``tool.name``, ``tool.parameters`` or ``input.value``), marked ``metadata["recovered_from"] = "tool span"``;
+  (``tool.name``; arguments: the ``kwargs`` of ``input.value``, else ``input.value``, else ``tool.parameters``), marked ``metadata["recovered_from"] = "tool span"``;
 * other kinds (RETRIEVER, EMBEDDING, …) and non-OpenInference spans are not steps.
 """
 
@@ -49,13 +50,31 @@ def _agent_name(span: SpanLike) -> str:
     return str(node) if node else span.name.split(".", 1)[0]
 
 
+def _content(raw: dict[str, Any]) -> str:
+    """A flattened message's text: ``message.content``, else its ``message.contents.<i>.message_content.text``
+    parts (what smolagents' instrumentor writes)."""
+    if raw.get("message.content") is not None:
+        return message_text(raw.get("message.content"))
+    parts = indexed(raw, "message.contents.")
+    return "\n".join(str(p["message_content.text"]) for p in parts if p.get("message_content.text"))
+
+
+def _arguments(span: SpanLike) -> Any:
+    """A TOOL span's call arguments: the ``kwargs`` of its ``input.value`` (smolagents), else ``input.value``,
+    else ``tool.parameters``."""
+    value = json_or_text(span.attrs.get("input.value"))
+    if isinstance(value, dict) and isinstance(value.get("kwargs"), dict):
+        return value["kwargs"]
+    return value if value is not None else span.attrs.get("tool.parameters")
+
+
 def _input_messages(attrs: dict[str, Any]) -> list[InputMessage]:
     out = []
     for raw in indexed(attrs, "llm.input_messages."):
         role = str(raw.get("message.role", ""))
         calls = tuple(str(c["tool_call.id"]) for c in indexed(raw, "message.tool_calls.") if "tool_call.id" in c)
         result_of = raw.get("message.tool_call_id")
-        text = message_text(raw.get("message.content"))
+        text = _content(raw)
         functions = [json_or_text(v) for k, v in sorted(raw.items()) if k.startswith("function.")]
         if functions:  # autogen's FunctionExecutionResultMessage: one JSON object per result
             for fn in functions:
@@ -71,7 +90,7 @@ def _output(attrs: dict[str, Any]) -> tuple[str, list[tuple[str, Any, str | None
     texts: list[str] = []
     calls: list[tuple[str, Any, str | None]] = []
     for raw in indexed(attrs, "llm.output_messages."):
-        texts.append(message_text(raw.get("message.content")))
+        texts.append(_content(raw))
         for call in indexed(raw, "message.tool_calls."):
             calls.append((str(call.get("tool_call.function.name", "")), call.get("tool_call.function.arguments"),
                           str(call["tool_call.id"]) if call.get("tool_call.id") else None))
@@ -97,12 +116,13 @@ class _Reader:
 
     def read(self, span: SpanLike) -> None:
         kind = span.attrs.get(KIND)
-        if kind == "CHAIN" and self.b.task is None and not any(KIND in p.attrs for p in self.tree.ancestors(span)):
+        if kind in ("CHAIN", "AGENT") and self.b.task is None and not any(KIND in p.attrs
+                                                                          for p in self.tree.ancestors(span)):
             value = json_or_text(span.attrs.get("input.value"))
             task = value.get("task") if isinstance(value, dict) else value
             if isinstance(task, str) and task:
                 self.index.note(self.b.add("task", "user", task, status="ok"))
-        elif kind == "AGENT":
+        if kind == "AGENT":
             parent = span.attrs.get("graph.node.parent_id")
             self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=_status(span),
                                                   metadata={"graph.node.parent_id": parent} if parent else {})
@@ -134,7 +154,7 @@ class _Reader:
         name = str(span.attrs.get("tool.name") or span.name.rsplit(".", 1)[-1])
         call_id = self._call_id(span, name)
         if call_id is None:
-            arguments = span.attrs.get("tool.parameters", span.attrs.get("input.value"))
+            arguments = _arguments(span)
             call = self.b.tool_call(agent, name, arguments, None, None, parent_step_id=parent, status="ok",
                                     metadata={"recovered_from": "tool span"})
             call_id = f"{call.step_id}-call"
