@@ -25,9 +25,9 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import os
 import re
 import threading
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -70,6 +70,11 @@ _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_KINDS = frozenset(STEP_KINDS)
 
 
+def new_run_id() -> str:
+    """A fresh run id: 32 hex digits from ``os.urandom`` (never ``uuid.uuid4``, which test suites patch)."""
+    return os.urandom(16).hex()
+
+
 class RunContext:
     """The state of one live run: its root span, step counter, open steps, recording and end report."""
 
@@ -85,7 +90,7 @@ class RunContext:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self.tracing = tracing
-        self.run_id = run_id or uuid.uuid4().hex
+        self.run_id = run_id or new_run_id()
         self.framework = framework
         self.task = task
         self.name = name
@@ -514,7 +519,7 @@ class RunHandle:
         self._metadata = dict(metadata or {})
         self.ctx: RunContext | None = None
         self._scope: Any = None
-        self.run_id: str = uuid.uuid4().hex
+        self.run_id: str = new_run_id()
 
     @property
     def run(self) -> Run | None:
@@ -532,6 +537,14 @@ class RunHandle:
             self.ctx.report_end(final_answer=final_answer, stop=stop)
 
     def _enter(self) -> RunHandle:
+        try:
+            self._open()
+        except Exception:  # run marking never raises into user code: the block runs untraced
+            logger.warning("causaltrace: starting run %s failed; the block runs untraced", self.run_id, exc_info=True)
+            self.ctx = None
+        return self
+
+    def _open(self) -> None:
         self.ctx = RunContext(
             tracing=get_tracing(),
             task=self._task,
@@ -542,31 +555,33 @@ class RunHandle:
         )
         self._scope = run_scope(self.ctx)
         self._scope.__enter__()
-        return self
 
-    def _before_exit(self, exc: BaseException | None) -> None:
-        assert self.ctx is not None
+    @never_raise(default=False)
+    def _before_exit(self, exc: BaseException | None) -> bool:
+        """Leave the run's scope and report how the block ended; False when there is no run to finish."""
+        if self.ctx is None:
+            return False
         self._scope.__exit__(None, None, None)
         if exc is not None and self.ctx.error is None:
             stop = "limit" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "error"
             self.ctx.report_end(final_answer=self.ctx.final_answer, stop=stop, error=exc)
         elif self.ctx.end_ns is None:
             self.ctx.report_end(final_answer=self.ctx.final_answer, stop=self.ctx.stop or "normal")
+        return True
 
     def __enter__(self) -> RunHandle:
         return self._enter()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self._before_exit(exc)
-        assert self.ctx is not None
-        self.ctx.finish_sync()
+        if self._before_exit(exc) and self.ctx is not None:
+            self.ctx.finish_sync()
 
     async def __aenter__(self) -> RunHandle:
         return self._enter()
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self._before_exit(exc)
-        assert self.ctx is not None
+        if not self._before_exit(exc) or self.ctx is None:
+            return
         try:
             await self.ctx.finish()
         except Exception:
