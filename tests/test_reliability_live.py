@@ -81,7 +81,6 @@ def test_run_marking_never_raises_into_the_caller(local_tracing: Path, monkeypat
 # --------------------------------------------------------------------------------------------- 7: unwritable home
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 7")
 def test_unwritable_home_is_one_line_once(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -121,7 +120,6 @@ _EARLY_KILL = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 8")
 @pytest.mark.parametrize("delay_ms", [5, 15, 30, 50])
 def test_kill_within_50ms_after_the_first_step_keeps_the_run(tmp_path: Path, delay_ms: int) -> None:
     home = tmp_path / "home"
@@ -146,7 +144,6 @@ def test_kill_within_50ms_after_the_first_step_keeps_the_run(tmp_path: Path, del
 # --------------------------------------------------------------------------------------------- 9: locked store
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 9")
 async def test_async_run_end_does_not_block_the_loop_on_a_locked_store(local_tracing: Path) -> None:
     Store(local_tracing).close()
     locker = sqlite3.connect(local_tracing, isolation_level=None, check_same_thread=False)

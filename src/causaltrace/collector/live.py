@@ -73,11 +73,17 @@ class RunCollector:
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
-    def begin_run(self, run_id: str, **fields: Any) -> None:
-        """A run started: remember it and write its row (so a crash leaves an ``incomplete`` run, not nothing)."""
+    def begin_run(self, run_id: str, **fields: Any) -> threading.Event:
+        """A run started: remember it and write its row (so a crash leaves an ``incomplete`` run, not nothing).
+
+        The row is never held back by the writer's linger; the returned event is set once it is committed (or the
+        write failed), so ``causaltrace.run()`` can wait — bounded — for its crash record before its block runs.
+        """
         with self._lock:
             self._runs.setdefault(run_id, _LiveRun(run_id))
-        self._submit("begin", (run_id, fields))
+        done = threading.Event()
+        self._submit("begin", (run_id, fields), done)
+        return done
 
     def accept(self, step: Step) -> None:
         """Take a full Step that has ended (the instrumentation's handoff; the step's span goes to the exporters)."""
@@ -90,14 +96,15 @@ class RunCollector:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
 
         ``run_fields`` are the Run's other fields (framework, task, outcome, recording…). Waits up to ``wait_s``
-        for the store write so a CLI started right after sees the run; never raises for a store failure.
+        for the store write so a CLI started right after sees the run (``0``: not at all — the async path waits
+        with :meth:`flush` off the event loop); never raises for a store failure.
         """
         with self._lock:
             live = self._runs.pop(run_id, None) or _LiveRun(run_id)
         run = Run(run_id=run_id, steps=tuple(live.steps.values()), **run_fields)
         done = threading.Event()
         self._submit("finish", run, done)
-        if self.config.store and not done.wait(wait_s):
+        if self.config.store and wait_s > 0 and not done.wait(wait_s):
             logger.warning("causaltrace: storing run %s took longer than %.0f s; it is still being written", run_id, wait_s)
         return run
 
@@ -123,14 +130,14 @@ class RunCollector:
         self._submit("flush", None, done)
         return done.wait(timeout_s)
 
-    def _submit(self, op: str, payload: Any, done: threading.Event | None = None) -> None:
+    def _submit(self, op: str, payload: Any, done: threading.Event | None = None, *, urgent: bool = False) -> None:
         if not self.config.store:
             if done is not None:
                 done.set()
             return
         self._ensure_writer()
         self._queue.put((op, payload, done))
-        if done is not None:  # someone waits on it: end the writer's linger now
+        if done is not None or urgent:  # someone waits on it, or a run began: end the writer's linger now
             self._urgent.set()
 
     def _ensure_writer(self) -> None:
@@ -172,24 +179,37 @@ class RunCollector:
                         try:
                             with _transaction(store):
                                 _merge(written, self._apply(store, [item], written))
-                        except Exception:
-                            self.write_errors += 1
-                            logger.warning("causaltrace: writing to the store failed", exc_info=True)
+                        except Exception as exc:
+                            self._write_failed(exc)
                 self._remember(written)
-            except Exception:  # the store cannot be opened
-                self.write_errors += 1
-                logger.warning("causaltrace: writing to the store failed", exc_info=True)
+            except Exception as exc:  # the store cannot be opened
+                self._write_failed(exc, opening=True)
             finally:
                 for _, _, event in pending:
                     if event is not None:
                         event.set()
+
+    def _write_failed(self, exc: BaseException, *, opening: bool = False) -> None:
+        """Count a failed write; warn in ONE line, once per process, naming the store (the host's stderr stays
+        readable: an unwritable ``CAUSALTRACE_HOME`` is not a traceback per run)."""
+        global _WARNED
+        self.write_errors += 1
+        with _WARN_LOCK:
+            first, _WARNED = not _WARNED, True
+        what = "cannot open the store" if opening else "writing to the store failed"
+        path = getattr(self._store, "path", None) or self.config.resolved_db_path()
+        message = " ".join(f"{exc}".split()) or type(exc).__name__
+        if first:
+            logger.warning("causaltrace: %s at %s (%s); runs are not stored, later failures are counted", what, path, message)
+        else:
+            logger.debug("causaltrace: %s at %s (%s)", what, path, message)
 
     def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
         """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what
         arrives within ``linger_s``, so a short run's begin, steps and end usually share one transaction. The writer
         sleeps through the linger (woken early only by an operation someone waits on), not once per step."""
         pending = [self._queue.get()]
-        if pending[0][2] is None:
+        if pending[0][2] is None and pending[0][0] != "begin":
             self._urgent.wait(self.linger_s)
         self._urgent.clear()
         while len(pending) < _MAX_BATCH:
@@ -251,6 +271,9 @@ class RunCollector:
 #: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
 _LINGER_S = 0.1
 _MAX_BATCH = 2000
+#: One warning per process for store failures (every later one is counted in ``write_errors``).
+_WARNED = False
+_WARN_LOCK = threading.Lock()
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:

@@ -70,6 +70,12 @@ _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_KINDS = frozenset(STEP_KINDS)
 
 
+#: How long the end of a run waits for its store write; how long its start waits for its begin row (the crash record
+#: of a process killed right after its first steps; the first run of a process also pays the store's opening).
+_FINISH_WAIT_S = 10.0
+_BEGIN_WAIT_S = 2.0
+
+
 def new_run_id() -> str:
     """A fresh run id: 32 hex digits from ``os.urandom`` (never ``uuid.uuid4``, which test suites patch)."""
     return os.urandom(16).hex()
@@ -121,7 +127,8 @@ class RunContext:
         )
         ctx = self.root_span.get_span_context() if self.root_span is not None else None
         self.trace_id = f"{ctx.trace_id:032x}" if ctx is not None and ctx.is_valid else None
-        tracing.collector.begin_run(
+        #: Set once the run's begin row is committed (the crash record; ``causaltrace.run()`` waits for it, bounded).
+        self.begun: threading.Event | None = tracing.collector.begin_run(
             self.run_id,
             framework=framework,
             task=task,
@@ -324,7 +331,12 @@ class RunContext:
     async def finish(self) -> Run | None:
         """Apply the verifier (sync or async), end the root span, store and return the Run."""
         verdict = await _safe_verdict(self.verify, self._pre_outcome())
-        return self._complete(verdict)
+        run = self._complete(verdict, wait_s=0)
+        # wait for the store write off the event loop: a locked store must not stall the user's coroutines
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(None, self.tracing.collector.flush, _FINISH_WAIT_S):
+            logger.warning("causaltrace: storing run %s took longer than %.0f s; it is still being written", self.run_id, _FINISH_WAIT_S)
+        return run
 
     def finish_sync(self) -> Run | None:
         """:meth:`finish` for sync code (an async verifier runs on a private event loop)."""
@@ -341,7 +353,7 @@ class RunContext:
         return Outcome(status="unknown", final_answer=self.final_answer, stop=stop, reason=self.reason)  # type: ignore[arg-type]
 
     @never_raise()
-    def _complete(self, verdict: Verdict | None) -> Run | None:
+    def _complete(self, verdict: Verdict | None, *, wait_s: float = 10.0) -> Run | None:
         if self.run is not None:
             return self.run
         stop = self.stop or ("error" if self.error is not None else "normal")
@@ -377,7 +389,7 @@ class RunContext:
             error=error,
             end_time_ns=None if self.keep_root_open else end_ns,
         )
-        self.run = self.tracing.collector.finish_run(self.run_id, **fields)
+        self.run = self.tracing.collector.finish_run(self.run_id, wait_s=wait_s, **fields)
         if self.watch is not None:
             try:
                 self.watch.run_finished(self)
@@ -570,14 +582,23 @@ class RunHandle:
         return True
 
     def __enter__(self) -> RunHandle:
-        return self._enter()
+        self._enter()
+        if self.ctx is not None and self.ctx.begun is not None and self.ctx.tracing.config.store:
+            self.ctx.begun.wait(_BEGIN_WAIT_S)
+        return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._before_exit(exc) and self.ctx is not None:
             self.ctx.finish_sync()
 
     async def __aenter__(self) -> RunHandle:
-        return self._enter()
+        self._enter()
+        if self.ctx is not None and self.ctx.begun is not None and self.ctx.tracing.config.store:
+            try:  # off the event loop (item 9 of issue 21)
+                await asyncio.get_running_loop().run_in_executor(None, self.ctx.begun.wait, _BEGIN_WAIT_S)
+            except Exception:
+                logger.debug("causaltrace: waiting for the begin row of %s failed", self.run_id, exc_info=True)
+        return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if not self._before_exit(exc) or self.ctx is None:
