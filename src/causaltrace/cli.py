@@ -23,6 +23,9 @@ from causaltrace.exceptions import CausaltraceError, UserError
 __all__ = ["main"]
 
 EXIT_INTERNAL_ERROR = 1
+#: The pip extra that brings each optional top-level module a command may import (a missing one is a user error).
+_EXTRA_OF = {"autogen_agentchat": "autogen", "autogen_core": "autogen", "autogen_ext": "autogen",
+             "smolagents": "smolagents", "docker": "docker"}
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -639,6 +642,11 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
     except BrokenPipeError:
         return 0
     except Exception as exc:
+        extra = _EXTRA_OF.get((exc.name or "").split(".")[0]) if isinstance(exc, ModuleNotFoundError) else None
+        if extra is not None:  # a framework extra is not installed: a user error naming the extra
+            print(f"causaltrace: error: this command needs {exc.name!r}; install it with: "  # type: ignore[attr-defined]
+                  f"pip install 'causaltrace[{extra}]'", file=sys.stderr)
+            return EXIT_USER_ERROR
         if args.debug:
             raise
         print(f"causaltrace: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",

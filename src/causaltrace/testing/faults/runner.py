@@ -352,6 +352,22 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _require_frameworks(frameworks: set[str]) -> None:
+    """Import the frameworks the chosen cases run on, before any case: without one, every case would only be
+    "missed" (each run fails inside, and instrumentation skips a missing framework), so name its extra instead."""
+    import importlib
+
+    from causaltrace.exceptions import MissingExtraError
+
+    modules = {"smolagents": ("smolagents",), "autogen": ("autogen_agentchat", "autogen_ext")}
+    for framework in sorted(frameworks):
+        for module in modules[framework]:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                raise MissingExtraError(exc.name or module, framework) from exc
+
+
 def bench_faults_command(args: Any) -> int:
     """``causaltrace bench faults``: progress on stderr, the table on stdout (stderr with ``--json -``), JSON."""
     import json
@@ -372,6 +388,7 @@ def bench_faults_command(args: Any) -> int:
         cases = [c for c in cases if c.held_out]
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    _require_frameworks({c.framework for c in cases})
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="causaltrace-faults-"))
     home.mkdir(parents=True, exist_ok=True)
     previous = os.environ.get("CAUSALTRACE_HOME")
