@@ -246,7 +246,6 @@ def test_otlp_timeouts_honour_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # --------------------------------------------------------------------------------------------- 16: a turn left open
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 16")
 async def test_agent_called_directly_inside_a_run_keeps_the_run(local_tracing: Path) -> None:
     """``on_messages`` returns from inside its loop over ``on_messages_stream`` without closing the stream: the run
     closes the turn itself at its end, so the run is stored, not left ``running``."""

@@ -48,6 +48,7 @@ from causaltrace.schema import (
     Recording,
     Run,
     Step,
+    StepError,
     TokenUsage,
     Verdict,
 )
@@ -107,6 +108,10 @@ class RunContext:
         self._next_index = 0
         self._spans: dict[str, SpanContext] = {}  # span contexts only: ended spans are not kept alive
         self._indexes: dict[str, int] = {}
+        #: Steps started and maybe not ended yet (ended ones pruned now and then), and what adapters asked to run at
+        #: the run's end (:meth:`at_end`): a run closes whatever the framework left open (issue 21 item 16).
+        self._open: list[StepHandle] = []
+        self._at_end: list[Callable[[], Any]] = []
         #: The LLM and tool calls recorded in this run (:meth:`begin_call`).
         self.calls = CallLog(self.run_id)
         self.start_ns = now_ns()
@@ -261,10 +266,35 @@ class RunContext:
             links=links,
             start_time_ns=start_ns,
         )
-        if span is not None:
-            with self._lock:
+        handle = StepHandle(self, fields, span, start_ns)
+        with self._lock:
+            if span is not None:
                 self._spans[step_id] = span.get_span_context()
-        return StepHandle(self, fields, span, start_ns)
+            if len(self._open) > 256:
+                self._open = [h for h in self._open if not h.ended]
+            self._open.append(handle)
+        return handle
+
+    @never_raise()
+    def at_end(self, close: Callable[[], Any]) -> None:
+        """Run ``close`` when this run ends, before its Run is assembled (an adapter ends a turn the framework left
+        open with its own rules); whatever is still open after that ends as cancelled."""
+        with self._lock:
+            self._at_end.append(close)
+
+    def _close_open(self) -> None:
+        """End what is still open at the run's end: adapters' closers first, then every open step, children first."""
+        with self._lock:
+            closers, self._at_end = self._at_end, []
+        for close in reversed(closers):
+            try:
+                close()
+            except Exception:
+                logger.warning("causaltrace: closing an open step of run %s failed", self.run_id, exc_info=True)
+        with self._lock:
+            still_open, self._open = [h for h in self._open if not h.ended], []
+        for handle in sorted(still_open, key=lambda h: h.index, reverse=True):
+            handle.end(error=StepError(type="Cancelled", message="the run ended before this step finished"))
 
     def add_step(self, kind: str, *, status: str = "ok", error: Any = None, **fields: Any) -> StepHandle | None:
         """Start and end a step at once (a message, a selection…); returns its (ended) handle."""
@@ -356,6 +386,7 @@ class RunContext:
     def _complete(self, verdict: Verdict | None, *, wait_s: float = 10.0) -> Run | None:
         if self.run is not None:
             return self.run
+        self._close_open()
         stop = self.stop or ("error" if self.error is not None else "normal")
         self.outcome = Outcome.decide(final_answer=self.final_answer, stop=stop, verdict=verdict, reason=self.reason)  # type: ignore[arg-type]
         end_ns = self.end_ns or now_ns()

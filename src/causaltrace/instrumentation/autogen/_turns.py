@@ -102,6 +102,8 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         delivered=delivered,
         user_input=isinstance(agent, UserProxyAgent),
     )
+    # ``on_messages`` returns without closing its ``on_messages_stream``: the run ends such a turn itself
+    ctx.at_end(lambda: end_turn(turn, None, closed=True))
     return turn, True
 
 
