@@ -84,6 +84,9 @@ class ChatBuilder:
         the addressee that goes into the action signature)."""
         target = fields.pop("target", None)
         payload = fields.get("arguments") if kind == "tool_call" else content
+        if self.provenance != "chat":  # spans name their agents: the type follows the kind (no copy at build)
+            role = "human" if kind == "task" else "tool" if kind == "tool_response" else "agent"
+            fields["metadata"] = {"speaker_role": role, **fields.get("metadata", {})}
         step = Step(
             step_id=f"{self.run_id}-s{len(self.steps)}",
             run_id=self.run_id,

@@ -105,6 +105,7 @@ class _Reader:
         self.index = MessageIndex()
         self.turns: dict[str, Step] = {}  # AGENT span id -> its agent_turn step
         self.answered: set[str] = set()
+        self.open: dict[str, list[str]] = {}  # tool name -> its calls' ids, oldest first (answered ones skipped)
 
     def agent_of(self, span: SpanLike) -> tuple[str, Step | None]:
         for parent in self.tree.ancestors(span):
@@ -147,6 +148,9 @@ class _Reader:
             depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
         )
         add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
+        for name, _, call_id in calls:
+            if call_id:
+                self.open.setdefault(name, []).append(call_id)
 
     def tool(self, span: SpanLike) -> None:
         agent, turn = self.agent_of(span)
@@ -171,10 +175,10 @@ class _Reader:
             call_id = child.attrs.get("gen_ai.tool.call.id")
             if call_id and str(call_id) in self.b.calls:
                 return str(call_id)
-        for call_id, call in reversed(self.b.calls.items()):
-            if call.tool_name == name and call_id not in self.answered:
-                return call_id
-        return None
+        pending = self.open.get(name, [])
+        while pending and pending[-1] in self.answered:  # each id is popped once: linear in the trace
+            pending.pop()
+        return pending[-1] if pending else None
 
 
 def _status(span: SpanLike) -> str:
