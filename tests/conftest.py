@@ -55,3 +55,7 @@ def span_capture():
     from _builders import capture_spans
 
     return capture_spans()
+
+
+# The PostgreSQL server fixtures (a cluster in a temporary directory; tests/_postgres.py) for every test module.
+from _postgres import pg_url, postgres_server  # noqa: E402, F401

@@ -1,4 +1,7 @@
-"""The SQLite store: round-trips, lookups, listing, concurrent writers, dead writers, limits, schema versions."""
+"""The store on both backends: round-trips, lookups, listing, concurrent writers, dead writers, limits, schema
+versions. Every test that takes ``store`` / ``store_target`` runs against SQLite AND a real PostgreSQL server
+(``_postgres.py``: a cluster in a temporary directory); the file-specific ones (migrating a v1 file, read-only
+files) are SQLite's, and ``test_store_postgres.py`` holds PostgreSQL's own."""
 
 from __future__ import annotations
 
@@ -285,16 +288,41 @@ def begin(store: Store, run_id: str, **kw: object) -> None:
     store.begin_run(run_id, **args)  # type: ignore[arg-type]
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's store lives: a SQLite file, or a fresh database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
 @pytest.fixture
-def store(tmp_path: Path):
-    with Store(tmp_path / "store.db") as s:
+def store(store_target: str):
+    with Store(store_target) as s:
         yield s
+
+
+def sql_rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on the store's database over a connection of its own (SQLite or PostgreSQL) and return the
+    rows. ``{rowid}`` is the engine's physical row identity (SQLite's rowid, PostgreSQL's ctid)."""
+    if store.path is not None:
+        conn = sqlite3.connect(store.path)
+        try:
+            with conn:
+                return conn.execute(sql.format(rowid="rowid")).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(store.location, autocommit=True) as pg:
+        cur = pg.execute(sql.format(rowid="ctid::text"))
+        return cur.fetchall() if cur.description is not None else []
 
 
 # ------------------------------------------------------------------------------------------------ round trips
 
 
-def test_full_run_round_trips_exactly(store: Store, tmp_path: Path) -> None:
+def test_full_run_round_trips_exactly(store: Store, store_target: str) -> None:
     run = full_run()
     store.finish_run(run)
     back = store.get_run(run.run_id)
@@ -305,12 +333,11 @@ def test_full_run_round_trips_exactly(store: Store, tmp_path: Path) -> None:
     assert back.annotations == run.annotations and back.outcome.verdict == Verdict(passed=False, reason="expected 126")
     # Survives reopening the file, and the queryable tables hold the dependencies and recorded calls.
     store.close()
-    with Store(tmp_path / "store.db") as again:
+    with Store(store_target) as again:
         assert again.get_run(run.run_id) == run
-    with sqlite3.connect(tmp_path / "store.db") as conn:
-        deps = conn.execute("SELECT consumer, producer, kind FROM dependencies ORDER BY consumer, pos").fetchall()
-        assert ("s5", "s4", "observed") in deps and ("s5", "s2", "continues") in deps and len(deps) == 6
-        assert conn.execute("SELECT COUNT(*) FROM recordings").fetchone()[0] == 3
+    deps = sql_rows(again, "SELECT consumer, producer, kind FROM dependencies ORDER BY consumer, pos")
+    assert ("s5", "s4", "observed") in deps and ("s5", "s2", "continues") in deps and len(deps) == 6
+    assert sql_rows(again, "SELECT COUNT(*) FROM recordings")[0][0] == 3
 
 
 def test_save_run_is_idempotent_and_replaces(store: Store) -> None:
@@ -365,7 +392,7 @@ def test_prefix_lookup_and_ambiguity(store: Store) -> None:
         store.get_run("abc")
     with pytest.raises(RunNotFoundError, match="nope-nope") as missing:
         store.get_run("nope-nope")
-    assert str(store.path) in str(missing.value)
+    assert store.location in str(missing.value)
     assert isinstance(missing.value, KeyError)
     with pytest.raises(RunNotFoundError):
         store.get_run("")
@@ -414,9 +441,8 @@ def test_delete_run_removes_everything(store: Store) -> None:
         store.get_run("del-0001")
     assert store.diagnoses("del-0001") == []
     assert [r["run_id"] for r in store.list_runs()] == ["keep-0001"]
-    with sqlite3.connect(store.path) as conn:
-        for table in ("steps", "dependencies", "recordings"):
-            assert conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = 'del-0001'").fetchone()[0] == 0
+    for table in ("steps", "dependencies", "recordings"):
+        assert sql_rows(store, f"SELECT COUNT(*) FROM {table} WHERE run_id = 'del-0001'")[0][0] == 0
     with pytest.raises(RunNotFoundError):
         store.delete_run("del-0001")
 
@@ -448,8 +474,7 @@ def test_live_run_progress_then_finish(store: Store) -> None:
     assert live.outcome.status == "unknown" and "still running" in live.outcome.reason
     assert [s.step_id for s in live.steps] == [s.step_id for s in steps]
     assert live.steps[1] == resent and live.metadata == {"k": "v"} and live.name == "n"
-    with sqlite3.connect(store.path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0002'").fetchone()[0] == 3
+    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0002'")[0][0] == 3
     final = final_run("live-0002", steps)
     store.finish_run(final)
     assert store.get_run("live-0002") == final
@@ -462,14 +487,12 @@ def test_finish_keeps_the_steps_this_writer_stored_live_and_writes_the_rest(stor
     begin(store, "live-0003")
     steps = chain_steps("live-0003", 4)
     store.add_steps("live-0003", steps[:3])
-    with sqlite3.connect(store.path) as conn:
-        rowids = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'live-0003'").fetchall())
+    rowids = dict(sql_rows(store, "SELECT step_id, {rowid} FROM steps WHERE run_id = 'live-0003'"))
     final = final_run("live-0003", steps, Outcome(status="failure", stop="error", reason="boom"))
     store.finish_run(final, stored_steps={s.step_id for s in steps[:3]})
     assert store.get_run("live-0003") == final
-    with sqlite3.connect(store.path) as conn:
-        after = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'live-0003'").fetchall())
-        assert conn.execute("SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0003'").fetchone()[0] == 3
+    after = dict(sql_rows(store, "SELECT step_id, {rowid} FROM steps WHERE run_id = 'live-0003'"))
+    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0003'")[0][0] == 3
     assert {k: after[k] for k in rowids} == rowids  # the live rows were kept, not deleted and written again
     assert len(after) == 4
 
@@ -541,8 +564,8 @@ def _write_runs(path: str, tag: str, n_runs: int, n_steps: int, barrier: Any) ->
             )
 
 
-def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared" / "store.db")
+def test_two_processes_writing_at_once_lose_nothing(store_target: str) -> None:
+    path = store_target.replace("store.db", "shared/store.db")
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_write_runs, args=(path, tag, 50, 20, barrier)) for tag in ("p1", "p2")]
@@ -584,7 +607,7 @@ _CHILD = textwrap.dedent(
 
 
 def test_run_of_a_writer_that_exited_is_incomplete(store: Store) -> None:
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(store.path), "crashed-0001", "exit"], timeout=60)
+    done = subprocess.run([sys.executable, "-c", _CHILD, store.location, "crashed-0001", "exit"], timeout=60)
     assert done.returncode == 1
     [row] = store.list_runs()
     assert row["status"] == "incomplete" and row["steps"] == 3 and row["ended_at"] is None
@@ -598,7 +621,7 @@ def test_run_of_a_writer_that_exited_is_incomplete(store: Store) -> None:
 
 def test_killed_writer_running_then_incomplete(store: Store) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(store.path), "killed-0001", "wait"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _CHILD, store.location, "killed-0001", "wait"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -651,8 +674,8 @@ def test_partial_run_with_a_missing_parent_is_still_returned(store: Store) -> No
 # ---------------------------------------------------------------------------------------------- size limits
 
 
-def test_text_longer_than_the_limit_is_cut_and_marked(tmp_path: Path) -> None:
-    with Store(tmp_path / "small.db", max_chars=100) as store:
+def test_text_longer_than_the_limit_is_cut_and_marked(store_target: str) -> None:
+    with Store(store_target, max_chars=100) as store:
         long_step = Step(
             step_id="big",
             run_id="trunc-0001",
@@ -680,8 +703,7 @@ def test_text_longer_than_the_limit_is_cut_and_marked(tmp_path: Path) -> None:
         begin(store, "trunc-0002")
         store.add_steps("trunc-0002", [long_step.model_copy(update={"run_id": "trunc-0002"})])
         assert store.get_run("trunc-0002").step("big").truncated is True
-        with sqlite3.connect(store.path) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM steps WHERE truncated = 1").fetchone()[0] == 2
+        assert sql_rows(store, "SELECT COUNT(*) FROM steps WHERE truncated = 1")[0][0] == 2
 
 
 # ----------------------------------------------------------------------------------- diagnoses, repair pairs
@@ -822,12 +844,11 @@ def test_file_that_is_not_a_store(tmp_path: Path) -> None:
 def test_corrupt_rows_name_what_is_wrong(store: Store) -> None:
     store.finish_run(full_run("bad-0001"))
     store.save_run(simple_run("bad-0002"))
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE runs SET data = '{not json' WHERE run_id = 'bad-0001'")
-        conn.execute("UPDATE steps SET data = '{\"step_id\": 5}' WHERE step_id = 'bad-0002-s1'")
+    sql_rows(store, "UPDATE runs SET data = '{{not json' WHERE run_id = 'bad-0001'")
+    sql_rows(store, "UPDATE steps SET data = '{{\"step_id\": 5}}' WHERE step_id = 'bad-0002-s1'")
     with pytest.raises(StoreError, match="bad-0001") as err:
         store.get_run("bad-0001")
-    assert "corrupt" in str(err.value) and str(store.path) in str(err.value)
+    assert "corrupt" in str(err.value) and store.location in str(err.value)
     with pytest.raises(StoreError, match="bad-0002-s1") as err:
         store.get_run("bad-0002")
     assert "corrupt" in str(err.value)

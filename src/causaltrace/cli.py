@@ -483,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="causaltrace",
         description="Trace LLM multi-agent runs, find the decisive error of a failed run, and prove it by replay.",
     )
-    parser.add_argument("--db", help="the store file (default: $CAUSALTRACE_HOME/causaltrace.db)")
+    parser.add_argument("--db", help="the store: a file path or a postgresql:// URL (default: $CAUSALTRACE_DB, "
+                        "else $CAUSALTRACE_HOME/causaltrace.db)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -11,6 +11,7 @@ Environment variables:
 variable                            meaning                                                       default
 ==================================  ============================================================  ==========
 ``CAUSALTRACE_HOME``                directory of the store (``causaltrace.db``) and caches        ``~/.causaltrace``
+``CAUSALTRACE_DB``                  the store: a file path or a ``postgresql://`` URL             in HOME
 ``CAUSALTRACE_MAX_ATTRIBUTE_CHARS`` longest text kept in one exported span attribute              ``16384``
 ``CAUSALTRACE_HIDE_INPUTS``         ``true`` drops step inputs (and LLM requests) from spans      ``false``
 ``CAUSALTRACE_HIDE_OUTPUTS``        ``true`` drops step outputs and content from spans            ``false``
@@ -25,6 +26,7 @@ variable                            meaning                                     
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 
-__all__ = ["TraceConfig", "causaltrace_home", "default_db_path", "env_flag"]
+__all__ = ["TraceConfig", "causaltrace_home", "db_target", "default_db_path", "default_db_target", "env_flag", "is_url"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -80,6 +82,26 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     return causaltrace_home(env) / "causaltrace.db"
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """Whether a store target is a URL (``scheme://…``), which is never taken for a file path."""
+    return isinstance(target, str) and bool(_URL.match(target))
+
+
+def db_target(raw: str | os.PathLike[str]) -> Path | str:
+    """A store target as given: a URL stays the string it is (``Path`` would fold its ``//``), a path is a Path."""
+    return raw if is_url(raw) else Path(raw).expanduser()
+
+
+def default_db_target(env: Mapping[str, str] | None = None) -> Path | str:
+    """The store used when none is given: ``$CAUSALTRACE_DB`` (a path or a URL), else :func:`default_db_path`."""
+    env = os.environ if env is None else env
+    raw = env.get("CAUSALTRACE_DB", "").strip()
+    return db_target(raw) if raw else default_db_path(env)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TraceConfig:
     """What exported spans may carry, and what the collector stores and records.
@@ -103,8 +125,8 @@ class TraceConfig:
     store_max_chars: int = 2_000_000
     #: Size of the span export queue; spans dropped beyond it are counted.
     max_queue_size: int = 65536
-    #: The store file; None means ``default_db_path()`` at the time of use.
-    db_path: Path | None = None
+    #: The store: a file path or a ``postgresql://`` URL; None means ``default_db_path()`` at the time of use.
+    db_path: Path | str | None = None
     #: Extra env for tests; not a user setting.
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -124,10 +146,10 @@ class TraceConfig:
             record=env_flag("CAUSALTRACE_RECORD", True, env),
             store_max_chars=_env_int("CAUSALTRACE_STORE_MAX_CHARS", 2_000_000, env),
             max_queue_size=_env_int("CAUSALTRACE_MAX_QUEUE", 65536, env),
-            db_path=Path(env["CAUSALTRACE_DB"]) if env.get("CAUSALTRACE_DB") else None,
+            db_path=db_target(env["CAUSALTRACE_DB"]) if env.get("CAUSALTRACE_DB", "").strip() else None,
         )
         return replace(base, **overrides) if overrides else base
 
-    def resolved_db_path(self) -> Path:
-        """The store file this config writes to."""
+    def resolved_db_path(self) -> Path | str:
+        """The store this config writes to (a file path, or a URL kept as its string)."""
         return self.db_path if self.db_path is not None else default_db_path()

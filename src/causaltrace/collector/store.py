@@ -1,18 +1,26 @@
-"""The embedded SQLite store: runs (live and finished), their steps, dependencies and recordings, diagnoses and
-repair pairs (ARCHITECTURE "Payload policy, the store", "Shared contracts" → Outcome / ``incomplete``).
+"""The store: runs (live and finished), their steps, dependencies and recordings, diagnoses and repair pairs
+(ARCHITECTURE "Payload policy, the store", "Shared contracts" → Outcome / ``incomplete``) — one interface, two
+backends: an embedded SQLite file (the default, ``store_sqlite.py``) or a PostgreSQL database a team shares
+(``store_postgres.py``, the ``postgres`` extra).
 
 Usage::
 
     from causaltrace.collector.store import Store
 
-    with Store() as store:                      # $CAUSALTRACE_HOME/causaltrace.db
+    with Store() as store:                      # $CAUSALTRACE_DB, else $CAUSALTRACE_HOME/causaltrace.db
         store.begin_run(run_id, framework="autogen", task=task, name=None, trace_id=None, started_at=now)
         store.add_steps(run_id, steps)          # as the run progresses: a crash loses nothing already written
         store.finish_run(run)                   # the full final Run, in one transaction
         run = store.get_run(run_id[:8])         # an id or a unique prefix (>= 4 characters)
 
+    Store("postgresql://ct@db.example/causaltrace")   # the same store in PostgreSQL
+
 Design decisions:
 
+* **A URL is never a path.** ``Store(target)`` takes a file path or a URL; anything that looks like
+  ``scheme://…`` is a URL, opened by the backend of its scheme (``postgresql://`` / ``postgres://``; ``sqlite:///path``
+  names a file too); any other scheme, a driver that is not installed, an unreachable server or wrong credentials
+  are one ``StoreError`` line, and nothing is created on disk.
 * **Full content, own limit.** The store keeps the full Step (the collector hands it full Steps in-process);
   ``TraceConfig``'s truncation applies to exported spans only. Any single text field of a step (``content``,
   ``action_signature``, an error message, or a string anywhere inside ``inputs`` / ``outputs`` / ``arguments`` /
@@ -26,18 +34,17 @@ Design decisions:
   kind)`` rows for queries. A run that came in through :meth:`Store.finish_run` / :meth:`Store.save_run` comes
   back equal (``store.get_run(run.run_id) == run``) unless a field was truncated.
 * **Crash safety and honest status.** ``begin_run`` writes a row in state ``running`` with the writer's pid, its
-  process start time (``/proc/<pid>/stat`` field 22, guarding against pid reuse) and host. Reading a ``running``
-  run whose writer process no longer exists (same host only; another host's writer is never judged) gives outcome
+  process start time and host (:class:`~causaltrace.collector.writers.WriterInfo`). Reading a ``running`` run
+  whose writer process no longer exists (same host only; another host's writer is never judged) gives outcome
   status ``incomplete`` with its steps kept and ``ended_at=None``; a live writer's run lists as ``running`` and
   ``get_run`` returns it with outcome ``unknown`` and the reason "still running". Reads never write;
   :meth:`Store.mark_incomplete` persists the ``incomplete`` state. A run whose stored steps do not form a valid
   graph (a crashed writer never sent a parent) is still returned, unvalidated, when it is not finished.
-* **Concurrency.** WAL journal, a 30 s busy timeout, and every write in ``BEGIN IMMEDIATE`` (so two processes
-  never dead-end on a read→write lock upgrade). One connection per Store with ``check_same_thread=False`` behind
-  an internal re-entrant lock, so a background collector thread may write through it.
-* **Schema versions.** ``PRAGMA user_version`` plus ordered migrations (``_migrations.py``); a file written by a
-  newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
-  naming the path.
+* **Concurrency.** Writers serialise (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the store's advisory lock), so a
+  read-then-write never races another process. One connection per Store behind an internal re-entrant lock, so
+  a background collector thread may write through it.
+* **Schema versions.** One ordered history for both backends (``_migrations.py``); a store written by a newer
+  causaltrace, a database of another application, or a file that is not SQLite is a ``StoreError`` naming it.
 * **Re-beginning a run.** ``begin_run`` on an id that is already ``running`` under the same writer only refreshes
   the run's fields (an idempotent retry); on any other existing run it starts the run over (old steps, recording,
   diagnoses and repair pairs are dropped). ``add_steps`` for a run that is already finished is ignored
@@ -48,403 +55,112 @@ Design decisions:
   entry) leaves a stored run that equals the imported one untouched and refuses to overwrite a different one
   unless asked (``replace=True``, the CLI's ``--replace``).
 * **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs.
-* **Read-only opening** (``Store(path, readonly=True)``, used by the CLI's inspection commands): the file is opened
-  ``mode=ro`` (``immutable=1`` where SQLite could not read a WAL store otherwise: a directory this process may not
-  write), never migrated and never written; an older schema is read through a migrated in-memory copy, a missing
-  file reads as an empty store. Writing through such a Store is a ``StoreError``.
+* **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
+  and never written (the backends say how); writing through such a Store is a ``StoreError``.
 """
 
 from __future__ import annotations
 
-import gc
-import json
 import logging
 import os
-import socket
-import sqlite3
-import subprocess
+import re
 import sys
 import threading
-import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from pydantic import ValidationError
 
 from causaltrace.collector import _migrations
-from causaltrace.config import default_db_path
-from causaltrace.exceptions import (
-    InvalidInputError,
-    RunExistsError,
-    RunNotFoundError,
-    StoreError,
-    TraceAssemblyError,
+from causaltrace.collector.store_sql import (
+    CHILD_TABLES,
+    DEP_INSERT,
+    DERIVED_TABLES,
+    REC_INSERT,
+    RUN_COLUMNS,
+    STEP_UPSERT,
+    TRUNCATION_MARKER,
+    Backend,
+    Connection,
+    ImportOutcome,
+    RunRow,
+    build_run,
+    delete_dependencies_of,
+    explain,
+    iso,
+    now_iso,
+    sort_ts,
+    truncate_step,
 )
-from causaltrace.schema import Diagnosis, Outcome, RecordedCall, Recording, RepairPair, Run, Step
+from causaltrace.collector.store_sqlite import SQLiteBackend
+from causaltrace.collector.writers import WriterInfo
+from causaltrace.config import default_db_target, is_url
+from causaltrace.exceptions import InvalidInputError, RunExistsError, RunNotFoundError, StoreError
+from causaltrace.schema import Diagnosis, Outcome, RepairPair, Run, Step
 
-__all__ = ["SCHEMA_VERSION", "TRUNCATION_MARKER", "ImportOutcome", "Store", "WriterInfo"]
+__all__ = ["SCHEMA_VERSION", "TRUNCATION_MARKER", "ImportOutcome", "Store", "WriterInfo", "open_backend"]
 
 logger = logging.getLogger(__name__)
 
-#: The schema version this causaltrace writes (files are migrated up to it when opened).
+#: The schema version this causaltrace writes (stores are migrated up to it when opened).
 SCHEMA_VERSION = _migrations.LATEST_VERSION
-#: What replaces the cut-off tail of a text field longer than the store's ``max_chars``.
-TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
-_BUSY_TIMEOUT_S = 30.0
 _MIN_PREFIX = 4
 
 
-# ------------------------------------------------------------------------------------------------------ writers
+def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> Backend:
+    """The backend of a store target: a PostgreSQL URL, ``sqlite:///path``, or a file path.
 
+    A target that looks like a URL (``scheme://``) is never taken for a path: an unknown scheme is a StoreError.
+    """
+    text = os.fspath(target)
+    if is_url(text):
+        scheme = text.split("://", 1)[0].lower()
+        if scheme in ("postgresql", "postgres"):
+            from causaltrace.collector.store_postgres import PostgresBackend
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """``(state, start_time)`` from ``/proc/<pid>/stat`` (fields 3 and 22), or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # Field 2 (comm) is in parentheses and may itself hold spaces and parentheses: split after the last ')'.
-    rest = text[text.rfind(")") + 2 :].split()
-    if len(rest) < 20:
-        return None
-    return rest[0], rest[19]
-
-
-def _has_proc() -> bool:
-    return sys.platform.startswith("linux") and os.path.isdir("/proc/self")
-
-
-def _ps_start_time(pid: int) -> str:
-    """Best effort process start time without /proc (macOS, BSD): ``ps -o lstart=``; empty when unknown."""
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5, check=False
+            return PostgresBackend(text, readonly=readonly)
+        if scheme == "sqlite":
+            rest = text.split("://", 1)[1]
+            if not rest.startswith("/") or rest in ("/", ""):
+                raise StoreError(f"the store URL {text!r} needs a file path: sqlite:///relative.db or sqlite:////abs.db")
+            return SQLiteBackend(Path(rest[1:]).expanduser(), readonly=readonly)
+        shown = re.sub(r"//[^@/]*@", "//***@", text)
+        raise StoreError(
+            f"the store URL {shown!r} has the scheme {scheme!r}, which causaltrace cannot store to; give a file "
+            "path or a postgresql:// URL"
         )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
-def _start_time_of(pid: int) -> str:
-    if _has_proc():
-        stat = _proc_stat(pid)
-        return stat[1] if stat else ""
-    if os.name == "posix":
-        return _ps_start_time(pid)
-    return ""
-
-
-_current: WriterInfo | None = None
-
-
-@dataclass(frozen=True)
-class WriterInfo:
-    """The process writing a live run: pid, process start time (clock ticks since boot, as text) and host."""
-
-    pid: int
-    start_time: str
-    host: str
-
-    @classmethod
-    def current(cls) -> WriterInfo:
-        """This process (computed once per pid, so a forked child gets its own)."""
-        global _current
-        pid = os.getpid()
-        if _current is None or _current.pid != pid:
-            _current = cls(pid=pid, start_time=_start_time_of(pid), host=socket.gethostname())
-        return _current
-
-    def is_alive(self) -> bool:
-        """Whether the writer still runs.
-
-        Same host: the process exists (and is not a zombie) AND its start time equals ``start_time`` — a reused pid
-        belongs to another process and counts as dead. Another host: True (unknown; such a run is never marked
-        incomplete). Where the process table cannot be read (Windows), also True.
-        """
-        if self.host != socket.gethostname():
-            return True
-        if self.pid <= 0:
-            return False
-        if _has_proc():
-            stat = _proc_stat(self.pid)
-            if stat is None or stat[0] in ("Z", "X", "x"):
-                return False
-            return not self.start_time or stat[1] == self.start_time
-        if os.name != "posix":
-            return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass  # exists, owned by someone else
-        except OSError:
-            return True
-        if not self.start_time:
-            return True
-        now = _ps_start_time(self.pid)
-        return not now or now == self.start_time
-
-
-# -------------------------------------------------------------------------------------------------------- helpers
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _sort_ts(started_at: datetime | None) -> float:
-    return started_at.timestamp() if started_at is not None else time.time()
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many small objects are built (restored even on error)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _explain(exc: ValidationError) -> str:
-    """One line from a pydantic error: the first problem's location and message (and how many more)."""
-    errors = exc.errors()
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{loc}: {first.get('msg', '')}{more}"
-
-
-_RUN_COLUMNS = (
-    "run_id, framework, name, task, trace_id, started_at, ended_at, status, state, writer_pid, writer_start, "
-    "writer_host, has_recording, written_at, data, sort_ts"
-)
-_RUN_PLACEHOLDERS = ", ".join("?" * len(_RUN_COLUMNS.split(",")))
-_STEP_UPSERT = (
-    "INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (run_id, step_id) DO UPDATE SET idx = excluded.idx, kind = excluded.kind, agent = excluded.agent, "
-    "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data"
-)
-_DEP_INSERT = "INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)"
-_REC_INSERT = (
-    "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _delete_dependencies_of(conn: sqlite3.Connection, run_id: str, consumers: list[str]) -> None:
-    """Delete the dependency rows of these consumer steps (a step written again replaces them): a few statements,
-    not one per step."""
-    for start in range(0, len(consumers), 500):  # SQLite's bound-parameter limit
-        chunk = consumers[start : start + 500]
-        marks = ", ".join("?" * len(chunk))
-        conn.execute(f"DELETE FROM dependencies WHERE run_id = ? AND consumer IN ({marks})", (run_id, *chunk))
-
-
-_CHILD_TABLES = ("steps", "dependencies", "recordings")
-_DERIVED_TABLES = ("diagnoses", "repair_pairs")
-#: What :meth:`Store.import_run` did with a run.
-ImportOutcome = Literal["stored", "unchanged", "replaced"]
-
-
-class _RunRow(NamedTuple):
-    """A ``runs`` row by column name (fields in ``_RUN_COLUMNS`` order)."""
-
-    run_id: str
-    framework: str
-    name: str | None
-    task: str | None
-    trace_id: str | None
-    started_at: str | None
-    ended_at: str | None
-    status: str
-    state: str
-    writer_pid: int | None
-    writer_start: str | None
-    writer_host: str | None
-    has_recording: int
-    written_at: str
-    data: str
-    sort_ts: float
-
-    def writer(self) -> WriterInfo | None:
-        if self.writer_pid is None:
-            return None
-        return WriterInfo(pid=int(self.writer_pid), start_time=self.writer_start or "", host=self.writer_host or "")
+    return SQLiteBackend(Path(text).expanduser(), readonly=readonly)
 
 
 # ---------------------------------------------------------------------------------------------------------- store
 
 
 class Store:
-    """The SQLite store of runs, diagnoses and repair pairs (see the module docstring for the decisions)."""
+    """The store of runs, diagnoses and repair pairs, in SQLite or PostgreSQL (see the module docstring)."""
 
-    path: Path
+    #: The SQLite file of the store (None for a PostgreSQL store: see :attr:`location`).
+    path: Path | None
+    #: How messages name the store: its file path, or its URL without the password.
+    location: str
 
-    def __init__(self, path: str | Path | None = None, *, max_chars: int = 2_000_000, readonly: bool = False) -> None:
+    def __init__(
+        self, target: str | os.PathLike[str] | None = None, *, max_chars: int = 2_000_000, readonly: bool = False
+    ) -> None:
         if not isinstance(max_chars, int) or max_chars < 1:
             raise InvalidInputError(f"max_chars={max_chars!r}: the store's text limit must be a positive integer")
-        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self._backend = open_backend(target if target is not None else default_db_target(), readonly=readonly)
+        self.path = getattr(self._backend, "path", None)
+        self.location = self._backend.location
         self.max_chars = max_chars
         self.readonly = readonly
         self._lock = threading.RLock()
         self._batched = 0  # > 0 inside transaction(): writes join it (only its thread holds the lock meanwhile)
-        self._conn: sqlite3.Connection | None = None
-        if readonly:
-            self._conn = self._open_readonly()
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the directory of the store {str(self.path)!r}: {exc}") from exc
-        if self.path.is_dir():
-            raise StoreError(f"the store path {str(self.path)!r} is a directory; give a file path")
-        try:
-            conn = sqlite3.connect(
-                str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store {str(self.path)!r}: {exc}") from exc
-        try:
-            self._setup(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
+        self._conn: Connection | None = None
+        self._conn = self._backend.connect()
 
-    # -- opening -------------------------------------------------------------------------------------------------
-
-    def _setup(self, conn: sqlite3.Connection) -> None:
-        with self._opening():
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            self._check_file(conn)
-            self._enable_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
-            _migrations.migrate(conn)
-            version = _migrations.user_version(conn)
-        if version > SCHEMA_VERSION:  # a newer causaltrace migrated it while we were opening
-            raise StoreError(self._too_new(version))
-
-    @contextmanager
-    def _opening(self) -> Iterator[None]:
-        """Turn sqlite's errors while opening into a StoreError naming the file (and what it is not)."""
-        where = repr(str(self.path))
-        try:
-            yield
-        except StoreError:
-            raise
-        except sqlite3.DatabaseError as exc:
-            if "not a database" in str(exc) or "malformed" in str(exc) or "encrypted" in str(exc):
-                raise StoreError(f"{where} is not a causaltrace store (not a readable SQLite database: {exc})") from exc
-            raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
-
-    def _check_file(self, conn: sqlite3.Connection) -> int:
-        """The file's schema version, after refusing a newer one and another application's database."""
-        version = _migrations.user_version(conn)  # the first read: fails here on a non-SQLite file
-        if version > SCHEMA_VERSION:
-            raise StoreError(self._too_new(version))
-        if version == 0:
-            tables = {
-                name
-                for (name,) in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-                )
-            }
-            foreign = sorted(tables - _migrations.OUR_TABLES)
-            if foreign:
-                raise StoreError(
-                    f"{str(self.path)!r} is a SQLite database of another application (tables {', '.join(foreign)}), "
-                    "not a causaltrace store; choose another path"
-                )
-        return version
-
-    def _open_readonly(self) -> sqlite3.Connection:
-        """A connection that never writes the file (``readonly=True``; the read-only CLI commands use it).
-
-        ``mode=ro`` first; where that cannot work (a WAL file in a directory this process may not write, so SQLite
-        cannot create the ``-shm`` index) ``immutable=1``. Nothing is migrated: a store of an older schema version
-        is copied into memory and the copy migrated; a missing file reads as an empty store (nothing is created).
-        """
-        if self.path.is_dir():
-            raise StoreError(f"the store path {str(self.path)!r} is a directory; give a file path")
-        if not self.path.exists():
-            return self._in_memory(None)
-        conn: sqlite3.Connection | None = None
-        with self._opening():
-            try:
-                conn = self._connect_uri("mode=ro")
-                version = self._check_file(conn)
-            except sqlite3.OperationalError:
-                if conn is not None:
-                    conn.close()
-                conn = self._connect_uri("immutable=1")
-                version = self._check_file(conn)
-                wal = Path(f"{self.path}-wal")
-                if wal.exists() and wal.stat().st_size > 0:
-                    logger.warning(
-                        "causaltrace store: %s is read without its write-ahead log %s (its directory is not "
-                        "writable, so SQLite cannot index it): the latest writes may be missing", self.path, wal
-                    )
-            if version < SCHEMA_VERSION:
-                try:
-                    return self._in_memory(conn)
-                finally:
-                    conn.close()
-        return conn
-
-    def _connect_uri(self, flags: str) -> sqlite3.Connection:
-        from urllib.parse import quote
-
-        uri = f"file:{quote(str(self.path.resolve()))}?{flags}"
-        conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-        return conn
-
-    @staticmethod
-    def _in_memory(source: sqlite3.Connection | None) -> sqlite3.Connection:
-        """An in-memory store: a copy of ``source`` (or empty) migrated to the current schema."""
-        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        if source is not None:
-            source.backup(memory)
-        _migrations.migrate(memory)
-        return memory
-
-    def _too_new(self, version: int) -> str:
-        return (
-            f"the store {str(self.path)!r} has schema version {version}, newer than this causaltrace knows "
-            f"(up to {SCHEMA_VERSION}); upgrade causaltrace or use another CAUSALTRACE_HOME"
-        )
-
-    @staticmethod
-    def _enable_wal(conn: sqlite3.Connection) -> None:
-        for attempt in range(5):
-            try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 4:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-                continue
-            if str(mode).lower() != "wal":
-                logger.debug("causaltrace store: journal_mode is %s (WAL unavailable here)", mode)
-            return
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -460,18 +176,18 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
+        return f"Store({self.location!r})"
 
     def schema_version(self) -> int:
-        """The schema version of the open file (``PRAGMA user_version``)."""
+        """The schema version of the open store."""
         with self._read() as conn:
-            return _migrations.user_version(conn)
+            return self._backend.schema_version(conn)
 
     # -- transactions --------------------------------------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> Connection:
         if self._conn is None:
-            raise StoreError(f"the store {str(self.path)!r} is closed")
+            raise StoreError(f"the store {self.location!r} is closed")
         return self._conn
 
     @contextmanager
@@ -486,46 +202,50 @@ class Store:
                 self._batched -= 1
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         """One ``BEGIN IMMEDIATE`` transaction (or a part of the open :meth:`transaction`); sqlite errors become
         StoreError, anything raised rolls back."""
         with self._lock:
             conn = self._connection()
             if self.readonly:
-                raise StoreError(f"the store {str(self.path)!r} was opened read-only; it cannot be written")
+                raise StoreError(f"the store {self.location!r} was opened read-only; it cannot be written")
             if self._batched:
                 yield conn
                 return
             try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write to the store {str(self.path)!r}: {exc}") from exc
+                self._backend.begin_write(conn)
+            except self._backend.errors as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
             try:
                 yield conn
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except self._backend.errors as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise StoreError(f"cannot write to the store {str(self.path)!r}: {exc}") from exc
+                raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[Connection]:
         """A read transaction: one consistent snapshot (WAL) for multi-statement reads."""
         with self._lock:
             conn = self._connection()
             try:
-                conn.execute("BEGIN")
+                self._backend.begin_read(conn)
                 try:
                     yield conn
                 finally:
                     if conn.in_transaction:
                         conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the store {str(self.path)!r}: {exc}") from exc
+            except self._backend.errors as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"cannot read the store {self.location!r}: {exc}") from exc
 
     # -- writing -------------------------------------------------------------------------------------------------
 
@@ -554,22 +274,22 @@ class Store:
                 metadata=metadata or {},
             )
         except ValidationError as exc:
-            raise InvalidInputError(f"begin_run({run_id!r}): {_explain(exc)}") from exc
+            raise InvalidInputError(f"begin_run({run_id!r}): {explain(exc)}") from exc
         data = head.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
             old = self._row(conn, run_id)
             same_writer = old is not None and old.state == "running" and old.writer() == writer
             if old is not None and not same_writer:
                 self._delete_children(conn, run_id, derived=True)
-            conn.execute(
-                f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACEHOLDERS})",
+            self._backend.put_run(
+                conn,
                 (
                     run_id,
                     head.framework,
                     head.name,
                     head.task,
                     head.trace_id,
-                    _iso(head.started_at),
+                    iso(head.started_at),
                     None,
                     "running",
                     "running",
@@ -577,9 +297,9 @@ class Store:
                     writer.start_time,
                     writer.host,
                     0,
-                    _now_iso(),
+                    now_iso(),
                     data,
-                    _sort_ts(head.started_at),
+                    sort_ts(head.started_at),
                 ),
             )
 
@@ -591,15 +311,15 @@ class Store:
         with self._write() as conn:
             old = self._row(conn, run_id)
             if old is None:
-                raise StoreError(f"run {run_id!r} was not begun in the store {str(self.path)!r}; call begin_run first")
+                raise StoreError(f"run {run_id!r} was not begun in the store {self.location!r}; call begin_run first")
             if old.state == "finished":
                 logger.debug("causaltrace store: ignoring %d late step(s) for finished run %r", len(rows), run_id)
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            _delete_dependencies_of(conn, run_id, [r[1] for r in rows])
-            conn.executemany(_STEP_UPSERT, rows)
-            conn.executemany(_DEP_INSERT, deps)
+            delete_dependencies_of(conn, run_id, [r[1] for r in rows])
+            conn.executemany(STEP_UPSERT, rows)
+            conn.executemany(DEP_INSERT, deps)
 
     def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
         """Write the full final Run (row, steps, dependencies, recording) in one transaction; state ``finished``.
@@ -620,40 +340,40 @@ class Store:
         with self._write() as conn:
             old = self._row(conn, run.run_id)
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
-            sort_ts = _sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
+            sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
             live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
             if live:  # keep the rows written live; add the rest (a step re-sent replaces its dependency rows)
                 rows, deps = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
                 conn.execute("DELETE FROM recordings WHERE run_id = ?", (run.run_id,))
-                _delete_dependencies_of(conn, run.run_id, [r[1] for r in rows])
+                delete_dependencies_of(conn, run.run_id, [r[1] for r in rows])
             else:
                 rows, deps = self._step_rows(run.run_id, run.steps)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
                 self._delete_children(conn, run.run_id, derived=old is not None and not own_live)
-            conn.execute(
-                f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACEHOLDERS})",
+            self._backend.put_run(
+                conn,
                 (
                     run.run_id,
                     run.framework,
                     run.name,
                     run.task,
                     run.trace_id,
-                    _iso(run.started_at),
-                    _iso(run.ended_at),
+                    iso(run.started_at),
+                    iso(run.ended_at),
                     run.outcome.status,
                     "finished",
                     writer.pid,
                     writer.start_time,
                     writer.host,
                     int(run.recording is not None),
-                    _now_iso(),
+                    now_iso(),
                     data,
-                    sort_ts,
+                    sort_key,
                 ),
             )
-            conn.executemany(_STEP_UPSERT, rows)
-            conn.executemany(_DEP_INSERT, deps)
-            conn.executemany(_REC_INSERT, recs)
+            conn.executemany(STEP_UPSERT, rows)
+            conn.executemany(DEP_INSERT, deps)
+            conn.executemany(REC_INSERT, recs)
 
     def save_run(self, run: Run) -> None:
         """Store a whole run, replacing a stored run of that id; saving the same run twice leaves one copy and
@@ -678,7 +398,7 @@ class Store:
                 return "unchanged"
             if not replace:
                 raise RunExistsError(
-                    f"run {run.run_id!r} is already in the store {str(self.path)!r} with other content "
+                    f"run {run.run_id!r} is already in the store {self.location!r} with other content "
                     f"({old.state}, {old.status}); pass --replace to overwrite it (its diagnoses and repair pairs "
                     "are removed), or delete it first"
                 )
@@ -716,10 +436,10 @@ class Store:
             conn.execute("DELETE FROM runs WHERE run_id = ?", (row.run_id,))
 
     @staticmethod
-    def _delete_children(conn: sqlite3.Connection, run_id: str, *, derived: bool = False) -> None:
+    def _delete_children(conn: Connection, run_id: str, *, derived: bool = False) -> None:
         """Delete a run's steps, dependencies and recording; with ``derived`` also its diagnoses and repair pairs
         (the run is being replaced by another one, so what was concluded about the old one no longer holds)."""
-        for table in _CHILD_TABLES + (_DERIVED_TABLES if derived else ()):
+        for table in CHILD_TABLES + (DERIVED_TABLES if derived else ()):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -734,7 +454,7 @@ class Store:
                 )
             data = step.model_dump_json()
             if len(data) > self.max_chars:  # cheap test: no string inside can be longer than the whole JSON
-                cut = self._truncate(step)
+                cut = truncate_step(step, self.max_chars)
                 if cut is not step:
                     step, data = cut, cut.model_dump_json()
             rows.append(
@@ -753,49 +473,16 @@ class Store:
             deps.extend((run_id, step.step_id, d.step_id, d.kind, pos) for pos, d in enumerate(step.depends_on))
         return rows, deps
 
-    def _truncate(self, step: Step) -> Step:
-        """The step with every text field longer than ``max_chars`` cut and marked, or ``step`` itself."""
-        limit = self.max_chars
-        cut = 0
-
-        def walk(value: Any) -> Any:
-            nonlocal cut
-            if isinstance(value, str):
-                if len(value) > limit:
-                    cut += 1
-                    return value[:limit] + TRUNCATION_MARKER.format(n=len(value) - limit)
-                return value
-            if isinstance(value, dict):
-                return {k: walk(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [walk(v) for v in value]
-            return value
-
-        update: dict[str, Any] = {
-            "content": walk(step.content),
-            "inputs": walk(step.inputs),
-            "outputs": walk(step.outputs),
-            "arguments": walk(step.arguments),
-            "metadata": walk(step.metadata),
-            "action_signature": walk(step.action_signature),
-        }
-        if step.error is not None:
-            update["error"] = step.error.model_copy(update={"message": walk(step.error.message)})
-        if not cut:
-            return step
-        update["truncated"] = True
-        return step.model_copy(update=update)
-
     # -- reading -------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _row(conn: sqlite3.Connection, run_id: str) -> _RunRow | None:
-        row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return _RunRow(*row) if row is not None else None
+    def _row(conn: Connection, run_id: str) -> RunRow | None:
+        row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return RunRow(*row) if row is not None else None
 
-    def _resolve(self, conn: sqlite3.Connection, ref: str) -> _RunRow:
+    def _resolve(self, conn: Connection, ref: str) -> RunRow:
         """The run with id ``ref``, else the one run whose id starts with ``ref`` (>= 4 characters)."""
-        where = repr(str(self.path))
+        where = repr(self.location)
         if not isinstance(ref, str) or not ref:
             raise RunNotFoundError(f"no run id given (got {ref!r}); `causaltrace runs` lists the stored runs")
         exact = self._row(conn, ref)
@@ -840,14 +527,14 @@ class Store:
             run = run.model_copy(update={"outcome": override, "ended_at": None})
         return run
 
-    def _same_run(self, conn: sqlite3.Connection, row: _RunRow, run: Run) -> bool:
+    def _same_run(self, conn: Connection, row: RunRow, run: Run) -> bool:
         """Whether the stored run of ``row`` equals ``run`` (a stored record too corrupt to read is not equal)."""
         try:
             return self._stored_run(conn, row) == run
         except StoreError:
             return False
 
-    def _stored_run(self, conn: sqlite3.Connection, row: _RunRow) -> Run:
+    def _stored_run(self, conn: Connection, row: RunRow) -> Run:
         """The run of ``row`` as stored (no live-outcome override), read inside the caller's transaction."""
         steps = conn.execute(
             "SELECT step_id, data FROM steps WHERE run_id = ? ORDER BY idx, step_id", (row.run_id,)
@@ -857,9 +544,9 @@ class Store:
             if row.has_recording
             else None
         )
-        return self._build_run(row, steps, recs)
+        return build_run(f"run {row.run_id!r} in the store {self.location!r}", row, steps, recs)
 
-    def _live_outcome(self, row: _RunRow) -> Outcome | None:
+    def _live_outcome(self, row: RunRow) -> Outcome | None:
         """The outcome a not-finished run reads as (None for a finished run: its stored outcome stands)."""
         if row.state == "finished":
             return None
@@ -868,52 +555,6 @@ class Store:
         if row.state == "incomplete" or (writer is not None and not writer.is_alive()):
             return Outcome(status="incomplete", reason=f"the writer process ({who}) died before the run finished")
         return Outcome(status="unknown", reason=f"still running (writer {who})")
-
-    def _build_run(self, row: _RunRow, steps: list[tuple[str, str]], recs: list[tuple[int, str]] | None) -> Run:
-        """Parse the stored JSON back into a Run; a corrupt record is a StoreError naming the run and the part.
-
-        Each step is parsed on its own (faster than one big document, and a failure names the step) with the
-        cyclic garbage collector paused: 10,000 steps allocate enough objects to trigger several full
-        collections that would double the time.
-        """
-        where = f"run {row.run_id!r} in the store {str(self.path)!r}"
-        try:
-            fields = json.loads(row.data)
-            if not isinstance(fields, dict):
-                raise ValueError(f"expected a JSON object, got {type(fields).__name__}")
-            for key in ("steps", "recording"):
-                fields.pop(key, None)
-            base = Run.model_validate(fields)
-        except (ValueError, TypeError) as exc:
-            detail = _explain(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise StoreError(f"{where}: the stored run record is corrupt ({detail})") from exc
-        with _gc_paused():
-            parsed: list[Step] = []
-            for step_id, data in steps:
-                try:
-                    parsed.append(Step.model_validate_json(data))
-                except ValidationError as exc:
-                    raise StoreError(f"{where}: stored step {step_id!r} is corrupt ({_explain(exc)})") from exc
-            recording = None
-            if recs is not None:
-                calls = []
-                for seq, data in recs:
-                    try:
-                        calls.append(RecordedCall.model_validate_json(data))
-                    except ValidationError as exc:
-                        raise StoreError(f"{where}: recorded call #{seq} is corrupt ({_explain(exc)})") from exc
-                recording = Recording(run_id=row.run_id, calls=tuple(calls))
-            values = {name: getattr(base, name) for name in Run.model_fields}
-            values.update(steps=tuple(parsed), recording=recording)
-            try:
-                return Run.model_validate(values)
-            except (ValidationError, TraceAssemblyError) as exc:
-                detail = _explain(exc) if isinstance(exc, ValidationError) else exc.message
-                if row.state == "finished":
-                    raise StoreError(f"{where}: the stored steps do not form a valid run ({detail})") from exc
-                # A live or crashed run may lack a step that was never sent (a parent sent only at its end).
-                logger.debug("causaltrace store: %s is partial (%s); returning it unvalidated", where, detail)
-                return Run.model_construct(**values)
 
     def list_runs(self, *, failed: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Runs, newest first: ``run_id, name, framework, status, steps, started_at, ended_at, task`` (200 chars).
@@ -968,12 +609,11 @@ class Store:
         if not isinstance(d, Diagnosis):
             raise InvalidInputError(f"save_diagnosis expects a Diagnosis, got {type(d).__name__}")
         with self._write() as conn:
-            cur = conn.execute(
+            return self._backend.insert_id(
+                conn,
                 "INSERT INTO diagnoses (run_id, method, verified_by, created_at, data) VALUES (?, ?, ?, ?, ?)",
-                (d.run_id, d.method, d.verified_by, _iso(d.created_at), d.model_dump_json()),
+                (d.run_id, d.method, d.verified_by, iso(d.created_at), d.model_dump_json()),
             )
-            assert cur.lastrowid is not None
-            return int(cur.lastrowid)
 
     def diagnoses(self, run_id: str) -> list[Diagnosis]:
         """The diagnoses stored for ``run_id`` (exact id), newest last."""
@@ -985,8 +625,8 @@ class Store:
                 out.append(Diagnosis.model_validate_json(data))
             except ValidationError as exc:
                 raise StoreError(
-                    f"diagnosis #{row_id} of run {run_id!r} in the store {str(self.path)!r} is corrupt "
-                    f"({_explain(exc)})"
+                    f"diagnosis #{row_id} of run {run_id!r} in the store {self.location!r} is corrupt "
+                    f"({explain(exc)})"
                 ) from exc
         return out
 
@@ -1013,7 +653,7 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (pair_id) DO UPDATE SET run_id = excluded.run_id, "
                 "step_id = excluded.step_id, verified_by = excluded.verified_by, created_at = excluded.created_at, "
                 "data = excluded.data",
-                (p.pair_id, p.run_id, p.step_id, p.verified_by, _iso(p.created_at), p.model_dump_json()),
+                (p.pair_id, p.run_id, p.step_id, p.verified_by, iso(p.created_at), p.model_dump_json()),
             )
 
     def repair_pairs(self, *, run_id: str | None = None, verified_by: set[str] | None = None) -> list[RepairPair]:
@@ -1041,6 +681,6 @@ class Store:
                 out.append(RepairPair.model_validate_json(data))
             except ValidationError as exc:
                 raise StoreError(
-                    f"repair pair {pair_id!r} in the store {str(self.path)!r} is corrupt ({_explain(exc)})"
+                    f"repair pair {pair_id!r} in the store {self.location!r} is corrupt ({explain(exc)})"
                 ) from exc
         return out

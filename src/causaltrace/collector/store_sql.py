@@ -1,0 +1,287 @@
+"""What the store's two backends share: the SQL both speak, the run row, and turning rows back into Runs.
+
+The statements here are written once, in the subset SQLite and PostgreSQL agree on, with ``?`` placeholders (the
+PostgreSQL backend's connection turns them into psycopg's ``%s``); a statement the two spell differently (replacing
+a run row, an insert that returns its new id, opening a write transaction) is a method of each backend instead.
+:class:`Connection` is the part of a DB-API connection the store uses: ``sqlite3.Connection`` is one as it is, and
+the PostgreSQL backend wraps psycopg's.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, Protocol
+
+from pydantic import ValidationError
+
+from causaltrace.collector.writers import WriterInfo
+from causaltrace.exceptions import StoreError, TraceAssemblyError
+from causaltrace.schema import RecordedCall, Recording, Run, Step
+
+__all__ = [
+    "CHILD_TABLES",
+    "DEP_INSERT",
+    "DERIVED_TABLES",
+    "REC_INSERT",
+    "RUN_COLUMNS",
+    "RUN_PLACEHOLDERS",
+    "STEP_UPSERT",
+    "TRUNCATION_MARKER",
+    "Backend",
+    "ImportOutcome",
+    "Connection",
+    "RunRow",
+    "build_run",
+    "delete_dependencies_of",
+    "explain",
+    "gc_paused",
+    "iso",
+    "now_iso",
+    "sort_ts",
+    "truncate_step",
+]
+
+logger = logging.getLogger("causaltrace.collector.store")
+
+#: What replaces the cut-off tail of a text field longer than the store's ``max_chars``.
+TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
+
+
+class Cursor(Protocol):
+    """The cursor methods the store reads results with."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """The connection methods the store uses (``sqlite3.Connection`` has them; psycopg's is wrapped)."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """One storage engine under :class:`~causaltrace.collector.store.Store` (SQLite or PostgreSQL)."""
+
+    #: How messages name the store: a file path, or a URL without its password.
+    location: str
+    #: The engine's error base classes: the store turns them into a StoreError naming ``location``.
+    errors: tuple[type[BaseException], ...]
+
+    def connect(self) -> Connection:
+        """Open (and unless read-only, migrate) the store; a StoreError naming ``location`` when it cannot."""
+        ...
+
+    def begin_write(self, conn: Connection) -> None:
+        """Open a write transaction that serialises with every other writer of this store."""
+        ...
+
+    def begin_read(self, conn: Connection) -> None:
+        """Open a read transaction that sees one consistent snapshot."""
+        ...
+
+    def put_run(self, conn: Connection, values: Sequence[Any]) -> None:
+        """Write a ``runs`` row (``RUN_COLUMNS`` order), replacing the row of that id as a new row."""
+        ...
+
+    def insert_id(self, conn: Connection, sql: str, params: Sequence[Any]) -> int:
+        """Run an INSERT into a table with an auto-numbered ``id`` and return the new id."""
+        ...
+
+    def schema_version(self, conn: Connection) -> int:
+        """The store's schema version."""
+        ...
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def sort_ts(started_at: datetime | None) -> float:
+    return started_at.timestamp() if started_at is not None else time.time()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many small objects are built (restored even on error)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def explain(exc: ValidationError) -> str:
+    """One line from a pydantic error: the first problem's location and message (and how many more)."""
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{loc}: {first.get('msg', '')}{more}"
+
+
+RUN_COLUMNS = (
+    "run_id, framework, name, task, trace_id, started_at, ended_at, status, state, writer_pid, writer_start, "
+    "writer_host, has_recording, written_at, data, sort_ts"
+)
+RUN_PLACEHOLDERS = ", ".join("?" * len(RUN_COLUMNS.split(",")))
+STEP_UPSERT = (
+    "INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id, step_id) DO UPDATE SET idx = excluded.idx, kind = excluded.kind, agent = excluded.agent, "
+    "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data"
+)
+DEP_INSERT = "INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)"
+REC_INSERT = (
+    "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def delete_dependencies_of(conn: Connection, run_id: str, consumers: list[str]) -> None:
+    """Delete the dependency rows of these consumer steps (a step written again replaces them): a few statements,
+    not one per step."""
+    for start in range(0, len(consumers), 500):  # SQLite's bound-parameter limit
+        chunk = consumers[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM dependencies WHERE run_id = ? AND consumer IN ({marks})", (run_id, *chunk))
+
+
+CHILD_TABLES = ("steps", "dependencies", "recordings")
+DERIVED_TABLES = ("diagnoses", "repair_pairs")
+#: What :meth:`Store.import_run` did with a run.
+ImportOutcome = Literal["stored", "unchanged", "replaced"]
+
+
+class RunRow(NamedTuple):
+    """A ``runs`` row by column name (fields in ``RUN_COLUMNS`` order)."""
+
+    run_id: str
+    framework: str
+    name: str | None
+    task: str | None
+    trace_id: str | None
+    started_at: str | None
+    ended_at: str | None
+    status: str
+    state: str
+    writer_pid: int | None
+    writer_start: str | None
+    writer_host: str | None
+    has_recording: int
+    written_at: str
+    data: str
+    sort_ts: float
+
+    def writer(self) -> WriterInfo | None:
+        if self.writer_pid is None:
+            return None
+        return WriterInfo(pid=int(self.writer_pid), start_time=self.writer_start or "", host=self.writer_host or "")
+
+
+# ---------------------------------------------------------------------------------------------------------- store
+
+
+
+def truncate_step(step: Step, limit: int) -> Step:
+    """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself."""
+    cut = 0
+
+    def walk(value: Any) -> Any:
+        nonlocal cut
+        if isinstance(value, str):
+            if len(value) > limit:
+                cut += 1
+                return value[:limit] + TRUNCATION_MARKER.format(n=len(value) - limit)
+            return value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    update: dict[str, Any] = {
+        "content": walk(step.content),
+        "inputs": walk(step.inputs),
+        "outputs": walk(step.outputs),
+        "arguments": walk(step.arguments),
+        "metadata": walk(step.metadata),
+        "action_signature": walk(step.action_signature),
+    }
+    if step.error is not None:
+        update["error"] = step.error.model_copy(update={"message": walk(step.error.message)})
+    if not cut:
+        return step
+    update["truncated"] = True
+    return step.model_copy(update=update)
+
+# -- reading -------------------------------------------------------------------------------------------------
+
+
+def build_run(where: str, row: RunRow, steps: list[tuple[str, str]], recs: list[tuple[int, str]] | None) -> Run:
+    """Parse the stored JSON back into a Run; a corrupt record is a StoreError naming
+    ``where`` (the run and its store) and the part.
+
+    Each step is parsed on its own (faster than one big document, and a failure names the step) with the
+    cyclic garbage collector paused: 10,000 steps allocate enough objects to trigger several full
+    collections that would double the time.
+    """
+    try:
+        fields = json.loads(row.data)
+        if not isinstance(fields, dict):
+            raise ValueError(f"expected a JSON object, got {type(fields).__name__}")
+        for key in ("steps", "recording"):
+            fields.pop(key, None)
+        base = Run.model_validate(fields)
+    except (ValueError, TypeError) as exc:
+        detail = explain(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise StoreError(f"{where}: the stored run record is corrupt ({detail})") from exc
+    with gc_paused():
+        parsed: list[Step] = []
+        for step_id, data in steps:
+            try:
+                parsed.append(Step.model_validate_json(data))
+            except ValidationError as exc:
+                raise StoreError(f"{where}: stored step {step_id!r} is corrupt ({explain(exc)})") from exc
+        recording = None
+        if recs is not None:
+            calls = []
+            for seq, data in recs:
+                try:
+                    calls.append(RecordedCall.model_validate_json(data))
+                except ValidationError as exc:
+                    raise StoreError(f"{where}: recorded call #{seq} is corrupt ({explain(exc)})") from exc
+            recording = Recording(run_id=row.run_id, calls=tuple(calls))
+        values = {name: getattr(base, name) for name in Run.model_fields}
+        values.update(steps=tuple(parsed), recording=recording)
+        try:
+            return Run.model_validate(values)
+        except (ValidationError, TraceAssemblyError) as exc:
+            detail = explain(exc) if isinstance(exc, ValidationError) else exc.message
+            if row.state == "finished":
+                raise StoreError(f"{where}: the stored steps do not form a valid run ({detail})") from exc
+            # A live or crashed run may lack a step that was never sent (a parent sent only at its end).
+            logger.debug("causaltrace store: %s is partial (%s); returning it unvalidated", where, detail)
+            return Run.model_construct(**values)

@@ -1,0 +1,211 @@
+"""The embedded backend of the store: one SQLite file (the default, ``$CAUSALTRACE_HOME/causaltrace.db``).
+
+* **Concurrency.** WAL journal, a 30 s busy timeout, and every write in ``BEGIN IMMEDIATE`` (so two processes
+  never dead-end on a read→write lock upgrade). One connection per Store with ``check_same_thread=False``; the
+  Store's re-entrant lock lets a background collector thread write through it.
+* **Schema versions.** ``PRAGMA user_version`` plus the ordered migrations of ``_migrations.py``; a file written
+  by a newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
+  naming the path.
+* **Read-only opening** (``readonly=True``, used by the CLI's inspection commands): the file is opened ``mode=ro``
+  (``immutable=1`` where SQLite could not read a WAL store otherwise: a directory this process may not write),
+  never migrated and never written; an older schema is read through a migrated in-memory copy, a missing file
+  reads as an empty store.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from causaltrace.collector import _migrations
+from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS
+from causaltrace.exceptions import StoreError
+
+__all__ = ["SQLiteBackend"]
+
+logger = logging.getLogger("causaltrace.collector.store")
+
+_BUSY_TIMEOUT_S = 30.0
+_SCHEMA_VERSION = _migrations.LATEST_VERSION
+
+
+class SQLiteBackend:
+    """A store file: opening, migrating, checking and read-only access (the Store holds the logic)."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = path
+        self.location = str(path)
+        self.readonly = readonly
+
+    def connect(self) -> sqlite3.Connection:
+        """The open connection (created and migrated unless read-only)."""
+        if self.readonly:
+            return self._open_readonly()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the directory of the store {self.location!r}: {exc}") from exc
+        if self.path.is_dir():
+            raise StoreError(f"the store path {self.location!r} is a directory; give a file path")
+        try:
+            conn = sqlite3.connect(
+                str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store {self.location!r}: {exc}") from exc
+        try:
+            self._setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- the statements SQLite spells its own way --------------------------------------------------------------
+
+    @staticmethod
+    def begin_write(conn: Any) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    @staticmethod
+    def begin_read(conn: Any) -> None:
+        conn.execute("BEGIN")
+
+    @staticmethod
+    def put_run(conn: Any, values: Sequence[Any]) -> None:
+        conn.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({RUN_PLACEHOLDERS})", tuple(values))
+
+    @staticmethod
+    def insert_id(conn: Any, sql: str, params: Sequence[Any]) -> int:
+        cur = conn.execute(sql, tuple(params))
+        assert cur.lastrowid is not None
+        return int(cur.lastrowid)
+
+    @staticmethod
+    def schema_version(conn: Any) -> int:
+        return _migrations.user_version(conn)
+
+    # -- opening -------------------------------------------------------------------------------------------------
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        with self._opening():
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+            self._check_file(conn)
+            self._enable_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            _migrations.migrate(conn)
+            version = _migrations.user_version(conn)
+        if version > _SCHEMA_VERSION:  # a newer causaltrace migrated it while we were opening
+            raise StoreError(self._too_new(version))
+
+    @contextmanager
+    def _opening(self) -> Iterator[None]:
+        """Turn sqlite's errors while opening into a StoreError naming the file (and what it is not)."""
+        where = repr(self.location)
+        try:
+            yield
+        except StoreError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc) or "encrypted" in str(exc):
+                raise StoreError(f"{where} is not a causaltrace store (not a readable SQLite database: {exc})") from exc
+            raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open or migrate the store {where}: {exc}") from exc
+
+    def _check_file(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version, after refusing a newer one and another application's database."""
+        version = _migrations.user_version(conn)  # the first read: fails here on a non-SQLite file
+        if version > _SCHEMA_VERSION:
+            raise StoreError(self._too_new(version))
+        if version == 0:
+            tables = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                )
+            }
+            foreign = sorted(tables - _migrations.OUR_TABLES)
+            if foreign:
+                raise StoreError(
+                    f"{self.location!r} is a SQLite database of another application (tables {', '.join(foreign)}), "
+                    "not a causaltrace store; choose another path"
+                )
+        return version
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that never writes the file.
+
+        ``mode=ro`` first; where that cannot work (a WAL file in a directory this process may not write, so SQLite
+        cannot create the ``-shm`` index) ``immutable=1``. Nothing is migrated: a store of an older schema version
+        is copied into memory and the copy migrated; a missing file reads as an empty store (nothing is created).
+        """
+        if self.path.is_dir():
+            raise StoreError(f"the store path {self.location!r} is a directory; give a file path")
+        if not self.path.exists():
+            return self._in_memory(None)
+        conn: sqlite3.Connection | None = None
+        with self._opening():
+            try:
+                conn = self._connect_uri("mode=ro")
+                version = self._check_file(conn)
+            except sqlite3.OperationalError:
+                if conn is not None:
+                    conn.close()
+                conn = self._connect_uri("immutable=1")
+                version = self._check_file(conn)
+                wal = Path(f"{self.path}-wal")
+                if wal.exists() and wal.stat().st_size > 0:
+                    logger.warning(
+                        "causaltrace store: %s is read without its write-ahead log %s (its directory is not "
+                        "writable, so SQLite cannot index it): the latest writes may be missing", self.path, wal
+                    )
+            if version < _SCHEMA_VERSION:
+                try:
+                    return self._in_memory(conn)
+                finally:
+                    conn.close()
+        return conn
+
+    def _connect_uri(self, flags: str) -> sqlite3.Connection:
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(self.path.resolve()))}?{flags}"
+        conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        return conn
+
+    @staticmethod
+    def _in_memory(source: sqlite3.Connection | None) -> sqlite3.Connection:
+        """An in-memory store: a copy of ``source`` (or empty) migrated to the current schema."""
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if source is not None:
+            source.backup(memory)
+        _migrations.migrate(memory)
+        return memory
+
+    def _too_new(self, version: int) -> str:
+        return (
+            f"the store {self.location!r} has schema version {version}, newer than this causaltrace knows "
+            f"(up to {_SCHEMA_VERSION}); upgrade causaltrace or use another CAUSALTRACE_HOME"
+        )
+
+    @staticmethod
+    def _enable_wal(conn: sqlite3.Connection) -> None:
+        for attempt in range(5):
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            if str(mode).lower() != "wal":
+                logger.debug("causaltrace store: journal_mode is %s (WAL unavailable here)", mode)
+            return

@@ -1,0 +1,127 @@
+"""A real PostgreSQL server for the store tests: a cluster created in a temporary directory, listening on a free
+loopback port, started once per test session and stopped by its pid at the end.
+
+``initdb`` / ``pg_ctl`` come from the PATH (FACTS.md "A real Docker engine, and PostgreSQL"). PostgreSQL refuses
+to run as root, so under root the cluster belongs to ``nobody`` and its programs run through ``runuser``. Each test
+that asks for ``pg_url`` gets a database of its own (``CREATE DATABASE``), so tests never see each other's runs.
+Without PostgreSQL or psycopg the tests that need it skip — and fail under ``CAUSALTRACE_STRICT=1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+
+__all__ = ["PostgresServer", "pg_url", "postgres_server"]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """One running cluster: its port, data directory and postmaster pid; :meth:`new_database` hands out URLs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.port = _free_port()
+        self.pid: int | None = None
+        self._names = itertools.count()
+        self._as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+
+    def start(self) -> None:
+        if self._as_user:
+            os.chown(self.root, _uid("nobody"), -1)
+        self._run(["initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        options = f"-k {self.root} -p {self.port} -h 127.0.0.1 -c fsync=off -c max_connections=60"
+        self._run(["pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"])
+        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+
+    def stop(self) -> None:
+        """Stop the postmaster by its pid (fast shutdown), and wait for it to exit."""
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGINT)
+        except ProcessLookupError:
+            self.pid = None
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        self.pid = None
+
+    def url(self, database: str = "postgres", user: str = "postgres") -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database's URL."""
+        import psycopg
+
+        name = f"ct_test_{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def _run(self, cmd: list[str]) -> None:
+        done = subprocess.run([*self._as_user, *cmd], capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+
+
+def _uid(name: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(name).pw_uid
+
+
+def _available() -> str | None:
+    """Why PostgreSQL tests cannot run here, or None when they can."""
+    for program in ("initdb", "pg_ctl"):
+        if shutil.which(program) is None:
+            return f"PostgreSQL's {program} is not on the PATH"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'causaltrace[postgres]')"
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster for the whole session, in a temporary directory, stopped by pid at the end."""
+    missing = _available()
+    require(missing is None, missing or "")
+    root = Path(tempfile.mkdtemp(prefix="ct-pg-"))  # under /tmp (1777): nobody can reach it, pytest's tmp is 0700
+    server = PostgresServer(root)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """The URL of a fresh database on the session's PostgreSQL server."""
+    return postgres_server.new_database()
