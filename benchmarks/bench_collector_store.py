@@ -3,16 +3,21 @@
 * Collector: steps per second that the live collector assembles into a Run (spans ended out of order, full Steps
   staged by the emitter, as in a live run), and the peak memory of doing so (tracemalloc). Target >= 50,000/s.
   Baseline in the same run: building the same Run directly from the list of Steps (pydantic validation only).
-* Store: steps written per second (one finished run, and live batches of 100) — target >= 10,000/s — and the time
-  of the query behind `causaltrace show` (get_run) on the 10,000-step run — target < 1 s.
+* Store, on BOTH backends in the same run: steps written per second (one finished run, and live batches of 100) —
+  target >= 10,000/s — and the time of the query behind `causaltrace show` (get_run) on the 10,000-step run —
+  target < 1 s. SQLite is a temporary file; PostgreSQL is ``--pg-url`` (a database this bench may fill and
+  drop tables in: give an empty one), or else a temporary cluster started on a free loopback port by the test
+  fixture's code (tests/_postgres.py: ``initdb`` / ``pg_ctl`` on the PATH) and stopped by pid afterwards.
 
-Usage: python benchmarks/bench_collector_store.py [--steps 10000]
+Usage: python benchmarks/bench_collector_store.py [--steps 10000] [--pg-url postgresql://…] [--no-postgres]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import shutil
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -52,9 +57,9 @@ def bench_collector(steps: list[Step]) -> tuple[float, float, float]:
     collector = RunCollector(TraceConfig(store=False))
     tracemalloc.start()
     t = time.perf_counter()
+    collector.begin_run("bench", framework="bench", task=None, name=None, trace_id=None, started_at=None)
     for step in shuffled:
-        collector.stage(step)
-        collector.claim_staged(step.step_id)
+        collector.accept(step)
     run = collector.finish_run("bench", framework="bench")
     elapsed = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory()
@@ -66,39 +71,72 @@ def bench_collector(steps: list[Step]) -> tuple[float, float, float]:
     return len(steps) / elapsed, peak / 2**20, len(steps) / baseline
 
 
-def bench_store(steps: list[Step]) -> tuple[float, float, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        run = Run(run_id="bench", steps=tuple(steps), framework="bench")
-        with Store(Path(tmp) / "a.db") as store:
-            t = time.perf_counter()
-            store.finish_run(run)
-            finished_rate = len(steps) / (time.perf_counter() - t)
-            t = time.perf_counter()
-            back = store.get_run("bench")
-            query_s = time.perf_counter() - t
-            assert back == run
-        with Store(Path(tmp) / "b.db") as store:
-            store.begin_run("bench", framework="bench", task=None, name=None, trace_id=None, started_at=None)
-            t = time.perf_counter()
-            for i in range(0, len(steps), 100):
-                store.add_steps("bench", steps[i : i + 100])
-            live_rate = len(steps) / (time.perf_counter() - t)
+def bench_store(steps: list[Step], target_a: str, target_b: str) -> tuple[float, float, float]:
+    """(finished-run steps/s, live-batch steps/s, get_run seconds) on two fresh stores of one backend."""
+    run = Run(run_id="bench", steps=tuple(steps), framework="bench")
+    with Store(target_a) as store:
+        t = time.perf_counter()
+        store.finish_run(run)
+        finished_rate = len(steps) / (time.perf_counter() - t)
+        t = time.perf_counter()
+        back = store.get_run("bench")
+        query_s = time.perf_counter() - t
+        assert back == run
+    with Store(target_b) as store:
+        store.begin_run("bench", framework="bench", task=None, name=None, trace_id=None, started_at=None)
+        t = time.perf_counter()
+        for i in range(0, len(steps), 100):
+            store.add_steps("bench", steps[i : i + 100])
+        live_rate = len(steps) / (time.perf_counter() - t)
     return finished_rate, live_rate, query_s
+
+
+def _postgres_targets(url: str | None, tmp: Path) -> tuple[tuple[str, str], object | None]:
+    """Two empty PostgreSQL databases' URLs, and the temporary server to stop afterwards (None for ``--pg-url``)."""
+    import psycopg
+
+    if url is not None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for table in ("meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs"):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+        return (url, url), None
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from _postgres import PostgresServer
+
+    root = Path(tempfile.mkdtemp(prefix="ct-bench-pg-"))
+    server = PostgresServer(root)
+    server.start()
+    return (server.new_database(), server.new_database()), server
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10000)
+    parser.add_argument("--pg-url", help="an empty PostgreSQL database (default: a temporary cluster)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
     random.seed(7)
     steps = make_steps(args.steps)
     rate, peak_mb, baseline = bench_collector(steps)
     print(f"collector assembly: {rate:10,.0f} steps/s  (target >= 50,000/s); peak memory {peak_mb:.1f} MiB")
     print(f"  baseline, Run(...) from a ready list: {baseline:10,.0f} steps/s")
-    finished, live, query = bench_store(steps)
-    print(f"store, finished run in one transaction: {finished:10,.0f} steps/s  (target >= 10,000/s)")
-    print(f"store, live batches of 100:             {live:10,.0f} steps/s")
-    print(f"store, get_run (the `show` query) of {args.steps} steps: {query * 1000:.0f} ms  (target < 1000 ms)")
+    with tempfile.TemporaryDirectory() as tmp:
+        backends = [("sqlite", (str(Path(tmp) / "a.db"), str(Path(tmp) / "b.db")), None)]
+        if not args.no_postgres:
+            targets, server = _postgres_targets(args.pg_url, Path(tmp))
+            backends.append(("postgresql", targets, server))
+        try:
+            for name, (a, b), _server in backends:
+                finished, live, query = bench_store(steps, a, b)
+                print(f"{name:>10} store, finished run in one transaction: {finished:10,.0f} steps/s  (target >= 10,000/s)")
+                print(f"{name:>10} store, live batches of 100:             {live:10,.0f} steps/s")
+                print(f"{name:>10} store, get_run (the `show` query) of {args.steps} steps: {query * 1000:.0f} ms"
+                      "  (target < 1000 ms)")
+        finally:
+            for _name, _targets, server in backends:
+                if server is not None:
+                    server.stop()  # type: ignore[attr-defined]
+                    shutil.rmtree(server.root, ignore_errors=True)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
-
 __all__ = ["PostgresServer", "pg_url", "postgres_server"]
 
 
@@ -109,6 +107,8 @@ def _available() -> str | None:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL cluster for the whole session, in a temporary directory, stopped by pid at the end."""
+    from conftest import require  # lazily: conftest imports this module's fixtures (and the bench imports it alone)
+
     missing = _available()
     require(missing is None, missing or "")
     root = Path(tempfile.mkdtemp(prefix="ct-pg-"))  # under /tmp (1777): nobody can reach it, pytest's tmp is 0700
