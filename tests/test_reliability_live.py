@@ -208,7 +208,6 @@ _DEAD_EXPORTER = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 6")
 def test_dead_otlp_endpoint_bounds_the_exit_delay(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -231,7 +230,6 @@ def test_dead_otlp_endpoint_bounds_the_exit_delay(tmp_path: Path) -> None:
     assert endpoint in lines[0] and "Traceback" not in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 6")
 def test_otlp_timeouts_honour_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
     from causaltrace.instrumentation import _export
 

@@ -49,6 +49,8 @@ class ExportStats:
     dropped: int = 0
     exported: int = 0
     failed: int = 0
+    #: Export batches given up (the exporter failed or timed out; their spans are in ``failed``).
+    failed_batches: int = 0
 
 
 _STATS = ExportStats()
@@ -78,6 +80,9 @@ class _CountingExporter(SpanExporter):
                 _STATS.exported += len(spans)
             else:
                 _STATS.failed += len(spans)
+                _STATS.failed_batches += 1
+        if result is not SpanExportResult.SUCCESS:
+            _warn_export_failed(self.inner)
         return result
 
     def shutdown(self) -> None:
@@ -91,6 +96,59 @@ class _CountingExporter(SpanExporter):
         return bool(flush(timeout_millis)) if callable(flush) else True
 
 
+_WARNED = False
+#: The SDK exporters' own loggers: their per-retry warnings become causaltrace's one line (the host's stderr stays
+#: readable under a dead endpoint).
+_SDK_EXPORT_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.common.http",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+)
+
+
+def _warn_export_failed(exporter: SpanExporter) -> None:
+    """ONE warning line per process for failed exports, naming the endpoint; later ones are only counted."""
+    global _WARNED
+    with _STATS_LOCK:
+        first, _WARNED = not _WARNED, True
+    if first:
+        endpoint = getattr(exporter, "_endpoint", None) or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "?")
+        logger.warning(
+            "causaltrace: cannot export spans to %s; batches given up are counted in export_stats() (runs are "
+            "still stored)",
+            endpoint,
+        )
+
+
+class _QuietRetries(logging.Filter):
+    """Drops the SDK exporters' retry / failure records (a failed batch is counted and warned about once)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR and "encode" in record.getMessage()
+
+
+def export_timeouts() -> tuple[float, int]:
+    """(exporter request timeout in seconds, batch export timeout in ms): ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` /
+    ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds, as the Python SDK reads them) and ``OTEL_BSP_EXPORT_TIMEOUT`` (ms), with
+    defaults of 1 s and 1.5 s instead of the SDK's 10 s and 30 s: a dead endpoint delays a process's exit <= 2 s."""
+
+    def number(names: tuple[str, ...], default: float) -> float:
+        for name in names:
+            raw = (os.environ.get(name) or "").strip()
+            if raw:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    logger.warning("causaltrace: %s=%r is not a number; using %s", name, raw, default)
+                    return default
+                return value if value > 0 else default
+        return default
+
+    request_s = number(("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"), 1.0)
+    batch_ms = int(number(("OTEL_BSP_EXPORT_TIMEOUT",), 1500))
+    return request_s, batch_ms
+
+
 class CountingBatchSpanProcessor(BatchSpanProcessor):
     """A BatchSpanProcessor that counts the spans a full queue drops and the spans a failing exporter loses."""
 
@@ -100,9 +158,21 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             max_queue_size=max_queue_size,
             max_export_batch_size=min(512, max_queue_size),
             schedule_delay_millis=500,
+            export_timeout_millis=export_timeouts()[1],
         )
         self._max_queue = max_queue_size
         self._warned_at = 0
+
+    def shutdown(self) -> None:
+        """Shut down within the batch export timeout (the SDK's own bound is 30 s), so exit is never held long."""
+        processor = getattr(self, "_batch_processor", None)
+        try:
+            if processor is not None:
+                processor.shutdown(timeout_millis=export_timeouts()[1])
+            else:
+                super().shutdown()
+        except Exception:
+            logger.debug("causaltrace: span processor shutdown failed", exc_info=True)
 
     def _queue_len(self) -> int:
         # One accessor for the SDK's private queue (opentelemetry-sdk >= 1.30).
@@ -133,14 +203,19 @@ def otlp_exporter_from_env() -> SpanExporter | None:
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
     ).strip().lower() or "http/protobuf"
+    timeout_s = export_timeouts()[0]
+    for name in _SDK_EXPORT_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if not any(isinstance(f, _QuietRetries) for f in sdk_logger.filters):
+            sdk_logger.addFilter(_QuietRetries())
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        return GrpcExporter()
+        return GrpcExporter(timeout=timeout_s)
     if protocol in ("http/protobuf", "http"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-        return HttpExporter()
+        return HttpExporter(timeout=timeout_s)
     logger.warning("causaltrace: OTEL_EXPORTER_OTLP_PROTOCOL=%r is not supported (use grpc or http/protobuf)", protocol)
     return None
 
