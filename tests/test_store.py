@@ -585,6 +585,31 @@ def test_two_processes_writing_at_once_lose_nothing(store_target: str) -> None:
             assert [s.index for s in run.steps] == list(range(20)) and run.outcome.status in ("success", "failure")
 
 
+def test_a_reader_during_writes_sees_only_whole_runs(store_target: str) -> None:
+    """While another process writes 30 runs, this one reads: every read succeeds, and a finished run always comes
+    back whole (its 20 steps), never half written."""
+    path = store_target.replace("store.db", "shared/store.db")
+    Store(path).close()  # created and migrated before the writer starts
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    writer = ctx.Process(target=_write_runs, args=(path, "w", 30, 20, barrier))
+    writer.start()
+    barrier.wait(30)
+    reads = 0
+    with Store(path, readonly=True) as reader:
+        while writer.is_alive() or reads == 0:
+            for row in reader.list_runs():
+                if row["status"] in ("success", "failure"):
+                    run = reader.get_run(row["run_id"])
+                    assert len(run.steps) == 20 and [s.index for s in run.steps] == list(range(20))
+                    reads += 1
+            time.sleep(0.01)
+        writer.join(60)
+        assert writer.exitcode == 0
+        assert len(reader.list_runs()) == 30
+    assert reads > 0
+
+
 # ------------------------------------------------------------------------------------------------ dead writers
 
 _CHILD = textwrap.dedent(
