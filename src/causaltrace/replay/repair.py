@@ -258,8 +258,7 @@ async def repair(
     started = time.perf_counter()
     store_obj = _open_store(store)
     if diagnosis is None and store_obj is not None:
-        previous = store_obj.diagnoses(run.run_id)
-        diagnosis = previous[-1] if previous else None
+        diagnosis = _guide(store_obj, run.run_id)
     steps = _resolve_candidates(run, candidates, diagnosis)
     judge = None
     if model is not None:
@@ -433,6 +432,16 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phas
                                             kind="edit" if measure == "edit" else "positional")
             break
     return attempt
+
+
+def _guide(store: RunStore, run_id: str) -> Diagnosis | None:
+    """The stored diagnosis that guides the search: the strongest the run has (replay > prediction > heuristic,
+    newest within a level — the one ``report`` shows), else the newest."""
+    strongest = getattr(store, "strongest_diagnosis", None)
+    if callable(strongest):
+        return strongest(run_id)
+    previous = store.diagnoses(run_id)
+    return previous[-1] if previous else None
 
 
 def _open_store(store: RunStore | bool | None) -> RunStore | None:
