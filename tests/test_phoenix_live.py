@@ -85,6 +85,8 @@ def _assert_native_in_phoenix(phoenix, project: str, run_id: str, exported: int)
     tools = [s for s in ours if s["attributes"].get(semconv.STEP_KIND) == "tool_call"]
     assert tools and all(s["span_kind"] == "TOOL" and s["attributes"].get(semconv.OI_TOOL_NAME) for s in tools)
     assert all(s["attributes"].get(semconv.OI_INPUT_VALUE) for s in tools)  # the arguments
+    # Phoenix parses the JSON of tool.parameters and shows it flattened: tool.parameters.<argument>
+    assert all(any(k.startswith(semconv.OI_TOOL_PARAMETERS + ".") for k in s["attributes"]) for s in tools)
     with_io = sum(1 for s in ours if semconv.OI_INPUT_VALUE in s["attributes"] or semconv.OI_OUTPUT_VALUE in s["attributes"])
     assert with_io >= len(ours) - 3  # only containers (an agent_turn) may carry neither
     projects = phoenix.graphql("{ projects { edges { node { name traceCount } } } }")["data"]["projects"]["edges"]
