@@ -272,3 +272,31 @@ async def test_agent_called_directly_inside_a_run_keeps_the_run(local_tracing: P
     finally:
         store.close()
     assert row["status"] != "running"
+
+
+# --------------------------------------------------------------------------------------------- 12: one store rule
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 12")
+def test_the_live_store_follows_causaltrace_home_like_store_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule for every part: the store is ``$CAUSALTRACE_DB`` / ``$CAUSALTRACE_HOME`` at the time of use, so a
+    run written after the home changed is where ``Store()`` (and ``repair()``) look for it."""
+    first, second = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv("CAUSALTRACE_HOME", str(first))
+    configure(TracerProvider(), TraceConfig.from_env())
+    try:
+        with causaltrace.run(task="a") as a:
+            a.report(final_answer="x")
+        monkeypatch.setenv("CAUSALTRACE_HOME", str(second))
+        with causaltrace.run(task="b") as b:
+            b.report(final_answer="y")
+    finally:
+        reset_tracing()
+    for home, run_id in ((first, a.run_id), (second, b.run_id)):
+        store = Store(home / "causaltrace.db")
+        try:
+            assert [r["run_id"] for r in store.list_runs()] == [run_id]
+        finally:
+            store.close()
