@@ -277,7 +277,6 @@ async def test_agent_called_directly_inside_a_run_keeps_the_run(local_tracing: P
 # --------------------------------------------------------------------------------------------- 12: one store rule
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 12")
 def test_the_live_store_follows_causaltrace_home_like_store_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,6 +59,7 @@ class RunCollector:
         self.config = config or TraceConfig.from_env()
         self._store_factory = store_factory
         self._store: RunStore | None = None
+        self._target: Any = None  # the path / URL the open store was opened from
         self._runs: dict[str, _LiveRun] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
@@ -150,13 +151,24 @@ class RunCollector:
             self._writer.start()
 
     def _open_store(self) -> RunStore:
-        if self._store is None:
-            if self._store_factory is not None:
+        """The store of the next batch. One rule for every part of causaltrace (``Store()``, ``repair()``, this
+        writer): the store is ``config.db_path``, else ``$CAUSALTRACE_DB`` / ``$CAUSALTRACE_HOME`` resolved at the
+        time of use — so when the home changes within a process, later writes follow it (issue 21 item 12)."""
+        if self._store_factory is not None:
+            if self._store is None:
                 self._store = self._store_factory()
-            else:
-                from causaltrace.collector.store import Store
+            return self._store
+        target = self.config.db_path or TraceConfig.from_env().resolved_db_path()
+        if self._store is not None and self._target != target:
+            close = getattr(self._store, "close", None)
+            if callable(close):
+                close()
+            self._store = None
+        if self._store is None:
+            from causaltrace.collector.store import Store
 
-                self._store = Store(self.config.resolved_db_path(), max_chars=self.config.store_max_chars)
+            self._store = Store(target, max_chars=self.config.store_max_chars)
+            self._target = target
         return self._store
 
     def _write_loop(self) -> None:
