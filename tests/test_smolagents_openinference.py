@@ -95,7 +95,11 @@ def _has_tool_call_id(span) -> bool:
 
 
 def _is_tool(span) -> bool:
-    return span.attributes.get(OI_KIND) == "TOOL" or span.attributes.get(semconv.STEP_KIND) == "tool_call"
+    """A tool-call span: causaltrace's ``tool_call`` steps (which now also carry OpenInference's TOOL kind, as do
+    their tool_response and code_execution siblings), or an OpenInference TOOL span."""
+    if semconv.STEP_KIND in span.attributes:
+        return span.attributes.get(semconv.STEP_KIND) == "tool_call"
+    return span.attributes.get(OI_KIND) == "TOOL"
 
 
 def _links(trace: Trace) -> int:
