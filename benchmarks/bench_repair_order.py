@@ -11,7 +11,7 @@ Per order it prints: localized (the repaired step is the case's true step) and r
 steps are tool results that the old rule reported as an agent's decisive error, replays per case (median, max),
 seconds per case, the median repair / run wall-time ratio, and for every repair pair the two structural checks
 (``chosen`` differs from ``rejected``; they differ in exactly one part). The third pair check (substituting
-``chosen`` reproduces the flip) runs in ``tests/test_pairs_training.py`` on a fixed subset.
+``chosen`` reproduces the flip) runs in ``tests/replay/test_pairs_training.py`` on a fixed subset.
 
     python benchmarks/bench_repair_order.py [--case NAME,...] [--json OUT]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Arize Phoenix (the trace UI tests/test_phoenix_live.py exports live runs to) into its OWN virtualenv:
+# Install Arize Phoenix (the trace UI tests/instrumentation/test_phoenix_live.py exports live runs to) into its OWN virtualenv:
 #   ~/.cache/causaltrace/phoenix-venv   (or $CAUSALTRACE_PHOENIX_VENV)
 # never into the project's .venv: arize-phoenix is large (~850 MB of dependencies) and pins versions of packages
 # the project also uses. The version is pinned (PHOENIX_VERSION); a venv whose `phoenix` already reports that

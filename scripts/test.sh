@@ -29,6 +29,6 @@ step "ruff"
 step "waiting for the Docker install"
 wait "${docker_install}"
 step "waiting for the Phoenix install"
-wait "${phoenix_install}" || echo "Phoenix install failed: tests/test_phoenix_live.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
+wait "${phoenix_install}" || echo "Phoenix install failed: tests/instrumentation/test_phoenix_live.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
 step "pytest"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,103 @@
+"""`causaltrace diagnose RUN_ID`: on an imported run, text and JSON output, the stored Diagnosis, user errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
+from causaltrace.cli import main
+from causaltrace.collector.store import Store
+from causaltrace.schema import Diagnosis
+from causaltrace.testing.judges import FunctionJudge, register_function_model
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "attribution" / "whowhen"
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_run.otlp.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def no_real_model_requests(monkeypatch):
+    monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def imported(capsys, path: Path, fmt: str = "whowhen") -> str:
+    code, out, _ = run_cli(capsys, "import", str(path), "--format", fmt)
+    assert code == 0
+    return out.strip()
+
+
+def test_diagnose_an_imported_log_prints_and_stores_the_diagnosis(capsys):
+    run_id = imported(capsys, FIXTURES / "Hand-Crafted" / "1.json")
+    code, out, err = run_cli(capsys, "diagnose", run_id)
+    assert code == 0 and err == ""
+    assert f"diagnosis of run {run_id}" in out and "method graph" in out and "verified by heuristic" in out
+    assert "decisive error: step 6 (message) by WebSurfer" in out
+    assert "category: FM-1.3 Step Repetition" in out
+    assert "evidence path: #6 introduced" in out and "top candidates" in out
+    assert "cost: 0 LLM call(s)" in out
+    with Store() as store:
+        [stored] = store.diagnoses(run_id)
+    assert stored.method == "graph" and stored.decisive_step_index == 6
+
+
+def test_diagnose_json_matches_the_stored_diagnosis(capsys):
+    run_id = imported(capsys, SAMPLE, "otlp-json")
+    code, out, _ = run_cli(capsys, "diagnose", run_id[:8], "--json")
+    assert code == 0
+    shown = Diagnosis.model_validate(json.loads(out))
+    with Store() as store:
+        assert store.diagnoses(run_id) == [shown]
+    assert shown.decisive_step_index == 6 and shown.candidates and shown.artifacts["dependency_graph"]["source"] == \
+        "explicit"
+
+
+def test_diagnose_with_a_model_method_and_a_registered_fake(capsys):
+    fake = FunctionJudge(lambda m, i: {"agent_name": "Python_Expert", "step_number": 1, "reason": "drops 80"},
+                         name="clifake")
+    register_function_model("clifake", fake)
+    run_id = imported(capsys, FIXTURES / "Algorithm-Generated" / "1.json")
+    code, out, _ = run_cli(capsys, "diagnose", run_id, "--method", "all-at-once", "--model", "function:clifake",
+                           "--with-answer")
+    assert code == 0 and "decisive error: step 1 (message) by Python_Expert" in out and "why: drops 80" in out
+    assert "cost: 1 LLM call(s) (judge: 1)" in out and "model clifake" in out and "verified by prediction" in out
+    assert "The correct answer to the problem is: 245" in fake.calls[0].last
+    # the rerun is served from the cache and says so
+    code, out, _ = run_cli(capsys, "diagnose", run_id, "--method", "all-at-once", "--model", "function:clifake",
+                           "--with-answer")
+    assert "1 from cache" in out and len(fake.calls) == 1
+
+
+def test_diagnose_prints_a_failed_diagnosis(capsys):
+    register_function_model("garbage", FunctionJudge(lambda m, i: "no clue", name="garbage"))
+    run_id = imported(capsys, FIXTURES / "Algorithm-Generated" / "3.json")
+    code, out, _ = run_cli(capsys, "diagnose", run_id, "--method", "all-at-once", "--model", "function:garbage")
+    assert code == 0 and "failed: JudgeOutputInvalid" in out and "cost: 3 LLM call(s)" in out
+    with Store() as store:
+        assert store.diagnoses(run_id)[0].failed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--method", "all-at-once"], "--model"),
+        (["--method", "nope"], "unknown attribution method 'nope'"),
+        (["--ablate", "nope"], "no stage(s) 'nope'"),
+    ],
+)
+def test_diagnose_user_errors_are_one_line_with_exit_2(capsys, argv, message):
+    run_id = imported(capsys, FIXTURES / "Algorithm-Generated" / "3.json")
+    code, out, err = run_cli(capsys, "diagnose", run_id, *argv)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_diagnose_unknown_run(capsys):
+    code, _, err = run_cli(capsys, "diagnose", "nope-nope")
+    assert code == 2 and "nope-nope" in err
