@@ -98,14 +98,21 @@ class RunBuilder:
         return Run(run_id=self.run_id, steps=tuple(self.steps), **run_fields)
 
 
-def capture_spans(*, sampler: Any = None) -> tuple[Any, Any]:
-    """A ``TracerProvider`` writing to an ``InMemorySpanExporter`` (optionally with a ``sampler``): the one span
-    capture the tests share (the ``span_capture`` fixture of conftest.py uses it)."""
+def capture_spans(*, sampler: Any = None, resource: Any = None, before: Iterable[Any] = ()) -> tuple[Any, Any]:
+    """A ``TracerProvider`` writing to an ``InMemorySpanExporter``: the one span capture the tests share (the
+    ``span_capture`` fixture of conftest.py uses it).
+
+    ``sampler`` and ``resource`` go to the provider; ``before`` are span processors added ahead of the in-memory one
+    (a live exporter the copy is compared with, a processor that raises), in order.
+    """
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    options = {k: v for k, v in (("sampler", sampler), ("resource", resource)) if v is not None}
+    provider = TracerProvider(**options)
+    for processor in before:
+        provider.add_span_processor(processor)
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter

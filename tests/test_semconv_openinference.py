@@ -14,11 +14,9 @@ from openinference.semconv.trace import (
     OpenInferenceSpanKindValues,
     SpanAttributes,
 )
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import causaltrace
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.collector.otlp import run_to_otlp, runs_from_otlp
 from causaltrace.config import TraceConfig
@@ -31,10 +29,8 @@ from causaltrace.schema import STEP_KINDS
 MESSAGES = [{"role": "system", "content": "You add."}, {"role": "user", "content": "add 2 and 3"}]
 
 
-def _capture(config: TraceConfig) -> InMemorySpanExporter:
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+def _capture(config: TraceConfig):
+    provider, exp = capture_spans()
     configure(provider, config)
     return exp
 

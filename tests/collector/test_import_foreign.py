@@ -31,10 +31,8 @@ from google.protobuf.json_format import MessageToDict
 from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from _builders import capture_spans
 from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,9 +74,7 @@ def shape(run) -> list[str]:
 
 def traced_team_file(tmp_path: Path, monkeypatch, *, openinference: bool) -> Path:
     """Run the failing team with the global provider on an in-memory exporter; write its spans as OTLP/JSON."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
     instrumentor = AutogenAgentChatInstrumentor()
     if openinference:
@@ -203,9 +199,7 @@ def test_openinference_smolagents_trace(tmp_path, monkeypatch, capsys):
     from causaltrace.testing.openai_wire import smolagents_endpoint
 
     smol_example = importlib.import_module("smolagents_agents")
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
     instrumentor = oi.SmolagentsInstrumentor()
     instrumentor.instrument(tracer_provider=provider)

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 try:
@@ -33,6 +30,7 @@ from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermi
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.tools import FunctionTool
 
+from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
@@ -81,9 +79,7 @@ def openai_team():
 
 
 async def _measure(arm: str, monkeypatch) -> dict[str, dict[str, object]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
     instrumentor = AutogenAgentChatInstrumentor()
     if arm == "openinference":

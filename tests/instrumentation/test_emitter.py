@@ -9,8 +9,7 @@ import logging
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 import causaltrace
@@ -315,10 +314,7 @@ def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():
         def on_end(self, span):
             raise RuntimeError("a processor that fails")
 
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(Raising())
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+    provider, exp = capture_spans(before=[Raising()])
     tracing = configure(provider, TraceConfig(store=False))
     try:
         assert not isinstance(tracing.collector, SpanProcessor)  # the collector is not on the processor chain

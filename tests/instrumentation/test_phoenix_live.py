@@ -13,14 +13,15 @@ import importlib
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import causaltrace
+from _builders import capture_spans
 from _phoenix import phoenix_python, running_phoenix
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
@@ -39,16 +40,13 @@ def phoenix(tmp_path_factory):
         yield instance
 
 
-def _provider(phoenix, project: str, monkeypatch) -> tuple[TracerProvider, InMemorySpanExporter]:
+def _provider(phoenix, project: str, monkeypatch) -> tuple[TracerProvider, Any]:
     """A provider as causaltrace builds it (its resource from CAUSALTRACE_PROJECT), exporting to Phoenix over
     OTLP/HTTP; the in-memory copy says how many spans Phoenix must end up with."""
     monkeypatch.setenv("CAUSALTRACE_PROJECT", project)
     monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
-    provider = TracerProvider(resource=default_resource())
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp_http_traces_url)))
-    copy = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(copy))
-    return provider, copy
+    live = SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp_http_traces_url))
+    return capture_spans(resource=default_resource(), before=[live])
 
 
 def _spans_in_phoenix(phoenix, project: str, expected: int, timeout: float = 60.0) -> list[dict]:

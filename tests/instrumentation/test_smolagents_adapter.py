@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 pytest.importorskip("smolagents")
@@ -63,10 +61,8 @@ example = load_example()
 
 
 @pytest.fixture
-def exporter():
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
+def exporter(span_capture):
+    provider, exp = span_capture
     instrument_smolagents(provider, TraceConfig(store=False))
     yield exp
     uninstrument_smolagents()

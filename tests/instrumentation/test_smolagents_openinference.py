@@ -12,9 +12,6 @@ from dataclasses import dataclass
 
 import pytest
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 pytest.importorskip("smolagents")
@@ -23,6 +20,7 @@ oi = pytest.importorskip("openinference.instrumentation.smolagents")
 from smolagents.utils import AgentGenerationError  # noqa: E402
 
 import causaltrace  # noqa: E402
+from _builders import capture_spans  # noqa: E402
 from causaltrace import semconv  # noqa: E402
 from causaltrace.config import TraceConfig  # noqa: E402
 from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents  # noqa: E402
@@ -49,9 +47,7 @@ def _run_scenario(scenario: Callable[[], None]) -> list:
 
 
 def with_openinference(scenario: Callable[[], None]) -> Trace:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     instrumentor = oi.SmolagentsInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     # OpenInference leaves a failed run's span attached as the current context: restore ours afterwards
@@ -70,9 +66,7 @@ def with_openinference(scenario: Callable[[], None]) -> Trace:
 
 
 def with_causaltrace(scenario: Callable[[], None]) -> Trace:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = capture_spans()
     instrument_smolagents(provider, TraceConfig(store=False))
     try:
         _run_scenario(scenario)
