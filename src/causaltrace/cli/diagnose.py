@@ -1,0 +1,141 @@
+"""``causaltrace diagnose``: find the decisive error of a stored run, print the diagnosis and store it.
+
+With ``--factory`` and ``--verify`` the candidates are verified by replay (``verification_scope``); below the
+confidence threshold the answer is "uncertain" with the top 3 candidates instead of one verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from causaltrace._cli_replay import add_keep_server
+from causaltrace.cli.common import console, csv_values, print_json, short, store
+from causaltrace.exceptions import UserError
+
+__all__ = ["HUMAN_SPEAKERS_HELP", "add_diagnose_command", "cmd_diagnose", "render_diagnosis"]
+
+HUMAN_SPEAKERS_HELP = ("speakers who count as humans that cannot be at fault, comma-separated (default: the task "
+                       "giver only, so a simulated user can be blamed)")
+
+
+def add_diagnose_command(sub: Any) -> None:
+    """Add ``diagnose`` to the ``causaltrace`` subcommands."""
+    p = sub.add_parser("diagnose", help="find the decisive error of a stored run (and store the diagnosis)")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p.add_argument("--method", default="graph", help="attribution method (default: graph)")
+    p.add_argument("--model", default=None,
+                   help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
+    p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
+    p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
+    p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
+    p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway")
+    p.add_argument("--min-confidence", type=float, default=None, metavar="C",
+                   help="below this confidence (0-1) name no decisive step, only the ranked candidates")
+    p.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)
+    p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
+    p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
+    add_keep_server(p)
+    p.set_defaults(func=cmd_diagnose)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """Diagnose a stored run, print the diagnosis and store it with the run."""
+    from contextlib import nullcontext
+
+    from causaltrace._cli_replay import load_callable
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.replay.causalflow import verification_scope
+
+    if (args.factory is None) != (args.verify is None):
+        raise UserError("--factory and --verify go together (replay needs both)")
+    scope: Any = nullcontext()
+    if args.factory is not None:
+        scope = verification_scope(load_callable(args.factory, "--factory"), load_callable(args.verify, "--verify"))
+    with store(args) as db:
+        db.mark_incomplete()
+        run = db.get_run(args.run_id)
+        if run.outcome.status == "success" and not args.force:
+            raise UserError(f"run {run.run_id} succeeded (its outcome is success): nothing to diagnose; "
+                            "--force analyses it anyway")
+        with scope:
+            diagnosis = diagnose_sync(run, args.method, args.model, with_answer=args.with_answer,
+                                      ablate=csv_values(args.ablate),
+                                      human_speakers=csv_values(args.human_speakers) or None,
+                                      min_confidence=args.min_confidence, force=args.force, store=False)
+        db.save_diagnosis(diagnosis)
+    if args.json:
+        print_json(diagnosis.model_dump(mode="json"))
+        return 0
+    render_diagnosis(run, diagnosis, console())
+    return 0
+
+
+def _render_uncertain(d: Any, out: Any) -> bool:
+    """Below the confidence threshold (or with no decisive step): say "uncertain" and show the top 3 with their
+    evidence instead of one verdict (issue 20 item 6). False when the answer is confident enough."""
+    from rich.markup import escape
+
+    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+
+    low = d.confidence is not None and d.confidence < UNCERTAIN_BELOW and d.verified_by == "heuristic"
+    if not (low or (d.decisive_step_index is None and d.candidates)):
+        return False
+    conf = f"confidence {d.confidence:.2f}" if d.confidence is not None else "no confidence"
+    out.print(f"[bold yellow]uncertain[/] ({conf}): the evidence does not single out one step; the top 3:")
+    for n, c in enumerate(d.candidates[:3], 1):
+        out.print(f"  {n}. step {c.index} by [yellow]{escape(c.agent)}[/] (score {c.score:.3f}): "
+                  f"{escape('; '.join(c.reasons))}")
+    return True
+
+
+def _render_verdict(run: Any, d: Any, out: Any) -> None:
+    """The confident answer: the decisive step, its category, text, explanation, evidence and top candidates."""
+    from rich.markup import escape
+
+    step = run.step_at(d.decisive_step_index) if d.decisive_step_index is not None else None
+    where = f"step {d.decisive_step_index}" if step is not None else "no step"
+    kind = f" ({step.kind})" if step is not None else ""
+    out.print(f"[bold]decisive error:[/] {where}{kind} by [yellow]{escape(d.agent or '-')}[/]")
+    if d.category:
+        out.print(f"[bold]category:[/] {d.category} {escape(d.category_name or '')}")
+    if step is not None:
+        out.print(f"[dim]step text:[/] {escape(short(step.content, 200))}")
+    if d.explanation:
+        out.print(f"[bold]why:[/] {escape(d.explanation)}")
+    if d.evidence:
+        path = " → ".join(f"#{e.index} {e.role}" for e in d.evidence)
+        out.print(f"[bold]evidence path:[/] {path}")
+    if d.candidates:
+        from rich.table import Table
+
+        table = Table(title="top candidates", show_lines=False)
+        for col in ("rank", "step", "agent", "score", "reasons"):
+            table.add_column(col, overflow="fold" if col == "reasons" else "ellipsis")
+        for n, c in enumerate(d.candidates[:5], 1):
+            table.add_row(str(n), str(c.index), escape(c.agent), f"{c.score:.3f}",
+                          escape(short("; ".join(c.reasons), 140)))
+        out.print(table)
+
+
+def render_diagnosis(run: Any, d: Any, out: Any) -> None:
+    """Print the diagnosis ``d`` of ``run`` on the rich console ``out``, then its cost line."""
+    from rich.markup import escape
+
+    head = f"[bold]diagnosis of run {run.run_id}[/] · method {d.method}"
+    if d.model:
+        head += f" · model {escape(d.model)}"
+    head += f" · verified by [cyan]{d.verified_by}[/]"
+    out.print(head)
+    if d.failed:
+        out.print(f"[bold red]failed:[/] {escape(d.failure_reason or 'no reason given')}")
+    elif not _render_uncertain(d, out):
+        _render_verdict(run, d, out)
+    cost = d.cost
+    money = f" · ${cost.usd:.4f}" if cost.usd is not None else ""
+    stages = ", ".join(f"{k}: {v}" for k, v in cost.calls_by_stage.items())
+    out.print(
+        f"[dim]cost: {cost.llm_calls} LLM call(s){f' ({stages})' if stages else ''}"
+        f"{f', {cost.cached_calls} from cache' if cost.cached_calls else ''} · {cost.input_tokens} in / "
+        f"{cost.output_tokens} out tokens · {cost.seconds:.2f} s{money}[/]"
+    )

@@ -1,0 +1,140 @@
+"""Moving runs in and out of the store: ``import`` (files), ``pull`` (a Jaeger query endpoint) and ``export``
+(OTLP/JSON).
+
+``import`` and ``pull`` print one run id per line; ``export`` writes to stdout unless ``-o FILE`` (its directory
+is created).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from causaltrace._cli_replay import write_output
+from causaltrace.cli.common import store
+from causaltrace.exceptions import UserError
+
+__all__ = ["add_transfer_commands", "cmd_export", "cmd_import", "cmd_pull", "save_imported"]
+
+_REPLACE_HELP = "overwrite a stored run of the same id whose content differs (drops its diagnoses and pairs)"
+
+
+def add_transfer_commands(sub: Any) -> None:
+    """Add ``import``, ``pull`` and ``export`` to the ``causaltrace`` subcommands."""
+    p = sub.add_parser("import", help="import runs from files; prints one run id per line")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json", "chat", "auto"],
+                   help="input format: whowhen, otlp-json, chat (OpenAI messages, Who&When with or without labels, "
+                        "an AutoGen TaskResult, smolagents steps; JSON or JSON lines) or auto (sniffs each file)")
+    p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("pull", help="pull a trace by id from a Jaeger query endpoint")
+    p.add_argument("trace_id", metavar="TRACE_ID")
+    p.add_argument("--jaeger", required=True, metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
+    p.set_defaults(func=cmd_pull)
+
+    p = sub.add_parser("export", help="export a stored run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--format", default="otlp-json", choices=["otlp-json"], help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("--redact", action="store_true", help="apply the payload policy (CAUSALTRACE_* env vars)")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import runs from files and print one run id per line (ids: see :func:`save_imported`)."""
+    runs: list[Any] = []
+    for raw in args.paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"no such file or directory: {raw!r}")
+        runs.extend(_load(path, args.format))
+    if not runs:
+        raise UserError("no runs found in the given input")
+    save_imported(args, runs)
+    return 0
+
+
+def save_imported(args: argparse.Namespace, runs: list[Any]) -> None:
+    """Store imported runs and print their ids. A run keeps the id it carries (``causaltrace.run.id``; Who&When
+    ids hold a digest of the log): the same run again changes nothing, a different run of a stored id is refused
+    (exit 2) unless ``--replace``, which also drops the old run's diagnoses and repair pairs. Every run is checked
+    before any is written, so a refused import stores nothing."""
+    seen: set[str] = set()
+    with store(args) as db, db.transaction():
+        for run in runs:
+            if run.run_id in seen:
+                raise UserError(f"the input holds run {run.run_id!r} twice")
+            seen.add(run.run_id)
+            db.import_run(run, replace=args.replace)
+    for run in runs:
+        sys.stdout.write(run.run_id + "\n")
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+
+
+def _load(path: Path, fmt: str) -> list[Any]:
+    """The runs of one input path in one format; ``auto`` sniffs each file (OTLP/JSON spans, else a chat log)."""
+    if fmt == "auto":
+        from causaltrace.collector.chatlog import sniff_format
+
+        return [run for f in _files(path) for run in _load(f, sniff_format(f))]
+    if fmt == "chat":
+        from causaltrace.collector.chatlog import load_chat
+
+        return [run for f in _files(path) for run in load_chat(f)]
+    if fmt == "whowhen":
+        from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
+
+        if path.is_dir():
+            return list(iter_whowhen(path, "all", content_id=True))
+        return [load_whowhen(path, content_id=True)]
+    from causaltrace.collector.otlp import load_otlp_json
+
+    out: list[Any] = []
+    for f in _files(path):
+        out.extend(load_otlp_json(f))
+    return out
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    """Pull a trace by id from a Jaeger query endpoint into the store."""
+    from causaltrace.collector.jaeger import pull_from_jaeger
+
+    runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
+    if not runs:
+        raise UserError(f"trace {args.trace_id} in Jaeger at {args.jaeger} holds no causaltrace run")
+    save_imported(args, runs)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a stored run as OTLP JSON (the full stored Run; ``--redact`` applies the payload policy)."""
+    from causaltrace.collector.otlp import run_to_otlp
+
+    with store(args, readonly=True) as db:
+        run = db.get_run(args.run_id)
+    policy = None
+    if args.redact:
+        from functools import partial
+
+        from causaltrace.config import TraceConfig
+        from causaltrace.instrumentation import apply_payload_policy
+
+        policy = partial(apply_payload_policy, config=TraceConfig.from_env())
+    document = run_to_otlp(run, attribute_policy=policy)
+    text = json.dumps(document, ensure_ascii=False) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        write_output(args.output, text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
