@@ -10,6 +10,7 @@ stage id               what it computes
 ``error_signals``      steps exposing errors, who introduced them, category, recovered? (:mod:`.errors`)
 ``loop_detect``        persistent loops: repeated near-identical actions without progress (:mod:`.loops`)
 ``relevance``          backward relevance from the anchor over the graph and shared information (:mod:`.relevance`)
+``provenance``         where each value came from, what reaches the failure, what a step changed (:mod:`.provenance`)
 ``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
 =====================  ===============================================================================
 
@@ -23,6 +24,7 @@ module                 what it holds
 :mod:`.success_spec`   the ``success_spec`` stage (EMFA's C_success; ``emfa`` and ``dcfa``)
 :mod:`.simulation`     the similarity S and the ΔS record of counterfactual simulation (``dcfa``, ``refine``)
 :mod:`.prompting`      prompt fitting, the shared system messages, the "steps or fail" view, the schema tail
+:mod:`.values`         the typed values provenance traces (numbers, units, entities, operators, targets)
 :mod:`.tokens`         the salient tokens the deterministic stages compare steps by
 :mod:`.view`           the run as the stages see it (speakers, contents, candidates)
 =====================  ===============================================================================

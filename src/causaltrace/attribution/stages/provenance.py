@@ -1,0 +1,429 @@
+"""Value provenance (issue 19 item 3, issue 20 item 4): where each value a step used came from, whether what a step
+decided reaches the failing answer, and which steps CHANGED a value they were given.
+
+One stage, ``provenance``, used by attribution (``graph``'s ranking and the LLM stages' evidence) and by repair
+(pruning and ordering the steps it tries). No model; linear in the run (a bounded search for derived numbers).
+
+Public API (what repair calls; ``run_or_view`` is a :class:`~causaltrace.schema.Run`)::
+
+    from causaltrace.attribution.stages.provenance import build_provenance, reaches_answer
+
+    prov = build_provenance(run)             # optionally graph=, anchor= (the failure anchor's step index)
+    reach = reaches_answer(run)              # {step_id: score 0..1}; 0 = nothing the step decided reaches the
+                                             # failing answer (a step repair may skip)
+    steps.sort(key=prov.order_key)           # step ids: reaching and value-changing steps first, then earlier
+    prov.changes_of(step_id)                 # the values a step changed relative to its source (Change list)
+    prov.origin(step_id, "unit:lb")          # the step id that first introduced a value the step used
+
+How it works:
+
+1. **Values.** Each step's typed values (:mod:`.values`: numbers, units, entities, operators, target names,
+   qualifier words) are read from its text, tool arguments and code.
+2. **Availability order.** A value exists when the step that holds it exists: a tool result or code output when it
+   ENDED, a call or message when it started (a code step that called a managed agent shows the agent's answer in
+   its output, recorded before the agent's own steps). Imported logs without timestamps keep index order.
+3. **Introduction.** A value's introducer is the first step, in that order, that holds it; the task's values and
+   user input are *given* (introducer ``-1`` or the user step; a managed agent's task is its delegating call's). An
+   ``llm_response`` that produced child steps introduces nothing (its children carry its content). A number that
+   is an arithmetic result of numbers seen before (``a ± b``, ``a × b``, ``a ÷ b``, the sum or mean of one step's
+   numbers) is *derived*: the step computed it, from its operands' introducers.
+4. **Reach.** Backward from the failure anchor, latest first, a reached step reaches the introducers of the values
+   it used (and a derived number's operands), its protocol producers (a result's call, a code output's code, a
+   final answer's message) and the instructions it answered (handoffs, selections, delegations,
+   ``X (-> Y)``). ``reach`` is 1 for the anchor, decaying 0.97 per hop; 0 for a step nothing reached.
+5. **Changes (restatements and substitutions).** A value a step introduced is compared with its sources: a number
+   that is not derived, stated in the same words as a different number of an earlier step (``price … 22`` after
+   ``price: 21``), is a *restatement that changed a value*; a unit, weekday, month or qualifier that differs from
+   one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*;
+   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip.
+6. **Responsibility boundary** ("the author of an instruction, not its faithful executor"): a step that uses a
+   changed value it did not introduce *carries* it (``carriers``): it executed faithfully what an earlier step
+   (often another agent's instruction) got wrong, and the change is charged to the author.
+
+The artifact lists the changes, the carriers, the reach scores and each candidate's introduced values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from causaltrace.attribution.context import DiagnosisContext, Stage
+from causaltrace.attribution.stages.anchor import FailureAnchorStage, find_failure_anchor
+from causaltrace.attribution.stages.dependencies import (
+    PROTOCOL_KINDS,
+    DependencyGraph,
+    DependencyGraphStage,
+    build_dependency_graph,
+)
+from causaltrace.attribution.stages.values import Value, values_in
+from causaltrace.attribution.stages.view import (
+    addressee,
+    agents_of,
+    base_agent,
+    content_of,
+    is_execution_output,
+    is_user_input,
+    speaker,
+    view_steps,
+)
+from causaltrace.schema import Run, Step
+
+__all__ = ["Change", "Provenance", "ProvenanceStage", "build_provenance", "reaches_answer"]
+
+TASK = -1
+INSTRUCTION_KINDS = frozenset({"handoff_from", "selected_by", "delegated_by"})
+_DECAY = 0.97
+_SUBSTITUTABLE = frozenset({"unit", "word"})
+_MAX_POOL = 40
+
+
+@dataclass(frozen=True)
+class Change:
+    """Step ``index`` states ``after`` where its source (step ``source``; ``-1`` the task) had ``before``."""
+
+    index: int
+    source: int
+    kind: str
+    before: str
+    after: str
+    how: str  # "restatement" | "substitution" | "copy"
+
+    def describe(self) -> str:
+        where = "the task" if self.source == TASK else f"step {self.source}"
+        verb = {"restatement": "restates", "substitution": "uses", "copy": "copies"}[self.how]
+        return f"{verb} {self.kind} {self.after!r} where {where} had {self.before!r} ({self.how} changes a value)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "source": self.source, "kind": self.kind, "before": self.before,
+                "after": self.after, "how": self.how}
+
+
+@dataclass
+class Provenance:
+    """Where each value came from, what reaches the failure, what was changed (module docstring)."""
+
+    anchor: int
+    step_ids: dict[int, str]
+    position: dict[int, int]
+    introduced: dict[int, list[Value]] = field(default_factory=dict)
+    origins: dict[int, dict[str, int]] = field(default_factory=dict)
+    derived: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    reach: dict[int, float] = field(default_factory=dict)
+    via: dict[int, int] = field(default_factory=dict)
+    changes: list[Change] = field(default_factory=list)
+    carriers: dict[int, list[Change]] = field(default_factory=dict)
+
+    @property
+    def _index_of(self) -> dict[str, int]:
+        return {sid: i for i, sid in self.step_ids.items()}
+
+    def index(self, step: str | int) -> int | None:
+        """A step's index from its id (or the index itself)."""
+        return step if isinstance(step, int) else self._index_of.get(step)
+
+    def reaches(self, step: str | int) -> float:
+        """How strongly what the step decided reaches the failing answer (0 = never)."""
+        i = self.index(step)
+        return self.reach.get(i, 0.0) if i is not None else 0.0
+
+    def changes_of(self, step: str | int) -> list[Change]:
+        """The values the step changed relative to its sources."""
+        i = self.index(step)
+        return [c for c in self.changes if c.index == i]
+
+    def origin(self, step: str | int, value: str) -> str | None:
+        """The id of the step that first introduced ``value`` (``"kind:key"``) that ``step`` used (None: the step
+        introduced it, or the task gave it, or the step does not hold it)."""
+        i = self.index(step)
+        j = self.origins.get(i, {}).get(value) if i is not None else None
+        return self.step_ids.get(j) if j is not None else None
+
+    def chain(self, step: str | int) -> list[int]:
+        """The steps from ``step`` to the anchor along which it reaches (``via``), as indices."""
+        i = self.index(step)
+        if i is None:
+            return []
+        out, seen = [i], {i}
+        while out[-1] != self.anchor and out[-1] in self.via and self.via[out[-1]] not in seen:
+            out.append(self.via[out[-1]])
+            seen.add(out[-1])
+        return out
+
+    def order_key(self, step: str | int) -> tuple[int, float, int]:
+        """Sort key for steps to try (repair) or inspect: reaching steps first, then value-changing ones, then the
+        earlier step (availability order)."""
+        i = self.index(step)
+        if i is None:
+            return (2, 0.0, 0)
+        changed = 1.0 if any(c.index == i for c in self.changes) else 0.0
+        return (0 if self.reach.get(i, 0.0) > 0 else 1, -changed, self.position.get(i, i))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "anchor": self.anchor,
+            "changes": [c.to_json() for c in self.changes],
+            "carriers": {str(i): [c.index for c in cs] for i, cs in sorted(self.carriers.items())},
+            "reach": {str(i): round(v, 3) for i, v in sorted(self.reach.items()) if v > 0},
+            "introduced": {str(i): [v.kind + ":" + v.key for v in vs[:12]]
+                           for i, vs in sorted(self.introduced.items()) if vs},
+        }
+
+
+def _available_at(step: Step) -> datetime | None:
+    return step.ended_at if step.kind in ("tool_response", "code_execution") else step.started_at
+
+
+def _ordered(steps: list[Step]) -> list[Step]:
+    """Steps in the order their content became available (module docstring, 2)."""
+    times = [_available_at(s) for s in steps]
+    if not steps or any(t is None for t in times):
+        return list(steps)
+    return [s for _, _, s in sorted(((t, s.index, s) for t, s in zip(times, steps, strict=True)),
+                                    key=lambda x: (x[0], x[1]))]
+
+
+def _step_values(step: Step, skip: frozenset[str]) -> list[Value]:
+    code = ""
+    for holder in (step.arguments or {}, step.inputs):
+        if isinstance(holder.get("code"), str):
+            code = str(holder["code"])
+            break
+    targets: list[str] = []
+    who = addressee(step)
+    if who:
+        targets.append(base_agent(who))
+    if step.kind == "tool_call" and step.tool_name:
+        targets.append(step.tool_name)
+    arguments = step.arguments if step.kind == "tool_call" else None
+    return values_in(content_of(step), code=code, arguments=arguments, targets=tuple(targets), skip=skip)
+
+
+def _vkey(v: Value) -> str:
+    return f"{v.kind}:{v.key}"
+
+
+def _derivation(x: float, pool: list[tuple[float, int]]) -> list[int] | None:
+    """The introducers of two numbers of ``pool`` whose sum, difference, product or quotient is ``x``."""
+    def close(a: float) -> bool:
+        return abs(a - x) <= max(1e-9, abs(x) * 1e-6) or round(a, 2) == round(x, 2) != 0
+
+    for (a, i), (b, j) in itertools.combinations(pool, 2):
+        if close(a + b) or close(a - b) or close(b - a) or close(a * b) or (b and close(a / b)) or (
+                a and close(b / a)):
+            return [i, j]
+    return None
+
+
+def _group_derivation(x: float, groups: Iterable[tuple[int, list[float]]]) -> list[int] | None:
+    for j, nums in groups:
+        if len(nums) >= 2 and (abs(sum(nums) - x) < 1e-6 or round(sum(nums) / len(nums), 2) == round(x, 2)):
+            return [j]
+    return None
+
+
+def _is_copy_slip(before: str, after: str) -> bool:
+    """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude)."""
+    a, b = (x.replace(".", "").replace(",", "").lstrip("-") for x in (before, after))
+    if len(a) != len(b) or len(a) < 2 or a == b:
+        return False
+    diff = [k for k in range(len(a)) if a[k] != b[k]]
+    return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+
+
+class _Builder:
+    """One pass over the run in availability order (module docstring, 1–3 and 5)."""
+
+    def __init__(self, run: Run, graph: DependencyGraph, anchor: int) -> None:
+        self.run, self.graph, self.anchor = run, graph, anchor
+        steps = view_steps(run)
+        self.steps = _ordered(steps)
+        self.by_index = {s.index: s for s in steps}
+        names = {n.lower() for n in agents_of(run)} | {(s.tool_name or "").lower() for s in steps}
+        names |= {base_agent(speaker(s)).lower() for s in steps}
+        self.skip = frozenset(n for n in names if n)
+        self.producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+        self.prov = Provenance(anchor=anchor, step_ids={s.index: s.step_id for s in steps},
+                               position={s.index: p for p, s in enumerate(self.steps)})
+        self.first: dict[str, int] = {}
+        self.first_value: dict[str, Value] = {}
+        self.holders: dict[str, list[int]] = defaultdict(list)
+        self.numbers: list[tuple[float, int]] = []
+        self.step_numbers: dict[int, list[float]] = {}
+        self.values: dict[int, list[Value]] = {}
+
+    def given(self) -> None:
+        for v in values_in(self.run.task or "", skip=self.skip):
+            self._see(v, TASK)
+
+    def _see(self, v: Value, owner: int) -> None:
+        k = _vkey(v)
+        if k not in self.first:
+            self.first[k] = owner
+            self.first_value[k] = v
+            if v.kind == "number":
+                self.numbers.append((float(v.key), owner))
+                if len(self.numbers) > _MAX_POOL:
+                    self.numbers.pop(0)
+        self.holders[k].append(owner)
+
+    def _owner(self, step: Step) -> int:
+        """Who a step's new values are charged to: a managed agent's task is its delegating call's."""
+        if step.kind == "task":
+            for e in self.graph.incoming(step.index):
+                if e.kind == "delegated_by":
+                    return e.producer
+        return step.index
+
+    def walk(self) -> None:
+        for step in self.steps:
+            k = step.index
+            vals = _step_values(step, self.skip)
+            self.values[k] = vals
+            shadowed = step.step_id in self.producers
+            owner = self._owner(step)
+            origins: dict[str, int] = {}
+            new: list[Value] = []
+            for v in vals:
+                key = _vkey(v)
+                if key in self.first:
+                    if self.first[key] != k:
+                        origins[key] = self.first[key]
+                elif not shadowed:
+                    new.append(v)
+            self._derive(k, new)
+            self.prov.origins[k] = origins
+            if not is_user_input(step) or owner != k:
+                self.prov.introduced[k] = new
+            for v in new:
+                self._see(v, owner if owner != k else k)
+            for v in vals:
+                if _vkey(v) in origins:
+                    self.holders[_vkey(v)].append(k)
+            nums = [float(v.key) for v in vals if v.kind == "number"]
+            if nums:
+                self.step_numbers[k] = nums[:50]
+            if not shadowed and not is_user_input(step) and not is_execution_output(step):
+                self._changes(step, new)
+
+    def _derive(self, k: int, new: list[Value]) -> None:
+        pool = list(self.numbers)
+        groups = [(j, self.step_numbers[j]) for j in self.graph.producers(k) if j in self.step_numbers][:4]
+        for v in new:
+            if v.kind != "number":
+                continue
+            x = float(v.key)
+            ops = _derivation(x, pool) or _group_derivation(x, groups)
+            if ops is not None:
+                self.prov.derived.setdefault(k, {})[_vkey(v)] = ops
+
+    def _changes(self, step: Step, new: list[Value]) -> None:
+        k = step.index
+        derived = self.prov.derived.get(k, {})
+        for v in new:
+            key = _vkey(v)
+            if v.kind == "number" and key not in derived:
+                change = self._restated(k, v)
+                if change is not None:
+                    self.prov.changes.append(change)
+            elif v.kind in _SUBSTITUTABLE or (v.kind == "entity" and v.group in ("weekday", "month")):
+                change = self._substituted(k, v)
+                if change is not None:
+                    self.prov.changes.append(change)
+
+    def _restated(self, k: int, v: Value) -> Change | None:
+        """The latest earlier value stated in the same words as ``v`` but different (module docstring, 5)."""
+        best: Change | None = None
+        slip: Change | None = None
+        for key, first in self.first.items():
+            if not key.startswith("number:") or first == k:
+                continue
+            u = self.first_value[key]
+            shared = len(u.context & v.context)
+            if shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and (
+                    best is None or self.prov.position.get(first, -1) >= self.prov.position.get(best.source, -1)):
+                best = Change(k, first, "number", u.key, v.key, "restatement")
+            elif slip is None and _is_copy_slip(u.raw, v.raw):
+                slip = Change(k, first, "number", u.key, v.key, "copy")
+        return best or slip
+
+    def _substituted(self, k: int, v: Value) -> Change | None:
+        for key, first in self.first.items():
+            u = self.first_value[key]
+            if u.group == v.group and u.kind == v.kind and u.key != v.key and first != k:
+                return Change(k, first, v.kind, u.key, v.key, "substitution")
+        return None
+
+
+def _reach(prov: Provenance, graph: DependencyGraph, order: list[int]) -> None:
+    """Backward reach from the anchor (module docstring, 4)."""
+    reach = prov.reach
+    reach[prov.anchor] = 1.0
+    for k in reversed(order):
+        r = reach.get(k, 0.0)
+        if r <= 0:
+            continue
+        sources: set[int] = set(prov.origins.get(k, {}).values())
+        for ops in prov.derived.get(k, {}).values():
+            sources.update(ops)
+        for e in graph.incoming(k):
+            if e.kind in PROTOCOL_KINDS or e.kind in INSTRUCTION_KINDS or e.rule == "instruction→reply":
+                sources.add(e.producer)
+        for j in sources:
+            if j == k or j == TASK:
+                continue
+            if r * _DECAY > reach.get(j, 0.0):
+                reach[j] = r * _DECAY
+                prov.via[j] = k
+
+
+def _carriers(prov: Provenance) -> None:
+    """Steps that use a value another step changed (the responsibility boundary)."""
+    changed = {(c.index, f"{c.kind}:{c.after}"): c for c in prov.changes}
+    for k, origins in prov.origins.items():
+        for key, j in origins.items():
+            c = changed.get((j, key))
+            if c is not None and j != k:
+                prov.carriers.setdefault(k, []).append(c)
+
+
+def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int | None = None) -> Provenance:
+    """The run's value provenance (module docstring); ``graph`` and ``anchor`` default to the stages' own."""
+    graph = graph if graph is not None else build_dependency_graph(run)
+    if anchor is None:
+        anchor = find_failure_anchor(run).index
+    builder = _Builder(run, graph, anchor)
+    builder.given()
+    builder.walk()
+    prov = builder.prov
+    order = [s.index for s in builder.steps if s.index <= anchor or prov.position[s.index] <= prov.position.get(
+        anchor, len(builder.steps))]
+    _reach(prov, graph, order)
+    _carriers(prov)
+    return prov
+
+
+def reaches_answer(run: Run, *, graph: DependencyGraph | None = None, anchor: int | None = None) -> dict[str, float]:
+    """``{step_id: reach}`` for every step of the run's view: how strongly what the step decided reaches the failing
+    answer, 0 when nothing does (a step repair may skip). See :func:`build_provenance`."""
+    prov = build_provenance(run, graph, anchor)
+    return {sid: prov.reach.get(i, 0.0) for i, sid in prov.step_ids.items()}
+
+
+class ProvenanceStage(Stage[Provenance]):
+    """Stage ``provenance`` (deterministic; needs ``dependency_graph`` and ``failure_anchor``)."""
+
+    stage_id: ClassVar[str] = "provenance"
+
+    async def run(self, ctx: DiagnosisContext) -> Provenance:
+        graph = await ctx.run_stage(DependencyGraphStage())
+        anchor = await ctx.run_stage(FailureAnchorStage())
+        return build_provenance(ctx.run, graph, anchor.index)
+
+    def skipped(self, ctx: DiagnosisContext) -> Provenance:
+        return Provenance(anchor=-1, step_ids={}, position={})
+

@@ -1,0 +1,218 @@
+"""The typed values of a step that provenance traces (issue 20 item 4): numbers, units, entities, operators, target
+names and qualifier words.
+
+A decisive error is usually ONE value a step got wrong — a number miscopied, the wrong unit, the wrong city, ``/ 2``
+for three items, a handoff to the wrong agent, a dropped "excluding". :func:`values_in` finds those values in a
+step's text, tool arguments and code, each as a :class:`Value` with a normalised ``key`` (so ``12.50``, ``12.5`` and
+``$12.50`` are one value, ``pounds`` and ``lb`` one unit) and a ``group`` that says which values are alternatives to
+each other (a unit's dimension, ``weekday``, ``month``, ``name``, ``number``, ``operator``, a qualifier's pair):
+two values of one group are what a substitution error swaps.
+
+Kinds:
+
+* ``number`` — a number as a reader sees it (sentence-final, in parentheses, with a unit or currency, thousands
+  separators), normalised (``207.0`` = ``207``);
+* ``unit`` — a unit word or abbreviation (abbreviations of one or two letters only right after a number, or as a
+  whole argument value), grouped by dimension;
+* ``entity`` — a capitalised name (a city, a person, a landmark) that is not a sentence's function word, and every
+  weekday / month;
+* ``operator`` — in code: an arithmetic or comparison operator with its literal operand (``/ 2``, ``< 10``) and the
+  bounds of ``range(...)`` and of slices; in any text: aggregation words (sum, average, maximum…);
+* ``target`` — the agent a step addresses (a handoff target, a selected speaker, ``X (-> Y)``) and a called tool or
+  managed agent;
+* ``word`` — qualifiers that flip a result (net / gross, including / excluding, cancelled…).
+
+Pure functions over text, no model, linear in the text (texts are cut at ``limit`` characters).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from causaltrace.attribution.stages.tokens import salient_tokens
+
+__all__ = ["Value", "number_key", "unit_group", "values_in"]
+
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_AFTER_NUMBER = re.compile(r"\s?(°?[A-Za-z]{1,12})")
+
+_UNITS: dict[str, tuple[str, str]] = {}
+
+
+def _units(dimension: str, canonical: str, *names: str) -> None:
+    for name in (canonical, *names):
+        _UNITS[name] = (canonical, dimension)
+
+
+_units("mass", "kg", "kilogram", "kilograms", "kilo", "kilos", "kgs")
+_units("mass", "g", "gram", "grams")
+_units("mass", "lb", "lbs", "pound", "pounds")
+_units("mass", "oz", "ounce", "ounces")
+_units("mass", "t", "ton", "tons", "tonne", "tonnes")
+_units("length", "km", "kilometre", "kilometres", "kilometer", "kilometers")
+_units("length", "m", "metre", "metres", "meter", "meters")
+_units("length", "cm", "centimetre", "centimetres", "centimeter", "centimeters")
+_units("length", "mm", "millimetre", "millimetres", "millimeter", "millimeters")
+_units("length", "mi", "mile", "miles")
+_units("length", "ft", "foot", "feet")
+_units("length", "inch", "inches")
+_units("length", "yd", "yard", "yards")
+_units("volume", "l", "litre", "litres", "liter", "liters")
+_units("volume", "ml", "millilitre", "millilitres", "milliliter", "milliliters")
+_units("volume", "gal", "gallon", "gallons")
+_units("volume", "qt", "quart", "quarts")
+_units("volume", "pt", "pint", "pints")
+_units("temperature", "c", "celsius", "°c")
+_units("temperature", "f", "fahrenheit", "°f")
+_units("temperature", "k", "kelvin")
+_units("time", "s", "sec", "secs", "second", "seconds")
+_units("time", "min", "mins", "minute", "minutes")
+_units("time", "h", "hr", "hrs", "hour", "hours")
+_units("time", "day", "days")
+_units("time", "week", "weeks")
+_units("currency", "usd", "dollar", "dollars")
+_units("currency", "eur", "euro", "euros")
+_units("currency", "gbp")
+_units("currency", "jpy", "yen")
+_units("currency", "cent", "cents")
+#: abbreviations that are units only right after a number or as a whole value ("in", "m", "s" are common words)
+_SHORT = frozenset(k for k in _UNITS if len(k) <= 2 or k in {"min", "gal", "day", "sec"})
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+#: qualifiers whose swap or omission flips a result, grouped with their siblings
+_QUALIFIERS: dict[str, str] = {}
+for _group, _words in (
+    ("net-gross", ("net", "gross")),
+    ("inclusion", ("including", "excluding", "included", "excluded", "except", "without", "inclusive",
+                   "exclusive")),
+    ("status", ("cancelled", "canceled", "refunded", "returned", "pending", "completed", "active", "inactive")),
+    ("extreme", ("minimum", "maximum", "lowest", "highest", "smallest", "largest", "cheapest", "earliest",
+                 "latest")),
+    ("direction", ("before", "after", "above", "below", "increase", "decrease")),
+):
+    for _w in _words:
+        _QUALIFIERS[_w] = _group
+_AGGREGATES = frozenset({"sum", "total", "average", "mean", "median", "max", "min", "count", "difference",
+                         "product", "ratio", "percent", "percentage"})
+_CODE_OPERATOR = re.compile(r"(?<![=!<>/*])(//|\*\*|[-+*/%]|[<>]=?|==|!=)\s*(\d+(?:\.\d+)?)(?![\w.])")
+_RANGE = re.compile(r"\brange\(\s*([^()]{0,40})\)")
+_SLICE = re.compile(r"\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|[\"'(\[]\s*)$")
+
+
+@dataclass(frozen=True)
+class Value:
+    """One typed value of a step: ``key`` normalised, ``group`` the set of its alternatives, ``raw`` as written,
+    ``context`` the salient words around it (what a restatement shares with its source)."""
+
+    kind: str
+    key: str
+    group: str
+    raw: str
+    context: frozenset[str] = frozenset()
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "value": self.key, "group": self.group}
+
+
+def number_key(raw: str) -> str | None:
+    """The normalised key of a written number (``1,234.50`` → ``1234.5``, ``207.0`` → ``207``), or None."""
+    try:
+        value = float(raw.replace(",", ""))
+    except ValueError:
+        return None
+    if value != value or abs(value) > 1e15:  # NaN / huge
+        return None
+    return str(int(value)) if value == int(value) else format(value, ".10g")
+
+
+def unit_group(word: str) -> tuple[str, str] | None:
+    """``(canonical unit, dimension)`` of a unit word, or None."""
+    return _UNITS.get(word.lower())
+
+
+def _context(text: str, start: int, end: int, width: int = 48) -> frozenset[str]:
+    around = text[max(0, start - width):start] + " " + text[end:end + width]
+    return frozenset(t for t in salient_tokens(around) if not t[0].isdigit())
+
+
+def _numbers(text: str, out: list[Value]) -> None:
+    for m in _NUMBER.finditer(text):
+        key = number_key(m.group(0))
+        if key is None:
+            continue
+        out.append(Value("number", key, "number", m.group(0), _context(text, m.start(), m.end())))
+        unit = _AFTER_NUMBER.match(text, m.end())
+        if unit:
+            found = unit_group(unit.group(1))
+            if found is not None:
+                out.append(Value("unit", found[0], found[1], unit.group(1)))
+
+
+def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        low = word.lower()
+        unit = unit_group(low)
+        if unit is not None and low not in _SHORT:
+            out.append(Value("unit", unit[0], unit[1], word))
+        elif low in _WEEKDAYS:
+            out.append(Value("entity", low, "weekday", word))
+        elif low in _MONTHS and (word[0].isupper() or low != "may"):
+            out.append(Value("entity", low, "month", word))
+        elif low in _QUALIFIERS:
+            out.append(Value("word", low, _QUALIFIERS[low], word))
+        elif low in _AGGREGATES:
+            out.append(Value("operator", low, "aggregate", word))
+        elif (word[0].isupper() and len(word) >= 3 and low not in skip and salient_tokens(low)
+              and not _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()])):
+            out.append(Value("entity", low, "name", word, _context(text, m.start(), m.end())))
+
+
+def _code(code: str, out: list[Value]) -> None:
+    for m in _CODE_OPERATOR.finditer(code):
+        key = number_key(m.group(2))
+        if key is not None:
+            out.append(Value("operator", f"{m.group(1)} {key}", "operator", m.group(0)))
+    for m in _RANGE.finditer(code):
+        out.append(Value("operator", "range(" + re.sub(r"\s+", "", m.group(1)) + ")", "bound", m.group(0)))
+    for m in _SLICE.finditer(code):
+        out.append(Value("operator", f"[{m.group(1)}:{m.group(2)}]", "bound", m.group(0)))
+
+
+def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None = None,
+              targets: tuple[str, ...] = (), skip: frozenset[str] = frozenset(), limit: int = 50_000) -> list[Value]:
+    """The typed values of one step (module docstring): in ``text``, in ``code`` (operators too), in the string and
+    number ``arguments`` of a call (a whole-string argument that is a unit abbreviation counts as a unit), and the
+    ``targets`` it addresses or calls. ``skip`` names words that are never entities (agent and tool names)."""
+    out: list[Value] = []
+    text = text[:limit]
+    _numbers(text, out)
+    _words(text, out, skip)
+    if code:
+        _code(code[:limit], out)
+    for value in (arguments or {}).values():
+        if isinstance(value, str) and value.strip():
+            unit = unit_group(value.strip())
+            if unit is not None:
+                out.append(Value("unit", unit[0], unit[1], value))
+            elif value.strip().lower() in _QUALIFIERS:
+                out.append(Value("word", value.strip().lower(), _QUALIFIERS[value.strip().lower()], value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            key = number_key(str(value))
+            if key is not None and not any(v.kind == "number" and v.key == key for v in out):
+                out.append(Value("number", key, "number", str(value)))
+    for target in targets:
+        if target:
+            out.append(Value("target", target.lower(), "target", target))
+    seen: set[tuple[str, str]] = set()
+    unique: list[Value] = []
+    for v in out:
+        if (v.kind, v.key) not in seen:
+            seen.add((v.kind, v.key))
+            unique.append(v)
+    return unique

@@ -1,0 +1,117 @@
+"""Value provenance (issue 20 item 4, issue 19 item 3): origins, reach, restatements, substitutions and the
+responsibility boundary, on small hand-built runs whose answers are known."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from _builders import RunBuilder
+from causaltrace.attribution.stages.provenance import build_provenance, reaches_answer
+from causaltrace.attribution.stages.values import number_key, values_in
+from causaltrace.schema import Outcome
+
+
+def _restated_price_run():
+    # a lookup returns the correct price; the analyst restates it one too high; the reporter answers from it
+    return (RunBuilder("restated").task("What does a lamp cost? Answer 'PRICE: <dollars>'.")
+            .tool_call("researcher", "lookup_price", {"item": "lamp"}, deps=[("task", "saw")])
+            .tool_response("researcher", "The lamp price is 21 dollars.", deps=[("call-1", "tool_result_of")])
+            .message("analyst", "Our lamp price is 22.", deps=[("resp-1", "saw")])
+            .final_answer("reporter", "PRICE: 22", deps=[("message-1", "saw")])
+            .build(outcome=Outcome(status="failure", final_answer="PRICE: 22")))
+
+
+def test_a_restatement_that_changes_a_tool_result_is_a_change_at_the_restating_step():
+    run = _restated_price_run()
+    prov = build_provenance(run)
+    changes = prov.changes_of("message-1")
+    assert [(c.before, c.after, c.how, c.source) for c in changes] == [("21", "22", "restatement", 2)]
+    assert prov.changes_of("resp-1") == []  # a tool result is evidence, never a restatement
+    assert "restates number '22' where step 2 had '21'" in changes[0].describe()
+    # the answer's 22 was introduced by the analyst: the final answer merely carries it
+    assert prov.origin("final-1", "number:22") == "message-1"
+    assert [c.index for c in prov.carriers[4]] == [3]
+
+
+def test_reach_follows_values_and_requests_back_from_the_answer():
+    run = _restated_price_run()
+    reach = reaches_answer(run)
+    assert reach["final-1"] == 1.0
+    assert reach["message-1"] > 0.9
+    # the lookup's 21 never reaches the answer: the analyst replaced it
+    assert reach["resp-1"] == 0.0 and reach["call-1"] == 0.0
+    prov = build_provenance(run)
+    ordered = sorted(["call-1", "resp-1", "message-1", "final-1"], key=prov.order_key)
+    assert ordered[0] == "message-1"  # reaching and value-changing first
+    assert prov.chain("message-1") == [3, 4]
+
+
+def test_a_unit_the_task_did_not_give_is_a_substitution_and_its_executor_only_carries_it():
+    # the planner names the wrong unit; the executor's call follows it faithfully
+    run = (RunBuilder("unit").task("Parcel A weighs 12 pounds. Report its weight in kilograms as 'KG: <v>'.")
+           .message("planner", "Convert 12 ounces to kilograms.", deps=[("task", "saw")])
+           .tool_call("executor", "convert", {"value": 12, "from_unit": "ounces", "to_unit": "kg"},
+                      deps=[("message-1", "delegated_by")])
+           .tool_response("executor", "0.34 kg", deps=[("call-1", "tool_result_of")])
+           .final_answer("executor", "KG: 0.34", deps=[("resp-1", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    [change] = prov.changes
+    assert (change.index, change.kind, change.before, change.after, change.how) == (1, "unit", "lb", "oz",
+                                                                                    "substitution")
+    assert prov.origin("call-1", "unit:oz") == "message-1"
+    assert [c.index for c in prov.carriers[2]] == [1]  # the executor carries the planner's change
+    assert prov.reaches("message-1") > 0 and prov.reaches("call-1") > 0
+
+
+def test_a_number_computed_from_earlier_numbers_is_derived_not_a_change():
+    run = (RunBuilder("sum").task("Ship parcels of 2 kg and 3 kg; report the cost as 'COST: <dollars>'.")
+           .tool_call("shipper", "shipping_cost", {"weight": 2, "unit": "kg"}, deps=[("task", "saw")])
+           .tool_response("shipper", "shipping 2 kg: 10 dollars", deps=[("call-1", "tool_result_of")])
+           .tool_call("shipper", "shipping_cost", {"weight": 3, "unit": "kg"}, deps=[("resp-1", "observed")])
+           .tool_response("shipper", "shipping 3 kg: 6.8 dollars", deps=[("call-2", "tool_result_of")])
+           .final_answer("shipper", "COST: 16.8", deps=[("resp-2", "observed")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    assert prov.changes == []
+    assert sorted(prov.derived[5]["number:16.8"]) == [2, 4]
+    # both lookups reach the answer through the sum
+    assert prov.reaches("call-1") > 0 and prov.reaches("call-2") > 0
+
+
+def test_a_copy_slip_of_a_given_number_in_a_tool_argument():
+    run = (RunBuilder("copy").task("Three pens cost $12.50 each. What do they cost in total?")
+           .tool_call("solver", "multiply", {"a": 3, "b": 12.05}, deps=[("task", "saw")])
+           .tool_response("solver", "36.15", deps=[("call-1", "tool_result_of")])
+           .final_answer("solver", "36.15", deps=[("resp-1", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    [change] = build_provenance(run).changes
+    assert (change.index, change.source, change.before, change.after, change.how) == (1, 0, "12.5", "12.05",
+                                                                                      "copy")
+
+
+def test_availability_order_puts_a_code_output_after_the_managed_agent_it_waited_for():
+    # smolagents records the manager's code output (index 3) before the managed agent's steps, but it ENDS after
+    b = RunBuilder("nested").task("How tall is the tower? Answer 'H: <m>'.")
+    b.tool_call("manager", "python_interpreter", {"code": "print(researcher(task='height of the tower'))"},
+                deps=[("task", "saw")])
+    t = b.t0
+    b.step("code_execution", "manager", content="The tower is 300 metres tall.", started_at=t + timedelta(seconds=2),
+           ended_at=t + timedelta(seconds=9), deps=[("call-1", "executes")])
+    b.tool_response("researcher", "Tower: 330 metres tall.", started_at=t + timedelta(seconds=4),
+                    ended_at=t + timedelta(seconds=4))
+    b.message("researcher", "The tower is 300 metres tall.", started_at=t + timedelta(seconds=5),
+              deps=[("resp-1", "observed")])
+    b.final_answer("manager", "H: 300", started_at=t + timedelta(seconds=10), deps=[("code-1", "saw")])
+    prov = build_provenance(b.build(outcome=Outcome(status="failure")))
+    assert [(c.index, c.before, c.after) for c in prov.changes] == [(4, "330", "300")]
+    assert prov.origin("code-1", "number:300") == "message-1"
+
+
+def test_typed_values_are_normalised_and_grouped():
+    vals = {(v.kind, v.key, v.group) for v in values_in("It weighs 12kg (about 26.5 pounds) on Tuesday; net.",
+                                                        code="avg = total / 2")}
+    assert {("number", "12", "number"), ("unit", "kg", "mass"), ("unit", "lb", "mass"),
+            ("entity", "tuesday", "weekday"), ("word", "net", "net-gross"), ("operator", "/ 2", "operator")} <= vals
+    assert number_key("1,234.50") == "1234.5" and number_key("207.0") == "207"
+    assert [v.key for v in values_in("The price is 21.")] == ["21"]  # sentence-final
