@@ -8,13 +8,13 @@ Usage::
     answer = query_jaeger_traces("http://127.0.0.1:16686", "causaltrace", start, end)
     runs = runs_from_otlp(answer)
 
-Both use the standard library only (``urllib``) and Jaeger's ``/api/v3`` endpoints, whose answers are OTLP/JSON
+Both use ``httpx`` (a timeout per request and a bounded retry, see :func:`_get`) and Jaeger's ``/api/v3`` endpoints, whose answers are OTLP/JSON
 wrapped in ``{"result": ...}`` (possibly streamed as several such chunks); :mod:`causaltrace.collector.otlp`
 reads them.
 
 Errors are :class:`~causaltrace.exceptions.UserError` with one clear line: ``cannot reach Jaeger at URL: …``
-(connection refused, DNS, timeout), ``trace X not found in Jaeger at URL`` (HTTP 404), ``Jaeger at URL answered
-HTTP N …`` (other HTTP errors); an answer that is not OTLP JSON is an
+(connection refused, DNS, timeout; after the retries), ``trace X not found in Jaeger at URL`` (HTTP 404),
+``Jaeger at URL answered HTTP N …`` (other HTTP errors, 5xx after the retries); an answer that is not OTLP JSON is an
 :class:`~causaltrace.exceptions.InvalidInputError`.
 
 Decisions where the architecture is silent:
@@ -29,19 +29,25 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
 from typing import Any
+
+import httpx
 
 from causaltrace.collector.otlp import _parse_documents, _runs_from_documents
 from causaltrace.exceptions import InvalidInputError, UserError
 from causaltrace.schema import Run
 
-__all__ = ["pull_from_jaeger", "query_jaeger_traces"]
+__all__ = ["DEFAULT_RETRIES", "pull_from_jaeger", "query_jaeger_traces"]
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{1,32}$")
+_ERRNO = re.compile(r"^\[Errno -?\d+\] ")
+#: tries after the first for a refused / reset connection or an HTTP status of _RETRY_STATUS
+DEFAULT_RETRIES = 2
+_RETRY_STATUS = frozenset({500, 502, 503, 504})
+_BACKOFF_S = 0.25
 
 
 class _NotFound(Exception):
@@ -58,36 +64,42 @@ def _base(base_url: str) -> str:
     return base
 
 
-def _get(url: str, base: str, timeout_s: float) -> str:
-    """GET ``url`` and return the body; raises UserError (or _NotFound on HTTP 404)."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return response.read().decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as exc:
-        try:
-            body = exc.read().decode("utf-8", errors="replace")
-        except OSError:
-            body = ""
-        if exc.code == 404:
-            raise _NotFound(body) from exc
-        detail = " ".join(body.split())[:200]
-        raise UserError(
-            f"Jaeger at {base} answered HTTP {exc.code} {exc.reason} for {url}" + (f": {detail}" if detail else "")
-        ) from exc
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, TimeoutError):
-            why = f"no answer within {timeout_s:g} s"
-        elif isinstance(reason, OSError) and reason.strerror:
-            why = reason.strerror
-        else:
-            why = str(reason)
-        raise UserError(f"cannot reach Jaeger at {base}: {why}") from exc
-    except TimeoutError as exc:
-        raise UserError(f"cannot reach Jaeger at {base}: no answer within {timeout_s:g} s") from exc
-    except OSError as exc:  # connection reset mid-answer and the like
-        raise UserError(f"cannot reach Jaeger at {base}: {exc.strerror or exc}") from exc
+def _why(exc: httpx.TransportError, timeout_s: float) -> str:
+    """The reason of a failed request in a few words: "no answer within 10 s", "Connection refused", …"""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {timeout_s:g} s"
+    return _ERRNO.sub("", str(exc)) or type(exc).__name__
+
+
+def _get(url: str, base: str, timeout_s: float, retries: int = DEFAULT_RETRIES) -> str:
+    """GET ``url`` and return the body; raises UserError (or _NotFound on HTTP 404).
+
+    A bounded retry: a refused or reset connection and HTTP 500 / 502 / 503 / 504 are tried again up to
+    ``retries`` times, after 0.25 s, 0.5 s, …; a timeout is not (a Jaeger that accepts and never answers would
+    only multiply the wait), so the longest a call can take is about ``timeout_s`` per attempt."""
+    last: UserError | None = None
+    with httpx.Client(timeout=timeout_s, headers={"Accept": "application/json"}, follow_redirects=True) as client:
+        for attempt in range(max(retries, 0) + 1):
+            if attempt:
+                time.sleep(_BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                response = client.get(url)
+            except httpx.TimeoutException as exc:
+                raise UserError(f"cannot reach Jaeger at {base}: {_why(exc, timeout_s)}") from exc
+            except httpx.TransportError as exc:  # refused, DNS, reset mid-answer: worth another try
+                last = UserError(f"cannot reach Jaeger at {base}: {_why(exc, timeout_s)}")
+                continue
+            if response.status_code == 404:
+                raise _NotFound(response.text)
+            if response.is_success:
+                return response.text
+            detail = " ".join(response.text.split())[:200]
+            last = UserError(f"Jaeger at {base} answered HTTP {response.status_code} {response.reason_phrase} for "
+                             f"{url}" + (f": {detail}" if detail else ""))
+            if response.status_code not in _RETRY_STATUS:
+                raise last
+    assert last is not None
+    raise last
 
 
 def _error_of(docs: list[tuple[str, Any]]) -> dict[str, Any] | None:
@@ -103,7 +115,8 @@ def _is_not_found(error: dict[str, Any]) -> bool:
     return str(code) == "404" or "not found" in str(error.get("message", "")).lower()
 
 
-def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0) -> list[Run]:
+def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0,
+                     retries: int = DEFAULT_RETRIES) -> list[Run]:
     """The runs in one trace, fetched from ``{base_url}/api/v3/traces/{trace_id}``.
 
     Raises :class:`UserError` when Jaeger cannot be reached or does not have the trace, and
@@ -116,7 +129,7 @@ def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0) -
     url = f"{base}/api/v3/traces/{tid}"
     not_found = f"trace {tid} not found in Jaeger at {base}"
     try:
-        body = _get(url, base, timeout_s)
+        body = _get(url, base, timeout_s, retries)
     except _NotFound:
         raise UserError(not_found) from None
     try:
@@ -151,6 +164,7 @@ def query_jaeger_traces(
     *,
     limit: int = 100,
     timeout_s: float = 10.0,
+    retries: int = DEFAULT_RETRIES,
 ) -> dict[str, Any]:
     """Jaeger's answer to ``/api/v3/traces?query.service_name=…&query.start_time_min=…&query.start_time_max=…``.
 
@@ -172,7 +186,7 @@ def query_jaeger_traces(
     url = f"{base}/api/v3/traces?{query}"
     empty: dict[str, Any] = {"result": {"resourceSpans": []}}
     try:
-        body = _get(url, base, timeout_s)
+        body = _get(url, base, timeout_s, retries)
     except _NotFound as exc:
         try:
             answer = json.loads(exc.body)
