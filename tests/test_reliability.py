@@ -149,6 +149,47 @@ def test_a_nested_value_from_the_code_is_an_error_and_the_worker_survives():
         assert after["output"] == 2 and after["restarted"] is False
 
 
+class _AnsweringBackend:
+    """A custom judge backend (the JudgeModel protocol) whose every answer is ``text``."""
+
+    name = "custom-answering"
+    cache_key = "custom-answering"
+    context_window = 8192
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def complete(self, request: Any) -> Any:
+        from causaltrace.attribution.judge_backends import JudgeResponse
+
+        return JudgeResponse(text=self.text)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 1: the judge's extract_json lets a RecursionError out")
+def test_a_deeply_nested_judge_answer_is_a_value_error():
+    from causaltrace.attribution.judge import extract_json
+
+    for text in ("[" * 50_000 + "]" * 50_000, "```json\n" + "{\"a\":" * 50_000 + "1" + "}" * 50_000 + "\n```",
+                 "the answer: " + "[" * 50_000):  # the last one truncated: the repair closes 50,000 brackets
+        with pytest.raises(ValueError, match="nested too deeply"):
+            extract_json(text)
+    nested: Any = extract_json("[" * 50 + "]" * 50)
+    for _ in range(49):
+        [nested] = nested
+    assert nested == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 1: a deeply nested judge answer makes diagnose() raise")
+@pytest.mark.parametrize("method", ["all-at-once", "step-by-step"])
+def test_a_deeply_nested_judge_answer_gives_a_failed_diagnosis(method):
+    from causaltrace.attribution.engine import diagnose_sync
+    from causaltrace.collector.whowhen import load_whowhen
+
+    run = load_whowhen(FIXTURES / "Hand-Crafted" / "1.json")
+    diagnosis = diagnose_sync(run, method, _AnsweringBackend("[" * 50_000 + "]" * 50_000))
+    assert diagnosis.failed and "nested too deeply" in (diagnosis.failure_reason or ""), diagnosis.failure_reason
+
+
 # --------------------------------------------------------------------------------- 2. store-opening problems
 
 
