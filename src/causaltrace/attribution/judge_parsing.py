@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -26,7 +26,11 @@ _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\r?\n?(.*?)(?:```|$)", re.DOTALL)
 
 
 def extract_json(text: str) -> Any:
-    """Parse the JSON value in a model's answer: fenced, surrounded by prose, or truncated. ValueError if none."""
+    """Parse the JSON value in a model's answer: fenced, surrounded by prose, or truncated. ValueError if none.
+
+    An answer nested deeper than the decoder's recursion limit (``"[" * 50000``) is a ValueError saying so, never a
+    RecursionError: a model's output must not crash the diagnosis that asked for it.
+    """
     candidates: list[str] = []
     stripped = text.strip()
     if stripped:
@@ -35,27 +39,31 @@ def extract_json(text: str) -> Any:
     # strict=False: control characters (raw newlines) inside strings are accepted — llama.cpp's JSON grammar lets
     # them through, and a JSON answer must not be lost over them
     decoder = json.JSONDecoder(strict=False)
-    for cand in candidates:
+    too_deep = False
+    for attempt in _attempts(candidates):
         try:
-            return decoder.decode(cand)
+            return attempt(decoder)
         except ValueError:
             pass
+        except RecursionError:
+            too_deep = True
+    if too_deep:
+        raise ValueError("the answer's JSON is nested too deeply to parse")
+    raise ValueError("no JSON object found in the answer")
+
+
+def _attempts(candidates: list[str]) -> Iterator[Callable[[json.JSONDecoder], Any]]:
+    """The decodings :func:`extract_json` tries, in order: each whole candidate, its first value, its repair."""
+    for cand in candidates:
+        yield lambda decoder, cand=cand: decoder.decode(cand)
     for cand in candidates:
         starts = sorted(p for p in (cand.find("{"), cand.find("[")) if p >= 0)
         for start in starts:
-            try:
-                value, _ = decoder.raw_decode(cand[start:])
-                return value
-            except ValueError:
-                pass
+            yield lambda decoder, rest=cand[start:]: decoder.raw_decode(rest)[0]
         for start in starts:
             repaired = _close_truncated(cand[start:])
             if repaired is not None:
-                try:
-                    return decoder.decode(repaired)
-                except ValueError:
-                    pass
-    raise ValueError("no JSON object found in the answer")
+                yield lambda decoder, repaired=repaired: decoder.decode(repaired)
 
 
 def _close_truncated(text: str) -> str | None:
