@@ -8,6 +8,7 @@ ignores them, so the read-only and unwritable-directory cases run the command as
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -165,7 +166,6 @@ class _AnsweringBackend:
         return JudgeResponse(text=self.text)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: the judge's extract_json lets a RecursionError out")
 def test_a_deeply_nested_judge_answer_is_a_value_error():
     from causaltrace.attribution.judge import extract_json
 
@@ -179,15 +179,15 @@ def test_a_deeply_nested_judge_answer_is_a_value_error():
     assert nested == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 1: a deeply nested judge answer makes diagnose() raise")
-@pytest.mark.parametrize("method", ["all-at-once", "step-by-step"])
-def test_a_deeply_nested_judge_answer_gives_a_failed_diagnosis(method):
+@pytest.mark.parametrize(("method", "words"), [("all-at-once", "nested too deeply"),
+                                                ("step-by-step", "could not be parsed")])
+def test_a_deeply_nested_judge_answer_gives_a_failed_diagnosis(method, words):
     from causaltrace.attribution.engine import diagnose_sync
     from causaltrace.collector.whowhen import load_whowhen
 
     run = load_whowhen(FIXTURES / "Hand-Crafted" / "1.json")
     diagnosis = diagnose_sync(run, method, _AnsweringBackend("[" * 50_000 + "]" * 50_000))
-    assert diagnosis.failed and "nested too deeply" in (diagnosis.failure_reason or ""), diagnosis.failure_reason
+    assert diagnosis.failed and words in (diagnosis.failure_reason or ""), diagnosis.failure_reason
 
 
 # --------------------------------------------------------------------------------- 2. store-opening problems
@@ -497,5 +497,13 @@ def test_an_interrupt_from_a_judge_backend_still_propagates():
     from causaltrace.collector.whowhen import load_whowhen
 
     run = load_whowhen(FIXTURES / "Hand-Crafted" / "1.json")
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as caught:
         diagnose_sync(run, "all-at-once", _RaisingBackend(KeyboardInterrupt()))
+    # The interrupt leaves asyncio tasks whose exception was never retrieved, held in a reference cycle through its
+    # traceback. Finalised by a later garbage collection, such a task logs "Task exception was never retrieved" with
+    # a traceback, and the traceback module calls ast.parse; when that collection runs inside another ast.parse (as
+    # pytest's assertion rewriting, or its failure report, does), CPython 3.11's shared AST state turns the outer
+    # parse into "SystemError: AST constructor recursion depth mismatch" — a pytest INTERNALERROR at the next
+    # failing test. Collect the cycle here, while nothing parses.
+    del caught
+    gc.collect()
