@@ -12,6 +12,10 @@ so a test states only what it is about::
 Every shortcut takes any other :class:`~causaltrace.schema.Step` field as a keyword (``status``, ``error``,
 ``metadata``…), and ``step(kind, ...)`` builds any kind. Ids default to ``<kind>-<n>`` (``llm-1``, ``call-1``…);
 pass ``step_id=`` to name one. Times start at ``t0`` and advance one second per step unless given.
+
+``recorded(kind, request, agent_key=...)`` adds a recorded call (its ordinal among that agent's calls of that kind,
+its start / finish order and its request hash worked out as the recorder does); ``build()`` gives the run a
+recording when any call was added.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from causaltrace.schema import Dependency, Run, Step
+from causaltrace.recording import request_hash
+from causaltrace.schema import Dependency, RecordedCall, Recording, Run, Step
 
 __all__ = ["RunBuilder", "capture_spans"]
 
@@ -37,6 +42,7 @@ class RunBuilder:
         self.steps: list[Step] = []
         self._counts: dict[str, int] = {}
         self._parent: str | None = None
+        self.calls: list[RecordedCall] = []
 
     # -- the generic step ------------------------------------------------------------------------------------------
 
@@ -90,8 +96,25 @@ class RunBuilder:
         fields.setdefault("outputs", {"text": text})
         return self.step("final_answer", agent, content=text, **fields)
 
+    # -- the recording ---------------------------------------------------------------------------------------------
+
+    def recorded(self, kind: str, request: Any, *, agent_key: str, **fields: Any) -> RunBuilder:
+        """Append a recorded ``llm`` / ``tool`` call: ``ordinal`` counts ``agent_key``'s earlier calls of ``kind``,
+        ``start_order`` all earlier calls, ``finish_order`` is ``start_order`` unless the call is ``live_only`` (never
+        finished in the recording), ``request_hash`` is the request's own; any of them can be given."""
+        fields.setdefault("ordinal", sum(c.agent_key == agent_key and c.kind == kind for c in self.calls))
+        fields.setdefault("start_order", len(self.calls))
+        fields.setdefault("finish_order", None if fields.get("live_only") else fields["start_order"])
+        fields.setdefault("request_hash", request_hash(request))
+        self.calls.append(RecordedCall(run_id=self.run_id, agent_key=agent_key, kind=kind, request=request,
+                                       **fields))
+        return self
+
     def build(self, **run_fields: Any) -> Run:
-        """The Run: its agents default to the steps' agents (task giver excluded) in order of appearance."""
+        """The Run: its agents default to the steps' agents (task giver excluded) in order of appearance; its
+        recording holds the :meth:`recorded` calls, if any."""
+        if self.calls:
+            run_fields.setdefault("recording", Recording(run_id=self.run_id, calls=tuple(self.calls)))
         agents = [s.agent for s in self.steps if s.agent and s.kind != "task"]
         run_fields.setdefault("agents", tuple(dict.fromkeys(agents)))
         run_fields.setdefault("started_at", self.t0)

@@ -15,7 +15,7 @@ pytest.importorskip("autogen_agentchat")
 
 from causaltrace.attribution.engine import diagnose
 from causaltrace.attribution.stages.loops import detect_loops
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.testing.faults import all_cases
 from causaltrace.testing.faults import runner as faults_runner
 
@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
 
     uninstrument_smolagents()
     uninstrument_autogen()
-    _runtime.reset_tracing()
+    reset_tracing()
     faults_runner._INSTRUMENTED = False
     if previous is None:
         os.environ.pop("CAUSALTRACE_HOME", None)

@@ -315,9 +315,8 @@ def _t(seconds: float) -> datetime:
 
 def rich_run(run_id: str = "run-rich", *, trace_id: str | None = "0af7651916cd43dd8448eb211c80319c") -> Run:
     """A run using every Step and Run field: containers, deps of many kinds, an error step, a recording…"""
-    r = run_id
-    builder = (
-        RunBuilder(r, t0=T0)
+    return (
+        RunBuilder(run_id, t0=T0)
         .task("add 2 and 3", step_id="task", started_at=_t(0))
         .turn("solver", step_id="turn-1", started_at=_t(0.5), ended_at=_t(9), status="error",
               error=StepError(type="ToolError", message="the tool failed once"), span_id="b7ad6b7169203331")
@@ -342,57 +341,26 @@ def rich_run(run_id: str = "run-rich", *, trace_id: str | None = "0af7651916cd43
         .final_answer("solver", "5", step_id="final", deps=[("code-1", "answer_of")], started_at=_t(4))
         .end_turn()
         .message("", "", step_id="orphan-ish", index=9, outputs={}, started_at=None)
-    )
-    steps = builder.steps
-    recording = Recording(
-        run_id=r,
-        calls=(
-            RecordedCall(
-                run_id=r,
-                step_id="llm-1",
-                agent_key="team/solver",
-                kind="llm",
-                ordinal=0,
-                request={"messages": [{"role": "user", "content": "add 2 and 3"}], "temperature": 0.0},
-                request_hash="ab" * 32,
-                response={"content": "I will call add.", "score": 0.1},
-                settings={"model": "gpt-4o-mini", "temperature": 0},
-                start_order=0,
-                finish_order=0,
-            ),
-            RecordedCall(
-                run_id=r,
-                agent_key="team/solver",
-                kind="tool",
-                ordinal=0,
-                request={"name": "add"},
-                request_hash="cd" * 32,
-                response={"type": "x.Y", "pickle_b64": "AAAA"},
-                response_type="x.Y",
-                start_order=1,
-                live_only=True,
-                error=StepError(type="ValueError", message="b"),
-            ),
-        ),
-    )
-    return Run(
-        run_id=r,
-        trace_id=trace_id,
-        framework="autogen",
-        name="rich demo",
-        task="add 2 and 3",
-        agents=("solver", "reviewer"),
-        steps=tuple(steps),
-        started_at=T0,
-        ended_at=_t(10).astimezone(timezone(timedelta(hours=2))),
-        outcome=Outcome(
-            status="failure", final_answer="5", stop="normal", verdict=Verdict(passed=False, reason="expected 6")
-        ),
-        metadata={"writer_pid": 1234, "host": "example", "ratio": 0.25, "nested": {"a": [1, 2]}},
-        annotations=Annotations(
-            mistake_agent="solver", mistake_step=3, mistake_reason="wrong b", source="synthetic", extra={"k": [1]}
-        ),
-        recording=recording,
+        .recorded("llm", {"messages": [{"role": "user", "content": "add 2 and 3"}], "temperature": 0.0},
+                  agent_key="team/solver", step_id="llm-1", request_hash="ab" * 32,
+                  response={"content": "I will call add.", "score": 0.1},
+                  settings={"model": "gpt-4o-mini", "temperature": 0})
+        .recorded("tool", {"name": "add"}, agent_key="team/solver", request_hash="cd" * 32,
+                  response={"type": "x.Y", "pickle_b64": "AAAA"}, response_type="x.Y", live_only=True,
+                  error=StepError(type="ValueError", message="b"))
+        .build(
+            trace_id=trace_id,
+            framework="autogen",
+            name="rich demo",
+            task="add 2 and 3",
+            agents=("solver", "reviewer"),
+            ended_at=_t(10).astimezone(timezone(timedelta(hours=2))),
+            outcome=Outcome(status="failure", final_answer="5", stop="normal",
+                            verdict=Verdict(passed=False, reason="expected 6")),
+            metadata={"writer_pid": 1234, "host": "example", "ratio": 0.25, "nested": {"a": [1, 2]}},
+            annotations=Annotations(mistake_agent="solver", mistake_step=3, mistake_reason="wrong b",
+                                    source="synthetic", extra={"k": [1]}),
+        )
     )
 
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
+from _builders import RunBuilder
 from causaltrace.collector import _migrations
 from causaltrace.collector.store import SCHEMA_VERSION, Store, WriterInfo
 from causaltrace.exceptions import InvalidInputError, RunNotFoundError, StoreError
-from causaltrace.recording import canonicalize_request, encode_response, request_hash
+from causaltrace.recording import canonicalize_request, encode_response
 from causaltrace.schema import (
     Annotations,
     Candidate,
@@ -33,7 +34,6 @@ from causaltrace.schema import (
     EvidenceItem,
     Outcome,
     OutcomeStatus,
-    RecordedCall,
     Recording,
     RepairPair,
     Run,
@@ -55,187 +55,52 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def full_run(run_id: str = "run-full-0001") -> Run:
     """A run using every field: containers, deps of several kinds, usage, errors, a recording with an envelope."""
     t = [T0 + timedelta(seconds=i) for i in range(12)]
-    steps = (
-        Step(
-            step_id="s0",
-            run_id=run_id,
-            index=0,
-            kind="task",
-            agent="user",
-            content="What is 6 * 21?",
-            outputs={"text": "What is 6 * 21?"},
-            started_at=t[0],
-            ended_at=t[0],
-            status="ok",
-            metadata={"user_input": True},
-        ),
-        Step(
-            step_id="s1",
-            run_id=run_id,
-            index=1,
-            kind="agent_turn",
-            agent="solver",
-            started_at=t[1],
-            ended_at=t[9],
-            status="error",
-            error=StepError(type="ToolError", message="tool failed once"),
-            span_id="00f067aa0ba902b7",
-        ),
-        Step(
-            step_id="s2",
-            run_id=run_id,
-            index=2,
-            kind="llm_response",
-            agent="solver",
-            parent_step_id="s1",
-            depends_on=(Dependency(step_id="s0", kind="saw"),),
-            content="calling multiply",
-            inputs={"messages": [{"role": "user", "content": "What is 6 * 21?"}]},
-            outputs={
-                "text": "",
-                "tool_calls": [{"name": "multiply", "arguments": {"a": 6, "b": 21}, "call_alias": "call#0"}],
-            },
-            usage=TokenUsage(input_tokens=42, output_tokens=7),
-            model="scripted-solver",
-            started_at=t[2],
-            ended_at=t[3],
-            status="ok",
-        ),
-        Step(
-            step_id="s3",
-            run_id=run_id,
-            index=3,
-            kind="tool_call",
-            agent="solver",
-            parent_step_id="s1",
-            depends_on=(Dependency(step_id="s2", kind="produced_by"),),
-            content="multiply(a=6, b=21)",
-            tool_name="multiply",
-            arguments={"a": 6, "b": 21, "opts": {"exact": True, "scale": 1.5, "tags": None}},
-            call_id="call_abc",
-            started_at=t[3],
-            ended_at=t[4],
-            status="ok",
-            action_signature=action_signature("tool_call", "multiply", {"a": 6, "b": 21}),
-        ),
-        Step(
-            step_id="s4",
-            run_id=run_id,
-            index=4,
-            kind="tool_response",
-            agent="solver",
-            parent_step_id="s1",
-            depends_on=(Dependency(step_id="s3", kind="tool_result_of"),),
-            content="ZeroDivisionError",
-            outputs={"result": "ZeroDivisionError: division by zero", "is_error": True},
-            started_at=t[4],
-            ended_at=t[4],
-            status="error",
-            error=StepError(type="ZeroDivisionError", message="division by zero"),
-        ),
-        Step(
-            step_id="s5",
-            run_id=run_id,
-            index=5,
-            kind="llm_response",
-            agent="solver",
-            parent_step_id="s1",
-            depends_on=(Dependency(step_id="s4", kind="observed"), Dependency(step_id="s2", kind="continues")),
-            content="The answer is 127 — ünïcödé ✓",
-            outputs={"text": "The answer is 127 — ünïcödé ✓"},
-            usage=TokenUsage(input_tokens=60, output_tokens=9),
-            model="scripted-solver",
-            started_at=t[5],
-            ended_at=t[6],
-            status="ok",
-        ),
-        Step(
-            step_id="s6",
-            run_id=run_id,
-            index=6,
-            kind="final_answer",
-            agent="solver",
-            parent_step_id="s1",
-            depends_on=(Dependency(step_id="s5", kind="answer_of"),),
-            content="127",
-            outputs={"text": "127"},
-            started_at=t[7],
-            ended_at=t[7],
-            status="ok",
-        ),
-    )
-    req = canonicalize_request({"messages": [{"role": "user", "content": "What is 6 * 21?"}], "tools": []})
-    tool_req = canonicalize_request({"name": "multiply", "arguments": {"a": 6, "b": 21}})
+    question = "What is 6 * 21?"
+    multiply = {"name": "multiply", "arguments": {"a": 6, "b": 21}, "call_alias": "call#0"}
+    llm_request = canonicalize_request({"messages": [{"role": "user", "content": question}], "tools": []})
+    tool_request = canonicalize_request({"name": "multiply", "arguments": {"a": 6, "b": 21}})
     envelope, type_name = encode_response(fractions.Fraction(1, 3))
-    recording = Recording(
-        run_id=run_id,
-        calls=(
-            RecordedCall(
-                run_id=run_id,
-                step_id="s2",
-                agent_key="team/solver",
-                kind="llm",
-                ordinal=0,
-                request=req,
-                request_hash=request_hash(req),
-                response={"content": [{"name": "multiply", "arguments": '{"a": 6, "b": 21}'}]},
-                settings={"model": "scripted-solver", "temperature": 0.0, "model_info": {"vision": False}},
-                start_order=0,
-                finish_order=0,
-            ),
-            RecordedCall(
-                run_id=run_id,
-                step_id="s3",
-                agent_key="team/solver",
-                kind="tool",
-                ordinal=0,
-                request=tool_req,
-                request_hash=request_hash(tool_req),
-                response=envelope,
-                response_type=type_name,
-                start_order=1,
-                finish_order=1,
-                error=StepError(type="ZeroDivisionError", message="division by zero"),
-            ),
-            RecordedCall(
-                run_id=run_id,
-                agent_key="team/solver",
-                kind="llm",
-                ordinal=1,
-                request={"x": 1},
-                request_hash=request_hash({"x": 1}),
-                start_order=2,
-                live_only=True,
-            ),
-        ),
-    )
-    return Run(
-        run_id=run_id,
-        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        framework="autogen",
-        name="multiply demo",
-        task="What is 6 * 21?",
-        agents=("user", "solver"),
-        steps=steps,
-        started_at=t[0],
-        ended_at=t[10],
-        outcome=Outcome(
-            status="failure",
-            final_answer="127",
-            stop="normal",
-            verdict=Verdict(passed=False, reason="expected 126"),
-            reason="expected 126",
-        ),
-        metadata={"team": "RoundRobinGroupChat", "max_turns": 10, "nested": {"list": [1, 2.5, "x", None]}},
-        annotations=Annotations(
-            mistake_agent="solver",
-            mistake_step=3,
-            mistake_reason="wrong operand",
-            ground_truth="126",
-            source="hand",
-            extra={"question_id": "q-1"},
-        ),
-        recording=recording,
+    division = StepError(type="ZeroDivisionError", message="division by zero")
+    return (
+        RunBuilder(run_id, t0=T0)
+        .task(question, step_id="s0", outputs={"text": question}, ended_at=t[0], status="ok",
+              metadata={"user_input": True})
+        .turn("solver", step_id="s1", ended_at=t[9], status="error",
+              error=StepError(type="ToolError", message="tool failed once"), span_id="00f067aa0ba902b7")
+        .llm("solver", "", tool_calls=[multiply], step_id="s2", content="calling multiply", deps=[("s0", "saw")],
+             inputs={"messages": [{"role": "user", "content": question}]},
+             usage=TokenUsage(input_tokens=42, output_tokens=7), model="scripted-solver", ended_at=t[3], status="ok")
+        .tool_call("solver", "multiply", {"a": 6, "b": 21, "opts": {"exact": True, "scale": 1.5, "tags": None}},
+                   step_id="s3", content="multiply(a=6, b=21)", deps=[("s2", "produced_by")], call_id="call_abc",
+                   ended_at=t[4], status="ok",
+                   action_signature=action_signature("tool_call", "multiply", {"a": 6, "b": 21}))
+        .tool_response("solver", "ZeroDivisionError: division by zero", is_error=True, step_id="s4",
+                       content="ZeroDivisionError", deps=[("s3", "tool_result_of")], ended_at=t[4], status="error",
+                       error=division)
+        .llm("solver", "The answer is 127 — ünïcödé ✓", step_id="s5", deps=[("s4", "observed"), ("s2", "continues")],
+             usage=TokenUsage(input_tokens=60, output_tokens=9), model="scripted-solver", ended_at=t[6], status="ok")
+        .final_answer("solver", "127", step_id="s6", deps=[("s5", "answer_of")], started_at=t[7], ended_at=t[7],
+                      status="ok")
+        .end_turn()
+        .recorded("llm", llm_request, agent_key="team/solver", step_id="s2",
+                  response={"content": [{"name": "multiply", "arguments": '{"a": 6, "b": 21}'}]},
+                  settings={"model": "scripted-solver", "temperature": 0.0, "model_info": {"vision": False}})
+        .recorded("tool", tool_request, agent_key="team/solver", step_id="s3", response=envelope,
+                  response_type=type_name, error=division)
+        .recorded("llm", {"x": 1}, agent_key="team/solver", live_only=True)
+        .build(
+            trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+            framework="autogen",
+            name="multiply demo",
+            task=question,
+            agents=("user", "solver"),
+            ended_at=t[10],
+            outcome=Outcome(status="failure", final_answer="127", stop="normal",
+                            verdict=Verdict(passed=False, reason="expected 126"), reason="expected 126"),
+            metadata={"team": "RoundRobinGroupChat", "max_turns": 10, "nested": {"list": [1, 2.5, "x", None]}},
+            annotations=Annotations(mistake_agent="solver", mistake_step=3, mistake_reason="wrong operand",
+                                    ground_truth="126", source="hand", extra={"question_id": "q-1"}),
+        )
     )
 
 
@@ -616,7 +481,7 @@ _CHILD = textwrap.dedent(
     """
     import os, sys, time
     sys.path.insert(0, {src!r})
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {helpers!r}]
     from causaltrace.collector.store import Store
     from test_store import chain_steps
     store = Store(sys.argv[1])
@@ -628,7 +493,7 @@ _CHILD = textwrap.dedent(
     print("ready", flush=True)
     time.sleep(60)
     """
-).format(src=str(SRC), tests=str(Path(__file__).resolve().parent))
+).format(src=str(SRC), tests=str(Path(__file__).resolve().parent), helpers=str(Path(__file__).resolve().parents[1]))
 
 
 def test_run_of_a_writer_that_exited_is_incomplete(store: Store) -> None:

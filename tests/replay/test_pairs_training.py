@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import default_sandbox, replay
 from causaltrace.replay.pairs import export_pairs, pair_rows
 from causaltrace.replay.repair import repair
@@ -83,7 +83,7 @@ def repaired(tmp_path_factory) -> Any:
 
         uninstrument_smolagents()
         uninstrument_autogen()
-        _runtime.reset_tracing()
+        reset_tracing()
         faults_runner._INSTRUMENTED = False
 
 

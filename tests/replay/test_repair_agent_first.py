@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import causaltrace
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import default_sandbox
 from causaltrace.replay.repair import repair
 from causaltrace.schema import Outcome, Verdict
@@ -140,7 +140,7 @@ async def test_a_stale_tool_result_copied_faithfully_is_reported_as_an_environme
 def _uninstrument():
     yield
     causaltrace.uninstrument()
-    _runtime.reset_tracing()  # the next test configures tracing (and its store) afresh
+    reset_tracing()  # the next test configures tracing (and its store) afresh
 
 
 def build_stale() -> Any:
