@@ -533,6 +533,32 @@ class CodeResult(_Model):
     duration_s: float = 0.0
 
 
+class Critique(_Model):
+    """One critic's verdict on a predicted causal claim (CausalFlow's critique, SEEDS §4.4); a failed call is
+    ``DISAGREE`` with confidence 0 and its ``error``."""
+
+    role: Literal["critic", "meta_critic"]
+    agreement: Literal["AGREE", "PARTIAL", "DISAGREE"]
+    confidence: float = 0.0
+    reasoning: str = ""
+    alternative_explanation: str = ""
+    evidence_strength: Literal["STRONG", "MODERATE", "WEAK"] | None = None
+    error: str | None = None
+
+
+class Consensus(_Model):
+    """The critic / meta-critic consensus on a step whose correction was PREDICTED to flip the run (a CRS-flagged
+    step on the predictive path; :mod:`causaltrace.replay.consensus`): confirmed when ``score >= tau``."""
+
+    step_id: str
+    crs: float
+    score: float
+    tau: float = 0.5
+    formula: Literal["paper", "code"] = "paper"
+    confirmed: bool
+    critiques: tuple[Critique, ...] = ()
+
+
 class ReplayResult(_Model):
     """The outcome of one replay with an intervention, and the run it produced."""
 
@@ -550,6 +576,8 @@ class ReplayResult(_Model):
     replays_flipped: int = 0
     divergence: str | None = None
     error: StepError | None = None
+    #: the critics' consensus on a predicted flip (None for a replay-verified result: it skips the consensus)
+    consensus: Consensus | None = None
 
 
 class RepairPair(_Model):

@@ -150,6 +150,8 @@ async def test_predictive_replay_and_repair_of_an_imported_run():
         if info.stage_id == "predict":
             fixed = "corrected: add_range({\"start\": 1, \"stop\": 11})" in text or '"stop": 11' in text
             return json.dumps({"would_succeed": fixed, "confidence": 0.8, "reasoning": "the bound now includes 10"})
+        if info.stage_id == "consensus":  # the critics confirm the predicted flip (issue 20 item 8)
+            return json.dumps({"agreement": "AGREE", "confidence": 0.9, "reasoning": "the bound excluded 10"})
         return json.dumps({"corrected": "{\"start\": 1, \"stop\": 11}", "changes_made": "stop 10 -> 11"})
 
     judge = Judge(FunctionJudge(model), cache=False)
@@ -167,6 +169,7 @@ async def test_predictive_replay_and_repair_of_an_imported_run():
     result = await repair(run, None, "55", [call.step_id], model=judge, store=False)
     assert result.repaired and result.diagnosis.verified_by == "prediction"
     assert result.pair is not None and result.pair.verified_by == "prediction"
+    assert result.pair.consensus == pytest.approx((1 + 0.9 + 0.9) / 3, abs=1e-4)
     assert list(pair_rows([result.pair])) == []  # predicted pairs are exported only on request
 
 

@@ -1,18 +1,33 @@
 """CausalFlow as an attribution method, and the replay verification hook of the ``graph`` method.
 
-* ``--method causalflow`` (SEEDS §4 and §7.5): attribution by the Causal Responsibility Score alone — every
-  candidate step of a RECORDED run is intervened on (K = 3 LLM proposals at the configured temperature when a model
-  is given, plus the deterministic mutations), each proposal replayed; CRS(step) = 1 when one flips the outcome;
-  among flips the most minimal proposal is kept (position-wise minimality, Eq. 2); the decisive error is the
-  EARLIEST step with CRS = 1. Exhaustive over all steps (the seed has no pre-filter), so it is the costly
-  reference the graph-guided methods are compared with. The consensus stage (critic / meta-critic) needs a model:
-  without one it is skipped and said so in the artifacts. A run without a recording cannot be replayed: the method
-  fails with that reason (predictive re-execution is the graph methods' ``verified_by="prediction"`` path).
+* ``--method causalflow`` (SEEDS §4 and §7.5): attribution by the Causal Responsibility Score — every candidate
+  step is intervened on (K = 3 LLM proposals at the configured temperature when a model is given), each proposal's
+  outcome re-executed; CRS(step) = 1 when one flips the run; among flips the most minimal proposal is kept
+  (position-wise minimality, Eq. 2); the decisive error is the EARLIEST step with CRS = 1 that stands. Exhaustive
+  over all steps, the last included (the seed has no pre-filter), so it is the costly reference the graph-guided
+  methods are compared with. Two paths:
+
+  - **replayed** (the run has a Recording): proposals are the LLM's (with a model) plus the deterministic
+    mutations, each REPLAYED with the user's factory and verifier (``verified_by="replay"``). A deterministic
+    executor decides, so the consensus is skipped, as the paper does where one exists (its artifact says so).
+  - **predicted** (no Recording: an imported log, a Who&When trace): a model is required; proposals are the LLM's
+    only (a deterministic mutation would cost one prediction each), each outcome PREDICTED
+    (:mod:`causaltrace.replay.predictive`, ``verified_by="prediction"``), and every CRS-flagged step goes through
+    the critic / meta-critic consensus (:mod:`causaltrace.replay.consensus`: the paper's formula by default,
+    ``consensus_formula="code"`` for the code's, ``tau_c`` = 0.5). A flagged step the critics reject is dropped;
+    the decisive step is the earliest CONFIRMED one. When none is confirmed, the earliest flagged step is
+    reported unconfirmed (SEEDS §4.5.7's fallback), its low consensus as the confidence, and the explanation says
+    so. ``Diagnosis.confidence`` is the decisive step's consensus score; ``artifacts["consensus"]`` holds every
+    critiqued step's score and both verdicts. The ground-truth answer reaches the prompts only with
+    ``with_answer`` (``--with-answer``), as for the other methods. ``--ablate consensus`` keeps CRS alone.
+    Calls, counted per stage in the Diagnosis's cost: ``propose`` K per step, ``predict`` 1 per distinct proposal
+    until the step's first predicted flip, ``consensus`` 2 per flagged step.
+
 * The verification hook (ARCHITECTURE "The default attribution method", step 6): when ``graph`` diagnoses a
   recorded run inside :func:`verification_scope`, its top candidates are verified by replay and the earliest that
   flips becomes the decisive step (``verified_by="replay"``).
 
-Both need the user's factory and verifier; the CLI passes ``--factory`` / ``--verify`` through
+The replayed path needs the user's factory and verifier; the CLI passes ``--factory`` / ``--verify`` through
 :func:`verification_scope`, and code may pass ``factory=`` / ``verify=`` options to ``diagnose(..., method=
 "causalflow")``.
 """
@@ -33,8 +48,9 @@ from causaltrace.attribution.engine import (
     register_verification_hook,
 )
 from causaltrace.protocols import register_method
+from causaltrace.replay.consensus import TAU_C, consensus_artifact, consensus_settings
 from causaltrace.replay.executor import has_recording
-from causaltrace.schema import Candidate, Run
+from causaltrace.schema import Candidate, EvidenceItem, Run
 
 __all__ = ["CausalFlowMethod", "verification_scope"]
 
@@ -53,18 +69,17 @@ def verification_scope(factory: Callable[[], Any], verify: Any) -> Iterator[None
         _SCOPE.reset(token)
 
 
+async def _repair(*args: Any, **kwargs: Any) -> Any:
+    """:func:`causaltrace.replay.repair.repair`, imported on first use (``import causaltrace`` stays light)."""
+    from causaltrace.replay.repair import repair
+
+    return await repair(*args, **kwargs)
+
+
 def _inputs(options: Mapping[str, Any]) -> tuple[Callable[[], Any], Any] | None:
     if options.get("factory") is not None:
         return options["factory"], options.get("verify")
     return _SCOPE.get()
-
-
-async def _repair(run: Run, factory: Any, verify: Any, candidates: Sequence[Any] | None, ctx: DiagnosisContext,
-                  *, exhaustive: bool, k: int, agent_first: bool = True) -> Any:
-    from causaltrace.replay.repair import repair
-
-    return await repair(run, factory, verify, candidates, k, model=ctx.judge, store=False, exhaustive=exhaustive,
-                        agent_first=agent_first)
 
 
 async def _verification_hook(ctx: DiagnosisContext, candidates: Sequence[Candidate]) -> VerificationResult | None:
@@ -73,7 +88,7 @@ async def _verification_hook(ctx: DiagnosisContext, candidates: Sequence[Candida
         return None
     factory, verify = inputs
     top = [c.step_id for c in candidates[:5]]
-    result = await _repair(ctx.run, factory, verify, top, ctx, exhaustive=False, k=3)
+    result = await _repair(ctx.run, factory, verify, top, 3, model=ctx.judge, store=False, exhaustive=False)
     artifact = {"tried": top, "replays": result.replays, "flipped": result.decisive.step_id if result.decisive else None}
     if result.decisive is None or result.decisive.best is None:
         return None
@@ -89,29 +104,42 @@ async def _verification_hook(ctx: DiagnosisContext, candidates: Sequence[Candida
     )
 
 
+class _CountingJudge:
+    """The diagnosis's judge, every call counted in its cost under the caller's stage id (``ctx.ask``)."""
+
+    def __init__(self, ctx: DiagnosisContext) -> None:
+        self._ctx = ctx
+        self.name = ctx.require_judge().name
+
+    async def ask(self, messages: Any, output: Any, *, stage_id: str, **kwargs: Any) -> Any:
+        return await self._ctx.ask(stage_id, messages, output, fallback=kwargs.get("fallback"))
+
+
 class CausalFlowMethod(Method):
-    """``causalflow``: CRS by intervention and replay over every candidate step (module docstring)."""
+    """``causalflow``: CRS by intervention over every candidate step, replayed or predicted (module docstring)."""
 
     name: ClassVar[str] = "causalflow"
     ranks: ClassVar[bool] = True
-    stage_ids: ClassVar[tuple[str, ...]] = ("propose", "replay", "consensus")
-    llm_stage_ids: ClassVar[tuple[str, ...]] = ("propose", "consensus")
+    stage_ids: ClassVar[tuple[str, ...]] = ("propose", "replay", "predict", "consensus")
+    llm_stage_ids: ClassVar[tuple[str, ...]] = ("propose", "predict", "consensus")
     uses_model: ClassVar[bool] = True
-    default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3}
+    default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3,
+                                                     "consensus_formula": "paper", "tau_c": TAU_C}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+        if not has_recording(ctx.run):
+            return await self._predicted(ctx)
         inputs = _inputs(self.options)
         if inputs is None:
             raise MethodFailed("causalflow replays the run: give --factory and --verify (or factory=/verify=)")
-        if not has_recording(ctx.run):
-            raise MethodFailed("causalflow needs a recorded run (this one was imported or recorded with record=False)")
         factory, verify = inputs
-        result = await _repair(ctx.run, factory, verify, None, ctx, exhaustive=True, k=int(self.options["k"]),
-                               agent_first=False)  # the published method: every step a candidate (SEEDS §7.5)
+        judge = _CountingJudge(ctx) if ctx.judge is not None else None
+        result = await _repair(ctx.run, factory, verify, None, int(self.options["k"]), model=judge, store=False,
+                              exhaustive=True, agent_first=False)  # the published method: every step (SEEDS §7.5)
         crs = {a.step_id: a.crs for a in result.attempts}
         ctx.record("replay", {"crs": crs, "replays": result.replays,
                               "tried": result.diagnosis.artifacts.get("replays", [])})
-        ctx.record("consensus", {"skipped": "no model" if ctx.judge is None else "not implemented: CRS decides"})
+        ctx.record("consensus", {"skipped": "replay-verified: a deterministic executor decides (SEEDS §4.4.1)"})
         flagged = [a for a in result.attempts if a.crs == 1.0]
         if not flagged:
             raise MethodFailed(f"no correction of any of {len(result.attempts)} steps flipped the outcome "
@@ -132,6 +160,91 @@ class CausalFlowMethod(Method):
             confidence=1.0,
             verified_by="replay",
         )
+
+    async def _predicted(self, ctx: DiagnosisContext) -> Finding:
+        """The predictive path (module docstring): LLM proposals, predicted outcomes, the critics' consensus."""
+        judge = _CountingJudge(ctx)
+        if ctx.run.outcome.status != "failure":
+            raise MethodFailed(f"causalflow corrects a failed run; this one's outcome is {ctx.run.outcome.status!r}")
+        run = ctx.run if ctx.with_answer else _without_answer(ctx.run)
+        formula = str(self.options["consensus_formula"])
+        with consensus_settings(formula=formula, tau=float(self.options["tau_c"]),
+                                enabled=ctx.enabled("consensus")):
+            result = await _repair(run, None, None, None, int(self.options["k"]), model=judge, store=False,
+                                  exhaustive=True, agent_first=False, mutation_budget=0)
+        predictions = sum(len(a.replays) for a in result.attempts)
+        ctx.record("replay", {"verified_by": "prediction", "crs": {a.step_id: a.crs for a in result.attempts},
+                              "predictions": predictions, "tried": result.diagnosis.artifacts.get("replays", [])})
+        artifact = consensus_artifact(result.attempts).get("consensus")
+        ctx.record("consensus", artifact if artifact is not None else {
+            "skipped": "ablated" if not ctx.enabled("consensus") else "no step was flagged"})
+        flagged = [a for a in result.attempts if a.crs == 1.0]
+        if not flagged:
+            raise MethodFailed(f"no correction of any of {len(result.attempts)} steps is predicted to flip the "
+                               f"outcome ({predictions} predictions)")
+        return _predicted_finding(ctx.run, flagged)
+
+
+def _without_answer(run: Run) -> Run:
+    """``run`` with its ground-truth answer hidden from the prompts (``with_answer`` off)."""
+    ann = run.annotations
+    if ann is None or ann.ground_truth is None:
+        return run
+    return run.model_copy(update={"annotations": ann.model_copy(update={"ground_truth": None})})
+
+
+def _score(attempt: Any) -> float | None:
+    best = attempt.best
+    return best.consensus.score if best is not None and best.consensus is not None else None
+
+
+def _confirmed(attempt: Any) -> bool:
+    best = attempt.best
+    return best is None or best.consensus is None or best.consensus.confirmed
+
+
+def _reason(attempt: Any) -> str:
+    best = attempt.best
+    verdict = best.consensus if best is not None else None
+    if verdict is None:
+        return "CRS = 1 (predicted)"
+    said = ", ".join(f"{c.role.replace('_', '-')} {c.agreement} {c.confidence:.2f}" for c in verdict.critiques)
+    return (f"CRS = 1 (predicted); consensus {verdict.score:.2f} {'>=' if verdict.confirmed else '<'} "
+            f"tau_c {verdict.tau:g} ({said})")
+
+
+def _predicted_finding(run: Run, flagged: list[Any]) -> Finding:
+    """The earliest confirmed flagged step (else the earliest flagged, unconfirmed), candidates confirmed first."""
+    ranked = sorted(flagged, key=lambda a: (not _confirmed(a), a.index))
+    chosen = ranked[0]
+    step = run.step(chosen.step_id)
+    best = chosen.best
+    assert best is not None
+    score = _score(chosen)
+    how = (f"Correcting step #{step.index} ({step.kind} by {step.agent or '-'}) — {best.intervention.description} "
+           "— is PREDICTED to flip the run to success (no recording to replay)")
+    rejected = [a for a in flagged if not _confirmed(a)]
+    if score is None:
+        explanation = f"{how}; it is the earliest step whose correction is (the consensus was ablated)."
+    elif _confirmed(chosen):
+        explanation = f"{how}; the critics' consensus {score:.2f} confirms it; it is the earliest confirmed step."
+    else:
+        explanation = (f"{how}, but the critics' consensus {score:.2f} is below tau_c: no flagged step was "
+                       "confirmed, so the earliest flagged step is reported UNCONFIRMED.")
+    if rejected and _confirmed(chosen):
+        explanation += " The critics rejected the flagged step(s) " + ", ".join(
+            f"#{a.index} ({_score(a):.2f})" for a in rejected if _score(a) is not None) + "."
+    evidence = [EvidenceItem(step_id=step.step_id, index=step.index, role="introduced",
+                             note=best.intervention.description)]
+    last = [s for s in run.steps if s.index > step.index and s.kind in ("message", "final_answer")]
+    if last:
+        evidence.append(EvidenceItem(step_id=last[-1].step_id, index=last[-1].index, role="exposed",
+                                     note="final output"))
+    candidates = [Candidate(step_id=a.step_id, index=a.index, agent=run.step(a.step_id).agent,
+                            score=_score(a) if _score(a) is not None else 0.5, reasons=(_reason(a),))
+                  for a in ranked]
+    return Finding(step_index=step.index, agent=step.agent, explanation=explanation, evidence=evidence,
+                   candidates=candidates, confidence=score, verified_by="prediction")
 
 
 register_method(CausalFlowMethod.name, CausalFlowMethod)

@@ -47,6 +47,7 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
+from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
 from causaltrace.replay.minimality import minimality
@@ -170,6 +171,7 @@ def repair_pair_or_reason(run: Run, result: ReplayResult, *, crs: float, minimal
         task_id=str(run.metadata.get("task_id")) if run.metadata.get("task_id") else None,
         minimality=minimality_score,
         crs=crs,
+        consensus=result.consensus.score if result.consensus is not None else None,
         verified_by=result.verified_by,
         replays_run=result.replays_run,
         replays_succeeded=result.replays_flipped,
@@ -315,7 +317,7 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
                                       on_replay=on_replay, budget=budget, replays_so_far=replays)
             attempts.append(attempt)
             replays += sum(r.replays_run for r in attempt.replays)
-            if attempt.crs == 1.0 and decisive is None:
+            if attempt.crs == 1.0 and await confirm_flagged(run, attempt, judge) and decisive is None:  # issue 20.8
                 decisive = attempt
                 if not exhaustive:
                     break
@@ -471,6 +473,7 @@ def _updated_diagnosis(
         for r, out in zip(a.replays, a.outputs + [""] * (len(a.replays) - len(a.outputs)), strict=True)
     ]
     artifacts["crs"] = {a.step_id: a.crs for a in attempts}
+    artifacts.update(consensus_artifact(attempts))  # predicted flips: the critics' consensus (issue 20 item 8)
     cost = diagnosis.cost if diagnosis is not None else Cost()
     cost = cost.model_copy(update={"seconds": cost.seconds + seconds})
     base = {
@@ -519,7 +522,7 @@ def _updated_diagnosis(
         explanation=explanation,
         evidence=tuple(evidence),
         candidates=tuple(candidates),
-        confidence=1.0 if best.verified_by == "replay" else None,
+        confidence=1.0 if best.verified_by == "replay" else (best.consensus.score if best.consensus else None),
         verified_by=best.verified_by,
         fault_source="agent",
     )
