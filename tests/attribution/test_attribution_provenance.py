@@ -16,34 +16,36 @@ def _restated_price_run():
     return (RunBuilder("restated").task("What does a lamp cost? Answer 'PRICE: <dollars>'.")
             .tool_call("researcher", "lookup_price", {"item": "lamp"}, deps=[("task", "saw")])
             .tool_response("researcher", "The lamp price is 21 dollars.", deps=[("call-1", "tool_result_of")])
+            .message("bystander", "Lunch is at noon.", deps=[("task", "saw")])
             .message("analyst", "Our lamp price is 22.", deps=[("resp-1", "saw")])
-            .final_answer("reporter", "PRICE: 22", deps=[("message-1", "saw")])
+            .final_answer("reporter", "PRICE: 22", deps=[("message-2", "saw")])
             .build(outcome=Outcome(status="failure", final_answer="PRICE: 22")))
 
 
 def test_a_restatement_that_changes_a_tool_result_is_a_change_at_the_restating_step():
     run = _restated_price_run()
     prov = build_provenance(run)
-    changes = prov.changes_of("message-1")
+    changes = prov.changes_of("message-2")
     assert [(c.before, c.after, c.how, c.source) for c in changes] == [("21", "22", "restatement", 2)]
     assert prov.changes_of("resp-1") == []  # a tool result is evidence, never a restatement
     assert "restates number '22' where step 2 had '21'" in changes[0].describe()
     # the answer's 22 was introduced by the analyst: the final answer merely carries it
-    assert prov.origin("final-1", "number:22") == "message-1"
-    assert [c.index for c in prov.carriers[4]] == [3]
+    assert prov.origin("final-1", "number:22") == "message-2"
+    assert [c.index for c in prov.carriers[5]] == [4]
 
 
 def test_reach_follows_values_and_requests_back_from_the_answer():
     run = _restated_price_run()
     reach = reaches_answer(run)
     assert reach["final-1"] == 1.0
-    assert reach["message-1"] > 0.9
-    # the lookup's 21 never reaches the answer: the analyst replaced it
-    assert reach["resp-1"] == 0.0 and reach["call-1"] == 0.0
+    assert reach["message-2"] > 0.9  # its 22 is the answer's
+    # the lookup's 21 never reaches the answer (the analyst replaced it): only the analyst's looking at it does
+    assert 0 < reach["resp-1"] <= 0.5 and 0 < reach["call-1"] <= 0.5
+    assert reach["message-1"] == 0.0  # nobody used or saw the bystander: a step repair may skip
     prov = build_provenance(run)
-    ordered = sorted(["call-1", "resp-1", "message-1", "final-1"], key=prov.order_key)
-    assert ordered[0] == "message-1"  # reaching and value-changing first
-    assert prov.chain("message-1") == [3, 4]
+    ordered = sorted(["call-1", "resp-1", "message-1", "message-2", "final-1"], key=prov.order_key)
+    assert ordered[0] == "message-2" and ordered[-1] == "message-1"  # value-changing first, unreached last
+    assert prov.chain("message-2") == [4, 5]
 
 
 def test_a_unit_the_task_did_not_give_is_a_substitution_and_its_executor_only_carries_it():

@@ -30,7 +30,11 @@ How it works:
 4. **Reach.** Backward from the failure anchor, latest first, a reached step reaches the introducers of the values
    it used (and a derived number's operands), its protocol producers (a result's call, a code output's code, a
    final answer's message) and the instructions it answered (handoffs, selections, delegations,
-   ``X (-> Y)``). ``reach`` is 1 for the anchor, decaying 0.97 per hop; 0 for a step nothing reached.
+   ``X (-> Y)``) — 0.97 of its reach per such hop — and, more weakly (0.5 per hop), what an agent step merely
+   observed or saw before deciding (``observed``, ``saw``, ``continues``: an agent's output depends on what it
+   looked at even when no value is copied — a conversion whose result was ignored, a plan it followed). ``reach``
+   is 1 for the anchor; 0 for a step no path reaches (a safe prune for repair; a low score, below 0.25, means only
+   observation paths lead there).
 5. **Changes (restatements and substitutions).** A value a step introduced is compared with its sources: a number
    that is not derived, stated in the same words as a different number of an earlier step (``price … 22`` after
    ``price: 21``), is a *restatement that changed a value*; a unit, weekday, month or qualifier that differs from
@@ -45,7 +49,6 @@ The artifact lists the changes, the carriers, the reach scores and each candidat
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -78,6 +81,8 @@ __all__ = ["Change", "Provenance", "ProvenanceStage", "build_provenance", "reach
 TASK = -1
 INSTRUCTION_KINDS = frozenset({"handoff_from", "selected_by", "delegated_by"})
 _DECAY = 0.97
+_OBSERVED = 0.5
+_OBSERVATION_KINDS = frozenset({"observed", "saw", "continues"})
 _SUBSTITUTABLE = frozenset({"unit", "word"})
 _MAX_POOL = 40
 
@@ -117,6 +122,7 @@ class Provenance:
     via: dict[int, int] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     carriers: dict[int, list[Change]] = field(default_factory=dict)
+    addressed_by: dict[int, int] = field(default_factory=dict)
 
     @property
     def _index_of(self) -> dict[str, int]:
@@ -174,6 +180,21 @@ class Provenance:
         }
 
 
+def _addressed(steps: list[Step]) -> dict[int, int]:
+    """Each addressee's first step after an instruction that addressed it (a selection, a handoff, ``X (-> Y)``)
+    → that instruction: the executor answers the instruction even where no edge was recorded."""
+    out: dict[int, int] = {}
+    pending: dict[str, int] = {}
+    for step in steps:
+        who = base_agent(step.agent or speaker(step))
+        if who in pending and not is_execution_output(step) and step.index != pending[who]:
+            out[step.index] = pending.pop(who)
+        target = addressee(step)
+        if target:
+            pending[base_agent(target)] = step.index
+    return out
+
+
 def _available_at(step: Step) -> datetime | None:
     return step.ended_at if step.kind in ("tool_response", "code_execution") else step.started_at
 
@@ -207,15 +228,16 @@ def _vkey(v: Value) -> str:
     return f"{v.kind}:{v.key}"
 
 
-def _derivation(x: float, pool: list[tuple[float, int]]) -> list[int] | None:
-    """The introducers of two numbers of ``pool`` whose sum, difference, product or quotient is ``x``."""
-    def close(a: float) -> bool:
-        return abs(a - x) <= max(1e-9, abs(x) * 1e-6) or round(a, 2) == round(x, 2) != 0
-
-    for (a, i), (b, j) in itertools.combinations(pool, 2):
-        if close(a + b) or close(a - b) or close(b - a) or close(a * b) or (b and close(a / b)) or (
-                a and close(b / a)):
-            return [i, j]
+def _derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
+    """The introducers of two numbers of ``pool`` whose sum, difference, product or quotient is ``x`` (linear in the
+    pool: each number's partner is looked up in ``exact``, the pool by rounded value)."""
+    for a, i in pool.items():
+        for b in (x - a, a - x, x + a, x / a if a else None, a / x if a and x else None, x * a):
+            if b is None:
+                continue
+            j = exact.get(round(b, 6))
+            if j is not None and (j != i or b == a):
+                return [i, j]
     return None
 
 
@@ -226,10 +248,31 @@ def _group_derivation(x: float, groups: Iterable[tuple[int, list[float]]]) -> li
     return None
 
 
+def _run_totals(pool: list[tuple[float, int]]) -> dict[float, list[int]]:
+    """The sums and means of every run of consecutive numbers of ``pool`` (the order they were first seen), by
+    rounded value → their introducers: a total or average over the items fetched one by one."""
+    out: dict[float, list[int]] = {}
+    for i in range(len(pool)):
+        total = 0.0
+        for j in range(i, len(pool)):
+            total += pool[j][0]
+            if j > i:
+                owners = [owner for _, owner in pool[i:j + 1]]
+                out.setdefault(round(total, 6), owners)
+                out.setdefault(round(total / (j - i + 1), 6), owners)
+                out.setdefault(round(total / (j - i + 1), 2), owners)
+    return out
+
+
+def _small(key: str) -> bool:
+    """A single-digit integer: too common in text to be a restated value."""
+    return key.lstrip("-").isdigit() and len(key.lstrip("-")) == 1
+
+
 def _is_copy_slip(before: str, after: str) -> bool:
     """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude)."""
     a, b = (x.replace(".", "").replace(",", "").lstrip("-") for x in (before, after))
-    if len(a) != len(b) or len(a) < 2 or a == b:
+    if len(a) != len(b) or len(a) < 3 or a == b:
         return False
     diff = [k for k in range(len(a)) if a[k] != b[k]]
     return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
@@ -252,12 +295,16 @@ class _Builder:
         self.first: dict[str, int] = {}
         self.first_value: dict[str, Value] = {}
         self.holders: dict[str, list[int]] = defaultdict(list)
-        self.numbers: list[tuple[float, int]] = []
+        self.numbers: dict[float, int] = {}
         self.step_numbers: dict[int, list[float]] = {}
         self.values: dict[int, list[Value]] = {}
+        self.prov.addressed_by = _addressed(self.steps)
+        self.user_steps: list[int] = [s.index for s in steps if is_user_input(s) and s.kind != "task"][:3]
+        self.user_steps += [s.index for s in steps if s.kind == "task"][:1]
 
     def given(self) -> None:
-        for v in values_in(self.run.task or "", skip=self.skip):
+        self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
+        for v in self.values[TASK]:
             self._see(v, TASK)
 
     def _see(self, v: Value, owner: int) -> None:
@@ -266,9 +313,9 @@ class _Builder:
             self.first[k] = owner
             self.first_value[k] = v
             if v.kind == "number":
-                self.numbers.append((float(v.key), owner))
+                self.numbers.setdefault(float(v.key), owner)
                 if len(self.numbers) > _MAX_POOL:
-                    self.numbers.pop(0)
+                    del self.numbers[next(iter(self.numbers))]
         self.holders[k].append(owner)
 
     def _owner(self, step: Step) -> int:
@@ -295,7 +342,8 @@ class _Builder:
                         origins[key] = self.first[key]
                 elif not shadowed:
                     new.append(v)
-            self._derive(k, new)
+            if not is_execution_output(step):
+                self._derive(k, new)
             self.prov.origins[k] = origins
             if not is_user_input(step) or owner != k:
                 self.prov.introduced[k] = new
@@ -311,56 +359,82 @@ class _Builder:
                 self._changes(step, new)
 
     def _derive(self, k: int, new: list[Value]) -> None:
-        pool = list(self.numbers)
+        numbers = [v for v in new if v.kind == "number"][:_MAX_POOL]
+        if not numbers:
+            return
+        pool = dict(self.numbers)
+        exact = {round(a, 6): i for a, i in pool.items()}
         groups = [(j, self.step_numbers[j]) for j in self.graph.producers(k) if j in self.step_numbers][:4]
-        for v in new:
-            if v.kind != "number":
-                continue
+        runs = _run_totals(list(pool.items()))
+        for v in numbers:
             x = float(v.key)
-            ops = _derivation(x, pool) or _group_derivation(x, groups)
+            ops = _derivation(x, pool, exact) or _group_derivation(x, groups) or runs.get(round(x, 6))
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[_vkey(v)] = ops
+
+    def _sources(self, k: int) -> list[int]:
+        """What a step restates or follows: the task, and its producers up to two edges back (latest first)."""
+        near: list[int] = []
+        frontier = [k]
+        for _ in range(2):
+            frontier = [j for i in frontier for j in (*self.graph.producers(i), *self._instruction(i))
+                        if j != k and j not in near]
+            near.extend(dict.fromkeys(frontier))
+        near.sort(key=lambda j: -self.prov.position.get(j, -1))
+        return [*near, *self.user_steps, TASK]
+
+    def _instruction(self, i: int) -> tuple[int, ...]:
+        j = self.prov.addressed_by.get(i)
+        return (j,) if j is not None else ()
 
     def _changes(self, step: Step, new: list[Value]) -> None:
         k = step.index
         derived = self.prov.derived.get(k, {})
-        for v in new:
-            key = _vkey(v)
-            if v.kind == "number" and key not in derived:
-                change = self._restated(k, v)
-                if change is not None:
-                    self.prov.changes.append(change)
-            elif v.kind in _SUBSTITUTABLE or (v.kind == "entity" and v.group in ("weekday", "month")):
-                change = self._substituted(k, v)
-                if change is not None:
-                    self.prov.changes.append(change)
+        held = {_vkey(v) for v in self.values.get(k, [])}
+        candidates = [v for v in new[:_MAX_POOL] if (v.kind == "number" and _vkey(v) not in derived) or (
+            v.kind in _SUBSTITUTABLE or v.kind == "quantity" or (v.kind == "entity" and v.group in ("weekday",
+                                                                                                   "month")))]
+        if not candidates:
+            return
+        pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, []) if _vkey(u) not in held]
+        for v in candidates:
+            change = self._restated(k, v, pool) if v.kind == "number" else self._substituted(k, v, pool)
+            if change is not None and not any((c.index, c.kind, c.before, c.after) == (
+                    k, change.kind, change.before, change.after) for c in self.prov.changes[-8:]):
+                self.prov.changes.append(change)
 
-    def _restated(self, k: int, v: Value) -> Change | None:
-        """The latest earlier value stated in the same words as ``v`` but different (module docstring, 5)."""
-        best: Change | None = None
+    @staticmethod
+    def _restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
+        """A number of the step's sources stated in the same words as ``v`` but different (the latest source
+        first), else a given number ``v`` is a copy slip of (module docstring, 5)."""
         slip: Change | None = None
-        for key, first in self.first.items():
-            if not key.startswith("number:") or first == k:
+        for j, u in pool:
+            if u.kind != "number":
                 continue
-            u = self.first_value[key]
             shared = len(u.context & v.context)
-            if shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and (
-                    best is None or self.prov.position.get(first, -1) >= self.prov.position.get(best.source, -1)):
-                best = Change(k, first, "number", u.key, v.key, "restatement")
-            elif slip is None and _is_copy_slip(u.raw, v.raw):
-                slip = Change(k, first, "number", u.key, v.key, "copy")
-        return best or slip
+            if shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and not _small(v.key):
+                return Change(k, j, "number", u.key, v.key, "restatement")
+            if slip is None and _is_copy_slip(u.raw, v.raw):
+                slip = Change(k, j, "number", u.key, v.key, "copy")
+        return slip
 
-    def _substituted(self, k: int, v: Value) -> Change | None:
-        for key, first in self.first.items():
-            u = self.first_value[key]
-            if u.group == v.group and u.kind == v.kind and u.key != v.key and first != k:
-                return Change(k, first, v.kind, u.key, v.key, "substitution")
+    @staticmethod
+    def _substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
+        """A value of the step's sources of the same group as ``v`` (a quantity: the same number) but different."""
+        for j, u in pool:
+            if u.kind != v.kind or u.group != v.group or u.key == v.key:
+                continue
+            if v.kind != "quantity":
+                return Change(k, j, v.kind, u.key, v.key, "substitution")
+            (n_u, unit_u), (n_v, unit_v) = u.key.split(" ", 1), v.key.split(" ", 1)
+            if n_u == n_v:
+                return Change(k, j, "unit", unit_u, unit_v, "substitution")
         return None
 
 
-def _reach(prov: Provenance, graph: DependencyGraph, order: list[int]) -> None:
-    """Backward reach from the anchor (module docstring, 4)."""
+def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: set[int]) -> None:
+    """Backward reach from the anchor (module docstring, 4); ``outputs`` are the execution outputs (they depend on
+    their call only)."""
     reach = prov.reach
     reach[prov.anchor] = 1.0
     for k in reversed(order):
@@ -370,14 +444,19 @@ def _reach(prov: Provenance, graph: DependencyGraph, order: list[int]) -> None:
         sources: set[int] = set(prov.origins.get(k, {}).values())
         for ops in prov.derived.get(k, {}).values():
             sources.update(ops)
+        seen: set[int] = set()
+        if k in prov.addressed_by:
+            sources.add(prov.addressed_by[k])
         for e in graph.incoming(k):
             if e.kind in PROTOCOL_KINDS or e.kind in INSTRUCTION_KINDS or e.rule == "instruction→reply":
                 sources.add(e.producer)
-        for j in sources:
+            elif e.kind in _OBSERVATION_KINDS and k not in outputs:
+                seen.add(e.producer)
+        for j, hop in [*((j, _DECAY) for j in sources), *((j, _OBSERVED) for j in seen - sources)]:
             if j == k or j == TASK:
                 continue
-            if r * _DECAY > reach.get(j, 0.0):
-                reach[j] = r * _DECAY
+            if r * hop > reach.get(j, 0.0):
+                reach[j] = r * hop
                 prov.via[j] = k
 
 
@@ -402,7 +481,7 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
     prov = builder.prov
     order = [s.index for s in builder.steps if s.index <= anchor or prov.position[s.index] <= prov.position.get(
         anchor, len(builder.steps))]
-    _reach(prov, graph, order)
+    _reach(prov, graph, order, {s.index for s in builder.steps if is_execution_output(s)})
     _carriers(prov)
     return prov
 

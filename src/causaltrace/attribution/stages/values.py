@@ -13,7 +13,9 @@ Kinds:
 * ``number`` — a number as a reader sees it (sentence-final, in parentheses, with a unit or currency, thousands
   separators), normalised (``207.0`` = ``207``);
 * ``unit`` — a unit word or abbreviation (abbreviations of one or two letters only right after a number, or as a
-  whole argument value), grouped by dimension;
+  whole argument value), grouped by dimension; ``quantity`` — a number with its unit (``13.1 mi``; a call's one
+  number argument with its one unit argument), so ``13.1 feet`` for the task's ``13.1 miles`` is a substitution
+  even where ``miles`` is also used;
 * ``entity`` — a capitalised name (a city, a person, a landmark) that is not a sentence's function word, and every
   weekday / month;
 * ``operator`` — in code: an arithmetic or comparison operator with its literal operand (``/ 2``, ``< 10``) and the
@@ -27,8 +29,10 @@ Pure functions over text, no model, linear in the text (texts are cut at ``limit
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from causaltrace.attribution.stages.tokens import salient_tokens
 
@@ -36,6 +40,7 @@ __all__ = ["Value", "number_key", "unit_group", "values_in"]
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_CONTEXT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 _AFTER_NUMBER = re.compile(r"\s?(°?[A-Za-z]{1,12})")
 
 _UNITS: dict[str, tuple[str, str]] = {}
@@ -135,25 +140,44 @@ def unit_group(word: str) -> tuple[str, str] | None:
     return _UNITS.get(word.lower())
 
 
-def _context(text: str, start: int, end: int, width: int = 48) -> frozenset[str]:
-    around = text[max(0, start - width):start] + " " + text[end:end + width]
-    return frozenset(t for t in salient_tokens(around) if not t[0].isdigit())
+@lru_cache(maxsize=65536)
+def _salient(word: str) -> bool:
+    return bool(salient_tokens(word))
 
 
-def _numbers(text: str, out: list[Value]) -> None:
+class _Words:
+    """The salient words of a text with their positions, for the context of a value (one pass over the text)."""
+
+    def __init__(self, text: str) -> None:
+        self.starts: list[int] = []
+        self.words: list[str] = []
+        for m in _CONTEXT_WORD.finditer(text):
+            low = m.group(0).lower()
+            if _salient(low):
+                self.starts.append(m.start())
+                self.words.append(low)
+
+    def around(self, start: int, end: int, width: int = 48) -> frozenset[str]:
+        lo = bisect.bisect_left(self.starts, start - width)
+        hi = bisect.bisect_right(self.starts, end + width)
+        return frozenset(self.words[lo:hi])
+
+
+def _numbers(text: str, out: list[Value], words: _Words) -> None:
     for m in _NUMBER.finditer(text):
         key = number_key(m.group(0))
         if key is None:
             continue
-        out.append(Value("number", key, "number", m.group(0), _context(text, m.start(), m.end())))
+        out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end())))
         unit = _AFTER_NUMBER.match(text, m.end())
         if unit:
             found = unit_group(unit.group(1))
             if found is not None:
                 out.append(Value("unit", found[0], found[1], unit.group(1)))
+                out.append(Value("quantity", f"{key} {found[0]}", found[1], m.group(0) + unit.group(0)))
 
 
-def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
+def _words(text: str, out: list[Value], skip: frozenset[str], words: _Words) -> None:
     for m in _WORD.finditer(text):
         word = m.group(0)
         low = word.lower()
@@ -168,9 +192,9 @@ def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
             out.append(Value("word", low, _QUALIFIERS[low], word))
         elif low in _AGGREGATES:
             out.append(Value("operator", low, "aggregate", word))
-        elif (word[0].isupper() and len(word) >= 3 and low not in skip and salient_tokens(low)
+        elif (word[0].isupper() and len(word) >= 3 and low not in skip and _salient(low)
               and not _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()])):
-            out.append(Value("entity", low, "name", word, _context(text, m.start(), m.end())))
+            out.append(Value("entity", low, "name", word, words.around(m.start(), m.end())))
 
 
 def _code(code: str, out: list[Value]) -> None:
@@ -191,15 +215,21 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
     ``targets`` it addresses or calls. ``skip`` names words that are never entities (agent and tool names)."""
     out: list[Value] = []
     text = text[:limit]
-    _numbers(text, out)
-    _words(text, out, skip)
+    words = _Words(text)
+    _numbers(text, out, words)
+    _words(text, out, skip, words)
     if code:
         _code(code[:limit], out)
+    arg_numbers = [v for v in (arguments or {}).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    arg_units = [v for v in (arguments or {}).values() if isinstance(v, str) and unit_group(v.strip())]
     for value in (arguments or {}).values():
         if isinstance(value, str) and value.strip():
             unit = unit_group(value.strip())
             if unit is not None:
                 out.append(Value("unit", unit[0], unit[1], value))
+                key = number_key(str(arg_numbers[0])) if len(arg_numbers) == 1 == len(arg_units) else None
+                if key is not None:  # a call's one number with its one unit: a quantity, as a text states it
+                    out.append(Value("quantity", f"{key} {unit[0]}", unit[1], f"{arg_numbers[0]} {value}"))
             elif value.strip().lower() in _QUALIFIERS:
                 out.append(Value("word", value.strip().lower(), _QUALIFIERS[value.strip().lower()], value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
