@@ -118,3 +118,116 @@ def test_console_script_entry_point(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0 and json.loads(proc.stdout) == []
+
+
+# ------------------------------------------------------------------------------------- readable at real sizes
+
+
+def _parsers(parser, name="causaltrace"):
+    """Every (command name, parser) of the command, sub-commands included."""
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_argument_of_every_command_has_help():
+    import argparse
+
+    from causaltrace.cli import build_parser
+
+    missing = [f"{name} {action.option_strings or action.dest}" for name, parser in _parsers(build_parser())
+               for action in parser._actions
+               if not action.help and not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))]
+    assert missing == []
+
+
+def test_repair_help_names_the_run_and_the_text_verifier(capsys):
+    with pytest.raises(SystemExit):
+        main(["repair", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "RUN_ID a failed run" in out and "text:ANSWER" in out
+
+
+def _store_runs(*runs):
+    with Store() as store:
+        for run in runs:
+            store.import_run(run)
+
+
+def _long_runs():
+    from _builders import RunBuilder
+
+    task = "Find the opening hours of the invented museum on Mondays, then compare them with the library's " * 2
+    return [
+        RunBuilder("whowhen-algo-1-aaaa1111").task(task).llm("a", "x").build(framework="whowhen", task=task),
+        RunBuilder("whowhen-algo-10-bbbb2222").task(task).llm("a", "x").build(framework="whowhen", task=task),
+        RunBuilder("0123456789abcdef0123456789abcdef").task(task).llm("a", "x").build(framework="smolagents", task=task),
+        RunBuilder("0123456789abffff0123456789abcdef").task(task).llm("a", "x").build(
+            framework="openinference-langgraph", task=task),
+    ]
+
+
+def test_runs_fits_80_columns_with_unique_id_prefixes_and_whole_statuses(capsys, monkeypatch):
+    runs = _long_runs()
+    _store_runs(*runs)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "runs")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80
+    body = [line.split() for line in lines[3:]]
+    shown = {cols[0] for cols in body}
+    assert shown == {"whowhen-algo-1-", "whowhen-algo-10", "0123456789abc", "0123456789abf"}
+    assert all(cols[1] == "unknown" for cols in body)  # never "unkn…"
+    assert all("…" in line for line in lines[3:])  # the task is cut to what is left, on one line
+    for prefix in shown:  # every shown prefix names its run
+        code, out, _ = run_cli(capsys, "show", prefix, "--json")
+        assert code == 0 and json.loads(out)["run_id"].startswith(prefix)
+
+
+def test_runs_wide_shows_everything_and_narrow_terminals_drop_columns_not_ids(capsys, monkeypatch):
+    runs = _long_runs()
+    _store_runs(*runs)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "runs", "--wide")
+    flat = " ".join(out.replace("│", " ").split())
+    assert code == 0 and all(run.run_id in out for run in runs) and "openinference-langgraph" in out
+    assert "compare them with the library's Find the" in flat  # the whole task, folded over lines
+    monkeypatch.setenv("COLUMNS", "44")
+    code, out, _ = run_cli(capsys, "runs")
+    assert max(len(line) for line in out.splitlines()) <= 44
+    assert "whowhen-algo-10 " in out and "unknown" in out and "framework" not in out
+
+
+def test_runs_limit_counts_after_the_replays_are_left_out(capsys):
+    from _builders import RunBuilder
+
+    _store_runs(*(RunBuilder(f"run-{i}", t0=None).task("t").build(name=f"team{' (replay)' if i % 2 else ''}")
+                  for i in range(6)))
+    _, out, _ = run_cli(capsys, "runs", "--limit", "2", "--json")
+    assert [r["name"] for r in json.loads(out)] == ["team", "team"]
+    _, out, _ = run_cli(capsys, "runs", "--limit", "2", "--replays", "--json")
+    assert len(json.loads(out)) == 2
+
+
+def test_unique_prefixes():
+    from causaltrace.cli.inspection import unique_prefixes
+
+    ids = ["whowhen-hand-2-33672f", "whowhen-hand-20-ab12", "a39f2a2657f04da1", "a39f2a2657f0ffff", "b" * 32, "short"]
+    assert unique_prefixes(ids) == {
+        "whowhen-hand-2-33672f": "whowhen-hand-2-", "whowhen-hand-20-ab12": "whowhen-hand-20",
+        "a39f2a2657f04da1": "a39f2a2657f04", "a39f2a2657f0ffff": "a39f2a2657f0f", "b" * 32: "b" * 8,
+        "short": "short",
+    }
+
+
+def test_show_cuts_step_text_to_the_line_of_an_80_column_terminal(capsys, monkeypatch):
+    code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "show", out.strip())
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    assert "Plan: add the integers 1..10 with add_range(start=1, stop=10), then r…" in out

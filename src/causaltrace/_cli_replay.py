@@ -232,16 +232,18 @@ def add_replay_commands(sub: Any) -> None:
     from causaltrace.replay.repair import DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
 
     d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
-    d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"])
+    d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"],
+                   help="the demo team(s) to run (default: both)")
     d.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for the LLM stages")
     d.add_argument("--out", help="directory for the report and pairs (default: $CAUSALTRACE_HOME/demo)")
     add_keep_server(d)
     d.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("repair", help="find the earliest step whose minimal correction flips a failed run")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("run_id", metavar="RUN_ID", help="a failed run (id or unique prefix) that has a recording")
     p.add_argument("--factory", required=True, help="module:function or file.py:function building a fresh team")
-    p.add_argument("--verify", required=True, help="module:function or file.py:function judging the outcome")
+    p.add_argument("--verify", required=True, help="module:function or file.py:function judging the outcome, or "
+                   "text:ANSWER (the final answer must contain ANSWER)")
     p.add_argument("-k", type=int, default=3, help="LLM proposals per step (with --model; default 3)")
     p.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for proposals")
     p.add_argument("--steps", help="comma-separated step indexes to try (default: the diagnosis's candidates)")
@@ -258,7 +260,9 @@ def add_replay_commands(sub: Any) -> None:
     pairs = sub.add_parser("pairs", help="repair pairs")
     pairs_sub = pairs.add_subparsers(dest="pairs_command", metavar="COMMAND", required=True)
     e = pairs_sub.add_parser("export", help="export repair pairs as JSONL")
-    e.add_argument("--format", default="trl-dpo", choices=["trl-dpo", "openai-dpo"])
+    e.add_argument("--format", default="trl-dpo", choices=["trl-dpo", "openai-dpo"],
+                   help="trl-dpo (TRL's prompt / chosen / rejected rows) or openai-dpo (OpenAI's preference "
+                        "fine-tuning); default trl-dpo")
     e.add_argument("--include-predicted", action="store_true", help="also pairs verified by prediction only")
     e.add_argument("--run", help="only the pairs of this run")
     e.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")

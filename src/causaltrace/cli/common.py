@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -36,12 +37,15 @@ def store(args: argparse.Namespace, *, readonly: bool = False) -> Any:
     return open_store(args, readonly=readonly)
 
 
-def console(stream: TextIO | None = None) -> Any:
-    """A rich console on ``stream`` (stdout): the terminal's width on a tty, 160 columns on a pipe."""
+def console(stream: TextIO | None = None, *, width: int | None = None) -> Any:
+    """A rich console on ``stream`` (stdout), ``width`` columns wide; by default the terminal's width on a tty,
+    and on a pipe ``$COLUMNS`` or 160 (rich's 80-column default for pipes would cut ids and step text)."""
     from rich.console import Console
 
     out = stream or sys.stdout
-    width = None if out.isatty() else 160  # rich's 80-column default for pipes cuts ids and step text
+    if width is None and not out.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else 160
     return Console(file=out, highlight=False, soft_wrap=False, width=width)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from causaltrace.cli.common import STATUS_STYLE, console, print_json, short, store
 from causaltrace.exceptions import UserError
 
-__all__ = ["add_inspection_commands", "add_report_command", "cmd_report", "cmd_runs", "cmd_show", "render_run"]
+__all__ = ["add_inspection_commands", "add_report_command", "cmd_report", "cmd_runs", "cmd_show", "render_run",
+           "unique_prefixes"]
 
 
 def add_inspection_commands(sub: Any) -> None:
@@ -21,13 +22,17 @@ def add_inspection_commands(sub: Any) -> None:
     p.add_argument("--failed", action="store_true", help="only runs whose outcome is a failure")
     p.add_argument("--limit", type=int, default=None, help="at most N runs")
     p.add_argument("--replays", action="store_true", help="also list the runs that replays produced")
+    p.add_argument("--wide", action="store_true",
+                   help="full ids, times and tasks (by default the table fits the terminal: ids cut to a unique "
+                        "prefix, the task to one line)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("show", help="show a run's steps as a tree")
     p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--width", type=int, default=120, help="characters of step text to show (default 120)")
+    p.add_argument("--width", type=int, default=None,
+                   help="characters of step text to show (default: what fits the terminal's line, at most 120)")
     p.set_defaults(func=cmd_show)
 
 
@@ -45,31 +50,102 @@ def _is_replay_name(name: str | None) -> bool:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """List the runs in the store, newest first (read-only: a dead writer's run reads as ``incomplete``)."""
+    """List the runs in the store, newest first (read-only: a dead writer's run reads as ``incomplete``).
+
+    The table fits the terminal (80 columns included): each id is cut to its shortest unique prefix (8 characters
+    at least; ``show`` and every command take it), the status is never cut, the task takes what is left on one
+    line. ``--wide`` shows everything: full ids, seconds, the task folded over lines."""
     with store(args, readonly=True) as db:
-        rows = db.list_runs(failed=args.failed, limit=None if args.replays else args.limit)
-    if not args.replays:  # the runs a replay produced are listed only on request
-        rows = [r for r in rows if not _is_replay_name(r.get("name"))][: args.limit]
+        every = db.list_runs(failed=args.failed)
+    rows = every if args.replays else [r for r in every if not _is_replay_name(r.get("name"))]
+    rows = rows[: args.limit]
     if args.json:
         print_json(rows)
         return 0
+    prefixes = {} if args.wide else unique_prefixes([r["run_id"] for r in every])
+    out = console()
+    table, needs = _runs_table(rows, prefixes, wide=args.wide, width=out.width)
+    if args.wide and out.width < needs:  # --wide never cuts: lines longer than the terminal wrap in it
+        out = console(width=needs)
+        table, _ = _runs_table(rows, prefixes, wide=True, width=needs)
+    out.print(table)
+    return 0
+
+
+_SEPARATORS = "-_.:/"
+
+
+def unique_prefixes(ids: list[str], *, shortest: int = 8) -> dict[str, str]:
+    """Each id's shortest prefix (``shortest`` characters at least) that no other id starts with — as git
+    abbreviates commits — carried on to the end of the word it cuts in an id made of words (``whowhen-algo-10``,
+    not ``whowhen-algo-1``, which reads as another run). An id that prefixes another id stays whole."""
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, run_id in enumerate(ordered):
+        need = shortest
+        for other in (ordered[i - 1] if i else "", ordered[i + 1] if i + 1 < len(ordered) else ""):
+            common = next((k for k, (x, y) in enumerate(zip(run_id, other, strict=False)) if x != y),
+                          min(len(run_id), len(other)))
+            need = max(need, common + 1)
+        end = need
+        if need < len(run_id) and run_id[need - 1] not in _SEPARATORS and any(c in _SEPARATORS for c in run_id[:need]):
+            # cut inside a word of a worded id: finish the word
+            end = next((k for k in range(need, len(run_id)) if run_id[k] in _SEPARATORS), len(run_id))
+        out[run_id] = run_id[:end]
+    return out
+
+
+def _started(value: str | None, *, wide: bool) -> str:
+    """``2026-12-02 07:34:43`` with ``--wide``; else ``12-02 07:34`` this year, ``2025-12-02`` before."""
+    text = (value or "")[:19].replace("T", " ")
+    if wide or len(text) < 16:
+        return text
+    from datetime import UTC, datetime
+
+    return text[5:16] if text[:4] == str(datetime.now(UTC).year) else text[:10]
+
+
+#: the narrowest the task column gets (a terminal narrower than the other columns plus this cuts the table)
+_TASK_MIN = 12
+
+
+def _runs_table(rows: list[dict[str, Any]], prefixes: dict[str, str], *, wide: bool, width: int) -> tuple[Any, int]:
+    """The table of ``runs`` for a ``width``-column console, and the width it needs: every column but the task at
+    its content's width (the framework at most 12 unless wide), the task on one line in what is left (folded over
+    lines when wide)."""
+    from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} run(s)", show_lines=False)
-    for col in ("run id", "status", "framework", "steps", "started", "task"):
-        table.add_column(col, no_wrap=col != "task", overflow="fold" if col == "task" else "ellipsis")
-    for row in rows:
-        status = row["status"]
-        table.add_row(
-            row["run_id"],
-            f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            row["framework"],
-            str(row["steps"]),
-            (row["started_at"] or "")[:19].replace("T", " "),
-            short(row.get("task"), 60),
-        )
-    console().print(table)
-    return 0
+    cells = [
+        [row["run_id"] if wide else prefixes.get(row["run_id"], row["run_id"]), row["status"], row["framework"] or "",
+         str(row["steps"]), _started(row["started_at"], wide=wide), " ".join((row.get("task") or "").split())]
+        for row in rows
+    ]
+    heads = ["run id", "status", "framework", "steps", "started", "task"]
+    widths = [max([len(heads[k]), *(len(c[k]) for c in cells)]) for k in range(5)]
+    if not wide:
+        widths[2] = min(widths[2], 12)  # the framework may be cut ("openinferen…"), never the id or the status
+    gap = 3 if wide else 2  # a border and padding between two columns
+    needs = sum(widths) + gap * 5 + (4 if wide else 0) + _TASK_MIN
+    dropped: list[int] = []
+    for k in (4, 2, 3):  # a terminal too narrow for everything: drop started, then framework, then steps
+        if wide or needs <= width:
+            break
+        dropped.append(k)
+        needs -= widths[k] + gap
+    task_width = max(_TASK_MIN, width - needs + _TASK_MIN)
+    table = Table(title=f"{len(rows)} run(s)", show_lines=False, box=box.ROUNDED if wide else box.SIMPLE_HEAD,
+                  show_edge=wide, pad_edge=wide, padding=(0, 1) if wide else (0, 1, 0, 0))
+    keep = [k for k in range(6) if k not in dropped]
+    for k in keep:
+        table.add_column(heads[k], no_wrap=k != 5 or not wide, width=widths[k] if k < 5 else task_width,
+                         overflow="fold" if k == 5 and wide else "ellipsis", justify="right" if k == 3 else "left")
+    for c in cells:
+        c[1] = f"[{STATUS_STYLE.get(c[1], '')}]{c[1]}[/]"
+        c[0], c[2], c[5] = escape(c[0]), escape(c[2]), escape(c[5] if wide else short(c[5], task_width))
+        table.add_row(*(c[k] for k in keep))
+    return table, needs
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -95,9 +171,9 @@ def _render_head(run: Any, out: Any) -> None:
         f"[bold]run {run.run_id}[/] · {run.framework} · "
         f"[{STATUS_STYLE.get(status, '')}]{status}[/] · {len(run.steps)} steps"
     )
-    if run.name:
-        head += f" · {escape(run.name)}"
     out.print(head)
+    if run.name:
+        out.print(f"[dim]name:[/] {escape(short(run.name, 160))}")
     if run.task:
         out.print(f"[dim]task:[/] {escape(short(run.task, 160))}")
     if run.outcome.final_answer is not None:
@@ -131,17 +207,24 @@ def _step_label(step: Any, index_of: dict[str, int], max_chars: int) -> str:
     return label
 
 
-def render_run(run: Any, out: Any, *, max_chars: int) -> None:
-    """Print ``run`` on the rich console ``out``: its head lines, then its steps as a tree of parent steps."""
+def render_run(run: Any, out: Any, *, max_chars: int | None = None) -> None:
+    """Print ``run`` on the rich console ``out``: its head lines, then its steps as a tree of parent steps.
+
+    A step's text is cut to ``max_chars``; by default to what fits its line of the tree (at most 120), so an
+    80-column terminal shows one line of text per step instead of wrapping it under the tree's guides."""
     from rich.tree import Tree
 
     _render_head(run, out)
     index_of = {s.step_id: s.index for s in run.steps}
     tree = Tree("steps", guide_style="dim")
     nodes: dict[str, Any] = {}
+    depth: dict[str, int] = {}
     for step in run.steps:
         parent = nodes.get(step.parent_step_id) if step.parent_step_id else None
-        nodes[step.step_id] = (parent or tree).add(_step_label(step, index_of, max_chars))
+        depth[step.step_id] = depth.get(step.parent_step_id, 0) + 1 if parent is not None else 1
+        fits = max(20, out.width - 4 * depth[step.step_id] - 2)  # 4 columns of guide per level, 2 of indent
+        width = max_chars if max_chars is not None else min(120, fits)
+        nodes[step.step_id] = (parent or tree).add(_step_label(step, index_of, width))
     out.print(tree)
 
 

@@ -25,7 +25,7 @@ _REPLACE_HELP = "overwrite a stored run of the same id whose content differs (dr
 def add_transfer_commands(sub: Any) -> None:
     """Add ``import``, ``pull`` and ``export`` to the ``causaltrace`` subcommands."""
     p = sub.add_parser("import", help="import runs from files; prints one run id per line")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (read recursively) to import")
     p.add_argument("--format", required=True, choices=["whowhen", "otlp-json", "chat", "auto"],
                    help="input format: whowhen, otlp-json, chat (OpenAI messages, Who&When with or without labels, "
                         "an AutoGen TaskResult, smolagents steps; JSON or JSON lines) or auto (sniffs each file)")
@@ -33,14 +33,14 @@ def add_transfer_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("pull", help="pull a trace by id from a Jaeger query endpoint")
-    p.add_argument("trace_id", metavar="TRACE_ID")
+    p.add_argument("trace_id", metavar="TRACE_ID", help="the trace id in Jaeger (up to 32 hex digits)")
     p.add_argument("--jaeger", required=True, metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     p.set_defaults(func=cmd_pull)
 
     p = sub.add_parser("export", help="export a stored run")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
     p.add_argument("--format", default="otlp-json", choices=["otlp-json"], help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.add_argument("--redact", action="store_true", help="apply the payload policy (CAUSALTRACE_* env vars)")
