@@ -39,7 +39,7 @@ def exporter():
 
 def _root(exp, trace_id):
     return [s for s in exp.get_finished_spans()
-            if s.name == semconv.ROOT_SPAN_NAME and f"{s.context.trace_id:032x}" == trace_id]
+            if semconv.is_root_span_name(s.name) and f"{s.context.trace_id:032x}" == trace_id]
 
 
 def test_failed_runs_are_diagnosed_in_the_background(exporter):
@@ -77,7 +77,7 @@ def test_successful_runs_are_not_diagnosed_and_the_next_run_is_not_blocked(expor
         assert watcher.wait(timeout_s=30) == []
     finally:
         watcher.close()
-    roots = [s for s in exporter.get_finished_spans() if s.name == semconv.ROOT_SPAN_NAME]
+    roots = [s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name)]
     assert len(roots) == 2 and all(s.attributes[semconv.RUN_STATUS] == "success" for s in roots)
 
 
@@ -98,9 +98,9 @@ def test_past_the_bound_the_diagnosis_is_a_linked_span(exporter, monkeypatch):
         agent.run(example.TASK)
         deadline = time.time() + 10
         while time.time() < deadline and not [s for s in exporter.get_finished_spans()
-                                              if s.name == semconv.ROOT_SPAN_NAME]:
+                                              if semconv.is_root_span_name(s.name)]:
             time.sleep(0.05)
-        roots = [s for s in exporter.get_finished_spans() if s.name == semconv.ROOT_SPAN_NAME]
+        roots = [s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name)]
         assert len(roots) == 1 and semconv.DIAGNOSIS_STEP_INDEX not in roots[0].attributes  # ended at the bound
         release.set()
         (diagnosis,) = watcher.wait(timeout_s=60)

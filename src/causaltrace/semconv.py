@@ -10,6 +10,13 @@ importers agree on one format:
   ``causaltrace.dependency.kind`` link attribute, and as the parallel lists ``causaltrace.depends_on.step_ids`` /
   ``causaltrace.depends_on.kinds`` (Jaeger's UI drops link attributes, Phoenix drops links);
 * the run's root span carries Run-level fields as ``causaltrace.run.*`` attributes, JSON where structured;
+* span names, kinds and ``gen_ai.*`` attributes follow the OTel GenAI conventions: the root is the workflow
+  (``invoke_workflow {run name}``, INTERNAL, ``gen_ai.workflow.name``), a model call is ``chat {model}`` (CLIENT,
+  ``gen_ai.provider.name``, response model and finish reasons when known), a tool call ``execute_tool {tool}``
+  (``gen_ai.tool.type``), an agent's turn ``invoke_agent {agent}``, a plan ``plan {agent}``; every GenAI operation
+  carries ``gen_ai.conversation.id`` (the run id) and a failed one ``error.type``. Importers recognise the legacy
+  names too (``causaltrace.run``, ``llm_response planner``): they read attributes, never names, except to tell a
+  root span (:func:`is_root_span_name`);
 * the OpenInference attributes are derived from those attributes after the payload policy has hidden and redacted
   them (:data:`OPENINFERENCE_SPAN_KIND_BY_STEP` says which kind each step gets, :func:`openinference_attributes`
   which payload fills ``input.value`` / ``output.value``); they are written, never read back: the importers
@@ -24,6 +31,8 @@ from datetime import datetime
 from typing import Any
 
 import pydantic_core
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv.attributes import error_attributes as _error
 
 from causaltrace.schema import (
     Annotations,
@@ -36,14 +45,24 @@ from causaltrace.schema import (
 )
 
 __all__ = [
+    "CLIENT_STEP_KINDS",
+    "ERROR_TYPE",
     "GEN_AI_AGENT_NAME",
+    "GEN_AI_CONVERSATION_ID",
     "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TOOL_CALL_ID",
     "GEN_AI_TOOL_NAME",
+    "GEN_AI_TOOL_TYPE",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "GEN_AI_WORKFLOW_NAME",
     "INSTRUMENTATION_NAME",
+    "LEGACY_ROOT_SPAN_NAME",
+    "OPERATION_BY_STEP",
     "OI_INPUT_VALUE",
     "OI_OUTPUT_VALUE",
     "OI_SPAN_KIND",
@@ -51,7 +70,13 @@ __all__ = [
     "OPENINFERENCE_SPAN_KIND_ROOT",
     "PROJECT_NAME",
     "ROOT_SPAN_NAME",
+    "client_provider",
+    "error_type_of",
+    "is_client_span",
+    "is_root_span_name",
     "openinference_attributes",
+    "provider_name",
+    "root_span_name",
     "run_attributes",
     "run_fields_from_attributes",
     "span_name",
@@ -60,16 +85,41 @@ __all__ = [
 ]
 
 INSTRUMENTATION_NAME = "causaltrace"
-ROOT_SPAN_NAME = "causaltrace.run"
+#: The root span's name before the GenAI conventions were followed (issue 22): still recognised on import.
+LEGACY_ROOT_SPAN_NAME = "causaltrace.run"
+ROOT_SPAN_NAME = LEGACY_ROOT_SPAN_NAME  # kept for old callers; new roots are named by :func:`root_span_name`
 
-# OTel GenAI semantic conventions
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_AGENT_NAME = "gen_ai.agent.name"
-GEN_AI_TOOL_NAME = "gen_ai.tool.name"
-GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+# OTel GenAI semantic conventions: names and values from ``opentelemetry-semantic-conventions`` (its ``gen_ai``
+# module is marked deprecated in favour of the semantic-conventions-genai project, which has no PyPI package; the
+# names are the same), hand-written only where that package has none (marked below).
+GEN_AI_OPERATION_NAME = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_AGENT_NAME = _gen_ai.GEN_AI_AGENT_NAME
+GEN_AI_WORKFLOW_NAME = _gen_ai.GEN_AI_WORKFLOW_NAME
+GEN_AI_CONVERSATION_ID = _gen_ai.GEN_AI_CONVERSATION_ID
+GEN_AI_TOOL_NAME = _gen_ai.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_TYPE = _gen_ai.GEN_AI_TOOL_TYPE
+GEN_AI_TOOL_CALL_ID = _gen_ai.GEN_AI_TOOL_CALL_ID
+GEN_AI_REQUEST_MODEL = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_RESPONSE_MODEL = _gen_ai.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_FINISH_REASONS = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_USAGE_INPUT_TOKENS = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+ERROR_TYPE = _error.ERROR_TYPE
+#: ``error.type`` when nothing names the error class (the conventions' own fallback value).
+ERROR_TYPE_OTHER = _error.ErrorTypeValues.OTHER.value
+
+OP_CHAT = _gen_ai.GenAiOperationNameValues.CHAT.value
+OP_EXECUTE_TOOL = _gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
+OP_INVOKE_AGENT = _gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
+OP_INVOKE_WORKFLOW = _gen_ai.GenAiOperationNameValues.INVOKE_WORKFLOW.value
+#: Hand-written: the ``plan`` operation is in semantic-conventions-genai, not yet in the PyPI package.
+OP_PLAN = "plan"
+#: ``gen_ai.tool.type`` of a tool the agent calls as a function (the conventions' ``function``; hand-written: the
+#: package has no enum for it).
+TOOL_TYPE_FUNCTION = "function"
+#: ``gen_ai.provider.name`` when neither the client nor the model id names a provider.
+PROVIDER_UNKNOWN = "unknown"
 
 # OpenInference semantic conventions (openinference-semantic-conventions; what Phoenix reads). Written by hand so
 # that ``import causaltrace`` needs no OpenInference package; tests/test_semconv_openinference.py checks each name
@@ -156,6 +206,12 @@ RUN_STATUS = "causaltrace.run.status"
 RUN_METADATA = "causaltrace.run.metadata"
 RUN_ANNOTATIONS = "causaltrace.run.annotations"
 RUN_RECORDING = "causaltrace.run.recording"
+#: A live run's Recording on its root span (``causaltrace.collector.recording_otlp`` says how).
+RECORDING_CHUNKS = "causaltrace.run.recording.chunks"
+RECORDING_ENCODING = "causaltrace.run.recording.encoding"
+RECORDING_CHARS = "causaltrace.run.recording.chars"
+RECORDING_SHA256 = "causaltrace.run.recording.sha256"
+RECORDING_OMITTED = "causaltrace.run.recording.omitted"
 RUN_STARTED_AT = "causaltrace.run.started_at"
 RUN_ENDED_AT = "causaltrace.run.ended_at"
 
@@ -169,19 +225,145 @@ DIAGNOSIS_VERIFIED_BY = "causaltrace.diagnosis.verified_by"
 #: Suffix the payload policy appends to a cut text; ``{n}`` is the number of characters removed.
 TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
 
-#: ``gen_ai.operation.name`` per step kind, where a GenAI operation fits.
-_OPERATION: dict[str, str] = {
-    "llm_response": "chat",
-    "tool_call": "execute_tool",
-    "agent_turn": "invoke_agent",
-    "task": "invoke_workflow",
+#: ``gen_ai.operation.name`` per step kind, where a GenAI operation fits (the run's root span is
+#: ``invoke_workflow``: the run is the workflow, :func:`run_attributes`).
+OPERATION_BY_STEP: dict[str, str] = {
+    "llm_response": OP_CHAT,
+    "tool_call": OP_EXECUTE_TOOL,
+    "agent_turn": OP_INVOKE_AGENT,
+    "planning": OP_PLAN,
 }
+
+#: Step kinds whose span is a CLIENT span (a call out to a model); every other span is INTERNAL (in-process agents,
+#: tools and flow steps, as the conventions say for ``invoke_agent`` / ``execute_tool`` / ``invoke_workflow``).
+CLIENT_STEP_KINDS = frozenset({"llm_response"})
+
+_P = _gen_ai.GenAiProviderNameValues
+#: ``gen_ai.provider.name`` from a word of the client's module / class name (lower case), first match wins. Values
+#: from the package's list, and documented custom ones where it has none: ``ollama``, ``llama_cpp``,
+#: ``huggingface``.
+_PROVIDER_BY_CLIENT: tuple[tuple[str, str], ...] = (
+    ("azure", _P.AZURE_AI_OPENAI.value),
+    ("anthropic", _P.ANTHROPIC.value),
+    ("ollama", "ollama"),
+    ("llama_cpp", "llama_cpp"),
+    ("llamacpp", "llama_cpp"),
+    ("bedrock", _P.AWS_BEDROCK.value),
+    ("vertex", _P.GCP_VERTEX_AI.value),
+    ("gemini", _P.GCP_GEMINI.value),
+    ("mistral", _P.MISTRAL_AI.value),
+    ("cohere", _P.COHERE.value),
+    ("groq", _P.GROQ.value),
+    ("deepseek", _P.DEEPSEEK.value),
+    ("huggingface", "huggingface"),
+    ("inferenceclient", "huggingface"),
+    ("transformers", "huggingface"),
+    ("openai", _P.OPENAI.value),
+)
+#: A LiteLLM-style ``provider/model`` prefix of a model id.
+_PROVIDER_BY_PREFIX: dict[str, str] = {
+    "openai": _P.OPENAI.value, "azure": _P.AZURE_AI_OPENAI.value, "anthropic": _P.ANTHROPIC.value,
+    "gemini": _P.GCP_GEMINI.value, "vertex_ai": _P.GCP_VERTEX_AI.value, "bedrock": _P.AWS_BEDROCK.value,
+    "mistral": _P.MISTRAL_AI.value, "groq": _P.GROQ.value, "deepseek": _P.DEEPSEEK.value,
+    "cohere": _P.COHERE.value, "xai": _P.X_AI.value, "perplexity": _P.PERPLEXITY.value, "ollama": "ollama",
+    "ollama_chat": "ollama", "huggingface": "huggingface",
+}
+#: A model family's name at the start of a bare model id.
+_PROVIDER_BY_MODEL: tuple[tuple[str, str], ...] = (
+    ("gpt-", _P.OPENAI.value), ("chatgpt", _P.OPENAI.value), ("o1", _P.OPENAI.value), ("o3", _P.OPENAI.value),
+    ("o4", _P.OPENAI.value), ("claude", _P.ANTHROPIC.value), ("gemini", _P.GCP_GEMINI.value),
+    ("mistral", _P.MISTRAL_AI.value), ("mixtral", _P.MISTRAL_AI.value), ("codestral", _P.MISTRAL_AI.value),
+    ("command", _P.COHERE.value), ("deepseek", _P.DEEPSEEK.value), ("grok", _P.X_AI.value),
+    ("sonar", _P.PERPLEXITY.value),
+)
+
+
+def provider_name(model: str | None, client: str | None = None) -> str:
+    """``gen_ai.provider.name`` by the instrumentation's best knowledge: the client library (its module / class
+    path, e.g. ``autogen_ext.models.openai.OpenAIChatCompletionClient`` → ``openai``: the API it speaks), else the
+    model id (a ``provider/`` prefix, a model family such as ``gpt-`` or ``claude``, an Ollama ``name:tag``), else
+    ``unknown``."""
+    if client:
+        lowered = client.lower()
+        for word, provider in _PROVIDER_BY_CLIENT:
+            if word in lowered:
+                return provider
+    if not model:
+        return PROVIDER_UNKNOWN
+    lowered = model.strip().lower()
+    prefix, slash, rest = lowered.partition("/")
+    if slash and prefix in _PROVIDER_BY_PREFIX:
+        return _PROVIDER_BY_PREFIX[prefix]
+    name = rest if slash else lowered
+    for start, provider in _PROVIDER_BY_MODEL:
+        if name.startswith(start):
+            return provider
+    if ":" in name and not slash and " " not in name:
+        return "ollama"  # Ollama's model:tag ids (llama3.1:8b)
+    return PROVIDER_UNKNOWN
+
+
+_CLIENT_PROVIDERS: dict[type, str | None] = {}
+
+
+def client_provider(client: object) -> str | None:
+    """The provider a model client object's class names (its module and class path, see :func:`provider_name`),
+    or None when the class names none (a scripted or wrapping client: the model id decides). Cached per class."""
+    cls = type(client)
+    try:
+        return _CLIENT_PROVIDERS[cls]
+    except KeyError:
+        pass
+    provider: str | None = provider_name(None, f"{cls.__module__}.{cls.__qualname__}")
+    if provider == PROVIDER_UNKNOWN:
+        provider = None
+    if len(_CLIENT_PROVIDERS) < 1024:
+        _CLIENT_PROVIDERS[cls] = provider
+    return provider
 
 
 def span_name(step: Step) -> str:
-    """A readable span name: ``<kind> <tool or agent>``."""
+    """The step span's name: the GenAI conventions' where the step is a GenAI operation (``chat {model}``,
+    ``execute_tool {tool}``, ``invoke_agent {agent}``, ``plan {agent}``; the operation alone when the name is not
+    known), else ``<kind> <tool or agent>``."""
+    operation = OPERATION_BY_STEP.get(step.kind)
+    if operation is not None:
+        if operation == OP_CHAT:
+            target = step.model
+        elif operation == OP_EXECUTE_TOOL:
+            target = step.tool_name
+        else:
+            target = step.agent
+        return f"{operation} {target}" if target else operation
     target = step.tool_name or step.agent
     return f"{step.kind} {target}" if target else step.kind
+
+
+def root_span_name(name: str | None) -> str:
+    """The run root span's name: ``invoke_workflow {gen_ai.workflow.name}`` (the run's name), or the operation
+    alone for an unnamed run."""
+    return f"{OP_INVOKE_WORKFLOW} {name}" if name else OP_INVOKE_WORKFLOW
+
+
+def is_root_span_name(name: str) -> bool:
+    """Whether a span name is a causaltrace run root's: today's ``invoke_workflow …`` or the legacy
+    ``causaltrace.run``."""
+    return name == LEGACY_ROOT_SPAN_NAME or name == OP_INVOKE_WORKFLOW or name.startswith(OP_INVOKE_WORKFLOW + " ")
+
+
+def is_client_span(kind: str) -> bool:
+    """Whether the span of a step of this kind is a CLIENT span (a model call) rather than INTERNAL."""
+    return kind in CLIENT_STEP_KINDS
+
+
+def error_type_of(reason: str | None) -> str:
+    """``error.type`` from an error text: the exception class name that starts it (``"ValueError: …"``), else
+    ``_OTHER``."""
+    head, colon, _ = (reason or "").partition(":")
+    head = head.strip()
+    if colon and head and head.replace(".", "").replace("_", "").isalnum() and " " not in head:
+        return head
+    return ERROR_TYPE_OTHER
 
 
 def _dumps(value: Any) -> str:
@@ -206,8 +388,9 @@ def step_attributes(step: Step) -> dict[str, Any]:
     }
     if step.agent:
         attrs[GEN_AI_AGENT_NAME] = step.agent
-    if step.kind in _OPERATION:
-        attrs[GEN_AI_OPERATION_NAME] = _OPERATION[step.kind]
+    operation = OPERATION_BY_STEP.get(step.kind)
+    if operation is not None:
+        _genai_operation(attrs, step, operation)
     if step.parent_step_id:
         attrs[STEP_PARENT_ID] = step.parent_step_id
     if step.inputs:
@@ -228,6 +411,9 @@ def step_attributes(step: Step) -> dict[str, Any]:
     if step.error is not None:
         attrs[STEP_ERROR_TYPE] = step.error.type
         attrs[STEP_ERROR_MESSAGE] = step.error.message
+        attrs[ERROR_TYPE] = step.error.type or ERROR_TYPE_OTHER
+    elif step.status == "error":
+        attrs[ERROR_TYPE] = ERROR_TYPE_OTHER
     if step.action_signature is not None:
         attrs[STEP_ACTION_SIGNATURE] = step.action_signature
     if step.metadata:
@@ -238,6 +424,28 @@ def step_attributes(step: Step) -> dict[str, Any]:
         attrs[DEPENDS_ON_STEP_IDS] = [d.step_id for d in step.depends_on]
         attrs[DEPENDS_ON_KINDS] = [d.kind for d in step.depends_on]
     return attrs
+
+
+def _genai_operation(attrs: dict[str, Any], step: Step, operation: str) -> None:
+    """The GenAI attributes of a step that is a GenAI operation: the operation, the conversation (the run), and
+    per operation the provider, response model and finish reasons (``chat``) or the tool type (``execute_tool``)."""
+    attrs[GEN_AI_OPERATION_NAME] = operation
+    attrs[GEN_AI_CONVERSATION_ID] = step.run_id
+    if operation == OP_CHAT:
+        meta = step.metadata
+        provider = meta.get("provider") if meta else None
+        attrs[GEN_AI_PROVIDER_NAME] = provider if isinstance(provider, str) and provider else provider_name(step.model)
+        outputs = step.outputs
+        if outputs:
+            response_model = outputs.get("response_model")
+            if isinstance(response_model, str) and response_model:
+                attrs[GEN_AI_RESPONSE_MODEL] = response_model
+            finish = outputs.get("finish_reason")
+            if finish is not None:
+                attrs[GEN_AI_RESPONSE_FINISH_REASONS] = [str(f) for f in finish] if isinstance(finish, list) \
+                    else [str(finish)]
+    elif operation == OP_EXECUTE_TOOL:
+        attrs[GEN_AI_TOOL_TYPE] = TOOL_TYPE_FUNCTION
 
 
 def openinference_attributes(
@@ -436,9 +644,15 @@ def run_attributes(
     ended_at: datetime | None = None,
 ) -> dict[str, Any]:
     """The root span's ``causaltrace.run.*`` attributes (JSON-encoded where structured)."""
-    attrs: dict[str, Any] = {RUN_ID: run_id, RUN_FRAMEWORK: framework}
+    attrs: dict[str, Any] = {
+        RUN_ID: run_id,
+        RUN_FRAMEWORK: framework,
+        GEN_AI_OPERATION_NAME: OP_INVOKE_WORKFLOW,
+        GEN_AI_CONVERSATION_ID: run_id,
+    }
     if name is not None:
         attrs[RUN_NAME] = name
+        attrs[GEN_AI_WORKFLOW_NAME] = name
     if task is not None:
         attrs[RUN_TASK] = task
     if agents:
@@ -446,6 +660,8 @@ def run_attributes(
     if outcome is not None:
         attrs[RUN_OUTCOME] = outcome.model_dump_json()
         attrs[RUN_STATUS] = outcome.status
+        if outcome.status == "failure":
+            attrs[ERROR_TYPE] = error_type_of(outcome.reason) if outcome.stop == "error" else ERROR_TYPE_OTHER
     if metadata:
         attrs[RUN_METADATA] = _dumps(dict(metadata))
     if annotations is not None:

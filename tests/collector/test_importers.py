@@ -386,7 +386,7 @@ def test_otlp_export_shape() -> None:
     (scope_spans,) = resource_spans["scopeSpans"]
     assert scope_spans["scope"] == {"name": "causaltrace"}
     root, *step_spans = scope_spans["spans"]
-    assert root["name"] == semconv.ROOT_SPAN_NAME and "parentSpanId" not in root
+    assert root["name"] == semconv.root_span_name(run.name) and "parentSpanId" not in root
     assert root["traceId"] == run.trace_id
     assert re.fullmatch(r"[0-9a-f]{16}", root["spanId"])
     assert root["startTimeUnixNano"] == str(datetime_to_nanos(T0)) == "1741064767123456000"
@@ -404,7 +404,8 @@ def test_otlp_export_shape() -> None:
     assert turn["parentSpanId"] == root["spanId"]
     assert llm1["spanId"] == derived_span_id(run.run_id, "llm-1")
     assert llm1["parentSpanId"] == turn["spanId"]
-    assert llm1["name"] == "llm_response solver" and call["name"] == "tool_call add"
+    assert llm1["name"] == "chat gpt-4o-mini" and call["name"] == "execute_tool add"  # the GenAI names
+    assert llm1["kind"] == 3 and call["kind"] == turn["kind"] == root["kind"] == 1  # CLIENT model calls
     assert _attrs(llm1)[semconv.STEP_INDEX] == {"intValue": "2"}
     assert _attrs(llm1)[semconv.GEN_AI_USAGE_INPUT_TOKENS] == {"intValue": "120"}
     assert llm1["status"] == {"code": 1}
@@ -510,7 +511,7 @@ def _grpc_gateway(node: Any, key: str | None = None) -> Any:
     if key in ("intValue", "startTimeUnixNano", "endTimeUnixNano") and isinstance(node, str):
         return int(node)
     if key == "kind" and isinstance(node, int):
-        return ["SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL"][node]
+        return ["SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT"][node]
     if key == "code" and isinstance(node, int):
         return ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"][node]
     return node
@@ -576,7 +577,7 @@ def test_otlp_missing_step_index_names_the_attribute() -> None:
     request = _drop_attr(run_to_otlp(rich_run()), "call-1", semconv.STEP_INDEX)
     text = json.dumps(run_to_otlp(Run(run_id="other"))) + "\n" + json.dumps(request)
     with pytest.raises(
-        InvalidInputError, match=r"line 2: span [0-9a-f]{16} \('tool_call add'\).*causaltrace\.step\.index"
+        InvalidInputError, match=r"line 2: span [0-9a-f]{16} \('execute_tool add'\).*causaltrace\.step\.index"
     ):
         load_otlp_json(text)
     with pytest.raises(InvalidInputError, match="causaltrace.step.index"):
@@ -599,7 +600,7 @@ def test_otlp_missing_step_index_names_the_attribute() -> None:
 )
 def test_otlp_malformed_fields(mutate: Any, pattern: str) -> None:
     request = run_to_otlp(rich_run())
-    request["resourceSpans"][0]["scopeSpans"][0]["spans"].sort(key=lambda s: s["name"] != semconv.ROOT_SPAN_NAME)
+    request["resourceSpans"][0]["scopeSpans"][0]["spans"].sort(key=lambda s: not semconv.is_root_span_name(s["name"]))
     mutate(request)
     with pytest.raises(InvalidInputError, match=pattern):
         runs_from_otlp(request)
@@ -649,11 +650,80 @@ def test_otlp_steps_without_root_span() -> None:
     run = rich_run(trace_id=None)
     request = run_to_otlp(run)
     spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    spans[:] = [s for s in spans if s["name"] != semconv.ROOT_SPAN_NAME]
+    spans[:] = [s for s in spans if not semconv.is_root_span_name(s["name"])]
     (back,) = runs_from_otlp(request)
     assert back.run_id == run.run_id and back.framework == "unknown"
     assert back.trace_id is None and back.task is None and back.recording is None
     assert back.steps == run.steps
+
+
+def test_otlp_legacy_span_names_still_import() -> None:
+    """Traces written before the GenAI names (root ``causaltrace.run``, ``llm_response solver``, every span
+    INTERNAL, ``invoke_workflow`` on the task step) read back to the same run: importers go by attributes."""
+    run = rich_run()
+    request = run_to_otlp(run)
+    for span in _spans(request):
+        attrs = _attrs(span)
+        span["kind"] = 1
+        if semconv.is_root_span_name(span["name"]):
+            span["name"] = semconv.LEGACY_ROOT_SPAN_NAME
+            continue
+        kind = attrs[semconv.STEP_KIND]["stringValue"]
+        agent = attrs.get(semconv.STEP_AGENT, {}).get("stringValue", "")
+        tool = attrs.get(semconv.GEN_AI_TOOL_NAME, {}).get("stringValue")
+        span["name"] = f"{kind} {tool or agent}".strip()
+        span["attributes"] = [a for a in span["attributes"] if not a["key"].startswith("gen_ai.")
+                              or a["key"] in (semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+                                              semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_TOOL_NAME,
+                                              semconv.GEN_AI_TOOL_CALL_ID, semconv.GEN_AI_AGENT_NAME)]
+        if kind == "task":
+            span["attributes"].append({"key": semconv.GEN_AI_OPERATION_NAME, "value": {"stringValue": "invoke_workflow"}})
+    assert runs_from_otlp(request) == [run]
+    # the sample trace in examples/ was written with the old names
+    (sample,) = load_otlp_json(Path(__file__).parents[2] / "examples" / "sample_run.otlp.jsonl")
+    assert len(sample.steps) == 16 and sample.name == "sample: sum 1..10"
+
+
+def test_otlp_genai_conventions_on_export() -> None:
+    """The GenAI attributes: the root is the workflow, a model call names its provider (from the model id here),
+    a tool call its tool type, every operation the conversation (the run), a failed step its error.type."""
+    run = rich_run()
+    spans = _spans(run_to_otlp(run))
+    root = next(s for s in spans if semconv.is_root_span_name(s["name"]))
+    root_attrs = _attrs(root)
+    assert root_attrs[semconv.GEN_AI_OPERATION_NAME] == {"stringValue": "invoke_workflow"}
+    assert root_attrs[semconv.GEN_AI_CONVERSATION_ID] == {"stringValue": run.run_id}
+    by_step = {_attrs(s)[semconv.STEP_ID]["stringValue"]: _attrs(s) for s in spans if s is not root}
+    llm, call, turn, task = by_step["llm-1"], by_step["call-1"], by_step["turn-1"], by_step["task"]
+    assert llm[semconv.GEN_AI_PROVIDER_NAME] == {"stringValue": "openai"}  # gpt-4o-mini
+    assert llm[semconv.GEN_AI_OPERATION_NAME] == {"stringValue": "chat"}
+    assert call[semconv.GEN_AI_OPERATION_NAME] == {"stringValue": "execute_tool"}
+    assert call[semconv.GEN_AI_TOOL_TYPE] == {"stringValue": "function"}
+    assert call[semconv.ERROR_TYPE] == {"stringValue": "ValueError"}
+    assert turn[semconv.GEN_AI_OPERATION_NAME] == {"stringValue": "invoke_agent"}
+    assert all(a[semconv.GEN_AI_CONVERSATION_ID] == {"stringValue": run.run_id} for a in (llm, call, turn))
+    assert semconv.GEN_AI_OPERATION_NAME not in task  # the workflow is the root, not the task step
+    anonymous = by_step["llm-2"]  # no model id: the provider is not guessed
+    assert anonymous[semconv.GEN_AI_PROVIDER_NAME] == {"stringValue": "unknown"}
+
+
+@pytest.mark.parametrize(
+    ("model", "client", "provider"),
+    [
+        ("gpt-4o-mini", None, "openai"),
+        ("anthropic/claude-3-5-sonnet", None, "anthropic"),
+        ("claude-3-haiku", None, "anthropic"),
+        ("llama3.1:8b", None, "ollama"),
+        ("gemini-2.0-flash", None, "gcp.gemini"),
+        ("qwen2.5-0.5b-instruct", "autogen_ext.models.openai.OpenAIChatCompletionClient", "openai"),
+        (None, "autogen_ext.models.ollama.OllamaChatCompletionClient", "ollama"),
+        ("gpt-4o", "smolagents.models.AzureOpenAIServerModel", "azure.ai.openai"),
+        ("FnClient", None, "unknown"),
+        (None, None, "unknown"),
+    ],
+)
+def test_provider_name_from_client_or_model(model: str | None, client: str | None, provider: str) -> None:
+    assert semconv.provider_name(model, client) == provider
 
 
 def test_otlp_root_span_found_by_run_id_and_times_from_span() -> None:
@@ -757,7 +827,7 @@ def _sdk_export(run: Run, *, cut_outcome: bool = False) -> tuple[list[Any], Any]
     if cut_outcome:
         text = root_attrs[semconv.RUN_OUTCOME]
         root_attrs[semconv.RUN_OUTCOME] = text[:30] + semconv.TRUNCATION_MARKER.format(n=len(text) - 30)
-    root = tracer.start_span(semconv.ROOT_SPAN_NAME, attributes=root_attrs)
+    root = tracer.start_span(semconv.root_span_name(run.name), attributes=root_attrs)
     spans: dict[str, Any] = {}
     for step in run.steps:
         parent = spans[step.parent_step_id] if step.parent_step_id else root

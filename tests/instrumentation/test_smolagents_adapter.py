@@ -97,7 +97,7 @@ def math_agent(tools=None, policy=None, **kwargs) -> ToolCallingAgent:
 
 
 def root_span(exporter):
-    return [s for s in exporter.get_finished_spans() if s.name == semconv.ROOT_SPAN_NAME]
+    return [s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name)]
 
 
 # ------------------------------------------------------------------------------------------- ToolCallingAgent

@@ -72,6 +72,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from causaltrace import semconv
+from causaltrace.collector import recording_otlp
 from causaltrace.exceptions import InvalidInputError, TraceAssemblyError
 from causaltrace.schema import Outcome, Run, Step
 
@@ -91,6 +92,7 @@ SERVICE_NAME = "causaltrace"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 _SPAN_KIND_INTERNAL = 1
+_SPAN_KIND_CLIENT = 3
 _STATUS_UNSET, _STATUS_OK, _STATUS_ERROR = 0, 1, 2
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2, "UNSET": 0, "OK": 1, "ERROR": 2}
 _STEP_PREFIX = "causaltrace.step."
@@ -215,7 +217,7 @@ def run_to_otlp(
     root: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": root_id,
-        "name": semconv.ROOT_SPAN_NAME,
+        "name": semconv.root_span_name(run.name),
         "kind": _SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(datetime_to_nanos(run.started_at)),
         "endTimeUnixNano": str(datetime_to_nanos(run.ended_at)),
@@ -233,7 +235,7 @@ def run_to_otlp(
             "spanId": span_ids[step.step_id],
             "parentSpanId": span_ids[step.parent_step_id] if step.parent_step_id else root_id,
             "name": semconv.span_name(step),
-            "kind": _SPAN_KIND_INTERNAL,
+            "kind": _SPAN_KIND_CLIENT if semconv.is_client_span(step.kind) else _SPAN_KIND_INTERNAL,
             "startTimeUnixNano": str(datetime_to_nanos(step.started_at)),
             "endTimeUnixNano": str(datetime_to_nanos(step.ended_at)),
             "attributes": _encode_attributes(policy(semconv.step_attributes(step))),
@@ -628,7 +630,7 @@ def _run_fields(root: _Span) -> dict[str, Any]:
             except json.JSONDecodeError:
                 del attrs[key]
                 dropped.append(key)
-    fields = semconv.run_fields_from_attributes(attrs)
+    fields = recording_otlp.apply_to_run_fields(semconv.run_fields_from_attributes(attrs), attrs)
     if semconv.RUN_OUTCOME in dropped and isinstance(attrs.get(semconv.RUN_STATUS), str):
         fields["outcome"] = Outcome(status=attrs[semconv.RUN_STATUS])
     if dropped:
@@ -638,7 +640,7 @@ def _run_fields(root: _Span) -> dict[str, Any]:
 
 def _pick_root(candidates: list[_Span]) -> _Span:
     for span in candidates:
-        if span.name == semconv.ROOT_SPAN_NAME:
+        if semconv.is_root_span_name(span.name):
             return span
     for span in candidates:
         if semconv.RUN_FRAMEWORK in span.attrs:
@@ -658,7 +660,7 @@ def _runs_of_trace(trace_id: str, spans: list[_Span]) -> list[Run]:
             steps.setdefault(str(run_id), []).append(span)
         elif semconv.RUN_ID in span.attrs:
             roots.setdefault(str(span.attrs[semconv.RUN_ID]), []).append(span)
-        elif span.name == semconv.ROOT_SPAN_NAME:
+        elif span.name == semconv.LEGACY_ROOT_SPAN_NAME or semconv.RUN_FRAMEWORK in span.attrs:
             raise InvalidInputError(f"{span.label}: root span attribute {semconv.RUN_ID!r} is missing")
     run_ids = list(roots) + [r for r in steps if r not in roots]
     if not run_ids:  # no causaltrace spans: another instrumentor's (OpenInference, GenAI) or none

@@ -30,8 +30,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from causaltrace import semconv
+from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
-from causaltrace.schema import Step
+from causaltrace.schema import Recording, Step
 
 __all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]
 
@@ -191,12 +192,17 @@ class Emitter:
         self.tracer = tracer
         self.config = config
         self._sdk = _sdk_parts(tracer)
+        #: Whether (and up to what size) a run's Recording goes out on its root span (CAUSALTRACE_EXPORT_RECORDING*).
+        self.recording_export = RecordingExport.from_env()
+        #: agent_turn step id → the ``gen_ai.provider.name`` of a model call inside it (an ``invoke_agent`` span
+        #: names its provider; the turn ends after its calls). Popped when the turn is exported.
+        self._turn_providers: dict[str, str] = {}
 
     @never_raise()
     def start_root(self, attributes: Mapping[str, Any], *, start_time_ns: int) -> Span | None:
         """Open a run's root span (a real SDK span, a child of the caller's active span, if any)."""
         return self.tracer.start_span(
-            semconv.ROOT_SPAN_NAME,
+            semconv.root_span_name(attributes.get(semconv.RUN_NAME)),
             kind=SpanKind.INTERNAL,
             attributes=apply_payload_policy(attributes, self.config),
             start_time=start_time_ns,
@@ -257,10 +263,12 @@ class Emitter:
         attrs = span.attributes
         config = self.config
         messages = step.inputs.get("messages") if step.kind == "llm_response" and step.inputs else None
+        full = semconv.step_attributes(step)
+        self._note_provider(step, full)
         if config.hide_inputs or config.hide_outputs or config.redact is not None:
-            attrs.update(apply_payload_policy(semconv.step_attributes(step), config))
+            attrs.update(apply_payload_policy(full, config))
         else:  # the common case: the full attributes, long texts cut in place
-            attrs.update(semconv.step_attributes(step))
+            attrs.update(full)
             semconv.openinference_attributes(attrs, messages=messages)
             _cut_long_texts(attrs, config.max_attribute_chars)
         if step.status == "error":
@@ -278,13 +286,25 @@ class Emitter:
                 resource=resource,
                 attributes=attrs,
                 links=tuple(span.links),
-                kind=SpanKind.INTERNAL,
+                kind=SpanKind.CLIENT if semconv.is_client_span(step.kind) else SpanKind.INTERNAL,
                 status=status,
                 start_time=span.start_ns,
                 end_time=end_time_ns,
                 instrumentation_scope=scope,
             )
         )
+
+    def _note_provider(self, step: Step, attrs: dict[str, Any]) -> None:
+        """Pass a model call's provider up to its agent turn, and give an ending turn the provider noted for it."""
+        if step.kind == "llm_response":
+            if step.parent_step_id is not None:
+                if len(self._turn_providers) > 4096:  # parents that were not turns: never popped
+                    self._turn_providers.clear()
+                self._turn_providers[step.parent_step_id] = attrs[semconv.GEN_AI_PROVIDER_NAME]
+        elif step.kind == "agent_turn":
+            provider = self._turn_providers.pop(step.step_id, None)
+            if provider is not None:
+                attrs[semconv.GEN_AI_PROVIDER_NAME] = provider
 
     @never_raise()
     def end_root(
@@ -294,11 +314,25 @@ class Emitter:
         *,
         error: str | None,
         end_time_ns: int | None,
+        recording: Recording | None = None,
     ) -> None:
-        """Write the run's final attributes and status (ERROR with the reason on failure) and end the root span."""
+        """Write the run's final attributes and status (ERROR with the reason on failure) and end the root span.
+
+        ``recording`` (the run's recorded calls, when recording is on) travels on the root span under the payload
+        policy (:mod:`causaltrace.collector.recording_otlp`), so the exported run can be replayed."""
         if span is None or not span.is_recording():
             return
         span.set_attributes(apply_payload_policy(attributes, self.config))
+        config = self.config
+        span.set_attributes(
+            recording_attributes(
+                recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,
+                hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact,
+            )
+        )
+        name = attributes.get(semconv.RUN_NAME)
+        if name:  # named after the start (an adapter joining a user's run): the root takes the workflow's name
+            span.update_name(semconv.root_span_name(name))
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error[: self.config.max_attribute_chars]))
         else:

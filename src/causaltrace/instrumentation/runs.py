@@ -419,6 +419,7 @@ class RunContext:
             ),
             error=error,
             end_time_ns=None if self.keep_root_open else end_ns,
+            recording=recording,
         )
         self.run = self.tracing.collector.finish_run(self.run_id, wait_s=wait_s, **fields)
         if self.watch is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from autogen_core.models import ChatCompletionClient, CreateResult
 
+from causaltrace import semconv
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
@@ -103,15 +104,20 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         }
     else:
         inputs = {"messages": canonicalize_request(list(messages))}
+    metadata: dict[str, Any] = {} if record is not None else {"agent_key": key}
+    provider = semconv.client_provider(client)
+    if provider is not None:
+        metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
+    model = settings.get("model")
     handle = state.track(
         ctx.start_step(
             "llm_response",
             agent=agent,
             parent=parent,
             depends_on=deps,
-            model=settings.get("model"),
+            model=None if model == type(client).__name__ else model,  # a class name is no model id
             inputs=inputs,
-            metadata={} if record is not None else {"agent_key": key},
+            metadata=metadata,
         )
     )
     if record is not None and handle is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from causaltrace import semconv
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._patches import ensure_patched
 from causaltrace.instrumentation.smolagents._state import (
@@ -152,8 +153,13 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
         }
     else:
         inputs = {"messages": request["messages"]}
-    step = run.new_step("llm_response", depends_on=deps, model=acc.model_name(model), inputs=inputs,
-                        metadata={"phase": phase} if phase != "action" else None)
+    metadata: dict[str, Any] = {"phase": phase} if phase != "action" else {}
+    provider = semconv.client_provider(model)
+    if provider is not None:
+        metadata["provider"] = provider  # gen_ai.provider.name: the API the model class speaks (issue 22)
+    model_id = getattr(model, "model_id", None)  # a class name is no model id
+    step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
+                        metadata=metadata or None)
     if call is not None:
         call.step_id = step.step_id
     run.prev_llm = step.step_id
@@ -203,6 +209,7 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
         "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "call_alias": f"call#{i}", "id": c["id"]}
                        for i, c in enumerate(calls)],
     }
+    outputs.update(_response_facts(getattr(message, "raw", None)))
     content = content_text or "\n".join(call_text(c["name"], c["arguments"]) for c in calls)
     rec.step.end(
         content=text(content),
@@ -216,3 +223,25 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
         if thought:
             run.new_step("reasoning", content=text(thought), outputs={"text": thought},
                          depends_on=[Dep(rec.step.step_id, "produced_by")]).end()
+
+
+def _response_facts(raw: Any) -> dict[str, Any]:
+    """The response model and finish reason of a provider's raw response (an OpenAI-style ChatCompletion object or
+    dict; ``gen_ai.response.model`` / ``.finish_reasons``), when it carries them."""
+    out: dict[str, Any] = {}
+    if raw is None:
+        return out
+    try:
+        get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)
+        model = get("model")
+        if isinstance(model, str) and model:
+            out["response_model"] = model
+        choices = get("choices")
+        if choices:
+            first = choices[0]
+            finish = first.get("finish_reason") if isinstance(first, dict) else getattr(first, "finish_reason", None)
+            if isinstance(finish, str) and finish:
+                out["finish_reason"] = finish
+    except Exception:  # a raw response of another shape: nothing to add
+        return {}
+    return out

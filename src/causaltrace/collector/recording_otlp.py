@@ -1,0 +1,187 @@
+"""The Recording in OTLP: a live run's recorded calls travel on its root span, so that a run rebuilt from a live OTLP
+stream or pulled from Jaeger can be replayed by ``repair`` without a model (issue 22 item 4).
+
+Encoding ``causaltrace.recording/json-chunks-v1``: the Recording in the store's own JSON form
+(``Recording.model_dump_json()``), cut into chunks of at most the payload policy's attribute limit
+(``max_attribute_chars``) characters, written as ONE string-array attribute of the run's root span,
+``causaltrace.run.recording.chunks``, beside ``causaltrace.run.recording.encoding``, ``.chars`` (the length of the
+whole text) and ``.sha256`` (of its UTF-8 bytes). An importer joins the chunks, checks the length and the digest,
+and validates the Recording. One attribute rather than span events: the SDK caps events per span (128 by default)
+but not the length of one attribute's list, and Jaeger, Phoenix and the importers keep attributes as they are.
+
+The payload policy governs it like any content. It is not exported — and the root span says why in
+``causaltrace.run.recording.omitted``, which an import copies into the Run's metadata as
+``causaltrace.recording_omitted`` — when:
+
+* ``disabled``: ``CAUSALTRACE_EXPORT_RECORDING=false``;
+* ``hidden inputs`` / ``hidden outputs``: the policy hides inputs or outputs (a recording holds both);
+* ``redacted``: the redaction callback (which sees the whole text under the key ``causaltrace.run.recording``, and
+  whose answer is what gets chunked) dropped it or raised;
+* ``too large: N bytes > M``: the text is above the ceiling ``CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES`` (default
+  2 MiB: an OTLP/gRPC receiver takes 4 MiB per request by default, and the run's other spans share the batch).
+
+An import whose chunks do not add up (a backend that cut them, a missing part) says ``damaged: …`` the same way
+instead of failing. Exporting it adds attribute bytes to the root span only: it goes through the same batch
+processor, under the same export timeouts, so it never holds a process's exit longer than any span does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from causaltrace import semconv
+from causaltrace.schema import Recording
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ENCODING",
+    "OMITTED_METADATA_KEY",
+    "RecordingExport",
+    "apply_to_run_fields",
+    "recording_attributes",
+    "recording_from_attributes",
+]
+
+logger = logging.getLogger("causaltrace")
+
+ENCODING = "causaltrace.recording/json-chunks-v1"
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+#: Where an imported Run says why its trace carried no Recording.
+OMITTED_METADATA_KEY = "causaltrace.recording_omitted"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingExport:
+    """Whether a live run's Recording is exported on its root span, and the largest one that is."""
+
+    enabled: bool = True
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RecordingExport:
+        """``CAUSALTRACE_EXPORT_RECORDING`` (default true) and ``CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES``."""
+        env = os.environ if env is None else env
+        enabled = (env.get("CAUSALTRACE_EXPORT_RECORDING") or "true").strip().lower() not in ("0", "false", "no", "off")
+        raw = (env.get("CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES") or "").strip()
+        max_bytes = DEFAULT_MAX_BYTES
+        if raw:
+            try:
+                max_bytes = max(0, int(raw))
+            except ValueError:
+                logger.warning("causaltrace: CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES=%r is not an integer; using %d",
+                               raw, DEFAULT_MAX_BYTES)
+        return cls(enabled=enabled, max_bytes=max_bytes)
+
+
+def _omitted(reason: str) -> dict[str, Any]:
+    return {semconv.RECORDING_OMITTED: reason}
+
+
+def recording_attributes(
+    recording: Recording | None,
+    *,
+    settings: RecordingExport,
+    chunk_chars: int,
+    hide_inputs: bool = False,
+    hide_outputs: bool = False,
+    redact: Callable[[str, Any], Any] | None = None,
+) -> dict[str, Any]:
+    """The root span attributes that carry ``recording`` (see the module docstring), or say why they do not.
+
+    Empty for a run without a recording (recording off). Never raises: a failure to encode is an omission.
+    """
+    if recording is None:
+        return {}
+    if not settings.enabled:
+        return _omitted("disabled")
+    if hide_inputs or hide_outputs:
+        return _omitted("hidden inputs" if hide_inputs else "hidden outputs")
+    try:
+        text: Any = recording.model_dump_json()
+    except Exception:  # a recording that cannot be encoded is not exported (it is still stored)
+        logger.warning("causaltrace: the recording of run %s could not be encoded", recording.run_id, exc_info=True)
+        return _omitted("unencodable")
+    if redact is not None:
+        try:
+            text = redact(semconv.RUN_RECORDING, text)
+        except Exception:
+            logger.warning("causaltrace: redaction callback failed on %s; not exported", semconv.RUN_RECORDING,
+                           exc_info=True)
+            return _omitted("redacted")
+        if text is None:
+            return _omitted("redacted")
+        text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > settings.max_bytes:
+        return _omitted(f"too large: {len(data)} bytes > {settings.max_bytes}")
+    step = max(1, chunk_chars)
+    return {
+        semconv.RECORDING_ENCODING: ENCODING,
+        semconv.RECORDING_CHARS: len(text),
+        semconv.RECORDING_SHA256: hashlib.sha256(data).hexdigest(),
+        semconv.RECORDING_CHUNKS: [text[i : i + step] for i in range(0, len(text), step)] or [""],
+    }
+
+
+def _chunks(raw: Any) -> list[str] | None:
+    """The chunk list as written, or as a backend that stores arrays as JSON text gives it back."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(raw, (list, tuple)) and all(isinstance(c, str) for c in raw):
+        return list(raw)
+    return None
+
+
+def recording_from_attributes(attrs: Mapping[str, Any]) -> tuple[Recording | None, str | None]:
+    """(the Recording a root span carries, None) or (None, why it carries none); (None, None) when the span says
+    nothing about a recording (recording off, or a trace written before this encoding)."""
+    if semconv.RECORDING_CHUNKS not in attrs:
+        omitted = attrs.get(semconv.RECORDING_OMITTED)
+        return None, str(omitted) if omitted else None
+    encoding = attrs.get(semconv.RECORDING_ENCODING)
+    if encoding != ENCODING:
+        return None, f"damaged: unknown encoding {encoding!r}"
+    chunks = _chunks(attrs.get(semconv.RECORDING_CHUNKS))
+    if chunks is None:
+        return None, "damaged: the chunks are not a list of texts"
+    text = "".join(chunks)
+    try:
+        expected = int(attrs.get(semconv.RECORDING_CHARS, -1))
+    except (TypeError, ValueError):
+        expected = -1
+    if len(text) != expected:
+        return None, f"damaged: {len(text)} characters arrived, {expected} were sent"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if digest != attrs.get(semconv.RECORDING_SHA256):
+        return None, "damaged: the sha256 digest does not match"
+    try:
+        return Recording.model_validate_json(text), None
+    except ValueError as exc:  # redacted into something else, or not a Recording
+        return None, f"damaged: not a recording ({str(exc).splitlines()[0]})"
+
+
+def apply_to_run_fields(fields: dict[str, Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Give the Run fields read from a root span (``semconv.run_fields_from_attributes``) the Recording its chunks
+    carry, or note in its metadata why there is none; a recording already in the fields (a stored run's export,
+    ``causaltrace.run.recording``) wins. Returns ``fields``."""
+    if fields.get("recording") is not None:
+        return fields
+    recording, omitted = recording_from_attributes(attrs)
+    if recording is not None:
+        if recording.run_id != fields.get("run_id"):
+            omitted = f"damaged: the recording is of run {recording.run_id!r}"
+        else:
+            fields["recording"] = recording
+            return fields
+    if omitted:
+        fields["metadata"] = {**(fields.get("metadata") or {}), OMITTED_METADATA_KEY: omitted}
+    return fields

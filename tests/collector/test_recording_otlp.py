@@ -1,0 +1,133 @@
+"""The Recording travels on a live run's root span (collector.recording_otlp, issue 22 item 4): a run rebuilt from
+the live OTLP stream has its recorded calls back; the payload policy governs it (hidden payloads, redaction, the
+switch, the size ceiling: not exported, and the run says why); chunks that do not add up are marked, not fatal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+import causaltrace
+from causaltrace import semconv
+from causaltrace.collector.otlp import runs_from_otlp
+from causaltrace.collector.recording_otlp import (
+    ENCODING,
+    OMITTED_METADATA_KEY,
+    RecordingExport,
+    recording_attributes,
+    recording_from_attributes,
+)
+from causaltrace.config import TraceConfig
+from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.tracing import configure, reset_tracing
+
+SECRET = "sk-live-123"
+
+
+def _recorded_run(n_calls: int = 3, text: str = "x") -> None:
+    """A run with ``n_calls`` recorded LLM calls and their steps (what an adapter records)."""
+    ctx = current_run()
+    ctx.add_step("task", agent="user", content="add 2 and 3")
+    for i in range(n_calls):
+        call = ctx.begin_call("solver", "llm", {"messages": [{"role": "user", "content": f"{text} {i} {SECRET}"}]},
+                              settings={"model": "gpt-4o-mini"})
+        step = ctx.start_step("llm_response", agent="solver", model="gpt-4o-mini")
+        step.end(content=f"answer {i}")
+        call.finish({"content": f"answer {i}", "usage": [3, 1]}, step_id=step.step_id)
+    ctx.report_end(final_answer="5")
+
+
+def _live(span_capture, config: TraceConfig, **kw: Any):
+    """Run :func:`_recorded_run` live into an in-memory exporter; (stored Run, the run read back from its OTLP)."""
+    provider, exporter = span_capture
+    configure(provider, config)
+    try:
+        with causaltrace.run(task="add 2 and 3", verify="5") as handle:
+            _recorded_run(**kw)
+    finally:
+        reset_tracing()
+    request = MessageToDict(encode_spans(exporter.get_finished_spans()))
+    (back,) = runs_from_otlp(json.loads(json.dumps(request)))
+    root = next(s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name))
+    return handle.run, back, dict(root.attributes or {})
+
+
+def test_live_run_carries_its_recording(span_capture):
+    run, back, root = _live(span_capture, TraceConfig(store=False, max_attribute_chars=100))
+    assert run.recording is not None and len(run.recording.calls) == 3
+    assert back.recording == run.recording  # 3 -> 3 recorded calls, from the live stream alone
+    assert root[semconv.RECORDING_ENCODING] == ENCODING
+    chunks = root[semconv.RECORDING_CHUNKS]
+    assert len(chunks) > 3 and all(len(c) <= 100 for c in chunks)  # chunked to the attribute limit
+    assert semconv.RUN_RECORDING not in root  # never one long (cut) attribute
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        (TraceConfig(store=False, hide_inputs=True), "hidden inputs"),
+        (TraceConfig(store=False, hide_outputs=True), "hidden outputs"),
+        (TraceConfig(store=False, redact=lambda key, value: None if key == semconv.RUN_RECORDING else value),
+         "redacted"),
+    ],
+)
+def test_hidden_or_dropped_recording_is_not_exported_and_the_run_says_so(span_capture, config, reason):
+    run, back, root = _live(span_capture, config)
+    assert run.recording is not None and len(run.recording.calls) == 3  # still stored
+    assert semconv.RECORDING_CHUNKS not in root and root[semconv.RECORDING_OMITTED] == reason
+    assert SECRET not in json.dumps(root, default=str)
+    assert back.recording is None and back.metadata[OMITTED_METADATA_KEY] == reason
+
+
+def test_redaction_applies_to_the_recording(span_capture):
+    def redact(key: str, value: Any) -> Any:
+        return value.replace(SECRET, "[key]") if isinstance(value, str) else value
+
+    run, back, root = _live(span_capture, TraceConfig(store=False, redact=redact))
+    assert SECRET in run.recording.model_dump_json()  # the store keeps it whole
+    assert back.recording is not None and len(back.recording.calls) == 3
+    assert SECRET not in back.recording.model_dump_json() and "[key]" in back.recording.model_dump_json()
+
+
+def test_switch_and_ceiling(span_capture, monkeypatch):
+    monkeypatch.setenv("CAUSALTRACE_EXPORT_RECORDING", "false")
+    _, back, root = _live(span_capture, TraceConfig(store=False))
+    assert root[semconv.RECORDING_OMITTED] == "disabled" and back.recording is None
+    monkeypatch.delenv("CAUSALTRACE_EXPORT_RECORDING")
+    monkeypatch.setenv("CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES", "2000")
+    span_capture[1].clear()
+    run, back, root = _live(span_capture, TraceConfig(store=False), n_calls=20, text="y" * 50)
+    size = len(run.recording.model_dump_json().encode())
+    assert root[semconv.RECORDING_OMITTED] == f"too large: {size} bytes > 2000"
+    assert back.recording is None and back.metadata[OMITTED_METADATA_KEY].startswith("too large")
+
+
+def test_damaged_chunks_are_marked_not_fatal(span_capture):
+    run, _, root = _live(span_capture, TraceConfig(store=False, max_attribute_chars=64))
+    attrs = dict(root)
+    chunks = list(attrs[semconv.RECORDING_CHUNKS])
+    assert recording_from_attributes(attrs) == (run.recording, None)
+    attrs[semconv.RECORDING_CHUNKS] = json.dumps(chunks)  # a backend that keeps arrays as JSON text
+    assert recording_from_attributes(attrs) == (run.recording, None)
+    attrs[semconv.RECORDING_CHUNKS] = chunks[:-1]  # a part lost on the way
+    recording, why = recording_from_attributes(attrs)
+    assert recording is None and why.startswith("damaged: ")
+    attrs[semconv.RECORDING_CHUNKS] = [chunks[0].replace("a", "b", 1), *chunks[1:]]
+    assert recording_from_attributes(attrs)[1] in ("damaged: the sha256 digest does not match",
+                                                   f"damaged: {sum(map(len, chunks))} characters arrived, "
+                                                   f"{sum(map(len, chunks))} were sent")
+
+
+def test_recording_attributes_bad_input():
+    from causaltrace.schema import Recording
+
+    assert recording_attributes(None, settings=RecordingExport(), chunk_chars=64) == {}
+    empty = Recording(run_id="r", calls=())
+    attrs = recording_attributes(empty, settings=RecordingExport(), chunk_chars=64)
+    assert recording_from_attributes(attrs) == (empty, None)
+    assert RecordingExport.from_env({"CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES": "lots"}).max_bytes == 2 * 1024 * 1024
+    assert not RecordingExport.from_env({"CAUSALTRACE_EXPORT_RECORDING": "off"}).enabled
