@@ -9,7 +9,7 @@ never migrate or write it.
 
 One module per command group, each with its parser (``add_…_commands(sub)``) and its handlers (``cmd_…``):
 :mod:`~causaltrace.cli.inspection` (runs, show, report), :mod:`~causaltrace.cli.transfer` (import, pull, export),
-:mod:`~causaltrace.cli.diagnose`, :mod:`~causaltrace.cli.bench`, :mod:`~causaltrace.cli.local`; the replay half
+:mod:`~causaltrace.cli.run_team` (run), :mod:`~causaltrace.cli.diagnose`, :mod:`~causaltrace.cli.bench`, :mod:`~causaltrace.cli.local`; the replay half
 (repair, pairs, demo) is :mod:`causaltrace._cli_replay`. A new command is a new ``add_…`` call in
 :func:`build_parser`.
 """
@@ -25,6 +25,7 @@ from causaltrace.cli.bench import add_bench_commands
 from causaltrace.cli.diagnose import add_diagnose_command
 from causaltrace.cli.inspection import add_inspection_commands, add_report_command
 from causaltrace.cli.local import add_local_commands, release_local_server
+from causaltrace.cli.run_team import add_run_command
 from causaltrace.cli.transfer import add_transfer_commands
 from causaltrace.exceptions import CausaltraceError, UserError
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_inspection_commands(sub)
     add_transfer_commands(sub)
+    add_run_command(sub)
     add_diagnose_command(sub)
     add_bench_commands(sub)
     add_replay_commands(sub)
