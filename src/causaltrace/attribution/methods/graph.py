@@ -15,6 +15,8 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 ``error_signals``    step 3: error statuses / tool errors, who introduced them, recovered or not
 ``loop_detect``      step 3: persistent action loops and re-issued instructions
 ``relevance``        step 3: backward relevance from the anchor over the graph and the information steps share
+``provenance``       step 3: where each value came from, what reaches the failure, which step changed a value
+                     (:mod:`causaltrace.attribution.stages.provenance`; issue 20 item 4)
 ``rank``             the candidate ranking below (deterministic)
 ``recall``           with a model: candidate recall per segment on top of the ranking (issue 6)
 ``adjudicate``       with a model: one adjudication call over the ranked and recalled candidates (issue 6)
@@ -25,12 +27,19 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 
 Ranking (``rank``): every attribution candidate (content steps, not user input; ARCHITECTURE "Steps") gets
 
-    score = w_relevance · relevance + w_early · earliness + w_error · error + w_loop · loop
+    score = w_relevance · relevance + w_early · earliness' + w_error · error + w_loop · loop + w_change · change
 
 * ``relevance`` — the relevance stage's score; the anchor itself and the step a final answer merely returns
   (``answer_of``) are the failure's *symptom* and count ``symptom``;
 * ``earliness`` — 1 for the first candidate down to 0 for the last (the decisive error is the *earliest* step whose
-  correction would flip the outcome: EMFA Eq. 3, DeFA §3.1, CausalFlow);
+  correction would flip the outcome: EMFA Eq. 3, DeFA §3.1, CausalFlow); ``earliness'`` scales it by
+  ``1 - early_reach · (1 - reach)``, the provenance reach of the step (an early step whose decisions reach the
+  failing answer only through what others observed is not early in any way that matters);
+* ``change`` — 1 when provenance found that the step CHANGED a value of its source (a restatement that changes a
+  number, a unit / qualifier / target substitution, a copy slip) and the step reaches the failure (reach ≥ 0.25),
+  ``recovered`` when it does not; a step that merely *carries* a value another step changed (its faithful
+  executor, the final answer repeating it) is multiplied by ``carrier`` — the responsibility boundary "the author
+  of an instruction, not its faithful executor";
 * ``error`` — 1 when the step introduced an error that was never recovered and whose output reached the failure
   (the exposing step has relevance > 0: it "materially affects later reasoning", EMFA §2.7), ``recovered``
   otherwise; a failure with no introducing step (a tool's or service's own) counts for the step that exposed it;
@@ -65,6 +74,12 @@ speaker typing: role, name, content shape (collector.speakers)   none (generic r
 confidence fit (stages.confidence: agreement + margin)           Who&When dev half only (92 traces)
 transient failures charged to no one (errors ``transient``)      zoo tuning half (3 -> 8 / 31); Who&When dev
                                                                  unchanged (22 / 92: no structured calls)
+provenance ``change`` / ``carrier`` (0.5 / 0.7; issue 20 item 4)  zoo tuning half (8 -> 13 / 31) and Who&When
+                                                                 dev (22 -> 24 / 92)
+``early_reach`` 0.5 (earliness scaled by provenance reach)        zoo tuning half (13 -> 16 / 31); Who&When dev
+                                                                 24 -> 23 / 92 (one trace: noise)
+target grounding (stages.targets: handoff / selection / call)    zoo tuning half (16 -> 19 / 31); Who&When dev
+                                                                 unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -92,6 +107,7 @@ from causaltrace.attribution.stages import (
     RelevanceStage,
 )
 from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
+from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
 from causaltrace.attribution.stages.view import candidate_steps, is_execution_output
 from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Run
 
@@ -108,6 +124,10 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "instruction": 0.5,
     "sustain": 0.2,
     "exposer": 0.3,
+    "change": 0.5,
+    "carrier": 0.7,
+    "reach": 0.0,
+    "early_reach": 0.5,
 }
 
 
@@ -142,6 +162,7 @@ def rank_candidates(
     relevance: Relevance,
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
     graph: DependencyGraph | None = None,
+    provenance: Provenance | None = None,
 ) -> list[ScoredCandidate]:
     """Score and rank every attribution candidate of ``run`` (module docstring), best first."""
     w = {**DEFAULT_WEIGHTS, **weights}
@@ -182,9 +203,18 @@ def rank_candidates(
             if strength > loop:
                 loop, loop_sig = strength, lp
             reasons.append(why)
-        score = w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
+        change = _change_signal(provenance, i, w, reasons) if provenance is not None else 0.0
+        reach = provenance.reaches(i) if provenance is not None else 1.0
+        early *= 1 - w["early_reach"] * (1 - reach)
+        score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
+                 + w["change"] * change + w["reach"] * reach)
         if is_execution_output(step) and i not in origin:
             score *= w["exposer"]
+        if change == 0 and provenance is not None and provenance.carriers.get(i):
+            author = provenance.carriers[i][0]
+            reasons.append(f"carries the {author.kind} {author.after!r} step {author.index} changed (the author, "
+                           "not its faithful executor, is responsible)")
+            score *= w["carrier"]
         category = None
         if err_sig is not None and err_sig.category in ERROR_CATEGORIES:
             category = err_sig.category
@@ -193,6 +223,18 @@ def rank_candidates(
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
+
+
+def _change_signal(prov: Provenance, index: int, w: Mapping[str, float], reasons: list[str]) -> float:
+    """The provenance signal of a step: 1 when it changed a value of its source and the change reaches the failure,
+    ``recovered`` when it does not reach it; its reason names the change."""
+    changes = prov.changes_of(index)
+    if not changes:
+        return 0.0
+    reach = prov.reaches(index)
+    reasons.append(changes[0].describe() + (f", reaching the failure (reach {reach:.2f})" if reach > 0
+                                            else ", though it never reaches the failure"))
+    return 1.0 if reach >= 0.25 else w["recovered"]
 
 
 def _errors_by_owner(
@@ -267,7 +309,9 @@ class RankStage(Stage[Ranking]):
         loops = await ctx.run_stage(LoopDetectStage())
         relevance = await ctx.run_stage(RelevanceStage())
         graph = await ctx.run_stage(DependencyGraphStage())
-        return Ranking(rank_candidates(ctx.run, anchor, errors, loops, relevance, self.weights, graph))
+        provenance = await ctx.run_stage(ProvenanceStage())
+        return Ranking(rank_candidates(ctx.run, anchor, errors, loops, relevance, self.weights, graph,
+                                       provenance if provenance.anchor >= 0 else None))
 
 
 class GraphMethod(Method):
@@ -281,6 +325,7 @@ class GraphMethod(Method):
         "error_signals",
         "loop_detect",
         "relevance",
+        "provenance",
         "rank",
         "recall",
         "adjudicate",

@@ -39,7 +39,9 @@ How it works:
    that is not derived, stated in the same words as a different number of an earlier step (``price … 22`` after
    ``price: 21``), is a *restatement that changed a value*; a unit, weekday, month or qualifier that differs from
    one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*;
-   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip.
+   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip; a handoff, selection or
+   delegation whose target another candidate fits better by the sources' words is a *target substitution*
+   (:mod:`.targets`), charged to the step that decided it (for a call made from code, the code).
 6. **Responsibility boundary** ("the author of an instruction, not its faithful executor"): a step that uses a
    changed value it did not introduce *carries* it (``carriers``): it executed faithfully what an earlier step
    (often another agent's instruction) got wrong, and the change is charged to the author.
@@ -63,6 +65,7 @@ from causaltrace.attribution.stages.dependencies import (
     DependencyGraphStage,
     build_dependency_graph,
 )
+from causaltrace.attribution.stages.targets import called_names, grounded_alternative
 from causaltrace.attribution.stages.values import Value, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
@@ -258,9 +261,10 @@ def _run_totals(pool: list[tuple[float, int]]) -> dict[float, list[int]]:
             total += pool[j][0]
             if j > i:
                 owners = [owner for _, owner in pool[i:j + 1]]
+                mean = total / (j - i + 1)
                 out.setdefault(round(total, 6), owners)
-                out.setdefault(round(total / (j - i + 1), 6), owners)
-                out.setdefault(round(total / (j - i + 1), 2), owners)
+                out.setdefault(round(mean, 6), owners)
+                out.setdefault(round(mean, 2), owners)
     return out
 
 
@@ -289,6 +293,8 @@ class _Builder:
         names = {n.lower() for n in agents_of(run)} | {(s.tool_name or "").lower() for s in steps}
         names |= {base_agent(speaker(s)).lower() for s in steps}
         self.skip = frozenset(n for n in names if n)
+        self.agent_list = [n for n in agents_of(run) if n]
+        self.agent_names = {n.lower() for n in self.agent_list}
         self.producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
         self.prov = Provenance(anchor=anchor, step_ids={s.index: s.step_id for s in steps},
                                position={s.index: p for p, s in enumerate(self.steps)})
@@ -357,6 +363,35 @@ class _Builder:
                 self.step_numbers[k] = nums[:50]
             if not shadowed and not is_user_input(step) and not is_execution_output(step):
                 self._changes(step, new)
+                self._route(step)
+
+    def _route(self, step: Step) -> None:
+        """A routing step whose target another candidate fits better (:mod:`.targets`), charged to the step that
+        decided it (a call made from code: the code)."""
+        owner = step.index
+        if step.kind in ("handoff", "speaker_selection"):
+            chosen = addressee(step)
+        elif step.kind == "tool_call" and step.tool_name and (
+                step.tool_name.lower() in self.agent_names or step.tool_name.startswith("transfer_to_")):
+            chosen = step.tool_name.removeprefix("transfer_to_")
+            for j in self.graph.producers(owner, ("produced_by",)):
+                if self.by_index[j].kind == "code_execution":
+                    owner = next(iter(self.graph.producers(j, ("executes",))), owner)
+        else:
+            return
+        if not chosen:
+            return
+        listed = step.metadata.get("candidates")
+        candidates = [str(c) for c in listed] if isinstance(listed, list) else [*self.agent_list]
+        code = str((self.by_index[owner].arguments or {}).get("code") or "") if owner in self.by_index else ""
+        candidates += called_names(code, chosen)
+        texts = [(j, self.run.task or "" if j == TASK else content_of(self.by_index[j]))
+                 for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
+        found = grounded_alternative(chosen, candidates, texts)
+        if found is not None:
+            change = Change(owner, found[1], "target", found[0], chosen, "substitution")
+            if change not in self.prov.changes:
+                self.prov.changes.append(change)
 
     def _derive(self, k: int, new: list[Value]) -> None:
         numbers = [v for v in new if v.kind == "number"][:_MAX_POOL]
@@ -365,10 +400,14 @@ class _Builder:
         pool = dict(self.numbers)
         exact = {round(a, 6): i for a, i in pool.items()}
         groups = [(j, self.step_numbers[j]) for j in self.graph.producers(k) if j in self.step_numbers][:4]
-        runs = _run_totals(list(pool.items()))
+        runs: dict[float, list[int]] | None = None
         for v in numbers:
             x = float(v.key)
-            ops = _derivation(x, pool, exact) or _group_derivation(x, groups) or runs.get(round(x, 6))
+            ops = _derivation(x, pool, exact) or _group_derivation(x, groups)
+            if ops is None:
+                if runs is None:
+                    runs = _run_totals(list(pool.items())[-16:])
+                ops = runs.get(round(x, 6)) or runs.get(round(x, 2))
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[_vkey(v)] = ops
 
@@ -396,7 +435,9 @@ class _Builder:
                                                                                                    "month")))]
         if not candidates:
             return
-        pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, []) if _vkey(u) not in held]
+        kinds = {v.kind for v in candidates}
+        pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, [])[:400]
+                if u.kind in kinds and _vkey(u) not in held]
         for v in candidates:
             change = self._restated(k, v, pool) if v.kind == "number" else self._substituted(k, v, pool)
             if change is not None and not any((c.index, c.kind, c.before, c.after) == (

@@ -103,6 +103,10 @@ for _group, _words in (
         _QUALIFIERS[_w] = _group
 _AGGREGATES = frozenset({"sum", "total", "average", "mean", "median", "max", "min", "count", "difference",
                          "product", "ratio", "percent", "percentage"})
+_VOCABULARY_WORDS = frozenset({*_UNITS, *_WEEKDAYS, *_MONTHS, *_QUALIFIERS, *_AGGREGATES})
+_VOCABULARY = re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) for w in _VOCABULARY_WORDS if w.isalpha()),
+                                                    key=len, reverse=True)) + r")\b", re.IGNORECASE)
+_NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]+")
 _CODE_OPERATOR = re.compile(r"(?<![=!<>/*])(//|\*\*|[-+*/%]|[<>]=?|==|!=)\s*(\d+(?:\.\d+)?)(?![\w.])")
 _RANGE = re.compile(r"\brange\(\s*([^()]{0,40})\)")
 _SLICE = re.compile(r"\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]")
@@ -146,25 +150,32 @@ def _salient(word: str) -> bool:
 
 
 class _Words:
-    """The salient words of a text with their positions, for the context of a value (one pass over the text)."""
+    """The salient words of a text with their positions, for the context of a value (one pass over the text, made
+    when the first context is asked for)."""
 
     def __init__(self, text: str) -> None:
+        self.text = text
         self.starts: list[int] = []
         self.words: list[str] = []
-        for m in _CONTEXT_WORD.finditer(text):
-            low = m.group(0).lower()
-            if _salient(low):
-                self.starts.append(m.start())
-                self.words.append(low)
+        self.ready = False
 
     def around(self, start: int, end: int, width: int = 48) -> frozenset[str]:
+        if not self.ready:
+            self.ready = True
+            for m in _CONTEXT_WORD.finditer(self.text):
+                low = m.group(0).lower()
+                if _salient(low):
+                    self.starts.append(m.start())
+                    self.words.append(low)
         lo = bisect.bisect_left(self.starts, start - width)
         hi = bisect.bisect_right(self.starts, end + width)
         return frozenset(self.words[lo:hi])
 
 
-def _numbers(text: str, out: list[Value], words: _Words) -> None:
-    for m in _NUMBER.finditer(text):
+def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> None:
+    for n, m in enumerate(_NUMBER.finditer(text)):
+        if n >= most:
+            break
         key = number_key(m.group(0))
         if key is None:
             continue
@@ -177,24 +188,28 @@ def _numbers(text: str, out: list[Value], words: _Words) -> None:
                 out.append(Value("quantity", f"{key} {found[0]}", found[1], m.group(0) + unit.group(0)))
 
 
-def _words(text: str, out: list[Value], skip: frozenset[str], words: _Words) -> None:
-    for m in _WORD.finditer(text):
+def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
+    for m in _VOCABULARY.finditer(text):
         word = m.group(0)
         low = word.lower()
         unit = unit_group(low)
-        if unit is not None and low not in _SHORT:
-            out.append(Value("unit", unit[0], unit[1], word))
+        if unit is not None:
+            if low not in _SHORT:
+                out.append(Value("unit", unit[0], unit[1], word))
         elif low in _WEEKDAYS:
             out.append(Value("entity", low, "weekday", word))
-        elif low in _MONTHS and (word[0].isupper() or low != "may"):
-            out.append(Value("entity", low, "month", word))
+        elif low in _MONTHS:
+            if word[0].isupper() or low != "may":
+                out.append(Value("entity", low, "month", word))
         elif low in _QUALIFIERS:
             out.append(Value("word", low, _QUALIFIERS[low], word))
         elif low in _AGGREGATES:
             out.append(Value("operator", low, "aggregate", word))
-        elif (word[0].isupper() and len(word) >= 3 and low not in skip and _salient(low)
-              and not _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()])):
-            out.append(Value("entity", low, "name", word, words.around(m.start(), m.end())))
+    for m in _NAME.finditer(text):
+        low = m.group(0).lower()
+        if (low not in skip and low not in _VOCABULARY_WORDS and _salient(low)
+                and not _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()])):
+            out.append(Value("entity", low, "name", m.group(0)))
 
 
 def _code(code: str, out: list[Value]) -> None:
@@ -215,9 +230,8 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
     ``targets`` it addresses or calls. ``skip`` names words that are never entities (agent and tool names)."""
     out: list[Value] = []
     text = text[:limit]
-    words = _Words(text)
-    _numbers(text, out, words)
-    _words(text, out, skip, words)
+    _numbers(text, out, _Words(text))
+    _words(text, out, skip)
     if code:
         _code(code[:limit], out)
     arg_numbers = [v for v in (arguments or {}).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]

@@ -1,0 +1,65 @@
+"""Target names in provenance (issue 20 item 4): is the agent a routing step chose grounded in what it was told?
+
+A handoff, a speaker selection or a delegation to a managed agent names ONE of several agents. The choice is
+compared with the step's sources (the task and what the step observed): when another candidate's name matches the
+sources' words better than the chosen one's (``billing_agent`` after a classifier said "billing", where the step
+handed off to ``tech_agent``), the choice is a *target substitution* — the routing step changed the target its
+sources pointed to. Candidates come from the step's own record (``metadata["candidates"]``: AutoGen's selector and
+handoffs), else the run's agents and the agents its code calls (``billing_agent(task=...)``).
+
+Names are compared by their words (``billing_agent`` → ``billing``; generic parts such as agent, assistant,
+expert are dropped), so a match is a shared meaningful word, never the suffix every agent has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from causaltrace.attribution.stages.tokens import salient_tokens
+
+__all__ = ["called_names", "grounded_alternative", "name_words"]
+
+_GENERIC = frozenset({"agent", "agents", "assistant", "team", "bot", "expert", "specialist", "manager", "helper",
+                      "proxy", "user", "transfer", "desk", "worker"})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def name_words(name: str) -> frozenset[str]:
+    """The meaningful words of an agent or tool name (``transfer_to_billing_agent`` → ``{billing}``)."""
+    parts = re.split(r"[\W_]+", _CAMEL.sub(" ", name))
+    return frozenset(p.lower() for p in parts if len(p) >= 3 and p.lower() not in _GENERIC
+                     and salient_tokens(p.lower()))
+
+
+def called_names(code: str, like: str) -> list[str]:
+    """The names ``code`` calls that look like ``like`` (the same last ``_``-part: ``billing_agent`` for
+    ``tech_agent``)."""
+    suffix = like.rsplit("_", 1)[-1] if "_" in like else None
+    if suffix is None:
+        return []
+    return sorted({n for n in _CALL.findall(code) if n != like and n.endswith("_" + suffix)})
+
+
+def grounded_alternative(chosen: str, candidates: Iterable[str], sources: Sequence[tuple[int, str]]
+                         ) -> tuple[str, int] | None:
+    """``(alternative, source index)`` when a candidate other than ``chosen`` shares more words with one of the
+    ``sources`` (``(index, text)``, most recent first) than ``chosen`` does; None when the choice is grounded, or
+    nothing decides."""
+    chosen_words = name_words(chosen)
+    for index, text in sources:
+        words = salient_tokens(text[:20_000])
+        mine = len(chosen_words & words)
+        best, best_n = None, mine
+        for other in candidates:
+            if other == chosen:
+                continue
+            n = len(name_words(other) & words)
+            if n > best_n:
+                best, best_n = other, n
+        if best is not None:
+            return best, index
+        if mine:
+            return None
+    return None
