@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -71,8 +72,9 @@ def bench_collector(steps: list[Step]) -> tuple[float, float, float]:
     return len(steps) / elapsed, peak / 2**20, len(steps) / baseline
 
 
-def bench_store(steps: list[Step], target_a: str, target_b: str) -> tuple[float, float, float]:
-    """(finished-run steps/s, live-batch steps/s, get_run seconds) on two fresh stores of one backend."""
+def bench_store(steps: list[Step], target_a: str, target_b: str) -> tuple[float, float, float, tuple[float, float]]:
+    """(finished-run steps/s, live-batch steps/s, get_run seconds, (median ms of the first 10 live batches, of the
+    last 10)) on two fresh stores of one backend: a live rate that falls as the run grows shows as last >> first."""
     run = Run(run_id="bench", steps=tuple(steps), framework="bench")
     with Store(target_a) as store:
         t = time.perf_counter()
@@ -84,11 +86,14 @@ def bench_store(steps: list[Step], target_a: str, target_b: str) -> tuple[float,
         assert back == run
     with Store(target_b) as store:
         store.begin_run("bench", framework="bench", task=None, name=None, trace_id=None, started_at=None)
-        t = time.perf_counter()
+        batches = []
         for i in range(0, len(steps), 100):
+            t = time.perf_counter()
             store.add_steps("bench", steps[i : i + 100])
-        live_rate = len(steps) / (time.perf_counter() - t)
-    return finished_rate, live_rate, query_s
+            batches.append(time.perf_counter() - t)
+        live_rate = len(steps) / sum(batches)
+    ends = (statistics.median(batches[:10]) * 1000, statistics.median(batches[-10:]) * 1000)
+    return finished_rate, live_rate, query_s, ends
 
 
 def _postgres_targets(url: str | None, tmp: Path) -> tuple[tuple[str, str], object | None]:
@@ -127,9 +132,10 @@ def main() -> None:
             backends.append(("postgresql", targets, server))
         try:
             for name, (a, b), _server in backends:
-                finished, live, query = bench_store(steps, a, b)
+                finished, live, query, (first_ms, last_ms) = bench_store(steps, a, b)
                 print(f"{name:>10} store, finished run in one transaction: {finished:10,.0f} steps/s  (target >= 10,000/s)")
-                print(f"{name:>10} store, live batches of 100:             {live:10,.0f} steps/s")
+                print(f"{name:>10} store, live batches of 100:             {live:10,.0f} steps/s  (a batch: "
+                      f"{first_ms:.1f} ms at the start, {last_ms:.1f} ms at the end of the run)")
                 print(f"{name:>10} store, get_run (the `show` query) of {args.steps} steps: {query * 1000:.0f} ms"
                       "  (target < 1000 ms)")
         finally:

@@ -19,10 +19,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["PostgresServer", "pg_url", "postgres_server"]
+__all__ = ["PostgresServer", "pg_url", "postgres_server", "sql_rows", "store_target"]
 
 
 def _free_port() -> int:
@@ -125,3 +126,32 @@ def postgres_server() -> Iterator[PostgresServer]:
 def pg_url(postgres_server: PostgresServer) -> str:
     """The URL of a fresh database on the session's PostgreSQL server."""
     return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's store lives: a SQLite file, or a fresh database on the session's PostgreSQL server — a test
+    that takes it runs on both backends."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def sql_rows(store: Any, sql: str) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on a Store's database over a connection of its own (SQLite or PostgreSQL) and return the rows.
+    ``{rowid}`` is the engine's physical row identity (SQLite's rowid; PostgreSQL's ctid with the inserting
+    transaction, xmin, so a row rewritten in place never looks untouched)."""
+    if store.path is not None:
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)
+        try:
+            with conn:
+                return conn.execute(sql.format(rowid="rowid")).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(store.location, autocommit=True) as pg:
+        cur = pg.execute(sql.format(rowid="ctid::text || '/' || xmin::text"))
+        return cur.fetchall() if cur.description is not None else []

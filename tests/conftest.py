@@ -57,5 +57,6 @@ def span_capture():
     return capture_spans()
 
 
-# The PostgreSQL server fixtures (a cluster in a temporary directory; tests/_postgres.py) for every test module.
-from _postgres import pg_url, postgres_server  # noqa: E402, F401
+# The PostgreSQL server fixtures (a cluster in a temporary directory; tests/_postgres.py) and the both-backends
+# ``store_target`` for every test module.
+from _postgres import pg_url, postgres_server, store_target  # noqa: E402, F401

@@ -214,7 +214,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         out.print(f"   report:       {escape(str(r.report))}", soft_wrap=True)
         out.print(f"   repair pairs: {escape(str(r.pairs))}", soft_wrap=True)
         out.print(f"   inspect:      causaltrace show {r.run_id}", soft_wrap=True)
-    store = os.environ.get("CAUSALTRACE_DB") or str(causaltrace_home() / "causaltrace.db")
+    from causaltrace.collector.store_sql import shown_target  # a URL's password is never printed
+
+    store = shown_target(os.environ.get("CAUSALTRACE_DB") or str(causaltrace_home() / "causaltrace.db"))
     out.print(f"store: {escape(store)}  ·  list its runs: causaltrace runs", soft_wrap=True)
     out.print(f"total {time.perf_counter() - started:.1f} s")
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):

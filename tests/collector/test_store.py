@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from _builders import RunBuilder
+from _postgres import sql_rows
 from causaltrace.collector import _migrations
 from causaltrace.collector.store import SCHEMA_VERSION, Store, WriterInfo
 from causaltrace.exceptions import InvalidInputError, RunNotFoundError, StoreError
@@ -153,35 +154,10 @@ def begin(store: Store, run_id: str, **kw: object) -> None:
     store.begin_run(run_id, **args)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a test's store lives: a SQLite file, or a fresh database on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    return str(request.getfixturevalue("pg_url"))
-
-
 @pytest.fixture
 def store(store_target: str):
     with Store(store_target) as s:
         yield s
-
-
-def sql_rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
-    """Run ``sql`` on the store's database over a connection of its own (SQLite or PostgreSQL) and return the
-    rows. ``{rowid}`` is the engine's physical row identity (SQLite's rowid, PostgreSQL's ctid)."""
-    if store.path is not None:
-        conn = sqlite3.connect(store.path)
-        try:
-            with conn:
-                return conn.execute(sql.format(rowid="rowid")).fetchall()
-        finally:
-            conn.close()
-    import psycopg
-
-    with psycopg.connect(store.location, autocommit=True) as pg:
-        cur = pg.execute(sql.format(rowid="ctid::text"))
-        return cur.fetchall() if cur.description is not None else []
 
 
 # ------------------------------------------------------------------------------------------------ round trips
@@ -408,7 +384,7 @@ def test_background_thread_writes_through_the_same_store(store: Store) -> None:
 
 
 def _write_runs(path: str, tag: str, n_runs: int, n_steps: int, barrier: Any) -> None:
-    """Worker of the two-process test (module level so 'spawn' can import it)."""
+    """Worker of the writer-processes test (module level so 'spawn' can import it)."""
     barrier.wait(30)
     with Store(path) as store:
         for r in range(n_runs):
@@ -429,23 +405,28 @@ def _write_runs(path: str, tag: str, n_runs: int, n_steps: int, barrier: Any) ->
             )
 
 
-def test_two_processes_writing_at_once_lose_nothing(store_target: str) -> None:
+@pytest.mark.parametrize("writers", [2, 4])
+def test_writer_processes_at_once_lose_nothing(store_target: str, writers: int) -> None:
+    """Several processes open one fresh store at once (the first ones race to create its schema) and write 100
+    runs between them: every run arrives whole."""
     path = store_target.replace("store.db", "shared/store.db")
+    tags = [f"p{i + 1}" for i in range(writers)]
+    per_writer = 100 // writers
     ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_write_runs, args=(path, tag, 50, 20, barrier)) for tag in ("p1", "p2")]
+    barrier = ctx.Barrier(writers)
+    procs = [ctx.Process(target=_write_runs, args=(path, tag, per_writer, 20, barrier)) for tag in tags]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0]
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * writers
     with Store(path) as store:
         runs = store.list_runs()
         assert len(runs) == 100
-        assert {r["run_id"] for r in runs} == {f"{t}-{r:04d}" for t in ("p1", "p2") for r in range(50)}
+        assert {r["run_id"] for r in runs} == {f"{t}-{r:04d}" for t in tags for r in range(per_writer)}
         assert all(r["steps"] == 20 for r in runs)
-        assert len(store.list_runs(failed=True)) == 50
-        for rid in ("p1-0000", "p2-0049", "p1-0031"):
+        assert len(store.list_runs(failed=True)) == writers * (per_writer // 2)  # every odd run of each writer
+        for rid in ("p1-0000", f"{tags[-1]}-{per_writer - 1:04d}", "p2-0011"):
             run = store.get_run(rid)
             assert [s.index for s in run.steps] == list(range(20)) and run.outcome.status in ("success", "failure")
 

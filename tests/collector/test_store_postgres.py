@@ -4,6 +4,7 @@ and ``causaltrace export`` / ``import`` move a run between SQLite and PostgreSQL
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ import pytest
 from _postgres import PostgresServer
 from causaltrace.cli import main
 from causaltrace.collector.store import SCHEMA_VERSION, Store
+from causaltrace.collector.store_sql import shown_target
 from causaltrace.config import TraceConfig, default_db_target
-from causaltrace.exceptions import StoreError
+from causaltrace.exceptions import RunNotFoundError, StoreError
 from test_store import full_run, simple_run
 
 
@@ -81,9 +83,40 @@ def test_another_applications_database_and_a_newer_schema(pg_url: str) -> None:
     assert "99" in str(err.value)
 
 
+def _tables(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0])
+
+
+def test_a_never_written_database_reads_as_an_empty_store(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``runs`` / ``show`` on a database no causaltrace wrote: an empty store (as a missing SQLite file), not an
+    error, and nothing is created in it."""
+    with Store(pg_url, readonly=True) as store:
+        assert store.list_runs() == [] and store.schema_version() == SCHEMA_VERSION
+        assert store.location == pg_url and store.path is None
+        with pytest.raises(RunNotFoundError):
+            store.get_run("abcd1234")
+        with pytest.raises(StoreError, match="read-only"):
+            store.save_run(simple_run("ro-pg-0002"))
+    capsys.readouterr()
+    assert main(["--db", pg_url, "runs"]) == 0
+    assert "abcd" not in capsys.readouterr().out
+    assert main(["--db", pg_url, "runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["--db", pg_url, "show", "abcd1234"]) == 2  # the run is not there, as in an empty SQLite store
+    err = capsys.readouterr().err
+    assert "abcd1234" in err and "no causaltrace store" not in err
+    assert _tables(pg_url) == 0
+    # once written, the same commands read it
+    with Store(pg_url) as store:
+        store.save_run(simple_run("ro-pg-0001"))
+    assert main(["--db", pg_url, "runs", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == ["ro-pg-0001"]
+
+
 def test_read_only_never_writes(pg_url: str) -> None:
-    with pytest.raises(StoreError, match="no causaltrace store yet"):
-        Store(pg_url, readonly=True)
     with Store(pg_url) as store:
         store.save_run(simple_run("ro-pg-0001"))
     with Store(pg_url, readonly=True) as store:
@@ -112,3 +145,15 @@ def test_export_import_round_trip_between_the_backends(pg_url: str, tmp_path: Pa
         assert store.get_run("cross-0001") == in_pg
     capsys.readouterr()
     assert os.path.exists(second)
+
+
+@pytest.mark.parametrize(("target", "shown"), [
+    ("/var/lib/ct/causaltrace.db", "/var/lib/ct/causaltrace.db"),
+    ("postgresql://ct@db:5432/runs", "postgresql://ct@db:5432/runs"),
+    ("postgresql://ct:pw@db:5432/runs", "postgresql://ct:***@db:5432/runs"),
+    ("postgresql://ct:p@ss/w@db/runs?sslmode=require", "postgresql://ct:***@db/runs?sslmode=require"),
+    ("postgres://db/runs?sslmode=require&Password=pw", "postgres://db/runs?sslmode=require&Password=***"),
+    ("postgresql://ct:pw@db:notaport/runs", "postgresql://ct:***@db:notaport/runs"),
+])
+def test_a_store_target_is_shown_without_its_password(target: str, shown: str) -> None:
+    assert shown_target(target) == shown

@@ -1,19 +1,22 @@
 """The live collector's store writer: a run's operations share one transaction, a failing operation loses only
 itself, the final write keeps the step rows written live, and a process that dies mid-run leaves what it handed
-over (a real SQLite store underneath)."""
+over — on both backends (a real SQLite file, and a real PostgreSQL database: ``store_target``, tests/_postgres.py)."""
 
 from __future__ import annotations
 
-import sqlite3
+import os
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from _postgres import sql_rows
 from causaltrace.collector.live import RunCollector
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
@@ -26,8 +29,8 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 class CountingStore(Store):
     """A real store that counts its transactions and can be told to fail one run's begin."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
         self.transactions = 0
         self.fail_begin_of: str | None = None
 
@@ -39,6 +42,14 @@ class CountingStore(Store):
         if run_id == self.fail_begin_of:
             raise StoreError("disk full (planted)")
         return super().begin_run(run_id, **fields)
+
+
+@pytest.fixture
+def counting_store(store_target: str) -> Iterator[CountingStore]:
+    """A CountingStore on the test's backend, closed at the end (a collector's writer thread keeps it alive)."""
+    store = CountingStore(store_target)
+    yield store
+    store.close()
 
 
 def _step(run_id: str, i: int) -> Step:
@@ -60,8 +71,8 @@ def _write_run(collector: RunCollector, run_id: str, n: int) -> None:
                          outcome=Outcome(status="success", stop="normal"))
 
 
-def test_a_short_runs_begin_steps_and_end_share_one_transaction(tmp_path: Path) -> None:
-    store = CountingStore(tmp_path / "s.db")
+def test_a_short_runs_begin_steps_and_end_share_one_transaction(counting_store: CountingStore) -> None:
+    store = counting_store
     collector = _collector(store)
     _write_run(collector, "r1", 5)
     assert collector.flush(10)
@@ -70,8 +81,8 @@ def test_a_short_runs_begin_steps_and_end_share_one_transaction(tmp_path: Path) 
     assert store.get_run("r1").outcome.status == "success"
 
 
-def test_a_failing_operation_rolls_back_its_batch_and_only_itself_is_lost(tmp_path: Path) -> None:
-    store = CountingStore(tmp_path / "s.db")
+def test_a_failing_operation_rolls_back_its_batch_and_only_itself_is_lost(counting_store: CountingStore) -> None:
+    store = counting_store
     store.fail_begin_of = "bad"
     collector = _collector(store)
     collector.begin_run("good", framework="test", task="t", name=None, trace_id=None, started_at=T0)
@@ -87,26 +98,24 @@ def test_a_failing_operation_rolls_back_its_batch_and_only_itself_is_lost(tmp_pa
         store.get_run("bad")
 
 
-def test_the_final_write_keeps_the_rows_written_live(tmp_path: Path) -> None:
-    store = CountingStore(tmp_path / "s.db")
+def test_the_final_write_keeps_the_rows_written_live(counting_store: CountingStore) -> None:
+    store = counting_store
     collector = _collector(store)
     collector.begin_run("r2", framework="test", task="t", name=None, trace_id=None, started_at=T0)
     for i in range(3):
         collector.accept(_step("r2", i))
     assert collector.flush(10)  # the live rows are committed before the run ends
-    with sqlite3.connect(store.path) as conn:
-        before = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'r2'").fetchall())
+    before = dict(sql_rows(store, "SELECT step_id, {rowid} FROM steps WHERE run_id = 'r2'"))
     collector.accept(_step("r2", 3))
     run = collector.finish_run("r2", framework="test", task="t", started_at=T0, ended_at=T0,
                                outcome=Outcome(status="failure", stop="error", reason="x"))
     assert store.get_run("r2") == run
-    with sqlite3.connect(store.path) as conn:
-        after = dict(conn.execute("SELECT step_id, rowid FROM steps WHERE run_id = 'r2'").fetchall())
+    after = dict(sql_rows(store, "SELECT step_id, {rowid} FROM steps WHERE run_id = 'r2'"))
     assert {k: after[k] for k in before} == before and len(after) == 4
 
 
-def test_transaction_groups_writes_and_rolls_them_all_back_on_error(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_transaction_groups_writes_and_rolls_them_all_back_on_error(store_target: str) -> None:
+    store = Store(store_target)
     with store.transaction():
         store.begin_run("a", framework="test", task="t", name=None, trace_id=None, started_at=T0)
         store.add_steps("a", [_step("a", 0)])
@@ -146,12 +155,38 @@ _LIVE_CHILD = textwrap.dedent(
 ).format(src=str(Path(__file__).resolve().parents[2] / "src"))
 
 
-def test_a_process_that_dies_mid_run_leaves_its_run_incomplete_with_its_steps(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    child = subprocess.run([sys.executable, "-c", _LIVE_CHILD, str(db)], capture_output=True, text=True, timeout=120)
+def test_a_process_that_dies_mid_run_leaves_its_run_incomplete_with_its_steps(store_target: str) -> None:
+    child = subprocess.run([sys.executable, "-c", _LIVE_CHILD, store_target], capture_output=True, text=True,
+                           timeout=120)
     assert child.returncode == 9, child.stderr
     run_id = child.stdout.strip()
-    store = Store(db)
+    store = Store(store_target)
     run = store.get_run(run_id)
     assert run.outcome.status == "incomplete"
     assert [s.content for s in run.steps] == ["m0", "m1", "m2"]
+
+
+def _closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens once the socket is closed
+
+
+@pytest.mark.parametrize("secret_in", ["user part", "query"])
+def test_an_unreachable_postgresql_store_is_one_warning_without_its_password(tmp_path: Path, secret_in: str) -> None:
+    """CAUSALTRACE_DB names a PostgreSQL server that is down: the runs go on, stderr holds ONE line naming the store
+    — with its password masked, wherever the URL carries it."""
+    port = _closed_port()
+    url = (f"postgresql://ct:s3cret@127.0.0.1:{port}/runs" if secret_in == "user part"
+           else f"postgresql://ct@127.0.0.1:{port}/runs?sslmode=disable&password=s3cret")
+    script = "import causaltrace\nfor i in range(3):\n    with causaltrace.run(task=f't{i}') as h:\n" \
+             "        h.report(final_answer='ok')\nprint('finished', flush=True)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CAUSALTRACE_"))}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), CAUSALTRACE_DB=url,
+               CAUSALTRACE_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "finished" in proc.stdout, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "s3cret" not in proc.stderr and "***" in lines[0] and f"127.0.0.1:{port}" in lines[0], lines[0]
+    assert not (tmp_path / "home").exists()  # a URL is never taken for a path: nothing written locally

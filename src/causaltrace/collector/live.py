@@ -158,7 +158,7 @@ class RunCollector:
             if self._store is None:
                 self._store = self._store_factory()
             return self._store
-        target = self.config.db_path or TraceConfig.from_env().resolved_db_path()
+        target = self._target_now()
         if self._store is not None and self._target != target:
             close = getattr(self._store, "close", None)
             if callable(close):
@@ -170,6 +170,10 @@ class RunCollector:
             self._store = Store(target, max_chars=self.config.store_max_chars)
             self._target = target
         return self._store
+
+    def _target_now(self) -> Any:
+        """The store target by the rule of :meth:`_open_store` (a path, or a URL)."""
+        return self.config.db_path or TraceConfig.from_env().resolved_db_path()
 
     def _write_loop(self) -> None:
         while True:
@@ -208,13 +212,18 @@ class RunCollector:
         self.write_errors += 1
         with _WARN_LOCK:
             first, _WARNED = not _WARNED, True
+        from causaltrace.collector.store_sql import shown_target  # lazily: only a failure needs it
+
         what = "cannot open the store" if opening else "writing to the store failed"
-        path = getattr(self._store, "path", None) or self.config.resolved_db_path()
+        # the open store's own name (a URL without its password), else the target it was to be opened from, masked
+        where = getattr(self._store, "location", None) if self._store is not None else None
+        if where is None:
+            where = shown_target(str(self._target_now() if self._store_factory is None else self.config.resolved_db_path()))
         message = " ".join(f"{exc}".split()) or type(exc).__name__
         if first:
-            logger.warning("causaltrace: %s at %s (%s); runs are not stored, later failures are counted", what, path, message)
+            logger.warning("causaltrace: %s at %s (%s); runs are not stored, later failures are counted", what, where, message)
         else:
-            logger.debug("causaltrace: %s at %s (%s)", what, path, message)
+            logger.debug("causaltrace: %s at %s (%s)", what, where, message)
 
     def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
         """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what

@@ -56,14 +56,14 @@ Design decisions:
   unless asked (``replace=True``, the CLI's ``--replace``).
 * **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs.
 * **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
-  and never written (the backends say how); writing through such a Store is a ``StoreError``.
+  and never written (the backends say how); writing through such a Store is a ``StoreError``. A store nobody
+  wrote yet — a missing SQLite file, a PostgreSQL database without our tables — reads as an empty store.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -86,12 +86,13 @@ from causaltrace.collector.store_sql import (
     Backend,
     Connection,
     ImportOutcome,
+    NoStoreYetError,
     RunRow,
     build_run,
-    delete_dependencies_of,
     explain,
     iso,
     now_iso,
+    shown_target,
     sort_ts,
     truncate_step,
 )
@@ -127,9 +128,8 @@ def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> B
             if not rest.startswith("/") or rest in ("/", ""):
                 raise StoreError(f"the store URL {text!r} needs a file path: sqlite:///relative.db or sqlite:////abs.db")
             return SQLiteBackend(Path(rest[1:]).expanduser(), readonly=readonly)
-        shown = re.sub(r"//[^@/]*@", "//***@", text)
         raise StoreError(
-            f"the store URL {shown!r} has the scheme {scheme!r}, which causaltrace cannot store to; give a file "
+            f"the store URL {shown_target(text)!r} has the scheme {scheme!r}, which causaltrace cannot store to; give a file "
             "path or a postgresql:// URL"
         )
     return SQLiteBackend(Path(text).expanduser(), readonly=readonly)
@@ -159,7 +159,13 @@ class Store:
         self._lock = threading.RLock()
         self._batched = 0  # > 0 inside transaction(): writes join it (only its thread holds the lock meanwhile)
         self._conn: Connection | None = None
-        self._conn = self._backend.connect()
+        try:
+            self._conn = self._backend.connect()
+        except NoStoreYetError:
+            if not readonly:
+                raise
+            self._backend = SQLiteBackend.empty(self.location)  # never written: an empty store, nothing created
+            self._conn = self._backend.connect()
 
 
     def close(self) -> None:
@@ -317,7 +323,7 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            delete_dependencies_of(conn, run_id, [r[1] for r in rows])
+            self._backend.delete_dependencies(conn, run_id, [r[1] for r in rows])
             conn.executemany(STEP_UPSERT, rows)
             conn.executemany(DEP_INSERT, deps)
 
@@ -345,7 +351,7 @@ class Store:
             if live:  # keep the rows written live; add the rest (a step re-sent replaces its dependency rows)
                 rows, deps = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
                 conn.execute("DELETE FROM recordings WHERE run_id = ?", (run.run_id,))
-                delete_dependencies_of(conn, run.run_id, [r[1] for r in rows])
+                self._backend.delete_dependencies(conn, run.run_id, [r[1] for r in rows])
             else:
                 rows, deps = self._step_rows(run.run_id, run.steps)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()

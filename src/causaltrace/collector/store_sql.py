@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +38,7 @@ __all__ = [
     "Backend",
     "ImportOutcome",
     "Connection",
+    "NoStoreYetError",
     "RunRow",
     "build_run",
     "delete_dependencies_of",
@@ -43,6 +46,7 @@ __all__ = [
     "gc_paused",
     "iso",
     "now_iso",
+    "shown_target",
     "sort_ts",
     "truncate_step",
 ]
@@ -51,6 +55,11 @@ logger = logging.getLogger("causaltrace.collector.store")
 
 #: What replaces the cut-off tail of a text field longer than the store's ``max_chars``.
 TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
+
+
+class NoStoreYetError(StoreError):
+    """A read-only opening found a database no causaltrace wrote yet (no tables at all): the Store reads it as an
+    empty store instead (as SQLite reads a missing file), and nothing is created there."""
 
 
 class Cursor(Protocol):
@@ -102,9 +111,31 @@ class Backend(Protocol):
         """Run an INSERT into a table with an auto-numbered ``id`` and return the new id."""
         ...
 
+    def delete_dependencies(self, conn: Connection, run_id: str, consumers: Sequence[str]) -> None:
+        """Delete the dependency rows of these consumer steps of a run (a step written again replaces them)."""
+        ...
+
     def schema_version(self, conn: Connection) -> int:
         """The store's schema version."""
         ...
+
+
+def shown_target(target: str | os.PathLike[str]) -> str:
+    """A store target as messages show it: a path as it is; a URL with its password — in the user part
+    (``user:secret@host``) or a ``password=`` query parameter — replaced by ``***``.
+
+    The user part ends at the last ``@`` before the query, so a password holding ``@`` or ``/`` is masked whole; a
+    URL that does not parse is masked the same way (no parsing involved)."""
+    text = os.fspath(target)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return text
+    before_query, query_sep, query = rest.partition("?")
+    userinfo, at, after = before_query.rpartition("@")
+    if at and ":" in userinfo:
+        before_query = f"{userinfo.split(':', 1)[0]}:***@{after}"
+    query = re.sub(r"(^|&)(password=)[^&#]*", r"\1\2***", query, flags=re.IGNORECASE)
+    return f"{scheme}://{before_query}{query_sep}{query}"
 
 
 def iso(value: datetime | None) -> str | None:
@@ -160,9 +191,9 @@ REC_INSERT = (
 )
 
 
-def delete_dependencies_of(conn: Connection, run_id: str, consumers: list[str]) -> None:
-    """Delete the dependency rows of these consumer steps (a step written again replaces them): a few statements,
-    not one per step."""
+def delete_dependencies_of(conn: Connection, run_id: str, consumers: Sequence[str]) -> None:
+    """Delete the dependency rows of these consumer steps (a step written again replaces them): one statement per
+    500 steps (SQLite's way; PostgreSQL's backend has its own, see ``PostgresBackend.delete_dependencies``)."""
     for start in range(0, len(consumers), 500):  # SQLite's bound-parameter limit
         chunk = consumers[start : start + 500]
         marks = ", ".join("?" * len(chunk))

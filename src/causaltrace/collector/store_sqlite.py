@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.collector import _migrations
-from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS
+from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS, delete_dependencies_of
 from causaltrace.exceptions import StoreError
 
 __all__ = ["SQLiteBackend"]
@@ -43,9 +43,21 @@ class SQLiteBackend:
         self.path = path
         self.location = str(path)
         self.readonly = readonly
+        self._empty = False
+
+    @classmethod
+    def empty(cls, location: str) -> SQLiteBackend:
+        """A read-only, empty in-memory store standing in for ``location`` (a database no causaltrace wrote yet:
+        reading it shows no runs; nothing is created anywhere)."""
+        backend = cls(Path(), readonly=True)
+        backend.location = location
+        backend._empty = True
+        return backend
 
     def connect(self) -> sqlite3.Connection:
         """The open connection (created and migrated unless read-only)."""
+        if self._empty:
+            return self._in_memory(None)
         if self.readonly:
             return self._open_readonly()
         try:
@@ -90,6 +102,8 @@ class SQLiteBackend:
     @staticmethod
     def schema_version(conn: Any) -> int:
         return _migrations.user_version(conn)
+
+    delete_dependencies = staticmethod(delete_dependencies_of)
 
     # -- opening -------------------------------------------------------------------------------------------------
 
