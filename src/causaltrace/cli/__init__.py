@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from causaltrace._cli_replay import EXIT_USER_ERROR, Parser, add_replay_commands
 from causaltrace.cli.bench import add_bench_commands
 from causaltrace.cli.diagnose import add_diagnose_command
+from causaltrace.cli.fleet import add_stats_command
 from causaltrace.cli.inspection import add_inspection_commands, add_report_command
 from causaltrace.cli.local import add_local_commands, release_local_server
 from causaltrace.cli.run_team import add_run_command
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transfer_commands(sub)
     add_run_command(sub)
     add_diagnose_command(sub)
+    add_stats_command(sub)
     add_bench_commands(sub)
     add_replay_commands(sub)
     add_local_commands(sub)

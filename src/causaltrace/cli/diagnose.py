@@ -11,6 +11,7 @@ from typing import Any
 
 from causaltrace._cli_replay import add_keep_server
 from causaltrace.cli.common import console, csv_values, print_json, short, store
+from causaltrace.cli.fleet import add_diagnose_all_arguments, cmd_diagnose_all
 from causaltrace.exceptions import UserError
 
 __all__ = ["HUMAN_SPEAKERS_HELP", "add_diagnose_command", "cmd_diagnose", "render_diagnosis"]
@@ -22,7 +23,7 @@ HUMAN_SPEAKERS_HELP = ("speakers who count as humans that cannot be at fault, co
 def add_diagnose_command(sub: Any) -> None:
     """Add ``diagnose`` to the ``causaltrace`` subcommands."""
     p = sub.add_parser("diagnose", help="find the decisive error of a stored run (and store the diagnosis)")
-    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id or a unique prefix of one (or --all)")
     p.add_argument("--method", default="graph", help="attribution method (default: graph)")
     p.add_argument("--model", default=None,
                    help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
@@ -35,6 +36,7 @@ def add_diagnose_command(sub: Any) -> None:
     p.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)
     p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
     p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
+    add_diagnose_all_arguments(p)
     add_keep_server(p)
     p.set_defaults(func=cmd_diagnose)
 
@@ -47,6 +49,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from causaltrace.attribution.engine import diagnose_sync
     from causaltrace.replay.causalflow import verification_scope
 
+    if args.all_runs == bool(args.run_id):
+        raise UserError("diagnose takes a RUN_ID or --all, not both" if args.run_id else "diagnose needs a RUN_ID or --all")
+    if args.all_runs:
+        return cmd_diagnose_all(args)
     if (args.factory is None) != (args.verify is None):
         raise UserError("--factory and --verify go together (replay needs both)")
     scope: Any = nullcontext()

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from causaltrace.cli.common import STATUS_STYLE, console, print_json, short, store
+from causaltrace.cli.fleet import SINCE_HELP, cmd_report_fleet
 from causaltrace.exceptions import UserError
 
 __all__ = ["add_inspection_commands", "add_report_command", "cmd_report", "cmd_runs", "cmd_show", "render_run",
@@ -38,9 +39,13 @@ def add_inspection_commands(sub: Any) -> None:
 
 def add_report_command(sub: Any) -> None:
     """Add ``report`` to the ``causaltrace`` subcommands (listed last in ``--help``)."""
-    p = sub.add_parser("report", help="write a run's report as one self-contained HTML file")
-    p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
+    p = sub.add_parser("report", help="write a run's report (or --fleet: the fleet page) as one self-contained "
+                                      "HTML file")
+    p.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id or a unique prefix of one (or --fleet)")
     p.add_argument("--html", required=True, metavar="OUT", help="the HTML file to write")
+    p.add_argument("--fleet", action="store_true",
+                   help="the fleet page instead: failures by agent, step kind, error category and framework")
+    p.add_argument("--since", metavar="WHEN", default=None, help="with --fleet: " + SINCE_HELP)
     p.set_defaults(func=cmd_report)
 
 
@@ -232,6 +237,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the self-contained HTML report of a stored run (its newest diagnosis and its repair pairs included)."""
     from causaltrace.report import write_report
 
+    if args.fleet == bool(args.run_id):
+        raise UserError("report takes a RUN_ID or --fleet, not both" if args.run_id else "report needs a RUN_ID or --fleet")
+    if args.fleet:
+        return cmd_report_fleet(args)
     with store(args, readonly=True) as db:
         run = db.get_run(args.run_id)
         diagnosis = db.strongest_diagnosis(run.run_id)  # replay > prediction > heuristic, newest within a level

@@ -15,6 +15,7 @@ from typing import Any
 
 from causaltrace._cli_replay import write_output
 from causaltrace.cli.common import store
+from causaltrace.cli.fleet import add_pull_fleet_arguments, cmd_pull_many
 from causaltrace.exceptions import UserError
 
 __all__ = ["add_transfer_commands", "cmd_export", "cmd_import", "cmd_pull", "save_imported"]
@@ -32,9 +33,11 @@ def add_transfer_commands(sub: Any) -> None:
     p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("pull", help="pull a trace by id from a Jaeger query endpoint")
-    p.add_argument("trace_id", metavar="TRACE_ID", help="the trace id in Jaeger (up to 32 hex digits)")
-    p.add_argument("--jaeger", required=True, metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
+    p = sub.add_parser("pull", help="pull traces from Jaeger (one by id, or a service's) or Phoenix (a project's)")
+    p.add_argument("trace_id", metavar="TRACE_ID", nargs="?",
+                   help="the trace id in Jaeger (up to 32 hex digits); without it, --service or --phoenix")
+    p.add_argument("--jaeger", metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
+    add_pull_fleet_arguments(p)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     p.set_defaults(func=cmd_pull)
@@ -106,9 +109,17 @@ def _load(path: Path, fmt: str) -> list[Any]:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    """Pull a trace by id from a Jaeger query endpoint into the store."""
+    """Pull a trace by id from a Jaeger query endpoint into the store (many traces: :mod:`causaltrace.cli.fleet`)."""
     from causaltrace.collector.jaeger import pull_from_jaeger
 
+    if bool(args.jaeger) == bool(args.phoenix):
+        raise UserError("pull needs one source: --jaeger URL (with TRACE_ID or --service S) or --phoenix URL")
+    if args.phoenix or args.service:
+        if args.trace_id:
+            raise UserError("pull takes a TRACE_ID or a selection (--service / --phoenix), not both")
+        return cmd_pull_many(args, save_imported)
+    if not args.trace_id:
+        raise UserError("pull --jaeger needs a TRACE_ID or --service S")
     runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
     if not runs:
         raise UserError(f"trace {args.trace_id} in Jaeger at {args.jaeger} holds no causaltrace run")

@@ -1,0 +1,156 @@
+"""Diagnose many stored runs at once, in parallel processes (issue 23 item 3: ``causaltrace diagnose --all
+[--failed] [--since …] --jobs N``).
+
+Usage::
+
+    from causaltrace.attribution.fleet import diagnose_all, runs_to_diagnose
+
+    with Store(target) as store:
+        todo = runs_to_diagnose(store, method="graph", failed_only=True, since=since)
+    result = diagnose_all(target, todo, method="graph", jobs=2, progress=lambda done, total, d: ...)
+    result.diagnosed, result.errors
+
+Which runs (:func:`runs_to_diagnose`): every stored run that is not a success (``failed_only``: outcome ``failure``
+only; as ``diagnose`` does, a success is never diagnosed here), not produced by a replay, started at or after
+``since``, and without a diagnosis of this ``method`` yet — so a run that was stopped half-way **resumes**: what was
+done is stored, only the rest is diagnosed (``redo=True`` diagnoses every selected run again).
+
+How (:func:`diagnose_all`): ``jobs=1`` diagnoses in this process; ``jobs=N`` starts N worker processes (``spawn``: no
+inherited locks or connections). Each worker opens the store read-only once and diagnoses the runs it is handed (by
+id, a few at a time) with :func:`causaltrace.attribution.engine.diagnose` (``store=False``); the diagnoses come back
+to this process, which is the only writer and stores each as it arrives — an interruption loses only the runs in
+flight. ``progress(done, total, diagnosis)`` is called after each. A run that cannot be diagnosed at all (an error
+that is not the method's own failure, which the engine already turns into a failed Diagnosis) is counted in
+``errors`` with its one-line reason and stores nothing; the others go on. A user error (an unknown method, a model
+the method needs and does not have) stops the whole batch at its first run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from causaltrace.attribution.engine import diagnose_sync
+from causaltrace.collector.fleet_stats import is_replay_name
+from causaltrace.collector.store import Store
+from causaltrace.exceptions import CausaltraceError, UserError
+from causaltrace.schema import Diagnosis
+
+__all__ = ["FleetDiagnosis", "diagnose_all", "runs_to_diagnose"]
+
+Progress = Callable[[int, int, Diagnosis | None], None]
+_CHUNK = 4
+
+
+@dataclass
+class FleetDiagnosis:
+    """What a batch did: diagnoses stored, runs that could not be diagnosed, and the wall time."""
+
+    diagnosed: int = 0
+    failed_diagnoses: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def runs_per_second(self) -> float:
+        return (self.diagnosed + len(self.errors)) / self.seconds if self.seconds else 0.0
+
+
+def _started(raw: Any) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool = False,
+                     since: datetime | None = None, redo: bool = False, limit: int | None = None) -> list[str]:
+    """The ids of the stored runs a batch should diagnose, oldest first (module docstring)."""
+    if since is not None and since.tzinfo is None:
+        since = since.astimezone(UTC)
+    store.mark_incomplete()
+    todo: list[str] = []
+    for row in store.list_runs(failed=failed_only):
+        if row["status"] in ("success", "running") or is_replay_name(row.get("name")):
+            continue
+        started = _started(row.get("started_at"))
+        if since is not None and (started is None or started < since):
+            continue
+        if not redo and any(d.method == method and not d.failed for d in store.diagnoses(row["run_id"])):
+            continue
+        todo.append(row["run_id"])
+    todo.reverse()
+    return todo[:limit] if limit is not None else todo
+
+
+# ------------------------------------------------------------------------------------------ the worker side
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(target: str | None, method: str, model: Any, options: Mapping[str, Any]) -> None:
+    """Open the store read-only once per worker process and keep the method's settings."""
+    _worker.update(store=Store(target, readonly=True), method=method,
+                   model=model, options=dict(options))
+
+
+def _diagnose_one(run_id: str) -> tuple[str, str | None, str | None]:
+    """``(run_id, diagnosis JSON, error)`` for one run, in a worker (or in this process for ``jobs=1``)."""
+    try:
+        run = _worker["store"].get_run(run_id)
+        diagnosis = diagnose_sync(run, _worker["method"], _worker["model"], store=False, **_worker["options"])
+    except UserError:
+        raise
+    except CausaltraceError as exc:
+        return run_id, None, f"{type(exc).__name__}: {exc.message}"
+    return run_id, diagnosis.model_dump_json(), None
+
+
+def _results(target: str | None, run_ids: Sequence[str], jobs: int, method: str, model: Any,
+             options: Mapping[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:
+    if jobs <= 1 or len(run_ids) <= 1:
+        _init_worker(target, method, model, options)
+        try:
+            yield from map(_diagnose_one, run_ids)
+        finally:
+            _worker.pop("store").close()
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(min(jobs, len(run_ids)), initializer=_init_worker,
+                      initargs=(target, method, model, dict(options))) as pool:
+        yield from pool.imap_unordered(_diagnose_one, run_ids, chunksize=_CHUNK)
+
+
+def diagnose_all(target: str | None, run_ids: Iterable[str], *, method: str = "graph", model: Any = None,
+                 jobs: int = 1, progress: Progress | None = None, **options: Any) -> FleetDiagnosis:
+    """Diagnose ``run_ids`` of the store at ``target`` (None: the default store) with ``jobs`` processes and store
+    each diagnosis (module docstring). ``options`` go to :func:`~causaltrace.attribution.engine.diagnose`
+    (``with_answer``, ``ablate``, ``human_speakers``, ``min_confidence``, the method's own)."""
+    if jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}")
+    if model is not None and not isinstance(model, str):
+        raise UserError("diagnose --all takes a model by name (a litellm model or 'local')")
+    ids = list(run_ids)
+    result = FleetDiagnosis()
+    started = time.perf_counter()
+    with Store(target) as store:
+        for done, (run_id, data, error) in enumerate(_results(target, ids, jobs, method, model, options), start=1):
+            diagnosis = None
+            if data is not None:
+                diagnosis = Diagnosis.model_validate_json(data)
+                store.save_diagnosis(diagnosis)
+                result.diagnosed += 1
+                result.failed_diagnoses += diagnosis.failed
+            else:
+                result.errors.append((run_id, error or "unknown error"))
+            if progress is not None:
+                progress(done, len(ids), diagnosis)
+    result.seconds = time.perf_counter() - started
+    return result

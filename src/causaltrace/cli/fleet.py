@@ -1,0 +1,218 @@
+"""The fleet commands (issue 23 item 3): ``pull`` of many traces (``--jaeger URL --service S``, ``--phoenix URL
+--project P``), ``diagnose --all``, ``stats`` and ``report --fleet``.
+
+``pull``, ``diagnose`` and ``report`` keep their parsers in their own modules and hand over here when given the fleet
+options; ``stats`` is defined here. Times (``--since``, ``--until``) are a duration back from now (``90m``, ``6h``,
+``2d``, ``1h30m``) or an ISO date / datetime (naive = local time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from causaltrace.cli.common import console, print_json, store
+from causaltrace.exceptions import UserError
+
+__all__ = ["add_diagnose_all_arguments", "add_pull_fleet_arguments", "add_stats_command", "cmd_diagnose_all",
+           "cmd_pull_many", "cmd_report_fleet", "cmd_stats", "parse_time"]
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+SINCE_HELP = "only runs started since then: a duration back from now (90m, 6h, 2d) or an ISO date/time"
+DEFAULT_SERVICE_SINCE = "6h"
+
+
+def parse_time(text: str, option: str = "--since") -> datetime:
+    """``6h`` → six hours ago; ``2026-12-01`` / ``2026-12-01T20:00`` → that time (local unless it says its zone)."""
+    raw = text.strip()
+    match = _DURATION.match(raw.lower())
+    if raw and match and any(match.groups()):
+        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        return datetime.now(UTC) - timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{option} {text!r}: expected a duration (90m, 6h, 2d) or an ISO date/time") from None
+    return moment.astimezone(UTC)
+
+
+def _since(args: argparse.Namespace) -> datetime | None:
+    return parse_time(args.since) if getattr(args, "since", None) else None
+
+
+# ------------------------------------------------------------------------------------------------------------ pull
+
+
+def add_pull_fleet_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pull`` that select many traces."""
+    p.add_argument("--phoenix", metavar="URL", help="an Arize Phoenix base URL, e.g. http://localhost:6006 (with "
+                   "--project): pull the project's traces through its REST API")
+    p.add_argument("--project", metavar="P", help="the Phoenix project to pull")
+    p.add_argument("--service", metavar="S", help="with --jaeger: pull every trace of this service in the time range")
+    p.add_argument("--since", metavar="WHEN", default=None,
+                   help=f"traces started since then: 90m, 6h, 2d or an ISO date/time (--service default: "
+                        f"{DEFAULT_SERVICE_SINCE}; --phoenix default: all)")
+    p.add_argument("--until", metavar="WHEN", default=None, help="traces started before then (default: now)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N traces (the newest)")
+    p.add_argument("--failed", action="store_true", help="only traces whose root span has status ERROR")
+
+
+def _report_skipped(skipped: list[Any]) -> None:
+    from causaltrace.collector.pulled import skipped_lines
+
+    for line in skipped_lines(skipped):
+        print(f"causaltrace: {line}", file=sys.stderr)
+
+
+def cmd_pull_many(args: argparse.Namespace, save: Any) -> int:
+    """``pull --phoenix URL --project P`` or ``pull --jaeger URL --service S``: store every matching trace's run,
+    printing one run id per line; ``save(args, runs)`` stores a batch (the ``import`` rule: same run → unchanged)."""
+    until = parse_time(args.until, "--until") if args.until else None
+    if args.phoenix:
+        from causaltrace.collector.phoenix import pull_from_phoenix
+
+        if not args.project:
+            raise UserError("pull --phoenix needs --project P (the Phoenix project to pull)")
+        pulled = pull_from_phoenix(args.phoenix, args.project, since=_since(args), until=until, failed=args.failed,
+                                   limit=args.limit, timeout_s=args.timeout)
+        save(args, pulled.runs)
+        _report_skipped(pulled.skipped)
+        return 0
+    from causaltrace.collector.jaeger_fleet import pull_service
+
+    since = parse_time(args.since or DEFAULT_SERVICE_SINCE)
+    stored = 0
+    skipped: list[Any] = []
+    for window in pull_service(args.jaeger, args.service, since, until or datetime.now(UTC), failed=args.failed,
+                               limit=args.limit, timeout_s=args.timeout):
+        if window.pulled.runs:  # each window is stored before the next is asked: an interrupted pull keeps it
+            save(args, window.pulled.runs)
+            stored += len(window.pulled.runs)
+        skipped.extend(window.pulled.skipped)
+    _report_skipped(skipped)
+    if not stored:
+        what = "failed traces" if args.failed else "traces"
+        raise UserError(f"no runs pulled: Jaeger at {args.jaeger} has no {what} of service {args.service!r} that "
+                        "form a run in the time range" + (f" ({len(skipped)} skipped)" if skipped else ""))
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------- diagnose --all
+
+
+def add_diagnose_all_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``diagnose`` for many runs."""
+    p.add_argument("--all", dest="all_runs", action="store_true",
+                   help="diagnose every stored run that is not a success and has no diagnosis of this method yet "
+                        "(resumes where a stopped batch ended)")
+    p.add_argument("--failed", action="store_true", help="with --all: only runs whose outcome is a failure")
+    p.add_argument("--since", metavar="WHEN", default=None, help="with --all: " + SINCE_HELP)
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="with --all: diagnose in N processes (default 1)")
+    p.add_argument("--redo", action="store_true", help="with --all: diagnose runs that already have a diagnosis too")
+
+
+def _progress_bar() -> tuple[Any, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("diagnosing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=console(sys.stderr), transient=False)
+    return bar, bar.add_task("diagnose", total=None)
+
+
+def cmd_diagnose_all(args: argparse.Namespace) -> int:
+    """Diagnose many stored runs (``causaltrace.attribution.fleet``), with a progress bar on stderr; prints the run
+    ids diagnosed, one per line, and a summary line on stderr."""
+    from causaltrace.attribution.fleet import diagnose_all, runs_to_diagnose
+    from causaltrace.cli.common import csv_values
+
+    if args.factory or args.verify:
+        raise UserError("diagnose --all does not replay: --factory / --verify take one run (diagnose RUN_ID)")
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {args.jobs}")
+    with store(args) as db:
+        todo = runs_to_diagnose(db, method=args.method, failed_only=args.failed, since=_since(args), redo=args.redo)
+    if not todo:
+        print("causaltrace: nothing to diagnose (every selected run has a diagnosis of this method; --redo "
+              "diagnoses them again)", file=sys.stderr)
+        return 0
+    bar, task = _progress_bar()
+    done_ids: list[str] = []
+
+    def tick(done: int, total: int, diagnosis: Any) -> None:
+        bar.update(task, completed=done, total=total)
+        if diagnosis is not None:
+            done_ids.append(diagnosis.run_id)
+
+    with bar:
+        result = diagnose_all(args.db, todo, method=args.method, model=args.model, jobs=args.jobs, progress=tick,
+                              with_answer=args.with_answer, ablate=csv_values(args.ablate),
+                              human_speakers=csv_values(args.human_speakers) or None,
+                              min_confidence=args.min_confidence)
+    for run_id in done_ids:
+        sys.stdout.write(run_id + "\n")
+    for run_id, error in result.errors:
+        print(f"causaltrace: could not diagnose {run_id}: {error}", file=sys.stderr)
+    print(f"causaltrace: diagnosed {result.diagnosed} run{'s' if result.diagnosed != 1 else ''} in "
+          f"{result.seconds:.1f} s ({result.runs_per_second:.1f} runs/s, {args.jobs} job{'s' if args.jobs != 1 else ''})"
+          + (f"; {result.failed_diagnoses} failed diagnoses" if result.failed_diagnoses else "")
+          + (f"; {len(result.errors)} errors" if result.errors else ""), file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------- stats
+
+
+def add_stats_command(sub: Any) -> None:
+    """Add ``stats`` to the ``causaltrace`` subcommands."""
+    p = sub.add_parser("stats", help="what fails most across the stored runs: failures by agent, decisive step "
+                                     "kind, error category and framework")
+    p.add_argument("--since", metavar="WHEN", default=None, help=SINCE_HELP)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print the aggregate of the stored diagnoses (``causaltrace.collector.fleet_stats``) as tables or JSON."""
+    from rich.table import Table
+
+    from causaltrace.collector.fleet_stats import GROUPS, fleet_stats
+
+    with store(args, readonly=True) as db:
+        stats = fleet_stats(db, since=_since(args))
+    if args.json:
+        print_json(stats.to_json())
+        return 0
+    out = console()
+    out.print(f"{stats.runs} runs, {stats.failed} failed, {stats.diagnosed} diagnosed"
+              + (f", {stats.diagnosis_failed} diagnoses failed or uncertain" if stats.diagnosis_failed else "")
+              + (f", {stats.undiagnosed} failed runs not yet diagnosed (causaltrace diagnose --all)"
+                 if stats.undiagnosed else ""))
+    for name, heading in GROUPS:
+        table = Table(title=f"failures by {heading}", title_justify="left", show_edge=False)
+        for column, justify in ((heading, "left"), ("runs", "right"), ("share", "right"), ("examples", "left")):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for bucket in getattr(stats, name):
+            table.add_row(bucket.key, str(bucket.count), f"{bucket.share:.0%}", " ".join(bucket.examples))
+        out.print(table)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- report --fleet
+
+
+def cmd_report_fleet(args: argparse.Namespace) -> int:
+    """Write the fleet page (``causaltrace.report.fleet``) of the stored diagnoses."""
+    from causaltrace.collector.fleet_stats import fleet_stats
+    from causaltrace.report.fleet import write_fleet_report
+
+    with store(args, readonly=True) as db:
+        stats = fleet_stats(db, since=_since(args))
+    try:
+        path = write_fleet_report(stats, args.html)
+    except OSError as exc:
+        raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
