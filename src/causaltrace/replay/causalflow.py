@@ -21,7 +21,9 @@
     critiqued step's score and both verdicts. The ground-truth answer reaches the prompts only with
     ``with_answer`` (``--with-answer``), as for the other methods. ``--ablate consensus`` keeps CRS alone.
     Calls, counted per stage in the Diagnosis's cost: ``propose`` K per step, ``predict`` 1 per distinct proposal
-    until the step's first predicted flip, ``consensus`` 2 per flagged step.
+    until the step's first predicted flip, ``consensus`` 2 per flagged step — at most 2K + 2 per step, so
+    hundreds on a 50-step trace. The search is not bounded in time unless ``max_seconds`` is given (a time bound
+    would make the answer depend on the machine's speed); a search that stopped there says so.
 
 * The verification hook (ARCHITECTURE "The default attribution method", step 6): when ``graph`` diagnoses a
   recorded run inside :func:`verification_scope`, its top candidates are verified by replay and the earliest that
@@ -124,7 +126,7 @@ class CausalFlowMethod(Method):
     llm_stage_ids: ClassVar[tuple[str, ...]] = ("propose", "predict", "consensus")
     uses_model: ClassVar[bool] = True
     default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3,
-                                                     "consensus_formula": "paper", "tau_c": TAU_C}
+                                                     "consensus_formula": "paper", "tau_c": TAU_C, "max_seconds": None}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         if not has_recording(ctx.run):
@@ -171,10 +173,12 @@ class CausalFlowMethod(Method):
         with consensus_settings(formula=formula, tau=float(self.options["tau_c"]),
                                 enabled=ctx.enabled("consensus")):
             result = await _repair(run, None, None, None, int(self.options["k"]), model=judge, store=False,
-                                  exhaustive=True, agent_first=False, mutation_budget=0)
+                                  exhaustive=True, agent_first=False, mutation_budget=0,
+                                  max_seconds=self.options["max_seconds"])
         predictions = sum(len(a.replays) for a in result.attempts)
         ctx.record("replay", {"verified_by": "prediction", "crs": {a.step_id: a.crs for a in result.attempts},
-                              "predictions": predictions, "tried": result.diagnosis.artifacts.get("replays", [])})
+                              "predictions": predictions, "budget_exhausted": result.budget_exhausted,
+                              "tried": result.diagnosis.artifacts.get("replays", [])})
         artifact = consensus_artifact(result.attempts).get("consensus")
         ctx.record("consensus", artifact if artifact is not None else {
             "skipped": "ablated" if not ctx.enabled("consensus") else "no step was flagged"})
@@ -182,7 +186,11 @@ class CausalFlowMethod(Method):
         if not flagged:
             raise MethodFailed(f"no correction of any of {len(result.attempts)} steps is predicted to flip the "
                                f"outcome ({predictions} predictions)")
-        return _predicted_finding(ctx.run, flagged)
+        finding = _predicted_finding(ctx.run, flagged)
+        if result.budget_exhausted:
+            finding.explanation += (f" The search stopped when its {self.options['max_seconds']} s ran out, after "
+                                    f"{len(result.attempts)} steps.")
+        return finding
 
 
 def _without_answer(run: Run) -> Run:
