@@ -26,7 +26,7 @@ from _postgres import sql_rows
 from causaltrace.collector import _migrations
 from causaltrace.collector.store import SCHEMA_VERSION, Store, WriterInfo
 from causaltrace.exceptions import InvalidInputError, RunNotFoundError, StoreError
-from causaltrace.recording import canonicalize_request, encode_response
+from causaltrace.recording import canonicalize_request, encode_response, request_hash
 from causaltrace.schema import (
     Annotations,
     Candidate,
@@ -35,6 +35,7 @@ from causaltrace.schema import (
     EvidenceItem,
     Outcome,
     OutcomeStatus,
+    RecordedCall,
     Recording,
     RepairPair,
     Run,
@@ -199,13 +200,22 @@ def test_save_run_is_idempotent_and_replaces(store: Store) -> None:
 
 
 def test_large_run_round_trip_and_timings(store: Store) -> None:
-    """10,000 steps: written in one transaction and read back equal (timings printed, never asserted)."""
+    """10,000 steps and 60 recorded calls: written in one transaction (PostgreSQL sends the many dependency and
+    recording rows by COPY) and read back equal, every dependency row in place (timings printed, never asserted)."""
+    awkward = "tab\there, a new\nline, a back\\slash, \\N, ünï ✓"  # what COPY's text format must escape
+    calls = tuple(
+        RecordedCall(run_id="big-run-0001", step_id=f"big-run-0001-s{i + 1}", agent_key="team/a", kind="llm",
+                     ordinal=i, request={"i": i, "text": awkward}, request_hash=request_hash({"i": i}),
+                     response=awkward if i % 2 else None, start_order=i, finish_order=i)
+        for i in range(60)
+    )
     run = Run(
         run_id="big-run-0001",
         framework="autogen",
         steps=tuple(chain_steps("big-run-0001", 10_000)),
         started_at=T0,
         outcome=Outcome(status="failure"),
+        recording=Recording(run_id="big-run-0001", calls=calls),
     )
     t = time.perf_counter()
     store.finish_run(run)
@@ -214,6 +224,11 @@ def test_large_run_round_trip_and_timings(store: Store) -> None:
     back = store.get_run("big-run")
     read_s = time.perf_counter() - t
     assert back == run
+    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'big-run-0001'") == [(9_999,)]
+    assert sql_rows(store, "SELECT producer, kind, pos FROM dependencies WHERE consumer = 'big-run-0001-s5000'") == [
+        ("big-run-0001-s4999", "continues", 0)
+    ]
+    assert sql_rows(store, "SELECT step_id, ordinal FROM recordings WHERE seq = 59") == [("big-run-0001-s60", 59)]
     print(f"\nstore: finish_run {10_000 / write_s:,.0f} steps/s; get_run of 10,000 steps {read_s:.3f} s")
 
 

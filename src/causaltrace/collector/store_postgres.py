@@ -19,6 +19,7 @@ extra), imported only when such a URL is opened.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,10 @@ URL_SCHEMES = ("postgresql", "postgres")
 _WRITE_LOCK = 0x63617573616C7472
 _CONNECT_TIMEOUT_S = 10
 _SCHEMA_VERSION = _migrations.LATEST_VERSION
+#: A plain ``INSERT INTO table (columns) VALUES (?, …)`` (no ON CONFLICT): many rows of it go by COPY.
+_PLAIN_INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \((?:\?, )*\?\)")
+#: From how many rows a plain insert is sent by COPY instead of one statement per row.
+_COPY_MIN_ROWS = 50
 
 
 def _one_line(exc: BaseException) -> str:
@@ -69,10 +74,19 @@ class PgConnection:
         return self.raw.execute(_qmark(sql), tuple(parameters))
 
     def executemany(self, sql: str, parameters: Any) -> None:
+        """The statement once per row (psycopg's pipeline); a plain INSERT of many rows by one COPY, which costs
+        psycopg a fraction of the per-row work (a finished 10,000-step run's ~19,000 dependency rows)."""
         rows = list(parameters)
-        if rows:
-            with self.raw.cursor() as cur:
+        if not rows:
+            return
+        plain = _PLAIN_INSERT.fullmatch(sql) if len(rows) >= _COPY_MIN_ROWS else None
+        with self.raw.cursor() as cur:
+            if plain is None:
                 cur.executemany(_qmark(sql), rows)
+                return
+            with cur.copy(f"COPY {plain[1]} ({plain[2]}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
 
     def close(self) -> None:
         self.raw.close()
