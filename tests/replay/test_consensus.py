@@ -274,3 +274,21 @@ async def test_replay_verified_results_skip_the_consensus():
         assert await confirm_flagged(run, attempt, judge) is True and calls == []
     assert await confirm_flagged(run, attempt, judge) is False  # the judge's "{}" is no verdict: DISAGREE, 0
     assert len(calls) == 2 and attempt.best.consensus.score == pytest.approx(1 / 3, abs=1e-4)
+
+
+async def test_the_formula_switch_for_commands_without_options(monkeypatch):
+    """``CAUSALTRACE_CONSENSUS_FORMULA=code`` switches ``repair`` / ``diagnose`` / ``bench``; a bad name is one
+    clear UserError."""
+    import causaltrace
+    from causaltrace.replay.consensus import current_settings
+
+    monkeypatch.setenv("CAUSALTRACE_CONSENSUS_FORMULA", "code")
+    assert current_settings().formula == "code"
+    with consensus_settings(formula="paper"):
+        assert current_settings().formula == "paper"  # an explicit choice wins
+    verdicts = {1: (("AGREE", 0.25), ("AGREE", 0.25)), 2: (("AGREE", 0.9), ("AGREE", 0.9))}
+    d = await diagnose(_spider_run(), "causalflow", _judge(Model(verdicts, flips={1, 2})), store=False)
+    assert d.artifacts["consensus"]["formula"] == "code" and d.decisive_step_index == 2
+    monkeypatch.setenv("CAUSALTRACE_CONSENSUS_FORMULA", "mean")
+    with pytest.raises(causaltrace.UserError, match="unknown consensus formula 'mean'"):
+        current_settings()

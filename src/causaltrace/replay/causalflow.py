@@ -14,8 +14,8 @@
     only (a deterministic mutation would cost one prediction each), each outcome PREDICTED
     (:mod:`causaltrace.replay.predictive`, ``verified_by="prediction"``), and every CRS-flagged step goes through
     the critic / meta-critic consensus (:mod:`causaltrace.replay.consensus`: the paper's formula by default,
-    ``consensus_formula="code"`` for the code's, ``tau_c`` = 0.5). A flagged step the critics reject is dropped;
-    the decisive step is the earliest CONFIRMED one. When none is confirmed, the earliest flagged step is
+    ``consensus_formula="code"`` or ``$CAUSALTRACE_CONSENSUS_FORMULA=code`` for the code's, ``tau_c`` = 0.5). A
+    flagged step the critics reject is dropped; the decisive step is the earliest CONFIRMED one. When none is confirmed, the earliest flagged step is
     reported unconfirmed (SEEDS §4.5.7's fallback), its low consensus as the confidence, and the explanation says
     so. ``Diagnosis.confidence`` is the decisive step's consensus score; ``artifacts["consensus"]`` holds every
     critiqued step's score and both verdicts. The ground-truth answer reaches the prompts only with
@@ -50,7 +50,7 @@ from causaltrace.attribution.engine import (
     register_verification_hook,
 )
 from causaltrace.protocols import register_method
-from causaltrace.replay.consensus import TAU_C, consensus_artifact, consensus_settings
+from causaltrace.replay.consensus import TAU_C, consensus_artifact, consensus_settings, current_settings
 from causaltrace.replay.executor import has_recording
 from causaltrace.schema import Candidate, EvidenceItem, Run
 
@@ -126,7 +126,7 @@ class CausalFlowMethod(Method):
     llm_stage_ids: ClassVar[tuple[str, ...]] = ("propose", "predict", "consensus")
     uses_model: ClassVar[bool] = True
     default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3,
-                                                     "consensus_formula": "paper", "tau_c": TAU_C, "max_seconds": None}
+                                                     "consensus_formula": None, "tau_c": TAU_C, "max_seconds": None}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         if not has_recording(ctx.run):
@@ -169,7 +169,7 @@ class CausalFlowMethod(Method):
         if ctx.run.outcome.status != "failure":
             raise MethodFailed(f"causalflow corrects a failed run; this one's outcome is {ctx.run.outcome.status!r}")
         run = ctx.run if ctx.with_answer else _without_answer(ctx.run)
-        formula = str(self.options["consensus_formula"])
+        formula = self.options["consensus_formula"] or current_settings().formula
         with consensus_settings(formula=formula, tau=float(self.options["tau_c"]),
                                 enabled=ctx.enabled("consensus")):
             result = await _repair(run, None, None, None, int(self.options["k"]), model=judge, store=False,

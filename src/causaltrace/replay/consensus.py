@@ -31,13 +31,16 @@ use the configured one, at the judge's temperature). Both calls are counted unde
 
 The search hook is :func:`confirm_flagged` (called by :func:`causaltrace.replay.repair.repair` for each flagged
 step); :func:`consensus_settings` chooses the formula, τ_c, or switches the stage off for the block (the
-``causalflow`` method's ``consensus_formula`` / ``tau_c`` options and ``--ablate consensus``).
+``causalflow`` method's ``consensus_formula`` / ``tau_c`` options and ``--ablate consensus``);
+``CAUSALTRACE_CONSENSUS_FORMULA=code`` is the switch for commands that take no option (``repair``, ``diagnose``,
+``bench``).
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +53,7 @@ from causaltrace.schema import Consensus, Critique, Intervention, Run, Step
 
 __all__ = [
     "FORMULAS",
+    "FORMULA_ENV",
     "TAU_C",
     "ConsensusSettings",
     "confirm_flagged",
@@ -92,9 +96,20 @@ _SETTINGS: contextvars.ContextVar[ConsensusSettings | None] = contextvars.Contex
 )
 
 
+#: The switch for code and CLI commands that take no consensus option (``repair``, ``diagnose``, ``bench``).
+FORMULA_ENV = "CAUSALTRACE_CONSENSUS_FORMULA"
+
+
 def current_settings() -> ConsensusSettings:
-    """The settings in force (:func:`consensus_settings`; the paper's formula and τ_c = 0.5 by default)."""
-    return _SETTINGS.get() or _DEFAULT_SETTINGS
+    """The settings in force: :func:`consensus_settings` inside its block, else the paper's formula (or
+    ``$CAUSALTRACE_CONSENSUS_FORMULA``, ``paper`` / ``code``) and τ_c = 0.5."""
+    settings = _SETTINGS.get()
+    if settings is not None:
+        return settings
+    formula = os.environ.get(FORMULA_ENV, "").strip().lower()
+    if not formula or formula == _DEFAULT_SETTINGS.formula:
+        return _DEFAULT_SETTINGS
+    return ConsensusSettings(formula=formula)  # type: ignore[arg-type]  # an unknown name is a UserError
 
 
 @contextmanager
