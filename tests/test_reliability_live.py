@@ -209,6 +209,13 @@ _DEAD_EXPORTER = textwrap.dedent(
 
 
 def test_dead_otlp_endpoint_bounds_the_exit_delay(tmp_path: Path) -> None:
+    """What a dead endpoint adds to the exit is the exporter's shutdown at exit (the atexit handlers that run between
+    the script's last line and ``STATS``, registered first so it runs last): bounded by the export timeouts.
+
+    It is measured on the child's own clock, from its last line to ``STATS``; the interpreter's teardown after the
+    atexit handlers sends nothing and waits on nothing, but under a loaded machine (a CPU-starved child) it alone
+    took 3-6 s, so it is not part of the bound (it used to make this test fail about 1 run in 5 under load).
+    """
     home = tmp_path / "home"
     home.mkdir()
     endpoint = f"http://127.0.0.1:{_closed_port()}"
@@ -221,9 +228,11 @@ def test_dead_otlp_endpoint_bounds_the_exit_delay(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     done = next(line for line in proc.stdout.splitlines() if line.startswith("DONE"))
     stats = next(line for line in proc.stdout.splitlines() if line.startswith("STATS")).split()
-    # the child's clock is the same monotonic clock as ours (one machine)
-    exit_delay = exited - float(done.split()[1])
-    assert exit_delay <= 2.5, f"exit took {exit_delay:.1f} s after the last run (total {exited - started:.1f} s)"
+    shutdown_s = float(stats[3]) - float(done.split()[1])
+    assert shutdown_s <= 2.0, (
+        f"the exporter's shutdown took {shutdown_s:.1f} s after the last run (exit after "
+        f"{exited - float(done.split()[1]):.1f} s, total {exited - started:.1f} s)"
+    )
     assert int(stats[1]) == 15 + 3 and int(stats[2]) >= 1  # 15 step spans + 3 root spans given up, counted
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
