@@ -114,6 +114,42 @@ def test_typed_values_are_normalised_and_grouped():
     vals = {(v.kind, v.key, v.group) for v in values_in("It weighs 12kg (about 26.5 pounds) on Tuesday; net.",
                                                         code="avg = total / 2")}
     assert {("number", "12", "number"), ("unit", "kg", "mass"), ("unit", "lb", "mass"),
-            ("entity", "tuesday", "weekday"), ("word", "net", "net-gross"), ("operator", "/ 2", "operator")} <= vals
+            ("entity", "tuesday", "weekday"), ("word", "net", "net-gross"), ("operator", "/ 2", "arithmetic")} <= vals
     assert number_key("1,234.50") == "1234.5" and number_key("207.0") == "207"
     assert [v.key for v in values_in("The price is 21.")] == ["21"]  # sentence-final
+
+
+def test_bounds_in_words_and_in_code_are_operators():
+    vals = {(v.key, v.group) for v in values_in("orders of at least 100 dollars, the integers from 1 to 6",
+                                                code="n = len([o for o in xs if o > 100])\nfor i in range(1, 6): pass\n"
+                                                     "avg = (21 + 27 + 12) / 2") if v.kind == "operator"}
+    assert {(">= 100", "comparison"), ("1..6", "span"), ("> 100", "comparison"), ("1..5", "span"),
+            ("mean of 3 / 2", "mean")} <= vals
+
+
+def test_code_whose_operator_contradicts_its_sources_is_a_change():
+    run = (RunBuilder("logic").task("Count the orders of at least 100 dollars; sum the squares of 1 to 6 "
+                                    "(the integers from 1 to 6); and give the average of the three readings.")
+           .tool_response("coder", "[250, 100, 40]", deps=[("task", "saw")])
+           .message("coder", "```python\nprint(len([o for o in [250, 100, 40] if o > 100]))\n"
+                             "print(sum(i * i for i in range(1, 6)))\nprint((21 + 27 + 12) / 2)\n```",
+                    deps=[("resp-1", "saw")])
+           .final_answer("coder", "1, 55, 30", deps=[("message-1", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    changes = {(c.index, c.before, c.after) for c in build_provenance(run).changes if c.kind == "operator"}
+    assert changes == {(2, ">= 100", "> 100"), (2, "1..6", "1..5"), (2, "/ 3", "/ 2")}
+
+
+def test_a_handoff_to_the_agent_its_sources_did_not_name_is_a_target_substitution():
+    run = (RunBuilder("route").task("A customer wants a refund for order B7.")
+           .tool_response("triage", "billing", deps=[("task", "saw")])
+           .step("handoff", "triage", content="Transferred to tech_agent.", outputs={"target": "tech_agent"},
+                 metadata={"candidates": ["billing_agent", "tech_agent"]}, deps=[("resp-1", "observed")])
+           .message("tech_agent", "Please restart the device.", deps=[("handoff-1", "handoff_from")])
+           .final_answer("tech_agent", "Please restart the device.", deps=[("message-1", "answer_of")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    [change] = prov.changes
+    assert (change.index, change.source, change.kind, change.before, change.after) == (2, 1, "target",
+                                                                                      "billing_agent", "tech_agent")
+    assert prov.reaches(2) > 0.9  # the answer came from the agent the handoff chose

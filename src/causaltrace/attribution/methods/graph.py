@@ -80,6 +80,8 @@ provenance ``change`` / ``carrier`` (0.5 / 0.7; issue 20 item 4)  zoo tuning hal
                                                                  24 -> 23 / 92 (one trace: noise)
 target grounding (stages.targets: handoff / selection / call)    zoo tuning half (16 -> 19 / 31); Who&When dev
                                                                  unchanged
+operators against their sources (bounds in words, spans, means)  zoo tuning half (19 -> 22 / 31); Who&When dev
+                                                                 unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -51,6 +51,7 @@ The artifact lists the changes, the carriers, the reach scores and each candidat
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ _DECAY = 0.97
 _OBSERVED = 0.5
 _OBSERVATION_KINDS = frozenset({"observed", "saw", "continues"})
 _SUBSTITUTABLE = frozenset({"unit", "word"})
+_LOGIC = frozenset({"comparison", "span", "mean"})
+_FENCE = re.compile(r"```[\w+-]*\n(.*?)```", re.DOTALL)
 _MAX_POOL = 40
 
 
@@ -217,6 +220,8 @@ def _step_values(step: Step, skip: frozenset[str]) -> list[Value]:
         if isinstance(holder.get("code"), str):
             code = str(holder["code"])
             break
+    if not code and "```" in (step.content or ""):
+        code = "\n".join(_FENCE.findall(step.content[:50_000]))
     targets: list[str] = []
     who = addressee(step)
     if who:
@@ -307,6 +312,8 @@ class _Builder:
         self.prov.addressed_by = _addressed(self.steps)
         self.user_steps: list[int] = [s.index for s in steps if is_user_input(s) and s.kind != "task"][:3]
         self.user_steps += [s.index for s in steps if s.kind == "task"][:1]
+        first_task = next((s for s in steps if s.kind == "task"), None)
+        self.task_text = run.task or (content_of(first_task) if first_task is not None else "")
 
     def given(self) -> None:
         self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
@@ -432,7 +439,12 @@ class _Builder:
         held = {_vkey(v) for v in self.values.get(k, [])}
         candidates = [v for v in new[:_MAX_POOL] if (v.kind == "number" and _vkey(v) not in derived) or (
             v.kind in _SUBSTITUTABLE or v.kind == "quantity" or (v.kind == "entity" and v.group in ("weekday",
-                                                                                                   "month")))]
+                                                                                                   "month"))
+            or v.group in _LOGIC)]
+        for v in candidates:
+            if v.group == "mean":
+                self._mean_slip(step, v)
+        candidates = [v for v in candidates if v.group != "mean"]
         if not candidates:
             return
         kinds = {v.kind for v in candidates}
@@ -459,17 +471,34 @@ class _Builder:
                 slip = Change(k, j, "number", u.key, v.key, "copy")
         return slip
 
+    def _mean_slip(self, step: Step, v: Value) -> None:
+        """``(a + b + c) / 2`` where a mean is meant (the step or the task says average / mean / avg)."""
+        terms, divisor = v.key.removeprefix("mean of ").split(" / ")
+        said = f"{content_of(step)} {(step.arguments or {}).get('code', '')} {self.task_text}".lower()
+        if terms != divisor and any(w in said for w in ("average", "mean", "avg")):
+            self.prov.changes.append(Change(step.index, step.index, "operator", f"/ {terms}", f"/ {divisor}",
+                                            "substitution"))
+
     @staticmethod
     def _substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
-        """A value of the step's sources of the same group as ``v`` (a quantity: the same number) but different."""
+        """A value of the step's sources of the same group as ``v`` (a quantity or comparison: the same number; a
+        span: the same start or end) but different."""
         for j, u in pool:
             if u.kind != v.kind or u.group != v.group or u.key == v.key:
                 continue
-            if v.kind != "quantity":
+            if v.kind == "quantity":
+                (n_u, unit_u), (n_v, unit_v) = u.key.split(" ", 1), v.key.split(" ", 1)
+                if n_u == n_v:
+                    return Change(k, j, "unit", unit_u, unit_v, "substitution")
+            elif v.group == "comparison":
+                if u.key.split(" ", 1)[1] == v.key.split(" ", 1)[1]:
+                    return Change(k, j, "operator", u.key, v.key, "substitution")
+            elif v.group == "span":
+                (a_u, b_u), (a_v, b_v) = u.key.split(".."), v.key.split("..")
+                if a_u == a_v or b_u == b_v:
+                    return Change(k, j, "operator", u.key, v.key, "substitution")
+            else:
                 return Change(k, j, v.kind, u.key, v.key, "substitution")
-            (n_u, unit_u), (n_v, unit_v) = u.key.split(" ", 1), v.key.split(" ", 1)
-            if n_u == n_v:
-                return Change(k, j, "unit", unit_u, unit_v, "substitution")
         return None
 
 

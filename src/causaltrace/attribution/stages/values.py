@@ -18,8 +18,10 @@ Kinds:
   even where ``miles`` is also used;
 * ``entity`` — a capitalised name (a city, a person, a landmark) that is not a sentence's function word, and every
   weekday / month;
-* ``operator`` — in code: an arithmetic or comparison operator with its literal operand (``/ 2``, ``< 10``) and the
-  bounds of ``range(...)`` and of slices; in any text: aggregation words (sum, average, maximum…);
+* ``operator`` — in code: an arithmetic or comparison operator with its literal operand (``/ 2``, ``> 100``), the
+  bounds of ``range(...)`` (also as the span it covers: ``range(1, 6)`` is ``1..5``) and of slices, a mean written
+  ``(a + b + c) / n``; in any text: bounds stated in words (``at least 100`` is ``>= 100``, ``from 1 to 6`` the span
+  ``1..6``) and aggregation words (sum, average, maximum…);
 * ``target`` — the agent a step addresses (a handoff target, a selected speaker, ``X (-> Y)``) and a called tool or
   managed agent;
 * ``word`` — qualifiers that flip a result (net / gross, including / excluding, cancelled…).
@@ -108,6 +110,18 @@ _VOCABULARY = re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) for w in _VOCA
                                                     key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]+")
 _CODE_OPERATOR = re.compile(r"(?<![=!<>/*])(//|\*\*|[-+*/%]|[<>]=?|==|!=)\s*(\d+(?:\.\d+)?)(?![\w.])")
+_COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
+_MEAN = re.compile(r"\(([^()]{1,200})\)\s*/\s*(\d+)(?![\w.])")
+#: a bound stated in words → the comparison it means ("at least 100" is ">= 100")
+_PHRASES = (
+    (">=", r"at least|no less than|not less than|a minimum of|minimum of"),
+    (">", r"more than|greater than|over|above|exceeding|higher than"),
+    ("<=", r"at most|no more than|not more than|up to|a maximum of|maximum of"),
+    ("<", r"less than|fewer than|under|below|lower than"),
+)
+_BOUND = re.compile(r"\b(" + "|".join(f"(?P<p{i}>{alts})" for i, (_, alts) in enumerate(_PHRASES))
+                    + r")\s+\$?(-?\d+(?:\.\d+)?)\b", re.IGNORECASE)
+_SPAN = re.compile(r"\b(?:from|between)\s+(-?\d+)\s+(?:to|and|through)\s+(-?\d+)\b", re.IGNORECASE)
 _RANGE = re.compile(r"\brange\(\s*([^()]{0,40})\)")
 _SLICE = re.compile(r"\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|[\"'(\[]\s*)$")
@@ -212,13 +226,33 @@ def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
             out.append(Value("entity", low, "name", m.group(0)))
 
 
+def _bounds(text: str, out: list[Value]) -> None:
+    """Bounds stated in words: ``at least 100`` → ``>= 100``; ``from 1 to 6`` → the span ``1..6``."""
+    for m in _BOUND.finditer(text):
+        op = next(_PHRASES[i][0] for i in range(len(_PHRASES)) if m.group(f"p{i}"))
+        key = number_key(m.group(len(_PHRASES) + 2))
+        if key is not None:
+            out.append(Value("operator", f"{op} {key}", "comparison", m.group(0)))
+    for m in _SPAN.finditer(text):
+        out.append(Value("operator", f"{int(m.group(1))}..{int(m.group(2))}", "span", m.group(0)))
+
+
 def _code(code: str, out: list[Value]) -> None:
     for m in _CODE_OPERATOR.finditer(code):
         key = number_key(m.group(2))
         if key is not None:
-            out.append(Value("operator", f"{m.group(1)} {key}", "operator", m.group(0)))
+            group = "comparison" if m.group(1) in _COMPARISONS else "arithmetic"
+            out.append(Value("operator", f"{m.group(1)} {key}", group, m.group(0)))
     for m in _RANGE.finditer(code):
         out.append(Value("operator", "range(" + re.sub(r"\s+", "", m.group(1)) + ")", "bound", m.group(0)))
+        bounds = [b.strip() for b in m.group(1).split(",")]
+        if 1 <= len(bounds) <= 2 and all(re.fullmatch(r"-?\d+", b) for b in bounds):
+            lo, hi = (0, int(bounds[0])) if len(bounds) == 1 else (int(bounds[0]), int(bounds[1]))
+            out.append(Value("operator", f"{lo}..{hi - 1}", "span", m.group(0)))
+    for m in _MEAN.finditer(code):
+        terms = len([t for t in m.group(1).split("+") if t.strip()])
+        if terms >= 2:  # "(a + b + c) / n": a mean of `terms` values divided by n
+            out.append(Value("operator", f"mean of {terms} / {m.group(2)}", "mean", m.group(0)))
     for m in _SLICE.finditer(code):
         out.append(Value("operator", f"[{m.group(1)}:{m.group(2)}]", "bound", m.group(0)))
 
@@ -232,6 +266,7 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
     text = text[:limit]
     _numbers(text, out, _Words(text))
     _words(text, out, skip)
+    _bounds(text, out)
     if code:
         _code(code[:limit], out)
     arg_numbers = [v for v in (arguments or {}).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
