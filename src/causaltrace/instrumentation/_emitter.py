@@ -27,11 +27,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from causaltrace import semconv
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
+from causaltrace.instrumentation._export import exporting
 from causaltrace.schema import Recording, Step
 
 __all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]
@@ -200,7 +202,14 @@ class Emitter:
 
     @never_raise()
     def start_root(self, attributes: Mapping[str, Any], *, start_time_ns: int) -> Span | None:
-        """Open a run's root span (a real SDK span, a child of the caller's active span, if any)."""
+        """Open a run's root span (a real SDK span, a child of the caller's active span, if any); inside
+        :func:`~causaltrace.instrumentation._export.unexported` (a replay) an unsampled one, whatever the sampler."""
+        if not exporting():
+            parent = trace.get_current_span().get_span_context()
+            ids = RandomIdGenerator()
+            trace_id = parent.trace_id if parent.is_valid else ids.generate_trace_id()
+            return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
+                                                trace_flags=TraceFlags(TraceFlags.DEFAULT)))
         return self.tracer.start_span(
             semconv.root_span_name(attributes.get(semconv.RUN_NAME)),
             kind=SpanKind.INTERNAL,

@@ -12,20 +12,35 @@ Decisions (ARCHITECTURE decision 4, FACTS.md "OpenTelemetry"):
 * Export never blocks the agent: spans go through a batch processor with a large queue; a span dropped because
   the queue is full, or a batch the exporter failed to send, is COUNTED (:func:`export_stats`) and reported in a
   warning, never silent.
+* One trace per user run, and nothing else by default (issue 22 item 3): what runs inside :func:`unexported` —
+  a replay, and the factory building its team — is stored but not exported (its spans are not sampled: a valid,
+  unsampled parent context, so causaltrace's spans and every ParentBased-sampled framework span inside are not
+  recorded; causaltrace's own processor also drops any span of such a trace that another sampler recorded).
+  ``CAUSALTRACE_EXPORT_REPLAYS=true`` exports replays again (each its own trace, named ``… (replay)``, its
+  metadata ``replay.of`` naming the original run); the factory build stays unexported.
+* AutoGen's own spans (its runtime's ``autogen publish / process / send / ack / create`` plumbing, and autogen-core's
+  ``invoke_agent`` / ``execute_tool`` / ``create_agent`` spans, which would draw a second agent tree beside
+  causaltrace's) are dropped by causaltrace's processor and counted in ``export_stats().framework_dropped``;
+  ``CAUSALTRACE_AUTOGEN_SPANS=keep`` keeps them. With your own provider (whose processors causaltrace does not
+  touch) set ``AUTOGEN_DISABLE_RUNTIME_TRACING=true`` for the runtime's share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from causaltrace import semconv
 
@@ -34,8 +49,11 @@ __all__ = [
     "ExportStats",
     "default_resource",
     "export_stats",
+    "exporting",
     "otlp_exporter_from_env",
+    "replays_exported",
     "resolve_provider",
+    "unexported",
 ]
 
 logger = logging.getLogger("causaltrace")
@@ -51,6 +69,10 @@ class ExportStats:
     failed: int = 0
     #: Export batches given up (the exporter failed or timed out; their spans are in ``failed``).
     failed_batches: int = 0
+    #: Framework spans causaltrace's processor dropped (AutoGen's runtime plumbing and duplicate agent tree).
+    framework_dropped: int = 0
+    #: Spans of unexported traces (a replay, a factory build) that a non-ParentBased sampler recorded anyway.
+    unexported_dropped: int = 0
 
 
 _STATS = ExportStats()
@@ -149,6 +171,59 @@ def export_timeouts() -> tuple[float, int]:
     return request_s, batch_ms
 
 
+_UNEXPORTED: ContextVar[bool] = ContextVar("causaltrace_unexported", default=False)
+#: Trace ids of the unexported scopes opened so far (bounded): causaltrace's processor drops their spans.
+_QUIET_TRACES: set[int] = set()
+_FALSE = ("0", "false", "no", "off")
+
+
+def exporting() -> bool:
+    """Whether spans started here are exported (False inside :func:`unexported`)."""
+    return not _UNEXPORTED.get()
+
+
+def replays_exported() -> bool:
+    """``CAUSALTRACE_EXPORT_REPLAYS=true``: replays are exported as their own traces (default: stored only)."""
+    return (os.environ.get("CAUSALTRACE_EXPORT_REPLAYS") or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _keep_framework_spans() -> bool:
+    return (os.environ.get("CAUSALTRACE_AUTOGEN_SPANS") or "").strip().lower() in ("keep", "1", "true", "yes", "on")
+
+
+@contextlib.contextmanager
+def unexported() -> Iterator[None]:
+    """Run a block whose spans are stored, not exported: a replay, the factory that builds its team.
+
+    The block's current span becomes a valid but UNSAMPLED context, so every span a ParentBased sampler (the SDK
+    default) sees inside is not recorded, causaltrace's runs inside start unsampled roots (their steps still reach
+    the store), and causaltrace's processor drops the rest of that trace. Nests; never raises into the block.
+    """
+    ids = RandomIdGenerator()
+    ctx = trace.SpanContext(ids.generate_trace_id(), ids.generate_span_id(), is_remote=False,
+                            trace_flags=trace.TraceFlags(trace.TraceFlags.DEFAULT))
+    if len(_QUIET_TRACES) > 4096:
+        _QUIET_TRACES.clear()
+    _QUIET_TRACES.add(ctx.trace_id)
+    flag = _UNEXPORTED.set(True)
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(ctx)))
+    try:
+        yield
+    finally:
+        try:
+            otel_context.detach(token)
+            _UNEXPORTED.reset(flag)
+        except Exception:  # left in another context (a generator closed elsewhere): the flag ends with it
+            logger.debug("causaltrace: leaving an unexported scope out of order", exc_info=True)
+
+
+def _is_framework_plumbing(span: ReadableSpan) -> bool:
+    """AutoGen's own spans: its runtime's (scope ``autogen <runtime>``) and autogen-core's GenAI ones."""
+    scope = span.instrumentation_scope
+    name = scope.name if scope is not None else ""
+    return name == "autogen-core" or name.startswith("autogen ")
+
+
 class CountingBatchSpanProcessor(BatchSpanProcessor):
     """A BatchSpanProcessor that counts the spans a full queue drops and the spans a failing exporter loses."""
 
@@ -162,6 +237,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         )
         self._max_queue = max_queue_size
         self._warned_at = 0
+        self._keep_framework = _keep_framework_spans()
 
     def shutdown(self) -> None:
         """Shut down within the batch export timeout (the SDK's own bound is 30 s), so exit is never held long."""
@@ -182,6 +258,14 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         if not (span.context and span.context.trace_flags.sampled):
+            return
+        if span.context.trace_id in _QUIET_TRACES:
+            with _STATS_LOCK:
+                _STATS.unexported_dropped += 1
+            return
+        if _is_framework_plumbing(span) and not self._keep_framework:
+            with _STATS_LOCK:
+                _STATS.framework_dropped += 1
             return
         full = self._queue_len() >= self._max_queue
         with _STATS_LOCK:

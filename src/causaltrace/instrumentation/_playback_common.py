@@ -10,14 +10,16 @@ only through :class:`~causaltrace.protocols.PlaybackCore` (``instrumentation`` n
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from causaltrace.instrumentation._export import replays_exported, unexported
 from causaltrace.protocols import CallEdit, Factory, PlaybackCore, Sandbox, SessionOpener
 from causaltrace.schema import Run, StepError
 
-__all__ = ["PlaybackAdapterBase", "exception_of", "replay_name", "task_of"]
+__all__ = ["PlaybackAdapterBase", "exception_of", "replay_name", "replay_scope", "task_of", "unexported"]
 
 
 class PlaybackAdapterBase:
@@ -45,11 +47,16 @@ class PlaybackAdapterBase:
         verify: Any = None,
     ) -> Run:
         """Build a fresh team / agent with ``factory``, swap in the playback parts driven by ``playback``, run it
-        on the original run's task and return the new Run (the first divergence raised as ``ReplayDivergence``)."""
-        built = factory()
-        root = await built if inspect.isawaitable(built) else built
-        assembled = self.assemble(root, playback, sandbox=sandbox, open_session=open_session)
-        return await self.run_assembled(assembled, verify=verify)
+        on the original run's task and return the new Run (the first divergence raised as ``ReplayDivergence``).
+
+        The build is never exported (the framework's spans while the factory runs), the replay only with
+        ``CAUSALTRACE_EXPORT_REPLAYS=true``: one trace per user run (:func:`replay_scope`)."""
+        with unexported():
+            built = factory()
+            root = await built if inspect.isawaitable(built) else built
+            assembled = self.assemble(root, playback, sandbox=sandbox, open_session=open_session)
+        with replay_scope():
+            return await self.run_assembled(assembled, verify=verify)
 
     def assemble(self, root: Any, playback: PlaybackCore, *, sandbox: Sandbox | None,
                  open_session: SessionOpener | None) -> Any:
@@ -67,6 +74,11 @@ class PlaybackAdapterBase:
     def ensure_instrumented(self) -> None:
         if self.instrument is not None:
             self.instrument()
+
+
+def replay_scope() -> contextlib.AbstractContextManager[None]:
+    """The scope a replay runs in: unexported (stored only), unless ``CAUSALTRACE_EXPORT_REPLAYS=true``."""
+    return contextlib.nullcontext() if replays_exported() else unexported()
 
 
 def task_of(run: Run) -> str:

@@ -88,7 +88,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causaltrace.exceptions import UserError
-from causaltrace.instrumentation._playback_common import PlaybackAdapterBase, replay_name, task_of
+from causaltrace.instrumentation._playback_common import (
+    PlaybackAdapterBase,
+    replay_name,
+    replay_scope,
+    task_of,
+    unexported,
+)
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._playback_keys import walk
 from causaltrace.protocols import CallEdit, Factory, PlaybackCore, Sandbox, SessionOpener
@@ -126,8 +132,10 @@ class SmolagentsReplayAdapter(PlaybackAdapterBase):
                     open_session: SessionOpener | None, verify: Any = None) -> Run:
         """:meth:`~PlaybackAdapterBase.replay` for sync code (a sync factory; smolagents itself is sync, so the async
         twin runs the agent in a worker thread)."""
-        assembled = self.assemble(factory(), playback, sandbox=sandbox, open_session=open_session)
-        return self.run_assembled_sync(assembled, verify=verify)
+        with unexported():  # the build's spans are never exported; the replay's only when asked (replay_scope)
+            assembled = self.assemble(factory(), playback, sandbox=sandbox, open_session=open_session)
+        with replay_scope():
+            return self.run_assembled_sync(assembled, verify=verify)
 
     def assemble(self, root: Any, playback: PlaybackCore, *, sandbox: Sandbox | None,
                  open_session: SessionOpener | None) -> SmolPlayback:
