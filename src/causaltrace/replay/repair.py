@@ -49,8 +49,9 @@ from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
 from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
 from causaltrace.replay.edits import original_value, replacement_kind
-from causaltrace.replay.executor import ReplayPolicy, has_recording, replay
+from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording, replay
 from causaltrace.replay.minimality import minimality
+from causaltrace.replay.probe import probe_models
 from causaltrace.replay.proposals import proposals_for
 from causaltrace.replay.turns import assistant_turn, corrected_turn, producing_llm
 from causaltrace.schema import (
@@ -117,6 +118,8 @@ class RepairResult:
     pair_reason: str = ""
     #: ``"replays"`` or ``"seconds"`` when the search stopped because that budget ran out
     budget_exhausted: str = ""
+    #: what the model probe before the first replay found (:mod:`causaltrace.replay.probe`), "" when not run
+    probe: str = ""
 
     @property
     def repaired(self) -> bool:
@@ -244,6 +247,7 @@ async def repair(
     max_replays: int | None = DEFAULT_MAX_REPLAYS,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
     replay_timeout_s: float | None = DEFAULT_REPLAY_TIMEOUT_S,
+    probe: bool = True,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
@@ -251,7 +255,8 @@ async def repair(
     ``on_replay`` is called after every replay (progress).
     ``agent_first`` searches the agents' decisions before tool results; ``environment=False`` skips the tool-result
     phase altogether; ``max_replays`` / ``max_seconds`` bound the search and ``replay_timeout_s`` each replay (None:
-    unbounded) (module docstring).
+    unbounded) (module docstring). ``probe`` checks, before the first replay, that the factory's models answer the
+    conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError`` when they do not).
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
@@ -268,6 +273,7 @@ async def repair(
 
         judge = model if hasattr(model, "ask") else Judge(model)
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
+    probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
     attempts, decisive, replays = await _search(
         run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
         budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
@@ -296,7 +302,18 @@ async def repair(
         seconds=time.perf_counter() - started,
         pair_reason=pair_reason,
         budget_exhausted=exhausted,
+        probe=probed,
     )
+
+
+async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s: float | None) -> str:
+    """The model probe (output captured, bounded like a replay); raises its one-line UserError."""
+    async with _captured_output():
+        try:
+            verdict = await _bounded(probe_models(run, factory, sandbox=sandbox or default_sandbox()), timeout_s)
+        except TimeoutError:
+            return f"inconclusive: the probe replay did not finish within {timeout_s:g} s"
+    return verdict.detail if verdict.probed else f"inconclusive: {verdict.detail}"
 
 
 async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *, agent_first: bool,
