@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from causaltrace.collector.otlp import _parse_documents, _runs_from_documents
+from causaltrace.collector.otlp import parse_documents, runs_from_documents
 from causaltrace.exceptions import InvalidInputError, UserError
 from causaltrace.schema import Run
 
@@ -133,7 +133,7 @@ def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0,
     except _NotFound:
         raise UserError(not_found) from None
     try:
-        docs = _parse_documents(body)
+        docs = parse_documents(body)
     except InvalidInputError as exc:
         raise InvalidInputError(f"Jaeger at {base} answered {url} with invalid JSON: {exc.message}") from exc
     error = _error_of(docs)
@@ -142,7 +142,7 @@ def pull_from_jaeger(trace_id: str, base_url: str, *, timeout_s: float = 10.0,
             raise UserError(not_found)
         raise UserError(f"Jaeger at {base} answered an error for {url}: {error.get('message', error)}")
     try:
-        runs = _runs_from_documents(docs)
+        runs = runs_from_documents(docs)
     except InvalidInputError as exc:
         raise InvalidInputError(f"Jaeger answer for trace {tid}: {exc.message}") from exc
     if not runs:
@@ -196,7 +196,7 @@ def query_jaeger_traces(
             return empty
         raise UserError(f"Jaeger at {base} has no /api/v3/traces endpoint (HTTP 404 for {url})") from None
     try:
-        docs = _parse_documents(body)
+        docs = parse_documents(body)
     except InvalidInputError as exc:
         raise InvalidInputError(f"Jaeger at {base} answered {url} with invalid JSON: {exc.message}") from exc
     error = _error_of(docs)

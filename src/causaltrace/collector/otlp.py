@@ -16,6 +16,11 @@ link attributes. Span ids are the step's ``span_id`` when it has one, else the f
 ``sha256(run_id + step_id)``; the trace id is the run's ``trace_id``, else the first 32 hex digits of
 ``sha256(run_id)``. Times are integer nanoseconds since the epoch; a missing time is ``"0"``.
 
+The structure is opentelemetry-proto's messages (``ExportTraceServiceRequest`` down to ``AnyValue``), written by
+``google.protobuf.json_format``; on top come OTLP/JSON's own rules that protobuf's JSON mapping does not apply
+(hex ids instead of base64, integer enums, times always written). Decoding is in
+:mod:`causaltrace.collector.otlp_decode` (``json_format.ParseDict`` per span, the same rules read back).
+
 Import (:func:`runs_from_otlp`, :func:`load_otlp_json`) accepts:
 
 * OTLP/JSON lines as the OTel Collector ``file`` exporter writes them (one ExportTraceServiceRequest per line);
@@ -24,7 +29,7 @@ Import (:func:`runs_from_otlp`, :func:`load_otlp_json`) accepts:
 * Jaeger ``/api/v3`` answers, ``{"result": {...}}`` (one or several chunks);
 * camelCase (OTLP/JSON) or snake_case (protobuf field names) keys; ids as hex or base64 (the protojson encoding of
   bytes: a 32/16-character hex string is hex, anything else is decoded as base64); integers as JSON numbers or
-  strings; status codes as numbers or enum names.
+  strings; enums (span kind, status code) as integers or names.
 
 Spans are grouped by trace, then by ``causaltrace.run.id``. Spans with ``causaltrace.step.*`` attributes are steps
 (``semconv.step_from_attributes``; times from the span; the span id kept); the root span (named
@@ -42,7 +47,9 @@ Decisions where the architecture is silent:
   Run and importing it back gives an equal Run whether or not the ids were set.
 * Times: datetimes are exported exactly (integer microseconds × 1000) and imported as UTC-aware datetimes
   (nanoseconds below a microsecond are dropped); a naive datetime is taken as UTC. Time 0 means "no time", so the
-  epoch itself cannot be represented. Run times travel as ISO attributes; the root span's own times are used only
+  epoch itself cannot be represented; OTLP's fixed64 times end in 2554 and start in 1970, so a step time outside
+  them is an InvalidInputError on export (a run's own times, which travel as attributes too, leave the root span's
+  time at 0). Run times travel as ISO attributes; the root span's own times are used only
   when those attributes are absent.
 * The root span's status is ERROR (with the outcome's reason, else the verdict's) for a failed or incomplete run, OK for a success,
   unset otherwise; a step span's status is its step's (ERROR carries ``step.error.message``). On import, a step
@@ -60,19 +67,31 @@ Decisions where the architecture is silent:
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 from pydantic import ValidationError
 
 from causaltrace import semconv
 from causaltrace.collector import recording_otlp
+from causaltrace.collector.otlp_decode import (
+    NESTED_TOO_DEEPLY,
+    STATUS_ERROR,
+    STATUS_OK,
+    DecodedSpan,
+    is_hex,
+    parse_documents,
+    spans_of_document,
+)
 from causaltrace.exceptions import InvalidInputError, TraceAssemblyError
 from causaltrace.schema import Outcome, Run, Step
 
@@ -84,26 +103,21 @@ __all__ = [
     "derived_trace_id",
     "load_otlp_json",
     "nanos_to_datetime",
+    "parse_documents",
     "run_to_otlp",
+    "runs_from_documents",
     "runs_from_otlp",
 ]
 
 SERVICE_NAME = "causaltrace"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
-_SPAN_KIND_INTERNAL = 1
-_SPAN_KIND_CLIENT = 3
-_STATUS_UNSET, _STATUS_OK, _STATUS_ERROR = 0, 1, 2
-_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2, "UNSET": 0, "OK": 1, "ERROR": 2}
-_STEP_PREFIX = "causaltrace.step."
 _LIST_ATTRIBUTES = (semconv.DEPENDS_ON_STEP_IDS, semconv.DEPENDS_ON_KINDS, semconv.RUN_AGENTS)
 _ROOT_SALT = "\x00causaltrace.run"
 _TRUNCATION_TEXT = "causaltrace: truncated"  # what semconv.TRUNCATION_MARKER always contains
 _RUN_JSON_ATTRIBUTES = (semconv.RUN_OUTCOME, semconv.RUN_METADATA, semconv.RUN_ANNOTATIONS, semconv.RUN_RECORDING)
 #: Run metadata key listing the root-span attributes dropped on import because a payload limit cut them.
 TRUNCATED_RUN_ATTRIBUTES_KEY = "causaltrace.truncated_attributes"
-#: Why a document fails when its arrays / objects nest deeper than the JSON decoder (or a decoding walk) can go.
-_NESTED_TOO_DEEPLY = "JSON nested too deeply (beyond the recursion limit); not a trace"
 
 
 # ---------------------------------------------------------------------------------------------------- ids, time
@@ -144,39 +158,118 @@ def nanos_to_datetime(nanos: int) -> datetime | None:
     return _EPOCH + timedelta(microseconds=nanos // 1000)
 
 
-def _is_hex(text: str, length: int) -> bool:
-    return len(text) == length and all(c in "0123456789abcdefABCDEF" for c in text)
-
-
 # ---------------------------------------------------------------------------------------------------------- export
 
 
-def _encode_value(value: Any) -> dict[str, Any]:
+def _any_value(value: Any) -> AnyValue:
+    """A Python value as an OTLP AnyValue: bool, int, float, str, lists and mappings; anything else as its str."""
     if isinstance(value, bool):
-        return {"boolValue": value}
+        return AnyValue(bool_value=value)
     if isinstance(value, int):
-        return {"intValue": str(value)}
+        return AnyValue(int_value=value)
     if isinstance(value, float):
-        return {"doubleValue": value}
+        return AnyValue(double_value=value)
     if isinstance(value, str):
-        return {"stringValue": value}
+        return AnyValue(string_value=value)
     if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [_encode_value(v) for v in value]}}
+        return AnyValue(array_value=ArrayValue(values=[_any_value(v) for v in value]))
     if isinstance(value, Mapping):
-        return {"kvlistValue": {"values": _encode_attributes(value)}}
-    return {"stringValue": str(value)}
+        return AnyValue(kvlist_value=KeyValueList(values=_key_values(value)))
+    return AnyValue(string_value=str(value))
 
 
-def _encode_attributes(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": key, "value": _encode_value(value)} for key, value in attrs.items() if value is not None]
+def _key_values(attrs: Mapping[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=_any_value(value)) for key, value in attrs.items() if value is not None]
 
 
 def _checked_id(value: str | None, length: int, what: str) -> str | None:
     if value is None:
         return None
-    if not _is_hex(value, length):
+    if not is_hex(value, length):
         raise InvalidInputError(f"{what} {value!r} is not {length} hex digits")
     return value.lower()
+
+
+def _span_ids(run: Run) -> dict[str, str]:
+    """Each step's span id (its own, checked, or derived); InvalidInputError when two steps share one."""
+    span_ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for step in run.steps:
+        span_id = _checked_id(step.span_id, 16, f"step {step.step_id!r}: span_id")
+        span_id = span_id or derived_span_id(run.run_id, step.step_id)
+        if span_id in taken:
+            raise InvalidInputError(f"step {step.step_id!r}: span id {span_id} is used by another step")
+        span_ids[step.step_id] = span_id
+        taken.add(span_id)
+    return span_ids
+
+
+_MAX_NANOS = 2**64 - 1  # fixed64: OTLP times run from 1970 to 2554
+
+
+def _span_nanos(value: datetime | None, what: str | None) -> int:
+    """A span time; out of OTLP's range it is 0 for the root (the run's times travel as attributes too) and an
+    error for a step (``what`` names it)."""
+    nanos = datetime_to_nanos(value)
+    if 0 <= nanos <= _MAX_NANOS:
+        return nanos
+    if what is None:
+        return 0
+    raise InvalidInputError(f"{what}: {value} is outside the times OTLP can carry (1970 to 2554)")
+
+
+def _root_span(run: Run, trace_id: str, root_id: str, policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+               ) -> Span:
+    root_attrs = semconv.run_attributes(
+        run_id=run.run_id, framework=run.framework, name=run.name, task=run.task, agents=run.agents,
+        outcome=run.outcome, metadata=run.metadata, annotations=run.annotations, recording=run.recording,
+        started_at=run.started_at, ended_at=run.ended_at,
+    )
+    root = Span(trace_id=bytes.fromhex(trace_id), span_id=bytes.fromhex(root_id), name=semconv.root_span_name(run.name),
+                kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=_span_nanos(run.started_at, None),
+                end_time_unix_nano=_span_nanos(run.ended_at, None), attributes=_key_values(policy(root_attrs)))
+    if run.outcome.status in ("failure", "incomplete"):
+        verdict_reason = run.outcome.verdict.reason if run.outcome.verdict is not None else ""
+        root.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=run.outcome.reason or verdict_reason))
+    elif run.outcome.status == "success":
+        root.status.code = Status.STATUS_CODE_OK
+    return root
+
+
+def _step_span(step: Step, trace_id: bytes, span_ids: Mapping[str, str], root_id: str,
+               policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Span:
+    parent = span_ids[step.parent_step_id] if step.parent_step_id else root_id
+    span = Span(trace_id=trace_id, span_id=bytes.fromhex(span_ids[step.step_id]), parent_span_id=bytes.fromhex(parent),
+                name=semconv.span_name(step),
+                kind=Span.SPAN_KIND_CLIENT if semconv.is_client_span(step.kind) else Span.SPAN_KIND_INTERNAL,
+                start_time_unix_nano=_span_nanos(step.started_at, f"step {step.step_id!r}: started_at"),
+                end_time_unix_nano=_span_nanos(step.ended_at, f"step {step.step_id!r}: ended_at"),
+                attributes=_key_values(policy(semconv.step_attributes(step))))
+    for dep in step.depends_on:  # each dependency is also a link to the producer's span
+        span.links.add(trace_id=trace_id, span_id=bytes.fromhex(span_ids[dep.step_id]), attributes=_key_values(
+            {semconv.DEPENDENCY_KIND: dep.kind, semconv.DEPENDENCY_STEP_ID: dep.step_id}))
+    if step.status == "ok":
+        span.status.code = Status.STATUS_CODE_OK
+    elif step.status == "error":
+        span.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR,
+                                    message=step.error.message if step.error is not None else ""))
+    return span
+
+
+def _as_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """protobuf's JSON mapping with OTLP/JSON's rules on top: hex ids (not base64), integer enums, and the times
+    always written ("0" for none, which protobuf leaves out as a default)."""
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
+    for resource_spans in document.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                for holder in (span, *span.get("links", ())):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in holder:
+                            holder[key] = base64.b64decode(holder[key]).hex()
+                span.setdefault("startTimeUnixNano", "0")
+                span.setdefault("endTimeUnixNano", "0")
+    return document
 
 
 def run_to_otlp(
@@ -191,370 +284,20 @@ def run_to_otlp(
     length, or two steps share a span id.
     """
     trace_id = _checked_id(run.trace_id, 32, f"run {run.run_id!r}: trace_id") or derived_trace_id(run.run_id)
-    span_ids: dict[str, str] = {}
-    for step in run.steps:
-        span_id = _checked_id(step.span_id, 16, f"step {step.step_id!r}: span_id")
-        span_id = span_id or derived_span_id(run.run_id, step.step_id)
-        if span_id in span_ids.values():
-            raise InvalidInputError(f"step {step.step_id!r}: span id {span_id} is used by another step")
-        span_ids[step.step_id] = span_id
+    span_ids = _span_ids(run)
     root_id = _root_span_id(run.run_id, set(span_ids.values()))
     policy = attribute_policy or (lambda attrs: semconv.openinference_attributes(dict(attrs)))
-
-    root_attrs = semconv.run_attributes(
-        run_id=run.run_id,
-        framework=run.framework,
-        name=run.name,
-        task=run.task,
-        agents=run.agents,
-        outcome=run.outcome,
-        metadata=run.metadata,
-        annotations=run.annotations,
-        recording=run.recording,
-        started_at=run.started_at,
-        ended_at=run.ended_at,
-    )
-    root: dict[str, Any] = {
-        "traceId": trace_id,
-        "spanId": root_id,
-        "name": semconv.root_span_name(run.name),
-        "kind": _SPAN_KIND_INTERNAL,
-        "startTimeUnixNano": str(datetime_to_nanos(run.started_at)),
-        "endTimeUnixNano": str(datetime_to_nanos(run.ended_at)),
-        "attributes": _encode_attributes(policy(root_attrs)),
-    }
-    if run.outcome.status in ("failure", "incomplete"):
-        verdict_reason = run.outcome.verdict.reason if run.outcome.verdict is not None else ""
-        root["status"] = {"code": _STATUS_ERROR, "message": run.outcome.reason or verdict_reason}
-    elif run.outcome.status == "success":
-        root["status"] = {"code": _STATUS_OK}
-    spans = [root]
-    for step in run.steps:
-        span: dict[str, Any] = {
-            "traceId": trace_id,
-            "spanId": span_ids[step.step_id],
-            "parentSpanId": span_ids[step.parent_step_id] if step.parent_step_id else root_id,
-            "name": semconv.span_name(step),
-            "kind": _SPAN_KIND_CLIENT if semconv.is_client_span(step.kind) else _SPAN_KIND_INTERNAL,
-            "startTimeUnixNano": str(datetime_to_nanos(step.started_at)),
-            "endTimeUnixNano": str(datetime_to_nanos(step.ended_at)),
-            "attributes": _encode_attributes(policy(semconv.step_attributes(step))),
-        }
-        if step.depends_on:
-            span["links"] = [
-                {
-                    "traceId": trace_id,
-                    "spanId": span_ids[dep.step_id],
-                    "attributes": _encode_attributes(
-                        {semconv.DEPENDENCY_KIND: dep.kind, semconv.DEPENDENCY_STEP_ID: dep.step_id}
-                    ),
-                }
-                for dep in step.depends_on
-            ]
-        if step.status == "ok":
-            span["status"] = {"code": _STATUS_OK}
-        elif step.status == "error":
-            message = step.error.message if step.error is not None else ""
-            span["status"] = {"code": _STATUS_ERROR, "message": message}
-        spans.append(span)
-    return {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": _encode_attributes({"service.name": SERVICE_NAME})},
-                "scopeSpans": [{"scope": {"name": semconv.INSTRUMENTATION_NAME}, "spans": spans}],
-            }
-        ]
-    }
+    trace_bytes = bytes.fromhex(trace_id)
+    spans = [_root_span(run, trace_id, root_id, policy)]
+    spans += [_step_span(step, trace_bytes, span_ids, root_id, policy) for step in run.steps]
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource=Resource(attributes=_key_values({"service.name": SERVICE_NAME})),
+        scope_spans=[ScopeSpans(scope=InstrumentationScope(name=semconv.INSTRUMENTATION_NAME), spans=spans)],
+    )])
+    return _as_otlp_json(request)
 
 
 # ---------------------------------------------------------------------------------------------------------- import
-
-
-@dataclass(kw_only=True)
-class _Link:
-    trace_id: str | None
-    span_id: str | None
-    attrs: dict[str, Any]
-
-
-@dataclass(kw_only=True)
-class _Span:
-    where: str
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    links: list[_Link] = field(default_factory=list)
-    status_code: int = _STATUS_UNSET
-    status_message: str = ""
-
-    @property
-    def label(self) -> str:
-        return f"{self.where}: span {self.span_id} ({self.name!r})"
-
-    @property
-    def is_step(self) -> bool:
-        return any(key.startswith(_STEP_PREFIX) for key in self.attrs)
-
-
-def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
-    if camel in obj:
-        return obj[camel]
-    return obj.get(snake, default)
-
-
-def _decode_id(raw: Any, nbytes: int, what: str, where: str) -> str | None:
-    """Hex (2·nbytes hex digits) or base64 (protojson bytes) → lowercase hex; empty or all-zero → None."""
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, str):
-        raise InvalidInputError(f"{where}: {what} must be a string, got {type(raw).__name__}")
-    if _is_hex(raw, 2 * nbytes):
-        value = raw.lower()
-    else:
-        padded = raw + "=" * (-len(raw) % 4)
-        try:
-            data = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
-        except (binascii.Error, ValueError):
-            data = b""
-        if len(data) != nbytes:
-            raise InvalidInputError(
-                f"{where}: {what} {raw!r} is neither {2 * nbytes} hex digits nor base64 of {nbytes} bytes"
-            )
-        value = data.hex()
-    return None if value.strip("0") == "" else value
-
-
-def _decode_int(raw: Any, what: str, where: str) -> int:
-    if raw is None or raw == "":
-        return 0
-    if isinstance(raw, bool):
-        raise InvalidInputError(f"{where}: {what} must be an integer, got {raw!r}")
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, str):
-        try:
-            return int(raw.strip())
-        except ValueError:
-            pass
-    raise InvalidInputError(f"{where}: {what} must be an integer, got {raw!r}")
-
-
-_VALUE_KEYS = {
-    "stringValue": "string",
-    "string_value": "string",
-    "boolValue": "bool",
-    "bool_value": "bool",
-    "intValue": "int",
-    "int_value": "int",
-    "doubleValue": "double",
-    "double_value": "double",
-    "arrayValue": "array",
-    "array_value": "array",
-    "kvlistValue": "kvlist",
-    "kvlist_value": "kvlist",
-    "bytesValue": "bytes",
-    "bytes_value": "bytes",
-}
-
-
-def _decode_value(raw: Any, what: str, where: str) -> Any:
-    """An OTLP AnyValue. An empty one (``{}``) is an empty string: encoders omit default-valued ``stringValue``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidInputError(f"{where}: {what} must be an AnyValue object, got {raw!r}")
-    for key, value in raw.items():
-        kind = _VALUE_KEYS.get(key)
-        if kind is None:
-            continue
-        if kind == "string" or kind == "bytes":
-            if not isinstance(value, str):
-                raise InvalidInputError(f"{where}: {what}.{key} must be a string")
-            return value
-        if kind == "bool":
-            if isinstance(value, str) and value in ("true", "false"):
-                return value == "true"
-            if not isinstance(value, bool):
-                raise InvalidInputError(f"{where}: {what}.{key} must be a boolean")
-            return value
-        if kind == "int":
-            return _decode_int(value, f"{what}.{key}", where)
-        if kind == "double":
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-            if isinstance(value, str):
-                try:
-                    return float(value)  # protojson writes "NaN", "Infinity", "-Infinity" as strings
-                except ValueError:
-                    pass
-            raise InvalidInputError(f"{where}: {what}.{key} must be a number")
-        values = value.get("values", []) if isinstance(value, Mapping) else None
-        if not isinstance(values, list):
-            raise InvalidInputError(f"{where}: {what}.{key}.values must be a list")
-        if kind == "array":
-            return [_decode_value(v, f"{what}[{i}]", where) for i, v in enumerate(values)]
-        return _decode_attributes(values, what, where)
-    if not raw:
-        return ""
-    raise InvalidInputError(f"{where}: {what} has no known value type (keys: {sorted(raw)})")
-
-
-def _decode_attributes(raw: Any, what: str, where: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, list):
-        raise InvalidInputError(f"{where}: {what} must be a list of key/value objects")
-    attrs: dict[str, Any] = {}
-    for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise InvalidInputError(f"{where}: {what}[{i}] must be an object with a string 'key'")
-        key = item["key"]
-        attrs[key] = _decode_value(item.get("value", {}), f"attribute {key!r}", where)
-    return attrs
-
-
-def _decode_status(raw: Any, where: str) -> tuple[int, str]:
-    if raw is None:
-        return _STATUS_UNSET, ""
-    if not isinstance(raw, Mapping):
-        raise InvalidInputError(f"{where}: status must be an object")
-    code = raw.get("code", 0)
-    if isinstance(code, str) and code in _STATUS_NAMES:
-        code = _STATUS_NAMES[code]
-    code = _decode_int(code, "status.code", where)
-    message = raw.get("message", "")
-    return code, message if isinstance(message, str) else str(message)
-
-
-def _decode_span(raw: Any, where: str) -> _Span:
-    if not isinstance(raw, Mapping):
-        raise InvalidInputError(f"{where}: a span must be an object")
-    name = raw.get("name", "")
-    name = name if isinstance(name, str) else str(name)
-    trace_id = _decode_id(_get(raw, "traceId", "trace_id"), 16, "traceId", f"{where}: span {name!r}")
-    span_id = _decode_id(_get(raw, "spanId", "span_id"), 8, "spanId", f"{where}: span {name!r}")
-    if trace_id is None or span_id is None:
-        missing = "traceId" if trace_id is None else "spanId"
-        raise InvalidInputError(f"{where}: span {name!r}: {missing} is missing")
-    label = f"{where}: span {span_id} ({name!r})"
-    parent = _decode_id(_get(raw, "parentSpanId", "parent_span_id"), 8, "parentSpanId", label)
-    links = []
-    raw_links = raw.get("links") or []
-    if not isinstance(raw_links, list):
-        raise InvalidInputError(f"{label}: links must be a list")
-    for i, link in enumerate(raw_links):
-        if not isinstance(link, Mapping):
-            raise InvalidInputError(f"{label}: links[{i}] must be an object")
-        links.append(
-            _Link(
-                trace_id=_decode_id(_get(link, "traceId", "trace_id"), 16, f"links[{i}].traceId", label),
-                span_id=_decode_id(_get(link, "spanId", "span_id"), 8, f"links[{i}].spanId", label),
-                attrs=_decode_attributes(link.get("attributes"), f"links[{i}].attributes", label),
-            )
-        )
-    status_code, status_message = _decode_status(raw.get("status"), label)
-    return _Span(
-        where=where,
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent,
-        name=name,
-        start=_decode_int(_get(raw, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", label),
-        end=_decode_int(_get(raw, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", label),
-        attrs=_decode_attributes(raw.get("attributes"), "attributes", label),
-        links=links,
-        status_code=status_code,
-        status_message=status_message,
-    )
-
-
-def _list_of(obj: Mapping[str, Any], keys: tuple[str, ...], where: str) -> list[Any]:
-    for key in keys:
-        if key in obj:
-            value = obj[key]
-            if value is None:
-                return []
-            if not isinstance(value, list):
-                raise InvalidInputError(f"{where}: {key!r} must be a list")
-            return value
-    return []
-
-
-def _spans_of_document(doc: Any, where: str) -> Iterator[_Span]:
-    """The spans of one JSON document: a request, a Jaeger ``{"result": ...}`` answer, or a list of either."""
-    if isinstance(doc, list):
-        for item in doc:
-            yield from _spans_of_document(item, where)
-        return
-    if not isinstance(doc, Mapping):
-        raise InvalidInputError(f"{where}: expected a JSON object with 'resourceSpans', got {type(doc).__name__}")
-    if "result" in doc:
-        yield from _spans_of_document(doc["result"], where)
-        return
-    if "error" in doc and not ("resourceSpans" in doc or "resource_spans" in doc):
-        error = doc["error"]
-        message = error.get("message", error) if isinstance(error, Mapping) else error
-        raise InvalidInputError(f"{where}: the answer is an error, not traces: {message}")
-    if doc and not ("resourceSpans" in doc or "resource_spans" in doc):
-        raise InvalidInputError(f"{where}: field 'resourceSpans' is missing (keys: {sorted(doc)[:5]})")
-    for r, resource_spans in enumerate(_list_of(doc, ("resourceSpans", "resource_spans"), where)):
-        if not isinstance(resource_spans, Mapping):
-            raise InvalidInputError(f"{where}: resourceSpans[{r}] must be an object")
-        scope_keys = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
-        for s, scope_spans in enumerate(_list_of(resource_spans, scope_keys, where)):
-            if not isinstance(scope_spans, Mapping):
-                raise InvalidInputError(f"{where}: resourceSpans[{r}].scopeSpans[{s}] must be an object")
-            for span in _list_of(scope_spans, ("spans",), where):
-                yield _decode_span(span, where)
-
-
-def _parse_documents(text: str) -> list[tuple[str, Any]]:
-    """``(where, document)`` pairs: JSON lines (each line a document), or one or more concatenated documents.
-
-    ``where`` is ``"line N"`` (the line the document starts on), so errors can name it.
-    """
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None:
-        return []
-    try:
-        json.loads(lines[first])
-        jsonl = True
-    except json.JSONDecodeError:
-        jsonl = False
-    except RecursionError:
-        raise InvalidInputError(f"line {first + 1}: {_NESTED_TOO_DEEPLY}") from None
-    docs: list[tuple[str, Any]] = []
-    if jsonl:
-        for i, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                docs.append((f"line {i}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"line {i}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
-            except RecursionError:
-                raise InvalidInputError(f"line {i}: {_NESTED_TOO_DEEPLY}") from None
-        return docs
-    decoder = json.JSONDecoder()
-    pos = 0
-    while True:
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-        if pos >= len(text):
-            return docs
-        line = text.count("\n", 0, pos) + 1
-        try:
-            doc, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
-        except RecursionError:
-            raise InvalidInputError(f"line {line}: {_NESTED_TOO_DEEPLY}") from None
-        docs.append((f"line {line}", doc))
 
 
 def _normalised_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -576,14 +319,14 @@ def _wrap(label: str, exc: Exception) -> InvalidInputError:
     return InvalidInputError(f"{label}: {text}")
 
 
-def _build_step(span: _Span, run_id: str, by_span_id: Mapping[str, _Span]) -> Step:
+def _build_step(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, DecodedSpan]) -> Step:
     attrs = _normalised_attrs(span.attrs)
     if semconv.STEP_STATUS not in attrs:
-        if span.status_code == _STATUS_ERROR:
+        if span.status_code == STATUS_ERROR:
             attrs[semconv.STEP_STATUS] = "error"
             attrs.setdefault(semconv.STEP_ERROR_TYPE, "error")
             attrs.setdefault(semconv.STEP_ERROR_MESSAGE, span.status_message)
-        elif span.status_code == _STATUS_OK:
+        elif span.status_code == STATUS_OK:
             attrs[semconv.STEP_STATUS] = "ok"
     if semconv.DEPENDS_ON_STEP_IDS not in attrs and semconv.DEPENDS_ON_KINDS not in attrs:
         ids, kinds = [], []
@@ -618,7 +361,7 @@ def _build_step(span: _Span, run_id: str, by_span_id: Mapping[str, _Span]) -> St
         raise _wrap(span.label, exc) from exc
 
 
-def _run_fields(root: _Span) -> dict[str, Any]:
+def _run_fields(root: DecodedSpan) -> dict[str, Any]:
     """The Run fields of a root span; JSON attributes cut by the live payload policy are dropped, not fatal."""
     attrs = _normalised_attrs(root.attrs)
     dropped = []
@@ -638,7 +381,7 @@ def _run_fields(root: _Span) -> dict[str, Any]:
     return fields
 
 
-def _pick_root(candidates: list[_Span]) -> _Span:
+def _pick_root(candidates: list[DecodedSpan]) -> DecodedSpan:
     for span in candidates:
         if semconv.is_root_span_name(span.name):
             return span
@@ -648,10 +391,10 @@ def _pick_root(candidates: list[_Span]) -> _Span:
     return candidates[0]
 
 
-def _runs_of_trace(trace_id: str, spans: list[_Span]) -> list[Run]:
+def _runs_of_trace(trace_id: str, spans: list[DecodedSpan]) -> list[Run]:
     by_span_id = {s.span_id: s for s in spans}
-    roots: dict[str, list[_Span]] = {}
-    steps: dict[str, list[_Span]] = {}
+    roots: dict[str, list[DecodedSpan]] = {}
+    steps: dict[str, list[DecodedSpan]] = {}
     for span in spans:
         if span.is_step:
             run_id = span.attrs.get(semconv.RUN_ID)
@@ -694,19 +437,19 @@ def _runs_of_trace(trace_id: str, spans: list[_Span]) -> list[Run]:
     return runs
 
 
-def _runs_from_documents(docs: Iterable[tuple[str, Any]]) -> list[Run]:
+def runs_from_documents(docs: Iterable[tuple[str, Any]]) -> list[Run]:
     """The runs of parsed documents; a structure nested beyond Python's recursion limit (a document, or a JSON
     attribute value decoded on the way) is an InvalidInputError, never a RecursionError."""
     try:
         return _runs_from_parsed(docs)
     except RecursionError:
-        raise InvalidInputError(f"a span or attribute value: {_NESTED_TOO_DEEPLY}") from None
+        raise InvalidInputError(f"a span or attribute value: {NESTED_TOO_DEEPLY}") from None
 
 
 def _runs_from_parsed(docs: Iterable[tuple[str, Any]]) -> list[Run]:
-    traces: dict[str, dict[str, _Span]] = {}
+    traces: dict[str, dict[str, DecodedSpan]] = {}
     for where, doc in docs:
-        for span in _spans_of_document(doc, where):
+        for span in spans_of_document(doc, where):
             traces.setdefault(span.trace_id, {}).setdefault(span.span_id, span)
     runs: list[Run] = []
     for trace_id, spans in traces.items():
@@ -726,8 +469,8 @@ def runs_from_otlp(data: dict[str, Any] | list[Any]) -> list[Run]:
     valid graph.
     """
     if isinstance(data, list):
-        return _runs_from_documents((f"document {i}", doc) for i, doc in enumerate(data, start=1))
-    return _runs_from_documents([("document 1", data)])
+        return runs_from_documents((f"document {i}", doc) for i, doc in enumerate(data, start=1))
+    return runs_from_documents([("document 1", data)])
 
 
 def load_otlp_json(path_or_text: str | Path | bytes) -> list[Run]:
@@ -754,7 +497,7 @@ def load_otlp_json(path_or_text: str | Path | bytes) -> list[Run]:
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"{path}: not UTF-8 text: {exc}") from exc
     try:
-        return _runs_from_documents(_parse_documents(text))
+        return runs_from_documents(parse_documents(text))
     except InvalidInputError as exc:
         if source:
             raise InvalidInputError(source + exc.message) from exc

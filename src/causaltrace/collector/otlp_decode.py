@@ -1,0 +1,296 @@
+"""OTLP/JSON text to decoded spans: the import half of :mod:`causaltrace.collector.otlp` below the run assembly.
+
+The structure of a span — its fields, attributes and AnyValues, links, status, camelCase or snake_case keys,
+integers as numbers or strings, enum names or integers — is opentelemetry-proto's ``Span`` message, parsed by
+``google.protobuf.json_format.ParseDict``. On top come what protobuf's JSON mapping does not do for OTLP/JSON, and
+what the inputs we accept need:
+
+* trace and span ids are hex in OTLP/JSON, base64 in protobuf's JSON mapping (the gRPC-gateway answers of Jaeger's
+  ``/api/v3``): both are read, here, before the message is parsed (32 / 16 hex digits are hex, anything else is
+  decoded as base64); an all-zero id is no id;
+* status codes also as the short names ``OK`` / ``ERROR`` / ``UNSET``; the pre-1.0 ``instrumentationLibrarySpans``
+  is read as ``scopeSpans``;
+* the envelopes around requests: JSON lines (the OTel Collector ``file`` exporter), concatenated documents, lists,
+  Jaeger's ``{"result": …}`` chunks and its ``{"error": …}`` answers;
+* an AnyValue with no known value type, or an attribute without a key, is an error (protobuf would read both as
+  empty); an empty AnyValue (``{}``) is an empty string, as encoders omit a default ``stringValue``; a
+  ``bytesValue`` is given back as its base64 text.
+
+Every error is an :class:`~causaltrace.exceptions.InvalidInputError` naming the line (or document) and the span.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from causaltrace.exceptions import InvalidInputError
+
+__all__ = ["NESTED_TOO_DEEPLY", "STATUS_ERROR", "STATUS_OK", "STATUS_UNSET", "DecodedLink", "DecodedSpan",
+           "is_hex", "parse_documents", "spans_of_document"]
+
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+#: Why a document fails when its arrays / objects nest deeper than the JSON decoder (or a decoding walk) can go.
+NESTED_TOO_DEEPLY = "JSON nested too deeply (beyond the recursion limit); not a trace"
+_STEP_PREFIX = "causaltrace.step."
+_SHORT_STATUS = {"UNSET": "STATUS_CODE_UNSET", "OK": "STATUS_CODE_OK", "ERROR": "STATUS_CODE_ERROR"}
+_ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"})
+_SCOPE_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field: ")
+#: json_format counts one level per message: an attribute nested n deep is about 3n messages
+_MAX_DEPTH = 600
+
+
+@dataclass(kw_only=True)
+class DecodedLink:
+    trace_id: str | None
+    span_id: str | None
+    attrs: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class DecodedSpan:
+    """One span as the run assembly (and :mod:`~causaltrace.collector.foreign_spans`) reads it: ids hex, times
+    integer nanoseconds, attributes as Python values."""
+
+    where: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    links: list[DecodedLink] = field(default_factory=list)
+    status_code: int = STATUS_UNSET
+    status_message: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.where}: span {self.span_id} ({self.name!r})"
+
+    @property
+    def is_step(self) -> bool:
+        return any(key.startswith(_STEP_PREFIX) for key in self.attrs)
+
+
+def is_hex(text: str, length: int) -> bool:
+    return len(text) == length and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+# ----------------------------------------------------------------------------------------------- documents
+
+
+def parse_documents(text: str) -> list[tuple[str, Any]]:
+    """``(where, document)`` pairs: JSON lines (each line a document), or one or more concatenated documents.
+
+    ``where`` is ``"line N"`` (the line the document starts on), so errors can name it.
+    """
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return []
+    try:
+        json.loads(lines[first])
+        jsonl = True
+    except json.JSONDecodeError:
+        jsonl = False
+    except RecursionError:
+        raise InvalidInputError(f"line {first + 1}: {NESTED_TOO_DEEPLY}") from None
+    if jsonl:
+        return _json_lines(lines)
+    docs: list[tuple[str, Any]] = []
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return docs
+        line = text.count("\n", 0, pos) + 1
+        try:
+            doc, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise InvalidInputError(f"line {line}: {NESTED_TOO_DEEPLY}") from None
+        docs.append((f"line {line}", doc))
+
+
+def _json_lines(lines: list[str]) -> list[tuple[str, Any]]:
+    docs: list[tuple[str, Any]] = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            docs.append((f"line {i}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {i}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise InvalidInputError(f"line {i}: {NESTED_TOO_DEEPLY}") from None
+    return docs
+
+
+def _list_of(obj: Mapping[str, Any], keys: tuple[str, ...], where: str) -> list[Any]:
+    for key in keys:
+        if key in obj:
+            value = obj[key]
+            if value is None:
+                return []
+            if not isinstance(value, list):
+                raise InvalidInputError(f"{where}: {key!r} must be a list")
+            return value
+    return []
+
+
+def spans_of_document(doc: Any, where: str) -> Iterator[DecodedSpan]:
+    """The spans of one JSON document: a request, a Jaeger ``{"result": ...}`` answer, or a list of either."""
+    if isinstance(doc, list):
+        for item in doc:
+            yield from spans_of_document(item, where)
+        return
+    if not isinstance(doc, Mapping):
+        raise InvalidInputError(f"{where}: expected a JSON object with 'resourceSpans', got {type(doc).__name__}")
+    if "result" in doc:
+        yield from spans_of_document(doc["result"], where)
+        return
+    if "error" in doc and not ("resourceSpans" in doc or "resource_spans" in doc):
+        error = doc["error"]
+        message = error.get("message", error) if isinstance(error, Mapping) else error
+        raise InvalidInputError(f"{where}: the answer is an error, not traces: {message}")
+    if doc and not ("resourceSpans" in doc or "resource_spans" in doc):
+        raise InvalidInputError(f"{where}: field 'resourceSpans' is missing (keys: {sorted(doc)[:5]})")
+    for r, resource_spans in enumerate(_list_of(doc, ("resourceSpans", "resource_spans"), where)):
+        if not isinstance(resource_spans, Mapping):
+            raise InvalidInputError(f"{where}: resourceSpans[{r}] must be an object")
+        for s, scope_spans in enumerate(_list_of(resource_spans, _SCOPE_KEYS, where)):
+            if not isinstance(scope_spans, Mapping):
+                raise InvalidInputError(f"{where}: resourceSpans[{r}].scopeSpans[{s}] must be an object")
+            for span in _list_of(scope_spans, ("spans",), where):
+                yield decode_span(span, where)
+
+
+# ---------------------------------------------------------------------------------------------------- spans
+
+
+def _decode_id(raw: Any, nbytes: int, what: str, where: str) -> str | None:
+    """Hex (2·nbytes hex digits) or base64 (protojson bytes) → lowercase hex; empty or all-zero → None."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise InvalidInputError(f"{where}: {what} must be a string, got {type(raw).__name__}")
+    if is_hex(raw, 2 * nbytes):
+        value = raw.lower()
+    else:
+        padded = raw + "=" * (-len(raw) % 4)
+        try:
+            data = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        except (binascii.Error, ValueError):
+            data = b""
+        if len(data) != nbytes:
+            raise InvalidInputError(
+                f"{where}: {what} {raw!r} is neither {2 * nbytes} hex digits nor base64 of {nbytes} bytes"
+            )
+        value = data.hex()
+    return None if value.strip("0") == "" else value
+
+
+def _id(raw: Mapping[str, Any], camel: str, snake: str, nbytes: int, label: str, what: str = "") -> str | None:
+    return _decode_id(raw[camel] if camel in raw else raw.get(snake), nbytes, what or camel, label)
+
+
+def _without_ids(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in raw.items() if key not in _ID_KEYS}
+
+
+def _parse_error(label: str, exc: json_format.ParseError) -> InvalidInputError:
+    """json_format's chain "Failed to parse a field: Failed to parse b field: reason" as ``label: a.b …``."""
+    text = str(exc)
+    path = _FAILED_FIELD.findall(text)
+    reason = _FAILED_FIELD.sub("", text).rstrip(".")
+    if "Message too deep" in reason:
+        return InvalidInputError(f"{label}: {NESTED_TOO_DEEPLY}")
+    where = ".".join(path) or "the span"
+    if re.search(r"int\(\)|integer", reason):
+        return InvalidInputError(f"{label}: {where} must be an integer ({reason})")
+    return InvalidInputError(f"{label}: {where}: {reason}")
+
+
+def _parse_span(body: dict[str, Any], label: str) -> Any:
+    status = body.get("status")
+    if isinstance(status, Mapping) and status.get("code") in _SHORT_STATUS:
+        body["status"] = {**status, "code": _SHORT_STATUS[status["code"]]}
+    try:
+        return json_format.ParseDict(body, Span(), ignore_unknown_fields=True, max_recursion_depth=_MAX_DEPTH)
+    except json_format.ParseError as exc:
+        raise _parse_error(label, exc) from None
+    except RecursionError:
+        raise InvalidInputError(f"{label}: {NESTED_TOO_DEEPLY}") from None
+
+
+def decode_span(raw: Any, where: str) -> DecodedSpan:
+    """One OTLP/JSON span object, decoded (see the module docstring)."""
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError(f"{where}: a span must be an object")
+    name = raw.get("name", "")
+    name = name if isinstance(name, str) else str(name)
+    trace_id = _id(raw, "traceId", "trace_id", 16, f"{where}: span {name!r}")
+    span_id = _id(raw, "spanId", "span_id", 8, f"{where}: span {name!r}")
+    if trace_id is None or span_id is None:
+        raise InvalidInputError(f"{where}: span {name!r}: {'traceId' if trace_id is None else 'spanId'} is missing")
+    label = f"{where}: span {span_id} ({name!r})"
+    parent = _id(raw, "parentSpanId", "parent_span_id", 8, label)
+    raw_links = raw.get("links") or []
+    if not isinstance(raw_links, list):
+        raise InvalidInputError(f"{label}: links must be a list")
+    for i, link in enumerate(raw_links):
+        if not isinstance(link, Mapping):
+            raise InvalidInputError(f"{label}: links[{i}] must be an object")
+    body = {**_without_ids(raw), "name": name, "links": [_without_ids(link) for link in raw_links]}
+    message = _parse_span(body, label)
+    links = [
+        DecodedLink(trace_id=_id(link, "traceId", "trace_id", 16, f"links[{i}].traceId", label),
+                    span_id=_id(link, "spanId", "span_id", 8, f"links[{i}].spanId", label),
+                    attrs=_attributes(parsed.attributes, link.get("attributes"), f"links[{i}].attributes", label))
+        for i, (link, parsed) in enumerate(zip(raw_links, message.links, strict=True))
+    ]
+    return DecodedSpan(where=where, trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+                       start=message.start_time_unix_nano, end=message.end_time_unix_nano,
+                       attrs=_attributes(message.attributes, raw.get("attributes"), "attributes", label),
+                       links=links, status_code=message.status.code, status_message=message.status.message)
+
+
+def _attributes(parsed: Any, raw: Any, what: str, label: str) -> dict[str, Any]:
+    """The parsed KeyValues as a dict; ``raw`` (their JSON) tells an unknown value type from an empty value."""
+    attrs: dict[str, Any] = {}
+    for i, item in enumerate(parsed):
+        source = raw[i] if isinstance(raw, list) and i < len(raw) else None
+        if not isinstance(source, Mapping) or not isinstance(source.get("key"), str):
+            raise InvalidInputError(f"{label}: {what}[{i}] must be an object with a string 'key'")
+        if item.value.WhichOneof("value") is None and source.get("value"):
+            known = sorted(source["value"]) if isinstance(source["value"], Mapping) else source["value"]
+            raise InvalidInputError(f"{label}: attribute {item.key!r} has no known value type (keys: {known})")
+        attrs[item.key] = _value(item.value)
+    return attrs
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return ""
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
