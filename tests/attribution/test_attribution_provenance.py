@@ -153,3 +153,35 @@ def test_a_handoff_to_the_agent_its_sources_did_not_name_is_a_target_substitutio
     assert (change.index, change.source, change.kind, change.before, change.after) == (2, 1, "target",
                                                                                       "billing_agent", "tech_agent")
     assert prov.reaches(2) > 0.9  # the answer came from the agent the handoff chose
+
+
+def test_a_number_its_instruction_excluded_is_an_ignored_instruction():
+    run = (RunBuilder("ignored").task("Sum the orders of K4, excluding cancelled orders.")
+           .tool_response("bookkeeper", "orders of K4: 120 paid, 80 cancelled, 45 paid", deps=[("task", "saw")])
+           .tool_call("bookkeeper", "add", {"numbers": [120, 80, 45]}, deps=[("resp-1", "observed")])
+           .tool_response("bookkeeper", "sum: 245", deps=[("call-1", "tool_result_of")])
+           .final_answer("bookkeeper", "TOTAL: 245", deps=[("resp-2", "observed")])
+           .build(outcome=Outcome(status="failure")))
+    [change] = build_provenance(run).changes
+    assert (change.index, change.source, change.before, change.after, change.how) == (
+        2, 0, "excluding cancelled", "80", "ignored")
+    assert "excluded" in change.describe()
+
+
+def test_an_approval_of_an_answer_that_never_used_a_given_value_and_an_unsupported_argument():
+    run = (RunBuilder("review").task("A member buys 3 lamps at 40 dollars each with the 10% member discount.")
+           .tool_call("drafter", "multiply", {"a": 3, "b": 40}, deps=[("task", "saw")])
+           .tool_response("drafter", "product: 120", deps=[("call-1", "tool_result_of")])
+           .message("drafter", "TOTAL: 120", deps=[("resp-1", "observed")])
+           .message("reviewer", "TOTAL: 120 approved. APPROVE", deps=[("message-1", "saw")])
+           .final_answer("reviewer", "TOTAL: 120 approved.", deps=[("message-2", "answer_of")])
+           .build(outcome=Outcome(status="failure")))
+    changes = build_provenance(run).changes
+    assert [(c.index, c.before, c.how) for c in changes] == [(4, "10", "unverified")]
+    # the same team quoting 8 boxes where nothing said 8: the call's argument has no source
+    run = (RunBuilder("argument").task("Buy seven boxes at the unit price; report the total.")
+           .tool_response("clerk", "12", deps=[("task", "saw")])
+           .tool_call("clerk", "multiply", {"a": 12, "b": 8}, deps=[("resp-1", "observed")])
+           .final_answer("clerk", "TOTAL: 96", deps=[("call-1", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    assert [(c.index, c.after, c.how) for c in build_provenance(run).changes] == [(2, "8", "unsupported")]

@@ -82,6 +82,8 @@ target grounding (stages.targets: handoff / selection / call)    zoo tuning half
                                                                  unchanged
 operators against their sources (bounds in words, spans, means)  zoo tuning half (19 -> 22 / 31); Who&When dev
                                                                  unchanged
+ignored exclusions, unverified approvals, unsupported arguments   zoo tuning half (22 -> 27 / 31); Who&When dev
+                                                                 unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

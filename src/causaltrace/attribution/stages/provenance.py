@@ -39,9 +39,14 @@ How it works:
    that is not derived, stated in the same words as a different number of an earlier step (``price … 22`` after
    ``price: 21``), is a *restatement that changed a value*; a unit, weekday, month or qualifier that differs from
    one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*;
-   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip; a handoff, selection or
+   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip; a call's number argument that
+   no source gave and no arithmetic derives is *unsupported*; a handoff, selection or
    delegation whose target another candidate fits better by the sources' words is a *target substitution*
-   (:mod:`.targets`), charged to the step that decided it (for a call made from code, the code).
+   (:mod:`.targets`), charged to the step that decided it (for a call made from code, the code); a number the step
+   took from a source that labels it as what the task or an instruction excluded (``80 cancelled`` after
+   "excluding cancelled orders") is an *ignored* instruction; an approval (``APPROVE``, "looks good") of the failing
+   answer whose content lineage (the steps reached by values, requests and instructions alone) never used a value
+   the task gave (its ``10%`` discount) is an *unverified* approval.
 6. **Responsibility boundary** ("the author of an instruction, not its faithful executor"): a step that uses a
    changed value it did not introduce *carries* it (``carriers``): it executed faithfully what an earlier step
    (often another agent's instruction) got wrong, and the change is charged to the author.
@@ -67,7 +72,7 @@ from causaltrace.attribution.stages.dependencies import (
     build_dependency_graph,
 )
 from causaltrace.attribution.stages.targets import called_names, grounded_alternative
-from causaltrace.attribution.stages.values import Value, values_in
+from causaltrace.attribution.stages.values import Value, number_key, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
     agents_of,
@@ -89,6 +94,8 @@ _OBSERVED = 0.5
 _OBSERVATION_KINDS = frozenset({"observed", "saw", "continues"})
 _SUBSTITUTABLE = frozenset({"unit", "word"})
 _LOGIC = frozenset({"comparison", "span", "mean"})
+_APPROVAL = re.compile(r"\b(?:APPROVED?|approved|LGTM|looks good|looks correct|is correct)\b")
+_REJECTION = re.compile(r"\b(?:REJECT(?:ED)?|not approved|incorrect|is wrong)\b", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+-]*\n(.*?)```", re.DOTALL)
 _MAX_POOL = 40
 
@@ -102,10 +109,18 @@ class Change:
     kind: str
     before: str
     after: str
-    how: str  # "restatement" | "substitution" | "copy"
+    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified"
 
     def describe(self) -> str:
         where = "the task" if self.source == TASK else f"step {self.source}"
+        if self.how == "unverified":
+            return (f"approves a result that never used the {self.kind} {self.before!r} the task gave (an incorrect "
+                    "verification)")
+        if self.how == "unsupported":
+            return f"passes the number {self.after!r}, which no source gave and no arithmetic derives (unsupported)"
+        if self.how == "ignored":
+            return (f"uses the value {self.after!r} labelled as what {where} excluded ({self.before!r}: an ignored "
+                    "instruction)")
         verb = {"restatement": "restates", "substitution": "uses", "copy": "copies"}[self.how]
         return f"{verb} {self.kind} {self.after!r} where {where} had {self.before!r} ({self.how} changes a value)"
 
@@ -129,6 +144,8 @@ class Provenance:
     changes: list[Change] = field(default_factory=list)
     carriers: dict[int, list[Change]] = field(default_factory=dict)
     addressed_by: dict[int, int] = field(default_factory=dict)
+    #: the answer's content lineage: the steps reached by values, requests and instructions only (no observation)
+    lineage: set[int] = field(default_factory=set)
 
     @property
     def _index_of(self) -> dict[str, int]:
@@ -309,6 +326,7 @@ class _Builder:
         self.numbers: dict[float, int] = {}
         self.step_numbers: dict[int, list[float]] = {}
         self.values: dict[int, list[Value]] = {}
+        self.exclusions: dict[str, tuple[int, Value]] = {}
         self.prov.addressed_by = _addressed(self.steps)
         self.user_steps: list[int] = [s.index for s in steps if is_user_input(s) and s.kind != "task"][:3]
         self.user_steps += [s.index for s in steps if s.kind == "task"][:1]
@@ -319,6 +337,8 @@ class _Builder:
         self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
         for v in self.values[TASK]:
             self._see(v, TASK)
+            if v.group == "exclusion":
+                self.exclusions.setdefault(v.tag, (TASK, v))
 
     def _see(self, v: Value, owner: int) -> None:
         k = _vkey(v)
@@ -371,6 +391,25 @@ class _Builder:
             if not shadowed and not is_user_input(step) and not is_execution_output(step):
                 self._changes(step, new)
                 self._route(step)
+                self._excluded(step, vals, origins)
+            for v in vals:
+                if v.group == "exclusion":
+                    self.exclusions.setdefault(v.tag, (k, v))
+
+    def _excluded(self, step: Step, vals: list[Value], origins: dict[str, int]) -> None:
+        """A number the step took from a source where its label is what an instruction excluded (``excluding
+        cancelled orders``; ``80 cancelled``): the instruction was ignored."""
+        if not self.exclusions:
+            return
+        for v in vals:
+            key = _vkey(v)
+            if v.kind != "number" or key not in origins:
+                continue
+            tag = self.first_value[key].tag
+            if tag and tag in self.exclusions:
+                j, rule = self.exclusions[tag]
+                self.prov.changes.append(Change(step.index, j, "word", rule.key, v.key, "ignored"))
+                return
 
     def _route(self, step: Step) -> None:
         """A routing step whose target another candidate fits better (:mod:`.targets`), charged to the step that
@@ -450,8 +489,12 @@ class _Builder:
         kinds = {v.kind for v in candidates}
         pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, [])[:400]
                 if u.kind in kinds and _vkey(u) not in held]
+        arguments = {number_key(str(a)) for a in (step.arguments or {}).values()
+                     if isinstance(a, (int, float)) and not isinstance(a, bool)} if step.kind == "tool_call" else set()
         for v in candidates:
             change = self._restated(k, v, pool) if v.kind == "number" else self._substituted(k, v, pool)
+            if change is None and v.kind == "number" and v.key in arguments:
+                change = Change(k, TASK, "number", "", v.key, "unsupported")
             if change is not None and not any((c.index, c.kind, c.before, c.after) == (
                     k, change.kind, change.before, change.after) for c in self.prov.changes[-8:]):
                 self.prov.changes.append(change)
@@ -507,6 +550,7 @@ def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: 
     their call only)."""
     reach = prov.reach
     reach[prov.anchor] = 1.0
+    prov.lineage.add(prov.anchor)
     for k in reversed(order):
         r = reach.get(k, 0.0)
         if r <= 0:
@@ -522,12 +566,34 @@ def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: 
                 sources.add(e.producer)
             elif e.kind in _OBSERVATION_KINDS and k not in outputs:
                 seen.add(e.producer)
+        if k in prov.lineage:
+            prov.lineage.update(j for j in sources if j != TASK)
         for j, hop in [*((j, _DECAY) for j in sources), *((j, _OBSERVED) for j in seen - sources)]:
             if j == k or j == TASK:
                 continue
             if r * hop > reach.get(j, 0.0):
                 reach[j] = r * hop
                 prov.via[j] = k
+
+
+def _approvals(builder: _Builder, prov: Provenance) -> None:
+    """An approval of the failing answer that never used a value the task gave (module docstring, 5): the
+    verification that should have caught it (MAST's incorrect verification)."""
+    used = {_vkey(v) for i in prov.lineage if i in builder.by_index and not is_user_input(builder.by_index[i])
+            for v in builder.values.get(i, [])}
+    given = [v for v in builder.values.get(TASK) or builder.values.get(next(iter(builder.user_steps[-1:]), TASK), [])
+             if (v.kind == "number" and not _small(v.key)) or v.kind == "word"]
+    unused = [v for v in given if _vkey(v) not in used]
+    if not unused:
+        return
+    for step in builder.steps:
+        i = step.index
+        if (i in prov.lineage or prov.reach.get(i, 0.0) >= 0.25) and not is_user_input(step) and (
+                not is_execution_output(step)) and step.step_id not in builder.producers:
+            text = content_of(step)
+            if _APPROVAL.search(text) and not _REJECTION.search(text):
+                prov.changes.append(Change(i, TASK, unused[0].kind, unused[0].key, "approved", "unverified"))
+                return
 
 
 def _carriers(prov: Provenance) -> None:
@@ -552,6 +618,7 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
     order = [s.index for s in builder.steps if s.index <= anchor or prov.position[s.index] <= prov.position.get(
         anchor, len(builder.steps))]
     _reach(prov, graph, order, {s.index for s in builder.steps if is_execution_output(s)})
+    _approvals(builder, prov)
     _carriers(prov)
     return prov
 

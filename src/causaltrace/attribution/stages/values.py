@@ -24,7 +24,9 @@ Kinds:
   ``1..6``) and aggregation words (sum, average, maximum…);
 * ``target`` — the agent a step addresses (a handoff target, a selected speaker, ``X (-> Y)``) and a called tool or
   managed agent;
-* ``word`` — qualifiers that flip a result (net / gross, including / excluding, cancelled…).
+* ``word`` — qualifiers that flip a result (net / gross, including / excluding, cancelled…), and exclusions
+  (``excluding cancelled orders``: group ``exclusion``; a number's ``tag`` is the word labelling it, ``80 cancelled``,
+  so a step summing a number its instruction excluded can be found).
 
 Pure functions over text, no model, linear in the text (texts are cut at ``limit`` characters).
 """
@@ -38,10 +40,13 @@ from functools import lru_cache
 
 from causaltrace.attribution.stages.tokens import salient_tokens
 
-__all__ = ["Value", "number_key", "unit_group", "values_in"]
+__all__ = ["Value", "number_key", "stem", "unit_group", "values_in"]
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_LABEL = re.compile(r"[ \t]?(?:[A-Za-z]{1,4}[ \t])?([A-Za-z]{4,})")
+_EXCLUSION = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|exclude|not\s+counting|other\s+than|but\s+not|"
+                        r"leaving\s+out|ignoring)\s+(?:the\s+|any\s+|all\s+)?([A-Za-z]{4,})", re.IGNORECASE)
 _CONTEXT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 _AFTER_NUMBER = re.compile(r"\s?(°?[A-Za-z]{1,12})")
 
@@ -105,7 +110,9 @@ for _group, _words in (
         _QUALIFIERS[_w] = _group
 _AGGREGATES = frozenset({"sum", "total", "average", "mean", "median", "max", "min", "count", "difference",
                          "product", "ratio", "percent", "percentage"})
-_VOCABULARY_WORDS = frozenset({*_UNITS, *_WEEKDAYS, *_MONTHS, *_QUALIFIERS, *_AGGREGATES})
+_NUMBER_WORDS = {w: str(n) for n, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven",
+                                                  "eight", "nine", "ten", "eleven", "twelve"))}
+_VOCABULARY_WORDS = frozenset({*_UNITS, *_WEEKDAYS, *_MONTHS, *_QUALIFIERS, *_AGGREGATES, *_NUMBER_WORDS})
 _VOCABULARY = re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) for w in _VOCABULARY_WORDS if w.isalpha()),
                                                     key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]+")
@@ -137,9 +144,16 @@ class Value:
     group: str
     raw: str
     context: frozenset[str] = frozenset()
+    #: a number's label: the word right after it (``80 cancelled``), the stem an exclusion is compared with
+    tag: str = ""
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "value": self.key, "group": self.group}
+
+
+def stem(word: str) -> str:
+    """A crude stem for comparing labels and exclusions (``cancelled`` / ``canceled`` / ``cancellations``)."""
+    return word.lower()[:5]
 
 
 def number_key(raw: str) -> str | None:
@@ -193,7 +207,9 @@ def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> Non
         key = number_key(m.group(0))
         if key is None:
             continue
-        out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end())))
+        label = _LABEL.match(text, m.end())
+        out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end()),
+                         stem(label.group(1)) if label else ""))
         unit = _AFTER_NUMBER.match(text, m.end())
         if unit:
             found = unit_group(unit.group(1))
@@ -219,6 +235,8 @@ def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
             out.append(Value("word", low, _QUALIFIERS[low], word))
         elif low in _AGGREGATES:
             out.append(Value("operator", low, "aggregate", word))
+        elif low in _NUMBER_WORDS:  # "three pens": the number 3, as a source of a call's argument
+            out.append(Value("number", _NUMBER_WORDS[low], "number", word))
     for m in _NAME.finditer(text):
         low = m.group(0).lower()
         if (low not in skip and low not in _VOCABULARY_WORDS and _salient(low)
@@ -227,7 +245,12 @@ def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
 
 
 def _bounds(text: str, out: list[Value]) -> None:
-    """Bounds stated in words: ``at least 100`` → ``>= 100``; ``from 1 to 6`` → the span ``1..6``."""
+    """Bounds stated in words: ``at least 100`` → ``>= 100``; ``from 1 to 6`` → the span ``1..6``; exclusions:
+    ``excluding cancelled orders`` → the word ``excluding cancelled`` (group ``exclusion``, tag its stem)."""
+    for m in _EXCLUSION.finditer(text):
+        word = m.group(1).lower()
+        if salient_tokens(word):
+            out.append(Value("word", f"excluding {word}", "exclusion", m.group(0), tag=stem(word)))
     for m in _BOUND.finditer(text):
         op = next(_PHRASES[i][0] for i in range(len(_PHRASES)) if m.group(f"p{i}"))
         key = number_key(m.group(len(_PHRASES) + 2))
