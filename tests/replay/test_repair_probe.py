@@ -16,7 +16,7 @@ import pytest
 
 import causaltrace
 from causaltrace.exceptions import UserError
-from causaltrace.instrumentation import _runtime
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import default_sandbox
 from causaltrace.replay.probe import answer_key, probe_target
 from causaltrace.replay.repair import repair
@@ -133,7 +133,7 @@ async def _record(factory: Any) -> Any:
 def _uninstrument():
     yield
     causaltrace.uninstrument()
-    _runtime.reset_tracing()
+    reset_tracing()
 
 
 async def test_the_probe_call_is_the_first_answer_that_differs_from_the_agents_earlier_ones():
