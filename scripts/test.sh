@@ -15,6 +15,9 @@ docker_install=$!
 step "Arize Phoenix in its own venv ~/.cache/causaltrace/phoenix-venv (in the background too; cold ~4.5 min, cached ~0.5 s)"
 bash scripts/install_phoenix.sh &
 phoenix_install=$!
+step "peer suites (AutoGen AgentChat 0.7.5, smolagents 1.26) in their own venv ~/.cache/causaltrace/peer-suites (in the background too; cold ~2 min + pip, cached ~0.6 s)"
+bash scripts/install_peer_suites.sh &
+peer_install=$!
 step "Jaeger v1.76.0 (built once with Go, cached)"
 bash scripts/install_jaeger.sh
 step "virtualenv .venv"
@@ -30,5 +33,7 @@ step "waiting for the Docker install"
 wait "${docker_install}"
 step "waiting for the Phoenix install"
 wait "${phoenix_install}" || echo "Phoenix install failed: tests/instrumentation/test_phoenix_live.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
+step "waiting for the peer-suite install"
+wait "${peer_install}" || echo "peer-suite install failed: tests/test_peer_suites.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
 step "pytest"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
