@@ -130,7 +130,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
         result = asyncio.run(
             repair(run, factory, verify, candidates, args.k, model=args.model, store=store, on_replay=progress,
                    mutation_budget=args.budget, environment=not args.no_environment,
-                   max_replays=args.max_replays or None, max_seconds=args.max_seconds or None)
+                   max_replays=args.max_replays or None, max_seconds=args.max_seconds or None,
+                   concurrency=args.concurrency)
         )
     out = Console(highlight=False)
     printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
@@ -254,6 +255,9 @@ def add_replay_commands(sub: Any) -> None:
                    help=f"stop the search after this many replays (default {DEFAULT_MAX_REPLAYS}; 0 = no bound)")
     p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS,
                    help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="replays of one step's proposals run at once (default min(4, CPU count)); the answer is "
+                        "that of --concurrency 1")
     p.add_argument("--no-environment", action="store_true",
                    help="never edit tool results (by default they are tried last, as tool / data faults)")
     add_keep_server(p)

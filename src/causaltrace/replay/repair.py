@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import json
 import time
@@ -47,6 +48,7 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
+from causaltrace.replay.concurrency import captured, default_concurrency, in_order, routed_output
 from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording, replay
@@ -248,6 +250,7 @@ async def repair(
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
     replay_timeout_s: float | None = DEFAULT_REPLAY_TIMEOUT_S,
     probe: bool = True,
+    concurrency: int | None = None,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
@@ -257,6 +260,8 @@ async def repair(
     phase altogether; ``max_replays`` / ``max_seconds`` bound the search and ``replay_timeout_s`` each replay (None:
     unbounded) (module docstring). ``probe`` checks, before the first replay, that the factory's models answer the
     conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError`` when they do not).
+    ``concurrency`` replays of one step's proposals run at once (default :func:`default_concurrency`); the result is
+    that of one at a time (:mod:`causaltrace.replay.concurrency`).
     """
     if run.outcome.status != "failure":
         raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
@@ -273,18 +278,15 @@ async def repair(
 
         judge = model if hasattr(model, "ask") else Judge(model)
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
-    probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
-    attempts, decisive, replays = await _search(
-        run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
-        budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
-        measure=measure, on_replay=on_replay,
-    )
-    pair, pair_reason = None, ""
-    if decisive is not None and decisive.phase == "environment":
-        pair_reason = "the flip edits a tool result (the environment), not a model's turn"
-    elif decisive is not None and decisive.best is not None:
-        pair, pair_reason = repair_pair_or_reason(run, decisive.best, crs=decisive.crs,
-                                                  minimality_score=decisive.minimality or 0.0)
+    budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
+    with routed_output():
+        probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
+        attempts, decisive, replays = await _search(
+            run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
+            budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
+            measure=measure, on_replay=on_replay,
+        )
+    pair, pair_reason = _pair_of(run, decisive)
     exhausted = budget.exhausted(replays) if decisive is None else ""
     updated = _updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
                                  exhausted=exhausted)
@@ -304,6 +306,16 @@ async def repair(
         budget_exhausted=exhausted,
         probe=probed,
     )
+
+
+def _pair_of(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None, str]:
+    """The repair pair of the decisive flip, or None and why (an environment flip yields none)."""
+    if decisive is not None and decisive.phase == "environment":
+        return None, "the flip edits a tool result (the environment), not a model's turn"
+    if decisive is not None and decisive.best is not None:
+        return repair_pair_or_reason(run, decisive.best, crs=decisive.crs,
+                                     minimality_score=decisive.minimality or 0.0)
+    return None, ""
 
 
 async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s: float | None) -> str:
@@ -365,6 +377,8 @@ class _Budget:
     max_seconds: float | None
     started: float
     replay_timeout_s: float | None = None
+    #: replays of one step's proposals in flight at once
+    concurrency: int = 1
 
     def exhausted(self, replays: int) -> str:
         if self.max_replays is not None and replays >= self.max_replays:
@@ -376,10 +390,10 @@ class _Budget:
 
 @contextlib.asynccontextmanager
 async def _captured_output() -> AsyncIterator[io.StringIO]:
-    """Everything printed to stdout / stderr inside the block (a framework's tracebacks and panels during a
-    replay) goes to the yielded buffer instead of the user's terminal."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+    """Everything this replay prints to stdout / stderr inside the block (a framework's tracebacks and panels)
+    goes to the yielded buffer instead of the user's terminal; concurrent replays each get their own
+    (:mod:`causaltrace.replay.concurrency`)."""
+    with captured() as buffer:
         yield buffer
 
 
@@ -403,7 +417,11 @@ async def _bounded(coro: Any, timeout_s: float | None) -> Any:
     """``await coro``, but give up after ``timeout_s``: the replay is cancelled and NOT waited for beyond a short
     grace (a framework's cleanup may itself wait on the stuck call); it dies with the search's event loop."""
     task = asyncio.ensure_future(coro)
-    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:  # a replay that ran ahead of an earlier flip: stop it too
+        task.cancel()
+        raise
     if task in done:
         return task.result()
     task.cancel()
@@ -434,22 +452,26 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phas
                           phase="environment" if is_environment_step(step) else phase)
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
-    for proposal in await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget):
-        if budget.exhausted(done):
-            break
-        result, output = await _replay_captured(run, factory, proposal, verify, sandbox=sandbox, policy=policy,
-                                                model=judge, timeout_s=budget.replay_timeout_s)
-        done += result.replays_run
-        attempt.replays.append(result)
-        attempt.outputs.append(output)
-        if on_replay is not None:
-            on_replay(step, result)
-        if result.flipped:
-            attempt.crs = 1.0
-            attempt.best = result
-            attempt.minimality = minimality(original, proposal.replacement,
-                                            kind="edit" if measure == "edit" else "positional")
-            break
+    proposals = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget)
+    starts = [functools.partial(_replay_captured, run, factory, p, verify, sandbox=sandbox, policy=policy,
+                                model=judge, timeout_s=budget.replay_timeout_s) for p in proposals]
+    # started in proposal order, consumed in proposal order: the stopping rules below are the sequential search's
+    results = in_order(starts, budget.concurrency, may_start=lambda in_flight: not budget.exhausted(done + in_flight))
+    async with contextlib.aclosing(results):
+        async for result, output in results:
+            if budget.exhausted(done):
+                break
+            done += result.replays_run
+            attempt.replays.append(result)
+            attempt.outputs.append(output)
+            if on_replay is not None:
+                on_replay(step, result)
+            if result.flipped:
+                attempt.crs = 1.0
+                attempt.best = result
+                attempt.minimality = minimality(original, result.intervention.replacement,
+                                                kind="edit" if measure == "edit" else "positional")
+                break
     return attempt
 
 

@@ -1,0 +1,77 @@
+"""``repair --concurrency N`` (issue 19 item 3): replays of one step's proposals run at once, in-process, and the
+answer is the one-at-a-time answer — the same earliest flipping step, the same proposal, the same replays recorded
+in the same order — while each replay's printed output stays with that replay (real AutoGen team, real sandbox)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("autogen_agentchat")
+
+import causaltrace
+from causaltrace.instrumentation.tracing import reset_tracing
+from causaltrace.replay.concurrency import default_concurrency
+from causaltrace.replay.executor import default_sandbox
+from causaltrace.replay.repair import repair
+from test_repair_agent_first import TASK, build, verify, verify_unreachable
+
+
+@pytest.fixture(autouse=True)
+def _uninstrument():
+    yield
+    causaltrace.uninstrument()
+    reset_tracing()
+
+
+async def _record(factory: Any, check: Any) -> Any:
+    causaltrace.instrument()
+    async with causaltrace.run(task=TASK, verify=check) as handle:
+        await factory().run(task=TASK)
+    return handle.run
+
+
+def _shape(result: Any) -> list[Any]:
+    return [(a.step_id, a.phase, a.crs, [(r.intervention.description, r.flipped, r.outcome.status) for r in a.replays])
+            for a in result.attempts]
+
+
+def test_the_default_follows_the_machine():
+    assert 1 <= default_concurrency() <= 4
+
+
+async def test_concurrent_replays_give_the_sequential_answer():
+    def factory() -> Any:
+        return build(restate_wrong=True)
+
+    run = await _record(factory, verify)
+    seen: dict[int, list[str]] = {1: [], 3: []}
+    results = {}
+    for n in (1, 3):
+        results[n] = await repair(run, factory, verify, k=0, sandbox=default_sandbox(), store=False, concurrency=n,
+                                  on_replay=lambda step, r, n=n: seen[n].append(r.intervention.description))
+    one, three = results[1], results[3]
+    assert one.repaired and three.decisive.step_id == one.decisive.step_id
+    assert three.decisive.best.intervention == one.decisive.best.intervention
+    assert _shape(three) == _shape(one) and three.replays == one.replays
+    assert seen[3] == seen[1]  # the progress lines come in the same order
+
+
+async def test_each_concurrent_replay_keeps_its_own_output(capsys):
+    def noisy() -> Any:
+        return build(price=22, noisy=True)
+
+    run = await _record(noisy, verify_unreachable)
+    capsys.readouterr()
+    result = await repair(run, noisy, verify_unreachable, k=0, sandbox=default_sandbox(), store=False,
+                          max_replays=4, concurrency=3)
+    assert result.replays == 4 and not result.repaired
+    outputs = [o for a in result.attempts for o in a.outputs]
+    assert len(outputs) == 4
+    single = [o for a in (await repair(run, noisy, verify_unreachable, k=0, sandbox=default_sandbox(), store=False,
+                                       max_replays=4, concurrency=1)).attempts for o in a.outputs]
+    # the same lines per replay as one at a time: nothing mixed in from the replays running beside it
+    assert [o.count("calculator: thinking hard") for o in outputs] == [o.count("calculator: thinking hard")
+                                                                         for o in single]
+    assert "thinking hard" not in capsys.readouterr().err
