@@ -326,3 +326,42 @@ def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():
         assert h.run.steps == (ended,)  # a failing processor before the exporter loses no step
     finally:
         reset_tracing()
+
+
+def test_live_spans_follow_the_genai_conventions(span_capture):
+    """Names, kinds and gen_ai.* of live spans: the workflow root, a CLIENT chat span naming its provider (from the
+    client class the adapter passes, or the model id; unknown without either, and no class-name model), plan and
+    invoke_agent spans, the turn's provider taken from its model calls, error.type on a failed tool."""
+    from opentelemetry.trace import SpanKind
+
+    provider, exporter = span_capture
+    configure(provider, TraceConfig(store=False))
+    try:
+        with causaltrace.run(task="t", name="team") as handle:
+            ctx = current_run()
+            turn = ctx.start_step("agent_turn", agent="planner")
+            ctx.add_step("planning", agent="planner", parent=turn, content="1. add")
+            llm = ctx.start_step("llm_response", agent="planner", parent=turn, model="llama3.1:8b",
+                                 metadata={"provider": "openai"})
+            llm.end(content="ok", outputs={"finish_reason": "stop"})
+            ctx.add_step("llm_response", agent="planner", parent=turn)  # a scripted client: no model id
+            ctx.add_step("tool_call", agent="planner", parent=turn, tool_name="add", status="error",
+                         error=ValueError("bad"))
+            turn.end()
+            handle.report(final_answer="ok")
+    finally:
+        reset_tracing()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"invoke_workflow team", "invoke_agent planner", "plan planner", "chat llama3.1:8b", "chat",
+                          "execute_tool add"}
+    root, chat, bare = spans["invoke_workflow team"], spans["chat llama3.1:8b"], spans["chat"]
+    assert root.kind is SpanKind.INTERNAL and root.attributes[semconv.GEN_AI_WORKFLOW_NAME] == "team"
+    assert root.attributes[semconv.GEN_AI_OPERATION_NAME] == "invoke_workflow"
+    assert chat.kind is bare.kind is SpanKind.CLIENT and spans["execute_tool add"].kind is SpanKind.INTERNAL
+    assert chat.attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"  # the client's API beats the model's family
+    assert tuple(chat.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
+    assert bare.attributes[semconv.GEN_AI_PROVIDER_NAME] == "unknown" and semconv.GEN_AI_REQUEST_MODEL not in bare.attributes
+    assert spans["plan planner"].attributes[semconv.GEN_AI_OPERATION_NAME] == "plan"
+    assert spans["invoke_agent planner"].attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"  # from its calls
+    assert spans["execute_tool add"].attributes[semconv.ERROR_TYPE] == "ValueError"
+    assert {s.attributes[semconv.GEN_AI_CONVERSATION_ID] for s in spans.values()} == {handle.run_id}

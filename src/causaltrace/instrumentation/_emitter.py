@@ -309,7 +309,9 @@ class Emitter:
             if step.parent_step_id is not None:
                 if len(self._turn_providers) > 4096:  # parents that were not turns: never popped
                     self._turn_providers.clear()
-                self._turn_providers[step.parent_step_id] = attrs[semconv.GEN_AI_PROVIDER_NAME]
+                provider = attrs[semconv.GEN_AI_PROVIDER_NAME]
+                if self._turn_providers.get(step.parent_step_id, semconv.PROVIDER_UNKNOWN) == semconv.PROVIDER_UNKNOWN:
+                    self._turn_providers[step.parent_step_id] = provider  # the first provider that is named
         elif step.kind == "agent_turn":
             provider = self._turn_providers.pop(step.step_id, None)
             if provider is not None:
