@@ -15,7 +15,7 @@ docker_install=$!
 step "Arize Phoenix in its own venv ~/.cache/causaltrace/phoenix-venv (in the background too; cold ~4.5 min, cached ~0.5 s)"
 bash scripts/install_phoenix.sh &
 phoenix_install=$!
-step "peer suites (AutoGen AgentChat 0.7.5, smolagents 1.26) in their own venv ~/.cache/causaltrace/peer-suites (in the background too; cold ~2 min + pip, cached ~0.6 s)"
+step "peer suites (AutoGen AgentChat 0.7.5, smolagents 1.26) in their own venv ~/.cache/causaltrace/peer-suites (in the background too; cold ~3 min with pip, cached ~0.6 s)"
 bash scripts/install_peer_suites.sh &
 peer_install=$!
 step "Jaeger v1.76.0 (built once with Go, cached)"
