@@ -137,8 +137,9 @@ def setup(smolagents_git: Path | None = None) -> None:
     if not ready.exists() or ready.read_text().strip() != _venv_stamp():
         if not PY.exists():
             _sh([sys.executable, "-m", "venv", str(VENV)])
-        _sh([str(PY), "-m", "pip", "install", "-q", "--find-links", str(CACHE.parent / "wheels"),
-             f"{REPO}[all,dev]", *TEST_DEPS])
+        wheels = CACHE.parent / "wheels"  # the local model's wheel cache; on a cold machine it does not exist yet
+        links = ["--find-links", str(wheels)] if wheels.is_dir() else []
+        _sh([str(PY), "-m", "pip", "install", "-q", *links, f"{REPO}[all,dev]", *TEST_DEPS])
         ready.write_text(_venv_stamp() + "\n")
     sdists = CACHE / "sdists"
     for name, (dist, version, _) in SDISTS.items():
