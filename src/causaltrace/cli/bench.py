@@ -64,6 +64,8 @@ def _add_faults(bench: Any) -> None:
                    help="run only the cases held out of tuning (every second case of each type)")
     b.add_argument("--home", default=None, metavar="DIR",
                    help="store the runs and replays in DIR (default: a temporary store, removed afterwards)")
+    b.add_argument("--from-store", dest="from_store", default=None, metavar="DIR",
+                   help="score the runs an earlier --home DIR recorded instead of running the teams again")
     b.set_defaults(func=cmd_bench_faults)
 
 

@@ -14,6 +14,12 @@ Per case:
 The suite runs offline: ``CAUSALTRACE_MODEL`` is ignored (removed from the worker's environment) and every model is
 a reactive scripted one. Runs and replays go to the store of ``$CAUSALTRACE_HOME`` (the CLI uses a temporary one
 unless ``--home`` is given). Cases run in ``jobs`` worker processes (each instruments both frameworks itself).
+
+Scoring recorded runs again (``--from-store DIR``): the live runs are CPU heavy, the attribution under study is not.
+Record once (``bench faults --no-repair --home DIR``), then ``bench faults --from-store DIR`` takes each case's run
+from that store instead of running its team — the first stored run named after the case (its recording; replays
+come later) — and scores it with the attribution code of the current checkout. A case with no stored run is an
+error row, the suite goes on. Repair, if asked, replays the stored run with the case's factory as usual.
 """
 
 from __future__ import annotations
@@ -150,17 +156,36 @@ async def record(case: FaultCase) -> Any:
     return handle.run
 
 
+def stored_run(case: FaultCase, home: str) -> Any:
+    """The run recorded for ``case`` in the store under ``home`` (a ``--home`` of an earlier ``bench faults``): the
+    oldest run named after the case (its replays, stored later, carry the same name)."""
+    from pathlib import Path
+
+    from causaltrace.collector.store import Store
+    from causaltrace.config import default_db_path
+
+    store = Store(default_db_path({"CAUSALTRACE_HOME": str(Path(home))}), readonly=True)
+    try:
+        named = [r["run_id"] for r in store.list_runs() if r["name"] == case.name]
+        if not named:
+            raise LookupError(f"no run named {case.name!r} in the store under {home}")
+        return store.get_run(named[-1])
+    finally:
+        store.close()
+
+
 async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = True,
-                   on_replay: Callable[[Any, Any], None] | None = None) -> CaseResult:
-    """Record one case, score the diagnosis-only localisation (:func:`~.scoring.localize`), then (unless
-    ``repair_run=False``) repair it guided by ``graph``'s ranking."""
+                   on_replay: Callable[[Any, Any], None] | None = None, from_store: str | None = None) -> CaseResult:
+    """Record one case (or take its run from the store under ``from_store``: module docstring), score the
+    diagnosis-only localisation (:func:`~.scoring.localize`), then (unless ``repair_run=False``) repair it guided
+    by ``graph``'s ranking."""
     from causaltrace.testing.faults.scoring import localize
 
     started = time.perf_counter()
     result = CaseResult(name=case.name, framework=case.framework, fault=case.fault, true_step=None, found_step=None,
                         repaired=False, replays=0, live_calls_before_intervention=0, held_out=case.held_out)
     try:
-        run = await record(case)
+        run = await record(case) if from_store is None else stored_run(case, from_store)
         result.run_seconds = round(time.perf_counter() - started, 3)
         result.true_step = case.true_step(run)
         errors = [s.index for s in run.steps if s.status == "error"]
@@ -210,22 +235,24 @@ async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: A
             result.found_in = where
 
 
-def _run_named(name: str, repair_run: bool = True) -> CaseResult:
+def _run_named(name: str, repair_run: bool = True, from_store: str | None = None) -> CaseResult:
     os.environ.pop("CAUSALTRACE_MODEL", None)
     case = next(c for c in all_cases() if c.name == name)
-    return asyncio.run(run_case(case, repair_run=repair_run))
+    return asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store))
 
 
 def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1, repair_run: bool = True,
-              progress: Callable[[CaseResult, int, int], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[CaseResult, int, int], None] | None = None,
+              from_store: str | None = None) -> dict[str, Any]:
     """Run the cases (all by default) and return the benchmark JSON (ARCHITECTURE "Benchmark JSON");
-    ``repair_run=False`` scores localisation only (no replay)."""
+    ``repair_run=False`` scores localisation only (no replay); ``from_store`` scores the runs stored under that
+    home instead of running the teams (module docstring)."""
     cases = list(cases) if cases is not None else all_cases()
     results: list[CaseResult] = []
     if jobs <= 1:
         os.environ.pop("CAUSALTRACE_MODEL", None)
         for case in cases:
-            res = asyncio.run(run_case(case, repair_run=repair_run))
+            res = asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store))
             results.append(res)
             if progress:
                 progress(res, len(results), len(cases))
@@ -236,7 +263,7 @@ def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1, repair
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             by_name: dict[str, CaseResult] = {}
-            for res in pool.map(_run_named, names, [repair_run] * len(names)):
+            for res in pool.map(_run_named, names, [repair_run] * len(names), [from_store] * len(names)):
                 by_name[res.name] = res
                 if progress:
                     progress(res, len(by_name), len(names))
@@ -389,6 +416,9 @@ def bench_faults_command(args: Any) -> int:
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
     _require_frameworks({c.framework for c in cases})
+    from_store = getattr(args, "from_store", None)
+    if from_store is not None and not Path(from_store).is_dir():
+        raise UserError(f"--from-store {from_store!r} is not a folder (the --home of an earlier bench faults)")
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="causaltrace-faults-"))
     home.mkdir(parents=True, exist_ok=True)
     previous = os.environ.get("CAUSALTRACE_HOME")
@@ -403,7 +433,8 @@ def bench_faults_command(args: Any) -> int:
               f"{status}, {result.replays} replays, {result.seconds:.1f} s{extra}", file=sys.stderr, flush=True)
 
     try:
-        report = run_suite(cases, jobs=args.jobs, repair_run=getattr(args, "repair", True), progress=progress)
+        report = run_suite(cases, jobs=args.jobs, repair_run=getattr(args, "repair", True), progress=progress,
+                           from_store=str(Path(from_store).resolve()) if from_store is not None else None)
     finally:
         if previous is None:
             os.environ.pop("CAUSALTRACE_HOME", None)
