@@ -9,6 +9,7 @@ import json
 import pytest
 
 from causaltrace.cli import main
+from causaltrace.collector.store import Store
 
 SMALLEST = ("47", "93", "21", "102", "12", "38")
 
@@ -53,7 +54,32 @@ def test_diagnose_all_then_stats_and_the_fleet_page(imported, capsys, tmp_path):
     assert "Failures by agent" in html and stats["by_agent"][0]["examples"][0] in html
 
 
+def test_diagnose_all_json_summarises_the_batch(imported, capsys):
+    first, *rest = imported
+    code, out, err = run_cli(capsys, "diagnose", first, "--json")  # diagnosed alone first: the batch skips it
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "diagnose", "--all", "--json")
+    assert code == 0, err
+    summary = json.loads(out)  # stdout is the one JSON object, the progress and the summary line are on stderr
+    assert summary["method"] == "graph" and summary["jobs"] == 1
+    assert (summary["selected"], summary["diagnosed"], summary["skipped"]) == (len(rest), len(rest), 1)
+    assert summary["failed"] == summary["errors"] == 0 and summary["runs_per_second"] > 0
+    assert sorted(r["run_id"] for r in summary["runs"]) == sorted(rest)
+    with Store() as store:
+        for run in summary["runs"]:
+            (stored,) = store.diagnoses(run["run_id"])
+            assert run["decisive_step_index"] == stored.decisive_step_index is not None
+            assert (run["decisive_step_id"], run["agent"], run["category"]) == (
+                stored.decisive_step_id, stored.agent, stored.category)
+            assert run["failed"] is False and run["failure_reason"] is None
+    code, out, err = run_cli(capsys, "diagnose", "--all", "--json")  # resumed: all skipped, still one JSON object
+    assert code == 0 and "nothing to diagnose" in err
+    again = json.loads(out)
+    assert (again["selected"], again["diagnosed"], again["skipped"], again["runs"]) == (0, 0, len(imported), [])
+
+
 @pytest.mark.parametrize("argv, message", [
+    (("diagnose", "--all", "--force"), "--force (analyse a successful run) takes one run"),
     (("diagnose",), "diagnose needs a RUN_ID or --all"),
     (("diagnose", "abcd1234", "--all"), "a RUN_ID or --all, not both"),
     (("diagnose", "--all", "--jobs", "0"), "--jobs must be at least 1"),

@@ -14,6 +14,8 @@ Which runs (:func:`runs_to_diagnose`): every stored run that is not a success (`
 only; as ``diagnose`` does, a success is never diagnosed here), not produced by a replay, started at or after
 ``since``, and without a diagnosis of this ``method`` yet — so a run that was stopped half-way **resumes**: what was
 done is stored, only the rest is diagnosed (``redo=True`` diagnoses every selected run again).
+:func:`select_runs` also names the runs it leaves out as already diagnosed (``diagnose --all --json``'s
+``skipped``).
 
 How (:func:`diagnose_all`): ``jobs=1`` diagnoses in this process; ``jobs=N`` starts N worker processes (``spawn``: no
 inherited locks or connections). Each worker opens the store read-only once and diagnoses the runs it is handed (by
@@ -40,7 +42,7 @@ from causaltrace.collector.store import Store
 from causaltrace.exceptions import CausaltraceError, UserError
 from causaltrace.schema import Diagnosis
 
-__all__ = ["FleetDiagnosis", "diagnose_all", "runs_to_diagnose"]
+__all__ = ["FleetDiagnosis", "Selection", "diagnose_all", "runs_to_diagnose", "select_runs"]
 
 Progress = Callable[[int, int, Diagnosis | None], None]
 _CHUNK = 4
@@ -70,13 +72,23 @@ def _started(raw: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool = False,
-                     since: datetime | None = None, redo: bool = False, limit: int | None = None) -> list[str]:
-    """The ids of the stored runs a batch should diagnose, oldest first (module docstring)."""
+@dataclass(frozen=True)
+class Selection:
+    """The runs a batch picked: ``todo`` (oldest first) and ``done``, the selected runs left out because they
+    already have a diagnosis of the method (what a resumed batch skips; ``redo=True`` leaves none out)."""
+
+    todo: list[str]
+    done: list[str]
+
+
+def select_runs(store: Store, *, method: str = "graph", failed_only: bool = False,
+                since: datetime | None = None, redo: bool = False, limit: int | None = None) -> Selection:
+    """The stored runs a batch should diagnose and those it skips as already diagnosed (module docstring)."""
     if since is not None and since.tzinfo is None:
         since = since.astimezone(UTC)
     store.mark_incomplete()
     todo: list[str] = []
+    done: list[str] = []
     for row in store.list_runs(failed=failed_only):
         if row["status"] in ("success", "running") or is_replay_name(row.get("name")):
             continue
@@ -84,10 +96,18 @@ def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool =
         if since is not None and (started is None or started < since):
             continue
         if not redo and any(d.method == method and not d.failed for d in store.diagnoses(row["run_id"])):
+            done.append(row["run_id"])
             continue
         todo.append(row["run_id"])
     todo.reverse()
-    return todo[:limit] if limit is not None else todo
+    done.reverse()
+    return Selection(todo[:limit] if limit is not None else todo, done)
+
+
+def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool = False,
+                     since: datetime | None = None, redo: bool = False, limit: int | None = None) -> list[str]:
+    """The ids of the stored runs a batch should diagnose, oldest first (module docstring)."""
+    return select_runs(store, method=method, failed_only=failed_only, since=since, redo=redo, limit=limit).todo
 
 
 # ------------------------------------------------------------------------------------------ the worker side

@@ -29,8 +29,10 @@ def add_diagnose_command(sub: Any) -> None:
                    help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
-    p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON")
-    p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway")
+    p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON (with --all: the batch's "
+                   "summary, each run's decisive step)")
+    p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway (one "
+                   "RUN_ID, not --all)")
     p.add_argument("--min-confidence", type=float, default=None, metavar="C",
                    help="below this confidence (0-1) name no decisive step, only the ranked candidates")
     p.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)

@@ -122,41 +122,76 @@ def _progress_bar() -> tuple[Any, Any]:
     return bar, bar.add_task("diagnose", total=None)
 
 
-def cmd_diagnose_all(args: argparse.Namespace) -> int:
-    """Diagnose many stored runs (``causaltrace.attribution.fleet``), with a progress bar on stderr; prints the run
-    ids diagnosed, one per line, and a summary line on stderr."""
-    from causaltrace.attribution.fleet import diagnose_all, runs_to_diagnose
-    from causaltrace.cli.common import csv_values
+def _run_summary(diagnosis: Any) -> dict[str, Any]:
+    """One run's line of ``diagnose --all --json``: its decisive step, or why there is none."""
+    return {"run_id": diagnosis.run_id, "decisive_step_index": diagnosis.decisive_step_index,
+            "decisive_step_id": diagnosis.decisive_step_id, "agent": diagnosis.agent, "category": diagnosis.category,
+            "confidence": diagnosis.confidence, "failed": diagnosis.failed, "failure_reason": diagnosis.failure_reason}
 
+
+def _batch_json(args: argparse.Namespace, selection: Any, result: Any, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The machine-readable summary ``diagnose --all --json`` prints (README "Fleets")."""
+    errors = [{"run_id": run_id, "decisive_step_index": None, "decisive_step_id": None, "agent": None,
+               "category": None, "confidence": None, "failed": True, "failure_reason": None, "error": error}
+              for run_id, error in (result.errors if result is not None else ())]
+    return {"method": args.method, "jobs": args.jobs, "selected": len(selection.todo),
+            "diagnosed": result.diagnosed if result is not None else 0, "skipped": len(selection.done),
+            "failed": (result.failed_diagnoses + len(result.errors)) if result is not None else 0,
+            "errors": len(errors), "seconds": round(result.seconds, 3) if result is not None else 0.0,
+            "runs_per_second": round(result.runs_per_second, 3) if result is not None else 0.0,
+            "runs": runs + errors}
+
+
+def _check_batch_options(args: argparse.Namespace) -> None:
+    """The options of one run that mean nothing for a batch are one-line errors, not silently ignored."""
     if args.factory or args.verify:
         raise UserError("diagnose --all does not replay: --factory / --verify take one run (diagnose RUN_ID)")
+    if args.force:  # a batch never diagnoses successes: their diagnoses would count as failures in `stats`
+        raise UserError("diagnose --all diagnoses failed and unknown-outcome runs only: --force (analyse a "
+                        "successful run) takes one run (diagnose RUN_ID --force)")
     if args.jobs < 1:
         raise UserError(f"--jobs must be at least 1, got {args.jobs}")
+
+
+def cmd_diagnose_all(args: argparse.Namespace) -> int:
+    """Diagnose many stored runs (``causaltrace.attribution.fleet``), with a progress bar on stderr; prints the run
+    ids diagnosed, one per line (``--json``: one summary object with each run's decisive step), and a summary line
+    on stderr."""
+    from causaltrace.attribution.fleet import diagnose_all, select_runs
+    from causaltrace.cli.common import csv_values
+
+    _check_batch_options(args)
     with store(args) as db:
-        todo = runs_to_diagnose(db, method=args.method, failed_only=args.failed, since=_since(args), redo=args.redo)
-    if not todo:
+        selection = select_runs(db, method=args.method, failed_only=args.failed, since=_since(args), redo=args.redo)
+    if not selection.todo:
         print("causaltrace: nothing to diagnose (every selected run has a diagnosis of this method; --redo "
               "diagnoses them again)", file=sys.stderr)
+        if args.json:
+            print_json(_batch_json(args, selection, None, []))
         return 0
     bar, task = _progress_bar()
-    done_ids: list[str] = []
+    runs: list[dict[str, Any]] = []
 
     def tick(done: int, total: int, diagnosis: Any) -> None:
         bar.update(task, completed=done, total=total)
         if diagnosis is not None:
-            done_ids.append(diagnosis.run_id)
+            runs.append(_run_summary(diagnosis))
 
     with bar:
-        result = diagnose_all(args.db, todo, method=args.method, model=args.model, jobs=args.jobs, progress=tick,
-                              with_answer=args.with_answer, ablate=csv_values(args.ablate),
+        result = diagnose_all(args.db, selection.todo, method=args.method, model=args.model, jobs=args.jobs,
+                              progress=tick, with_answer=args.with_answer, ablate=csv_values(args.ablate),
                               human_speakers=csv_values(args.human_speakers) or None,
                               min_confidence=args.min_confidence)
-    for run_id in done_ids:
-        sys.stdout.write(run_id + "\n")
+    if args.json:
+        print_json(_batch_json(args, selection, result, runs))
+    else:
+        for run in runs:
+            sys.stdout.write(run["run_id"] + "\n")
     for run_id, error in result.errors:
         print(f"causaltrace: could not diagnose {run_id}: {error}", file=sys.stderr)
     print(f"causaltrace: diagnosed {result.diagnosed} run{'s' if result.diagnosed != 1 else ''} in "
           f"{result.seconds:.1f} s ({result.runs_per_second:.1f} runs/s, {args.jobs} job{'s' if args.jobs != 1 else ''})"
+          + (f"; {len(selection.done)} already diagnosed" if selection.done else "")
           + (f"; {result.failed_diagnoses} failed diagnoses" if result.failed_diagnoses else "")
           + (f"; {len(result.errors)} errors" if result.errors else ""), file=sys.stderr)
     return 0
