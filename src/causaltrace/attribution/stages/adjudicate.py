@@ -6,7 +6,9 @@ a correct alternative would have turned into success, compared by directness and
 constrained to the candidate set V_f (the schema's enum) and classified into causaltrace's error categories (MAST +
 TRAIL, ``causaltrace.schema.ERROR_CATEGORIES``) plus ``other``. ``defa`` passes its segmentation, summaries and
 propagation edges; ``graph`` passes no segmentation (the whole trace is the evidence view, fitted to the window),
-its ranked and recalled candidates with their reasons, and the dependency edges that touch them.
+its ranked and recalled candidates with their reasons, the dependency edges that touch them and, as ``evidence``,
+the per-candidate block of :mod:`~causaltrace.attribution.stages.evidence` (issue 20 item 7; ``defa`` passes none,
+so its prompt is unchanged).
 
 Also here: :class:`DepEdge`, the dependency / propagation edge both methods hand to the stage, and
 :func:`edge_lines`, how edges are shown in prompts.
@@ -20,6 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.judge import output_model, short_text, step_index
+from causaltrace.attribution.stages.evidence import EVIDENCE_INTRO
 from causaltrace.attribution.stages.prompting import (
     SYSTEM_CAUSING_STEP,
     allowed,
@@ -99,8 +102,9 @@ class AdjudicateStage(Stage[Adjudication]):
     uses_model: ClassVar[bool] = True
 
     def __init__(self, seg: SegmentedSteps | None, summaries: Mapping[int, str], nodes: list[int],
-                 edges: list[DepEdge], notes: Mapping[int, str] | None = None) -> None:
+                 edges: list[DepEdge], notes: Mapping[int, str] | None = None, *, evidence: str = "") -> None:
         self.seg, self.summaries, self.nodes, self.edges, self.notes = seg, summaries, nodes, edges, notes or {}
+        self.evidence = evidence
 
     async def run(self, ctx: DiagnosisContext) -> Adjudication:
         steps = steps_or_fail(ctx, "adjudicate")
@@ -123,6 +127,7 @@ class AdjudicateStage(Stage[Adjudication]):
                  "evidence, and the earliest among equals; (5) pick the step and classify its error "
                  f"(categories: {cats}; or 'other').\nCandidate steps: {', '.join(map(str, nodes))}\n"
                  + (f"Why they are candidates:\n{notes}\n" if notes else "")
+                 + (f"{EVIDENCE_INTRO}\n{self.evidence}\n" if self.evidence else "")
                  + "Propagation edges:\n" + edge_lines(self.edges) + "\n\n" + summary
                  + ("The trajectory:\n" if single else "The candidate steps in full:\n"))
 

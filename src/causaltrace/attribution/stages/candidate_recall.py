@@ -7,6 +7,10 @@ segmented candidate recall on top of the deterministic ranking, then one adjudic
   full; the model returns candidate steps of that segment with reasons. When there are more segments than
   ``max_recall_calls`` (default 8 — with a 128k window a Who&When trace is 1–2 segments), only the segments holding
   the best-ranked deterministic candidates are asked (the artifact lists the ones skipped).
+* **Evidence** (issue 20 item 7): both prompts also show, per candidate step, what the deterministic stages found
+  (:mod:`~causaltrace.attribution.stages.evidence`: value origins, a changed value, the responsibility boundary,
+  the reach to the failure, the loop verdict), within a character budget — ranked steps of the segment first for
+  ``recall``, the candidates by rank for ``adjudicate``. It costs no call.
 * ``adjudicate``: DeFA's adjudication stage (:class:`~causaltrace.attribution.stages.adjudicate.AdjudicateStage`) over
   the union of the deterministic top ``adjudicate_top`` (10) and the recalled steps, with the dependency edges that
   touch them and every candidate's reasons; the whole trace is the evidence view (fitted to the window).
@@ -20,13 +24,14 @@ ablating ``adjudicate`` takes the best-ranked (deterministic rank) of the recall
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.adjudicate import AdjudicateStage, DepEdge
 from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraph, DependencyGraphStage
+from causaltrace.attribution.stages.evidence import EVIDENCE_INTRO, Evidence, evidence_of, rank_order
 from causaltrace.attribution.stages.prompting import (
     SYSTEM_DECISIVE_ERROR,
     allowed,
@@ -48,15 +53,17 @@ _SYSTEM = SYSTEM_DECISIVE_ERROR
 
 @dataclass
 class Recall:
-    """Recalled steps with reasons, the segments asked and skipped."""
+    """Recalled steps with reasons, the segments asked and skipped, the steps whose evidence a prompt showed."""
 
     steps: dict[int, str]
     asked: list[list[int]]
     skipped: list[list[int]]
+    evidence_shown: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"candidates": [{"step": i, "reason": r} for i, r in sorted(self.steps.items())],
-                "segments_asked": self.asked, "segments_skipped": self.skipped}
+                "segments_asked": self.asked, "segments_skipped": self.skipped,
+                "evidence_shown": self.evidence_shown}
 
 
 class RecallStage(Stage[Recall]):
@@ -67,9 +74,10 @@ class RecallStage(Stage[Recall]):
     memoise: ClassVar[bool] = True
 
     def __init__(self, ranked: Sequence[Any], anchor: Any, graph: DependencyGraph, *, segment_fraction: float = 0.5,
-                 max_calls: int = 8, hints: int = 10) -> None:
+                 max_calls: int = 8, hints: int = 10, evidence: Evidence | None = None) -> None:
         self.ranked, self.anchor, self.graph = list(ranked), anchor, graph
         self.segment_fraction, self.max_calls, self.hints = segment_fraction, max_calls, hints
+        self.evidence = evidence if evidence is not None else Evidence()
 
     async def run(self, ctx: DiagnosisContext) -> Recall:
         judge = ctx.require_judge()
@@ -97,12 +105,17 @@ class RecallStage(Stage[Recall]):
                 continue
             out.asked.append([seg.start, seg.end])
             options = allowed([i for i in seg.steps if i in cands], seg.steps)
+            order = rank_order(self.ranked, [c.index for c in self.ranked if c.index in set(seg.steps)])
+            found = self.evidence.block(order)
+            out.evidence_shown = sorted(set(out.evidence_shown) | set(self.evidence.shown(order)))
             Item = output_model("RecalledStep", step=step_index(options), reason=short_text(300))
             Answer = output_model("GraphRecall", candidates=list[Item])  # type: ignore[valid-type]
             frame = (f"The task: {problem(ctx)}\n{answer_line(ctx)}The run FAILED; the failure shows at step "
                      f"{self.anchor.index}: {clip(self.anchor.symptom or '(no verdict recorded)', 300)}\n"
                      "Deterministic analysis ranked these steps first (signals: dependencies, error statuses, loops, "
-                     f"backward relevance; hints, may be wrong):\n{hints}\n\nRead steps {seg.start}–{seg.end} below "
+                     f"backward relevance; hints, may be wrong):\n{hints}\n"
+                     + (f"{EVIDENCE_INTRO}\n{found}\n" if found else "")
+                     + f"\nRead steps {seg.start}–{seg.end} below "
                      "and list the steps of this part that may have introduced the error behind the failure (a wrong "
                      "or unsupported fact, a faulty plan or instruction, a wrong tool use, an omitted necessary "
                      "action, a result used without checking), each with a reason. Return an empty list if none.\n\n")
@@ -124,7 +137,9 @@ async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequen
                             options: Any) -> None:
     """Run ``recall`` and ``adjudicate`` for ``graph`` and update its Finding in place (module docstring)."""
     graph = await ctx.run_stage(DependencyGraphStage())
-    recall = await ctx.run_stage(RecallStage(ranking, anchor, graph, max_calls=int(options["max_recall_calls"])))
+    evidence = await evidence_of(ctx)
+    recall = await ctx.run_stage(RecallStage(ranking, anchor, graph, max_calls=int(options["max_recall_calls"]),
+                                             evidence=evidence))
     rank_of = {c.index: n for n, c in enumerate(ranking)}
     by_rank = {c.index: c for c in ranking}
     top = [c.index for c in ranking[: int(options["adjudicate_top"])]]
@@ -134,7 +149,8 @@ async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequen
     touching = [DepEdge(e.producer, e.consumer, e.kind, e.rule) for e in graph.edges
                 if (e.producer in pool or e.consumer in pool) and e.rule != "previous message"]
     if ctx.enabled("adjudicate"):
-        verdict = await ctx.run_stage(AdjudicateStage(None, {}, pool, touching, notes))
+        found = evidence.block(sorted(pool, key=lambda i: rank_of.get(i, 10**9)))
+        verdict = await ctx.run_stage(AdjudicateStage(None, {}, pool, touching, notes, evidence=found))
         step_i, category, explanation = verdict.step, verdict.category, verdict.explanation
     else:
         ctx.record("adjudicate", {"ablated": True})

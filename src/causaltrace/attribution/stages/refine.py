@@ -7,7 +7,9 @@ both share (:mod:`causaltrace.attribution.stages.simulation`).
 * **No ``correct`` call**: the corrected step is a *hypothesis* — adjudication's explanation for its pick, a generic
   "fix this step" for the others. Per candidate i, **one** call shows the log up to and including step i (the steps
   after i are what the model re-simulates), names step i as corrected with the hypothesis, and asks for the run's
-  simulated outcome: ``reason``, ``answer`` (DCFA's ``SimulatedOutcome`` fields) and ``succeeds`` (would the
+  simulated outcome (with what the deterministic stages found about step i — its changed values, the
+  responsibility boundary, its reach and loop verdict: :mod:`~causaltrace.attribution.stages.evidence`, issue 20
+  item 7 — so a faithful executor's correction is judged as such): ``reason``, ``answer`` (DCFA's ``SimulatedOutcome`` fields) and ``succeeds`` (would the
   corrected run complete the task correctly). As in DCFA's simulate, the expected outcome is not shown.
 * **Scoring**: DCFA's :class:`~causaltrace.attribution.stages.simulation.Similarity` (embedding model when
   ``$CAUSALTRACE_EMBEDDING_MODEL`` is set, else the lexical fallback) against the expected outcome: the ground
@@ -29,12 +31,13 @@ Calls: ``refine_top`` = 2 per trace (within the issue's ≤ 6 / ≤ 10 budget: r
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.judge import output_model, short_text
+from causaltrace.attribution.stages.evidence import evidence_of
 from causaltrace.attribution.stages.prompting import (
     SYSTEM_ATTRIBUTION_EXPERT,
     clip,
@@ -99,9 +102,10 @@ class RefineStage(Stage[Refinement]):
     memoise: ClassVar[bool] = False
 
     def __init__(self, candidates: Sequence[int], hypotheses: dict[int, str], actual: str,
-                 embedding_model: str | None = None) -> None:
+                 embedding_model: str | None = None, evidence: Mapping[int, str] | None = None) -> None:
         self.candidates, self.hypotheses, self.actual = list(candidates), hypotheses, actual
         self.embedding_model = embedding_model
+        self.evidence = dict(evidence or {})
 
     async def run(self, ctx: DiagnosisContext) -> Refinement:
         steps = steps_or_fail(ctx, "refine")
@@ -115,7 +119,10 @@ class RefineStage(Stage[Refinement]):
             out.hypotheses[i] = clip(hyp, 400)
             frame = (f"The question: {problem(ctx)}\n\nBelow is the log of a multi-agent system that FAILED its task, "
                      f"up to and including step {i}.\nTHE CORRECTED STEP: step {i}. Assume this step was corrected "
-                     f"as follows: {clip(hyp, 600)}\nInfer how the rest of the interaction would then have gone from "
+                     f"as follows: {clip(hyp, 600)}\n"
+                     + (f"What the deterministic stages found about step {i} (evidence, may be wrong): "
+                        f"{self.evidence[i]}\n" if self.evidence.get(i) else "")
+                     + "Infer how the rest of the interaction would then have gone from "
                      "this point, reconstruct the downstream events, derive the final answer, say whether the "
                      "corrected run would complete the task correctly (succeeds), and explain.\n\nThe log:\n")
 
@@ -154,7 +161,9 @@ async def refine_finding(ctx: DiagnosisContext, finding: Any, ranking: Sequence[
     if isinstance(adj, dict) and adj.get("step") == top[0] and adj.get("explanation"):
         hypotheses[top[0]] = str(adj["explanation"])
     actual = ctx.run.outcome.final_answer or anchor.symptom or f"the run failed at step {anchor.index}"
-    result = await ctx.run_stage(RefineStage(top, hypotheses, actual, options.get("embedding_model")))
+    evidence = await evidence_of(ctx)
+    result = await ctx.run_stage(RefineStage(top, hypotheses, actual, options.get("embedding_model"),
+                                             {i: evidence.text(i) for i in top if evidence.of(i)}))
     if not result.changed:
         return
     by_rank = {c.index: c for c in ranking}
