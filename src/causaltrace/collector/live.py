@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,7 +26,7 @@ from causaltrace.config import TraceConfig
 from causaltrace.protocols import RunStore
 from causaltrace.schema import Run, Step
 
-__all__ = ["RunCollector", "ns_to_datetime"]
+__all__ = ["Commit", "RunCollector", "ns_to_datetime"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -38,6 +38,21 @@ def ns_to_datetime(ns: int | None) -> datetime | None:
     if not ns:
         return None
     return _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one transaction of the store writer made durable (given to :attr:`RunCollector.on_commit`).
+
+    ``begun``: runs whose begin row (their crash record) is stored; ``steps``: per run, the ids of its steps now
+    stored (for a run finished here, all of its steps); ``finished``: runs whose final write is stored. What a
+    Commit names survives the process being killed right after; what was handed over and not yet named is the
+    window a crash can lose (the writer's linger, plus its wait for the store's write lock, plus one transaction).
+    """
+
+    begun: tuple[str, ...] = ()
+    steps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    finished: tuple[str, ...] = ()
 
 
 @dataclass
@@ -71,6 +86,13 @@ class RunCollector:
         #: Writer thread only: per live run, the ids of the steps already in the store.
         self._stored: dict[str, set[str]] = {}
         self.write_errors = 0
+        #: Called in the writer thread after each committed transaction with its :class:`Commit` — the writer's
+        #: acknowledgement, for monitoring and crash tests (``causaltrace.configure().collector.on_commit = fn``,
+        #: set before the runs it should see begin). None, the default, costs nothing; it must be quick (the
+        #: writer waits for it), and an exception it raises is logged and swallowed.
+        self.on_commit: Callable[[Commit], None] | None = None
+        #: Writer thread, only while ``on_commit`` is set: runs whose begin row is committed and final write not yet.
+        self._open_rows: set[str] = set()
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -188,13 +210,16 @@ class RunCollector:
                 try:
                     with _transaction(store):  # one commit for the whole batch
                         written = self._apply(store, pending)
+                    self._acknowledge(pending, written)
                 except Exception:
                     # the batch rolled back: write its operations one by one, so only a failing one is lost
                     written = {}
                     for item in pending:
                         try:
                             with _transaction(store):
-                                _merge(written, self._apply(store, [item], written))
+                                new = self._apply(store, [item], written)
+                            _merge(written, new)
+                            self._acknowledge([item], new)
                         except Exception as exc:
                             self._write_failed(exc)
                 self._remember(written)
@@ -204,6 +229,25 @@ class RunCollector:
                 for _, _, event in pending:
                     if event is not None:
                         event.set()
+
+    def _acknowledge(self, items: list[tuple[str, Any, threading.Event | None]], written: dict[str, set[str] | None]) -> None:
+        """Tell :attr:`on_commit` what the transaction that wrote ``items`` made durable. A step counts only when
+        its run's begin row is committed and its final write not yet (a late step of a finished run is ignored by
+        the store, so it is never acknowledged); a finished run acknowledges all of its steps."""
+        hook = self.on_commit
+        if hook is None:
+            return
+        begun = tuple(payload[0] for op, payload, _ in items if op == "begin")
+        finished = [payload for op, payload, _ in items if op == "finish"]
+        self._open_rows.update(begun)
+        steps = {run_id: frozenset(ids) for run_id, ids in written.items() if ids and run_id in self._open_rows}
+        for run in finished:
+            steps[run.run_id] = frozenset(s.step_id for s in run.steps)
+            self._open_rows.discard(run.run_id)
+        try:
+            hook(Commit(begun=begun, steps=steps, finished=tuple(run.run_id for run in finished)))
+        except Exception:
+            logger.debug("causaltrace: the on_commit hook raised", exc_info=True)
 
     def _write_failed(self, exc: BaseException, *, opening: bool = False) -> None:
         """Count a failed write; warn in ONE line, once per process, naming the store (the host's stderr stays
