@@ -158,6 +158,57 @@ def test_local_model_plumbing_of_the_seed_methods_and_ours(local_server, whowhen
     assert server_info() is None  # the command stopped the server it started (issue 21)
 
 
+#: The plumbing test's bound on ``causalflow`` (its own options, documented in replay/causalflow.py): one proposal
+#: per step, and the search stops at the first confirmed step — the decisive step the exhaustive search reports too
+#: (the earliest confirmed one), without searching the later candidates. The unbounded run took ~19 min under load
+#: (48 calls: propose 18, predict 24, consensus 6).
+CAUSALFLOW_BOUND = {"k": 1, "exhaustive": False}
+
+
+def test_the_plumbing_bound_keeps_causalflows_decisive_step_offline():
+    """:data:`CAUSALFLOW_BOUND` on a reactive judge (no local model): the same decisive step and consensus score as
+    the exhaustive search with K = 3, with fewer calls — the step before it is flagged and rejected by the critics,
+    so the bounded search still shows a rejection, then stops at the first confirmed step."""
+    import asyncio
+    import re
+
+    from _builders import RunBuilder
+    from causaltrace.attribution.engine import diagnose
+    from causaltrace.attribution.judge import Judge
+    from causaltrace.schema import Annotations, Outcome
+    from causaltrace.testing import FunctionJudge
+
+    run = (RunBuilder("spiders").task("How many legs do 3 spiders have?")
+           .message("planner", "Plan: find the legs of one spider, then multiply by 3.")
+           .message("researcher", "A spider has 6 legs.")
+           .message("calculator", "6 x 3 = 18.")
+           .final_answer("planner", "18")
+           .build(outcome=Outcome(status="failure", final_answer="18", reason="expected 24"),
+                  annotations=Annotations(ground_truth="24")))
+
+    def model(messages, info):  # steps 1-3 are predicted to flip; the critics reject step 1 and confirm the others
+        index = int(re.search(r"(?:step to correct: |Intervened step |Claim: step )#(\d+)", info.prompt).group(1))
+        if info.stage_id == "propose":
+            return {"corrected": f"corrected step {index}", "changes_made": f"fixed step {index}"}
+        if info.stage_id == "predict":
+            return {"would_succeed": index in (1, 2, 3), "confidence": 0.9, "reasoning": "predicted"}
+        agree = "DISAGREE" if index == 1 else "AGREE"
+        return {"agreement": agree, "confidence": 0.8, "reasoning": "reviewed", "alternative_explanation": "",
+                "evidence_strength": "MODERATE"}
+
+    def judge():
+        return Judge(FunctionJudge(model), cache=False, max_repairs=0)
+
+    full = asyncio.run(diagnose(run, "causalflow", judge(), store=False))
+    bounded = asyncio.run(diagnose(run, "causalflow", judge(), store=False, **CAUSALFLOW_BOUND))
+    assert not full.failed and not bounded.failed, (full.failure_reason, bounded.failure_reason)
+    assert bounded.decisive_step_index == full.decisive_step_index == 2
+    assert bounded.confidence == full.confidence and bounded.confidence >= 0.5
+    assert full.cost.calls_by_stage == {"propose": 12, "predict": 4, "consensus": 6}
+    assert bounded.cost.calls_by_stage == {"propose": 2, "predict": 2, "consensus": 4}  # steps 1 and 2 only
+    assert [c.index for c in bounded.candidates] == [2, 1] and "consensus" in bounded.candidates[1].reasons[0]
+
+
 @pytest.mark.local_model
 def test_every_stage_schema_fitted_for_the_local_model_is_a_grammar_llama_cpp_accepts():
     """llama.cpp rejects a grammar whose repetitions are too long (DCFA's ``correct`` asks for texts of up to 2000

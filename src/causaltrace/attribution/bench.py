@@ -339,9 +339,12 @@ async def bench_whowhen(
     progress: Callable[[str, Run, Diagnosis], None] | None = None,
     runs: Sequence[Run] | None = None,
     human_speakers: Sequence[str] | None = None,
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over the selected traces and summarise each (module docstring); ``human_speakers`` as in
-    :func:`~causaltrace.attribution.engine.diagnose`.
+    :func:`~causaltrace.attribution.engine.diagnose`; ``method_options`` maps a method name to its own options
+    (``{"causalflow": {"k": 1, "exhaustive": False}}``: the local-model plumbing test's bound), recorded in each
+    Diagnosis's ``settings`` artifact.
 
     Returns the one-method object for a single method, else ``{method_name: one-method object}``.
     """
@@ -354,6 +357,9 @@ async def bench_whowhen(
     unknown = sorted(set(ablate) - known)
     if unknown:
         raise UserError(f"no method among {', '.join(methods)} has the stage(s) {', '.join(map(repr, unknown))}")
+    stray = sorted(set(method_options or {}) - set(methods))
+    if stray:
+        raise UserError(f"method options given for {', '.join(map(repr, stray))}, which is not among the methods")
     judge = None
     # issue 6: methods that merely *use* a model when given one (graph's LLM stages) get it too
     uses = {m: infos[m][0] or bool(getattr(get_method(m), "uses_model", False)) for m in methods}
@@ -372,7 +378,7 @@ async def bench_whowhen(
         async with gate:
             d = await diagnose(run, method, judge if uses[method] else None, with_answer=with_answer,
                                ablate=[a for a in ablate if a in _stage_ids(method)], human_speakers=human_speakers,
-                               store=False)
+                               store=False, **dict((method_options or {}).get(method, {})))
         if progress is not None:
             progress(method, run, d)
         ann = run.annotations

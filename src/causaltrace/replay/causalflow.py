@@ -24,6 +24,9 @@
     until the step's first predicted flip, ``consensus`` 2 per flagged step — at most 2K + 2 per step, so
     hundreds on a 50-step trace. The search is not bounded in time unless ``max_seconds`` is given (a time bound
     would make the answer depend on the machine's speed); a search that stopped there says so.
+  ``exhaustive=False`` stops either path at the first step that flips (replayed) or is confirmed (predicted): the
+  decisive step is the same — the earliest such step — only the later candidates are not searched (the local-model
+  plumbing test's bound, with ``k=1``).
 
 * The verification hook (ARCHITECTURE "The default attribution method", step 6): when ``graph`` diagnoses a
   recorded run inside :func:`verification_scope`, its top candidates are verified by replay and the earliest that
@@ -126,7 +129,8 @@ class CausalFlowMethod(Method):
     llm_stage_ids: ClassVar[tuple[str, ...]] = ("propose", "predict", "consensus")
     uses_model: ClassVar[bool] = True
     default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3,
-                                                     "consensus_formula": None, "tau_c": TAU_C, "max_seconds": None}
+                                                     "consensus_formula": None, "tau_c": TAU_C, "max_seconds": None,
+                                                     "exhaustive": True}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         if not has_recording(ctx.run):
@@ -137,7 +141,7 @@ class CausalFlowMethod(Method):
         factory, verify = inputs
         judge = _CountingJudge(ctx) if ctx.judge is not None else None
         result = await _repair(ctx.run, factory, verify, None, int(self.options["k"]), model=judge, store=False,
-                              exhaustive=True, agent_first=False)  # the published method: every step (SEEDS §7.5)
+                              exhaustive=bool(self.options["exhaustive"]), agent_first=False)  # SEEDS §7.5
         crs = {a.step_id: a.crs for a in result.attempts}
         ctx.record("replay", {"crs": crs, "replays": result.replays,
                               "tried": result.diagnosis.artifacts.get("replays", [])})
@@ -173,7 +177,7 @@ class CausalFlowMethod(Method):
         with consensus_settings(formula=formula, tau=float(self.options["tau_c"]),
                                 enabled=ctx.enabled("consensus")):
             result = await _repair(run, None, None, None, int(self.options["k"]), model=judge, store=False,
-                                  exhaustive=True, agent_first=False, mutation_budget=0,
+                                  exhaustive=bool(self.options["exhaustive"]), agent_first=False, mutation_budget=0,
                                   max_seconds=self.options["max_seconds"])
         predictions = sum(len(a.replays) for a in result.attempts)
         ctx.record("replay", {"verified_by": "prediction", "crs": {a.step_id: a.crs for a in result.attempts},
