@@ -4,8 +4,11 @@ What it checks (issue 21, "A chaos benchmark"; items 8 and 9): every run whose b
 begin row is committed before ``causaltrace.run()`` lets the block run, so before any of its steps is acknowledged),
 complete or ``incomplete``; nothing the store writer acknowledged is lost; the steps still queued at a kill are a
 bounded, counted window; the store passes ``PRAGMA integrity_check``. Beside it, how long handing a step over takes
-on the agent's thread (it never waits on a commit) and how long a step waits for its acknowledgement (the window in
-time: the writer's 100 ms linger plus one transaction).
+on the agent's thread (it never waits on a commit), how long a run's start and end wait for their rows (bounded:
+2 s / 10 s), how late the event loop of an ``async with`` run wakes a 5 ms sleep while those waits run off the loop
+(on a loaded machine this is mostly CPU starvation; a loop blocked by the waits would show them), and how long a
+step waits for its acknowledgement (the window in time: the writer's 100 ms linger, its wait for the write lock,
+one transaction).
 
 How: each worker process runs real instrumented runs with the public API (``causaltrace.run`` — ``with`` and
 ``async with`` alternating — and ``causaltrace.current_run().start_step(...).end()``), no framework, no exporter.
@@ -86,21 +89,21 @@ def _on_commit(log: SideLog):  # type: ignore[no-untyped-def]
     return hook
 
 
-def _steps(ctx: Any, log: SideLog, rng: random.Random, n: int, payload: int) -> None:
-    """``n`` message steps, each depending on the one before, with a short random pause inside each."""
+def _step(ctx: Any, i: int, prev: str | None, payload: int) -> Any:
+    """Start step ``i`` (a message depending on ``prev``); the caller pauses, then ends it with :func:`_end`."""
     import causaltrace
 
-    prev = None
-    for i in range(n):
-        deps = [causaltrace.Dependency(step_id=prev, kind="saw")] if prev else []
-        handle = ctx.start_step("message", agent=f"agent{i % 3}", content=step_content(ctx.run_id, i, payload),
-                                depends_on=deps)
-        time.sleep(rng.uniform(0, STEP_SLEEP_S))
-        t = time.perf_counter()
-        step = handle.end()
-        took_us = int((time.perf_counter() - t) * 1e6)
-        log.write(f"handed {step.step_id} {took_us}")
-        prev = step.step_id
+    deps = [causaltrace.Dependency(step_id=prev, kind="saw")] if prev else []
+    return ctx.start_step("message", agent=f"agent{i % 3}", content=step_content(ctx.run_id, i, payload),
+                          depends_on=deps)
+
+
+def _end(handle: Any, log: SideLog) -> str:
+    """End a step and log its handover time (what the agent's thread spends: it never waits on a commit)."""
+    t = time.perf_counter()
+    step = handle.end()
+    log.write(f"handed {step.step_id} {int((time.perf_counter() - t) * 1e6)}")
+    return str(step.step_id)
 
 
 def _enter(log: SideLog, handle: Any, slot: int, number: int, mode: str) -> None:
@@ -115,23 +118,43 @@ def _run_sync(log: SideLog, rng: random.Random, slot: int, number: int, args: ar
     _enter(log, handle, slot, number, "sync")
     with handle:
         log.write(f"begun {handle.run_id} {int(handle.ctx.begun.is_set())}")
-        _steps(causaltrace.current_run(), log, rng, rng.randint(1, args.max_steps), args.payload)
+        prev = None
+        for i in range(rng.randint(1, args.max_steps)):
+            step = _step(causaltrace.current_run(), i, prev, args.payload)
+            time.sleep(rng.uniform(0, STEP_SLEEP_S))
+            prev = _end(step, log)
         handle.report(final_answer="done")
         log.write(f"ending {handle.run_id}")
     log.write(f"finished {handle.run_id}")
+
+
+async def _ticker(lateness: list[float]) -> None:
+    """How late the event loop wakes a 5 ms sleep, over and over: a blocked loop shows as a large lateness."""
+    while True:
+        t = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lateness.append(time.perf_counter() - t - 0.005)
 
 
 async def _run_async(log: SideLog, rng: random.Random, slot: int, number: int, args: argparse.Namespace) -> None:
     import causaltrace
 
+    lateness: list[float] = []
+    ticker = asyncio.create_task(_ticker(lateness))
+    await asyncio.sleep(0)
     handle = causaltrace.run(task=f"chaos slot {slot} run {number}", verify="done")
     _enter(log, handle, slot, number, "async")
-    async with handle:
+    async with handle:  # its begin and end waits run off the loop (issue 21 item 9)
         log.write(f"begun {handle.run_id} {int(handle.ctx.begun.is_set())}")
-        _steps(causaltrace.current_run(), log, rng, rng.randint(1, args.max_steps), args.payload)
+        prev = None
+        for i in range(rng.randint(1, args.max_steps)):
+            step = _step(causaltrace.current_run(), i, prev, args.payload)
+            await asyncio.sleep(rng.uniform(0, STEP_SLEEP_S))
+            prev = _end(step, log)
         handle.report(final_answer="done")
         log.write(f"ending {handle.run_id}")
-    log.write(f"finished {handle.run_id}")
+    ticker.cancel()
+    log.write(f"finished {handle.run_id}", f"loop-stall {handle.run_id} {max(lateness, default=0) * 1000:.3f}")
 
 
 def worker_main(args: argparse.Namespace) -> None:
@@ -306,6 +329,7 @@ class Events:
     begun: dict[str, tuple[float, bool]] = field(default_factory=dict)
     ending: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
+    stall_ms: dict[str, float] = field(default_factory=dict)  # async runs: the event loop's worst lateness
     handed: dict[str, tuple[float, int]] = field(default_factory=dict)
     acked: dict[str, float] = field(default_factory=dict)
     of: dict[str, Incarnation] = field(default_factory=dict)  # step id -> its process
@@ -324,6 +348,8 @@ def read_events(incs: Sequence[Incarnation]) -> Events:
                 ev.ending[rest[0]] = float(t)
             elif what == "finished":
                 ev.finished[rest[0]] = float(t)
+            elif what == "loop-stall":
+                ev.stall_ms[rest[0]] = float(rest[1])
             elif what == "handed":
                 ev.handed[rest[0]] = (float(t), int(rest[1]))
                 ev.of[rest[0]] = inc
@@ -442,6 +468,9 @@ def analyse(incs: Sequence[Incarnation], target: str, payload: int) -> dict[str,
         "handover_ms": _ms([us / 1000 for _, us in ev.handed.values()]),
         "run_start_wait_ms": _ms([(ev.begun[r][0] - ev.entered[r][0]) * 1000 for r in started]),
         "run_end_wait_ms": _ms([(t - ev.ending[r]) * 1000 for r, t in ev.finished.items() if r in ev.ending]),
+        "async_run_waits_ms": _ms([max((ev.begun[r][0] - ev.entered[r][0]), t - ev.ending[r]) * 1000
+                                   for r, t in ev.finished.items() if r in ev.stall_ms and r in ev.ending]),
+        "async_loop_stall_ms": _ms(list(ev.stall_ms.values())),
         "ack_latency_ms": _ms(latency),
         "integrity_check": integrity,
     }
