@@ -18,11 +18,13 @@ Design decisions:
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic_core import PydanticSerializationError
 
 from causaltrace.recording import decode_response
 
@@ -58,6 +60,8 @@ __all__ = [
     "Verdict",
     "VerifiedBy",
     "action_signature",
+    "utf8_safe",
+    "utf8_safe_value",
 ]
 
 StepKind = Literal[
@@ -147,8 +151,46 @@ ERROR_CATEGORIES: dict[str, str] = {
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (text decoded with ``surrogateescape``, a file name from ``os.listdir`` of
+    bytes, a broken tool output) replaced by U+FFFD, so it can be written as UTF-8; ``text`` itself when it can.
+
+    A proper pair of surrogates becomes the character it encodes. OTLP (protobuf strings) and JSON in the store
+    need valid UTF-8: one such character used to lose a whole span batch or a whole run.
+    """
+    if text.isascii() or _SURROGATES.search(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def utf8_safe_value(value: Any) -> Any:
+    """:func:`utf8_safe` applied to every text inside a JSON-like value (dict keys included)."""
+    if isinstance(value, str):
+        return utf8_safe(value)
+    if isinstance(value, dict):
+        return {utf8_safe_value(k): utf8_safe_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [utf8_safe_value(v) for v in value]
+    return value
+
+
 class _Model(BaseModel):
     model_config = _FROZEN
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """pydantic's JSON, or — when a text holds a lone surrogate, which UTF-8 cannot encode — the same JSON with
+        those characters replaced by U+FFFD (:func:`utf8_safe`), never an error that would lose the record."""
+        try:
+            return super().model_dump_json(**kwargs)
+        except PydanticSerializationError as exc:
+            if "surrogates not allowed" not in str(exc):
+                raise
+            indent = kwargs.pop("indent", None)
+            data = utf8_safe_value(self.model_dump(mode="json", **kwargs))
+            return json.dumps(data, ensure_ascii=False, indent=indent, separators=None if indent else (",", ":"))
 
 
 # --------------------------------------------------------------------------------------------------------- steps

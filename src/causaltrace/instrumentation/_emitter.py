@@ -33,8 +33,8 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 from causaltrace import semconv
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation._export import exporting
-from causaltrace.schema import Recording, Step
+from causaltrace.instrumentation._export import count_payload_cuts, exporting
+from causaltrace.schema import Recording, Step, utf8_safe
 
 __all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]
 
@@ -104,14 +104,22 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messa
 
 
 def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
-    """Cut texts (and texts in lists) longer than ``limit`` in place, with a marker; tuples become lists. Runs once
-    per step on the agent's thread, so only texts and lists are looked at."""
-    truncated = False
+    """Cut texts (and texts in lists) longer than ``limit`` in place, with a marker; tuples become lists; a text
+    that is not valid UTF-8 gets U+FFFD for its lone surrogates (:func:`~causaltrace.schema.utf8_safe`: OTLP's
+    protobuf strings cannot carry them, and one used to fail the whole export batch). Both are counted in
+    :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread, so only
+    texts and lists are looked at, and non-ASCII texts only are searched for surrogates."""
+    truncated = replaced = False
     for key, value in attrs.items():
         cls = type(value)
         if cls is str:
             if len(value) > limit:
-                attrs[key], truncated = _truncate(value, limit)[0], True
+                value, truncated = _truncate(value, limit)[0], True
+                attrs[key] = value
+            if not value.isascii():
+                safe = utf8_safe(value)
+                if safe is not value:
+                    attrs[key], replaced = safe, True
         elif cls is list or cls is tuple:
             long = False
             for item in value:
@@ -119,11 +127,19 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
                     long = True
                     break
             if long:
-                attrs[key], truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
+                value, truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
+                attrs[key] = value
             elif cls is tuple:
-                attrs[key] = list(value)
+                attrs[key] = value = list(value)
+            for i, item in enumerate(value):
+                if type(item) is str and not item.isascii():
+                    safe = utf8_safe(item)
+                    if safe is not item:
+                        value[i], replaced = safe, True
     if truncated and semconv.STEP_ID in attrs:
         attrs[semconv.STEP_TRUNCATED] = True
+    if truncated or replaced:
+        count_payload_cuts(truncated=truncated, text_replaced=replaced)
 
 
 def _hide_and_redact(
@@ -211,7 +227,7 @@ class Emitter:
             return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
                                                 trace_flags=TraceFlags(TraceFlags.DEFAULT)))
         return self.tracer.start_span(
-            semconv.root_span_name(attributes.get(semconv.RUN_NAME)),
+            utf8_safe(semconv.root_span_name(attributes.get(semconv.RUN_NAME))),
             kind=SpanKind.INTERNAL,
             attributes=apply_payload_policy(attributes, self.config),
             start_time=start_time_ns,
@@ -282,14 +298,14 @@ class Emitter:
             _cut_long_texts(attrs, config.max_attribute_chars)
         if step.status == "error":
             message = f"{step.error.type}: {step.error.message}" if step.error else "error"
-            status = Status(StatusCode.ERROR, message[: config.max_attribute_chars])
+            status = Status(StatusCode.ERROR, utf8_safe(message[: config.max_attribute_chars]))
         elif step.status == "ok":
             status = _OK
         else:
             status = _UNSET
         processor.on_end(
             ReadableSpan(
-                name=semconv.span_name(step),
+                name=utf8_safe(semconv.span_name(step)),
                 context=span.context,
                 parent=span.parent,
                 resource=resource,
@@ -343,9 +359,9 @@ class Emitter:
         )
         name = attributes.get(semconv.RUN_NAME)
         if name:  # named after the start (an adapter joining a user's run): the root takes the workflow's name
-            span.update_name(semconv.root_span_name(name))
+            span.update_name(utf8_safe(semconv.root_span_name(name)))
         if error is not None:
-            span.set_status(Status(StatusCode.ERROR, error[: self.config.max_attribute_chars]))
+            span.set_status(Status(StatusCode.ERROR, utf8_safe(error[: self.config.max_attribute_chars])))
         else:
             span.set_status(Status(StatusCode.OK))
         if end_time_ns is not None:

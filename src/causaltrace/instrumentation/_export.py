@@ -47,6 +47,7 @@ from causaltrace import semconv
 __all__ = [
     "CountingBatchSpanProcessor",
     "ExportStats",
+    "count_payload_cuts",
     "default_resource",
     "export_stats",
     "exporting",
@@ -73,6 +74,11 @@ class ExportStats:
     framework_dropped: int = 0
     #: Spans of unexported traces (a replay, a factory build) that a non-ParentBased sampler recorded anyway.
     unexported_dropped: int = 0
+    #: Spans whose texts the payload policy cut to ``max_attribute_chars`` (each also carries
+    #: ``causaltrace.step.truncated``).
+    truncated: int = 0
+    #: Spans with text that was not valid UTF-8 (lone surrogates), exported with U+FFFD in its place.
+    text_replaced: int = 0
 
 
 _STATS = ExportStats()
@@ -83,6 +89,14 @@ def export_stats() -> ExportStats:
     """A snapshot of the export counters of this process."""
     with _STATS_LOCK:
         return ExportStats(**vars(_STATS))
+
+
+def count_payload_cuts(*, truncated: bool, text_replaced: bool) -> None:
+    """Count one span whose payload the policy cut and / or whose non-UTF-8 text was replaced (rare: only such
+    spans take the lock)."""
+    with _STATS_LOCK:
+        _STATS.truncated += truncated
+        _STATS.text_replaced += text_replaced
 
 
 class _CountingExporter(SpanExporter):

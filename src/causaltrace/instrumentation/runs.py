@@ -51,6 +51,7 @@ from causaltrace.schema import (
     StepError,
     TokenUsage,
     Verdict,
+    utf8_safe,
 )
 
 __all__ = [
@@ -77,6 +78,11 @@ _FINISH_WAIT_S = 10.0
 _BEGIN_WAIT_S = 2.0
 
 
+def _safe_text(text: Any) -> Any:
+    """A run's task, name or agent as valid UTF-8 (the store keeps them in columns; :func:`utf8_safe`)."""
+    return utf8_safe(text) if isinstance(text, str) and not text.isascii() else text
+
+
 def new_run_id() -> str:
     """A fresh run id: 32 hex digits from ``os.urandom`` (never ``uuid.uuid4``, which test suites patch)."""
     return os.urandom(16).hex()
@@ -99,8 +105,8 @@ class RunContext:
         self.tracing = tracing
         self.run_id = run_id or new_run_id()
         self.framework = framework
-        self.task = task
-        self.name = name
+        self.task = _safe_text(task)
+        self.name = _safe_text(name)
         self.verify = verify
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.agents: list[str] = []
@@ -127,7 +133,7 @@ class RunContext:
         #: Leave the root span open after the run (the watch ends it once the diagnosis is on it; decision 5).
         self.keep_root_open = False
         self.root_span: Span | None = tracing.emitter.start_root(
-            semconv.run_attributes(run_id=self.run_id, framework=framework, task=task, name=name),
+            semconv.run_attributes(run_id=self.run_id, framework=framework, task=self.task, name=self.name),
             start_time_ns=self.start_ns,
         )
         ctx = self.root_span.get_span_context() if self.root_span is not None else None
@@ -136,8 +142,8 @@ class RunContext:
         self.begun: threading.Event | None = tracing.collector.begin_run(
             self.run_id,
             framework=framework,
-            task=task,
-            name=name,
+            task=self.task,
+            name=self.name,
             trace_id=self.trace_id,
             started_at=ns_to_datetime(self.start_ns),
         )
@@ -150,7 +156,7 @@ class RunContext:
         if self.framework == "unknown":
             self.framework = framework
         if self.task is None and task is not None:
-            self.task = task
+            self.task = _safe_text(task)
         if self.root_span is not None and self.root_span.is_recording():
             attrs = semconv.run_attributes(run_id=self.run_id, framework=self.framework, task=self.task, name=self.name)
             self.root_span.set_attributes(
@@ -161,6 +167,7 @@ class RunContext:
     def add_agent(self, name: str) -> None:
         """Note a participant's name (kept in ``Run.agents`` in first-seen order)."""
         with self._lock:
+            name = _safe_text(name)
             if name and name not in self.agents:
                 self.agents.append(name)
 
@@ -236,7 +243,7 @@ class RunContext:
                 deps, links = [], []
             parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
             if agent and agent not in self.agents:
-                self.agents.append(agent)
+                self.agents.append(_safe_text(agent))
         fields: dict[str, Any] = {
             "step_id": step_id,
             "run_id": self.run_id,

@@ -30,6 +30,7 @@ from causaltrace.schema import (
     StepStatus,
     TokenUsage,
     action_signature,
+    utf8_safe,
 )
 
 __all__ = [
@@ -154,6 +155,10 @@ def build_step(data: dict[str, Any]) -> Step:
     for key in ("content", "agent"):
         if not isinstance(data[key], str):
             data[key] = "" if data[key] is None else str(data[key])
+    for key in ("agent", "model", "tool_name", "call_id"):  # names the store keeps in columns: valid UTF-8 only
+        value = data.get(key)
+        if value is not None and not value.isascii():
+            data[key] = utf8_safe(value)
     data["truncated"] = False
     data.setdefault("action_signature", None)
     if data.keys() != _STEP_FIELDS:
