@@ -185,3 +185,28 @@ def test_an_approval_of_an_answer_that_never_used_a_given_value_and_an_unsupport
            .final_answer("clerk", "TOTAL: 96", deps=[("call-1", "saw")])
            .build(outcome=Outcome(status="failure")))
     assert [(c.index, c.after, c.how) for c in build_provenance(run).changes] == [(2, "8", "unsupported")]
+
+
+def _selected_reply_run(reply: str):
+    # two populations are stated; the selector then picks one agent, whose reply is the (wrong) answer
+    return (RunBuilder("speaker").task("How many more inhabitants does Lyon have than Nice? Answer 'ANSWER: <n>'.")
+            .tool_response("researcher", "population of Lyon: 516000", deps=[("task", "saw")])
+            .message("researcher", "The population of Lyon is 516000.", deps=[("resp-1", "observed")])
+            .tool_response("researcher", "population of Nice: 342000", deps=[("task", "saw")])
+            .message("researcher", "The population of Nice is 342000.", deps=[("resp-2", "observed")])
+            .step("speaker_selection", "manager", content="guesser", outputs={"selected": "guesser"},
+                  metadata={"candidates": ["researcher", "calculator", "guesser"]}, deps=[("message-2", "saw")])
+            .message("guesser", reply, deps=[("message-1", "saw"), ("message-2", "saw")])
+            .final_answer("guesser", reply, deps=[("message-3", "answer_of")])
+            .build(outcome=Outcome(status="failure")))
+
+
+def test_a_selection_whose_speaker_answers_from_nothing_it_was_given_is_charged_to_the_selection():
+    prov = build_provenance(_selected_reply_run("ANSWER: 400000."))
+    [change] = prov.changes
+    assert (change.index, change.kind, change.before, change.after, change.how) == (
+        5, "target", "400000", "guesser", "unfounded")
+    assert "from nothing it was given" in change.describe()
+    # the same selection, where the chosen agent's (wrong) answer is built from what it was given: not unfounded
+    prov = build_provenance(_selected_reply_run("516000 and 342000 differ by 184000. ANSWER: 184000."))
+    assert all(c.how != "unfounded" for c in prov.changes)

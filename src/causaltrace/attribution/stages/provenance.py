@@ -109,7 +109,7 @@ class Change:
     kind: str
     before: str
     after: str
-    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified"
+    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified" | "unfounded"
 
     def describe(self) -> str:
         where = "the task" if self.source == TASK else f"step {self.source}"
@@ -118,6 +118,9 @@ class Change:
                     "verification)")
         if self.how == "unsupported":
             return f"passes the number {self.after!r}, which no source gave and no arithmetic derives (unsupported)"
+        if self.how == "unfounded":
+            return (f"selects {self.after!r}, whose reply states the failing {self.before!r} from nothing it was given "
+                    "(no source, no tool, no arithmetic): the choice of speaker decided the answer")
         if self.how == "ignored":
             return (f"uses the value {self.after!r} labelled as what {where} excluded ({self.before!r}: an ignored "
                     "instruction)")
@@ -596,6 +599,40 @@ def _approvals(builder: _Builder, prov: Provenance) -> None:
                 return
 
 
+def _unfounded_choices(builder: _Builder, prov: Provenance) -> None:
+    """A routing step (a speaker selection, a handoff) with alternatives whose chosen agent then states the failing
+    answer's number from NOTHING it was given — its reply takes no value from any source, calls no tool, and the
+    number is not derived (a guess): the reply was predictable from the choice, so the earliest step whose
+    correction flips the outcome is the choice (CausalFlow's earliest decisive step), not the guess it led to."""
+    answer = {_vkey(v) for v in builder.values.get(prov.anchor, []) if v.kind == "number" and not _small(v.key)}
+    if not answer:
+        return
+    turns: dict[int, list[Step]] = defaultdict(list)
+    for step in builder.steps:
+        j = prov.addressed_by.get(step.index)
+        if j is not None:
+            turns[j].append(step)
+    for j, first in turns.items():
+        router = builder.by_index.get(j)
+        if router is None or router.kind not in ("speaker_selection", "handoff"):
+            continue
+        listed = router.metadata.get("candidates")
+        if len(listed if isinstance(listed, list) else builder.agent_list) < 2:
+            continue
+        agent = base_agent(first[0].agent or speaker(first[0]))
+        reply = [s for s in builder.steps if prov.position[s.index] >= prov.position[first[0].index]
+                 and base_agent(s.agent or speaker(s)) == agent and s.index <= prov.anchor]
+        reply = reply[:next((n for n, s in enumerate(reply[1:], 1) if s.kind in ("tool_call", "tool_response")),
+                            len(reply))]
+        own = {s.index for s in reply}
+        stated = {_vkey(v) for s in reply for v in prov.introduced.get(s.index, [])} & answer
+        if not stated or any(s.kind in ("tool_call", "tool_response") or prov.derived.get(s.index)
+                             or set(prov.origins.get(s.index, {}).values()) - own for s in reply):
+            continue
+        change = Change(j, j, "target", sorted(stated)[0].split(":", 1)[1], addressee(router) or agent, "unfounded")
+        prov.changes.append(change)
+
+
 def _carriers(prov: Provenance) -> None:
     """Steps that use a value another step changed (the responsibility boundary)."""
     changed = {(c.index, f"{c.kind}:{c.after}"): c for c in prov.changes}
@@ -619,6 +656,7 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
         anchor, len(builder.steps))]
     _reach(prov, graph, order, {s.index for s in builder.steps if is_execution_output(s)})
     _approvals(builder, prov)
+    _unfounded_choices(builder, prov)
     _carriers(prov)
     return prov
 
