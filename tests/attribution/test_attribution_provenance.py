@@ -210,3 +210,40 @@ def test_a_selection_whose_speaker_answers_from_nothing_it_was_given_is_charged_
     # the same selection, where the chosen agent's (wrong) answer is built from what it was given: not unfounded
     prov = build_provenance(_selected_reply_run("516000 and 342000 differ by 184000. ANSWER: 184000."))
     assert all(c.how != "unfounded" for c in prov.changes)
+
+
+def test_an_answer_stated_before_every_item_the_task_named_was_used_is_omitted_at_that_step():
+    def run_of(items):
+        b = RunBuilder("premature").task("Add up the prices of a kettle and a toaster; report 'TOTAL: <dollars>'.")
+        deps = [("task", "saw")]
+        for n, item in enumerate(items, 1):
+            b = (b.tool_call("shopper", "get_price", {"item": item}, deps=deps)
+                 .tool_response("shopper", f"price of {item}: {19 + 16 * (n - 1)} dollars",
+                                deps=[(f"call-{n}", "tool_result_of")]))
+            deps = [(f"resp-{n}", "observed")]
+        total = sum(19 + 16 * n for n in range(len(items)))
+        return (b.tool_call("shopper", "final_answer", {"answer": f"TOTAL: {total}"}, deps=deps)
+                .final_answer("shopper", f"TOTAL: {total}", deps=[(f"call-{len(items) + 1}", "answer_of")])
+                .build(outcome=Outcome(status="failure")))
+
+    from causaltrace.attribution.stages.provenance import task_items
+
+    assert task_items("Add up the prices of a lamp, a desk, a chair and a shelf.") == ["lamp", "desk", "chair", "shelf"]
+    assert task_items("Report the total of accounts M1, M2 and M3.") == ["m1", "m2", "m3"]
+    early = build_provenance(run_of(["kettle"]))
+    [change] = early.changes
+    assert (change.index, change.before, change.after, change.how) == (3, "toaster", "19", "omitted")
+    assert "premature" in change.describe()
+    # every item fetched: the (here correct) total leaves nothing out
+    assert all(c.how != "omitted" for c in build_provenance(run_of(["kettle", "toaster"])).changes)
+
+
+def test_an_approval_the_answer_was_released_on_reaches_it_as_a_request():
+    run = (RunBuilder("gate").task("A member buys 3 lamps at 40 dollars each with the 10% member discount.")
+           .message("drafter", "TOTAL: 120", deps=[("task", "saw")])
+           .message("reviewer", "APPROVE", deps=[("message-1", "saw")])
+           .final_answer("manager", "TOTAL: 120", deps=[("message-1", "saw"), ("message-2", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    assert prov.reaches("message-2") > 0.9  # acted on, not merely observed (0.5)
+    assert [(c.index, c.how) for c in prov.changes] == [(2, "unverified")]

@@ -109,7 +109,7 @@ class Change:
     kind: str
     before: str
     after: str
-    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified" | "unfounded"
+    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified" | "unfounded" | "omitted"
 
     def describe(self) -> str:
         where = "the task" if self.source == TASK else f"step {self.source}"
@@ -121,6 +121,9 @@ class Change:
         if self.how == "unfounded":
             return (f"selects {self.after!r}, whose reply states the failing {self.before!r} from nothing it was given "
                     "(no source, no tool, no arithmetic): the choice of speaker decided the answer")
+        if self.how == "omitted":
+            return (f"states the answer {self.after!r} before any step used the task's {self.before!r} (the answer "
+                    "leaves out an item the task named: a premature answer)")
         if self.how == "ignored":
             return (f"uses the value {self.after!r} labelled as what {where} excluded ({self.before!r}: an ignored "
                     "instruction)")
@@ -548,9 +551,12 @@ class _Builder:
         return None
 
 
-def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: set[int]) -> None:
+def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: set[int],
+           verdicts: frozenset[int] = frozenset()) -> None:
     """Backward reach from the anchor (module docstring, 4); ``outputs`` are the execution outputs (they depend on
-    their call only)."""
+    their call only). An observed or seen ``verdicts`` step (an approval) is followed as a request, not as a mere
+    observation: the step after it acted on it (an answer is released because it was approved) — for reach only,
+    not for the content lineage (an approval carries no value into the answer)."""
     reach = prov.reach
     reach[prov.anchor] = 1.0
     prov.lineage.add(prov.anchor)
@@ -562,21 +568,27 @@ def _reach(prov: Provenance, graph: DependencyGraph, order: list[int], outputs: 
         for ops in prov.derived.get(k, {}).values():
             sources.update(ops)
         seen: set[int] = set()
+        gates: set[int] = set()
         if k in prov.addressed_by:
             sources.add(prov.addressed_by[k])
         for e in graph.incoming(k):
             if e.kind in PROTOCOL_KINDS or e.kind in INSTRUCTION_KINDS or e.rule == "instruction→reply":
                 sources.add(e.producer)
             elif e.kind in _OBSERVATION_KINDS and k not in outputs:
-                seen.add(e.producer)
+                (gates if e.producer in verdicts else seen).add(e.producer)
         if k in prov.lineage:
             prov.lineage.update(j for j in sources if j != TASK)
-        for j, hop in [*((j, _DECAY) for j in sources), *((j, _OBSERVED) for j in seen - sources)]:
+        for j, hop in [*((j, _DECAY) for j in sources | gates), *((j, _OBSERVED) for j in seen - sources)]:
             if j == k or j == TASK:
                 continue
             if r * hop > reach.get(j, 0.0):
                 reach[j] = r * hop
                 prov.via[j] = k
+
+
+def _is_approval(text: str) -> bool:
+    """An approving verdict (``APPROVE``, "looks good") that rejects nothing."""
+    return bool(_APPROVAL.search(text)) and not _REJECTION.search(text)
 
 
 def _approvals(builder: _Builder, prov: Provenance) -> None:
@@ -593,8 +605,7 @@ def _approvals(builder: _Builder, prov: Provenance) -> None:
         i = step.index
         if (i in prov.lineage or prov.reach.get(i, 0.0) >= 0.25) and not is_user_input(step) and (
                 not is_execution_output(step)) and step.step_id not in builder.producers:
-            text = content_of(step)
-            if _APPROVAL.search(text) and not _REJECTION.search(text):
+            if _is_approval(content_of(step)):
                 prov.changes.append(Change(i, TASK, unused[0].kind, unused[0].key, "approved", "unverified"))
                 return
 
@@ -633,6 +644,53 @@ def _unfounded_choices(builder: _Builder, prov: Provenance) -> None:
         prov.changes.append(change)
 
 
+_ARTICLE_ITEM = r"(?:an?|the|one)\s+([A-Za-z][\w-]*)"
+_CODE_ITEM = r"([A-Z][\w-]*)"
+_LISTS = tuple(re.compile(rf"{item}(?:\s*,\s*{item})*\s*,?\s+and\s+{item}") for item in (_ARTICLE_ITEM, _CODE_ITEM))
+
+
+def task_items(task: str) -> list[str]:
+    """The items a task enumerates — ``a widget, a gadget and a gizmo``, ``accounts K4 and K5``, ``Paris, Rome and
+    Oslo`` — lowercased, in order (an article list, else a list of capitalised names or codes)."""
+    for pattern, item in zip(_LISTS, (_ARTICLE_ITEM, _CODE_ITEM), strict=True):
+        for m in pattern.finditer(task[:5000]):
+            found = [w.lower() for w in re.findall(item, m.group(0)) if w.lower() not in ("and", "the")]
+            if len(found) >= 2:
+                return found
+    return []
+
+
+def _mentions(text: str, item: str) -> bool:
+    stem_ = item[:-1] if len(item) > 4 and item.endswith("s") else item
+    return re.search(rf"\b{re.escape(stem_)}", text, re.IGNORECASE) is not None
+
+
+def _omitted_items(builder: _Builder, prov: Provenance) -> None:
+    """The step that first states the failing answer's number while an item the task enumerates was never used by
+    any step before it (module docstring, 5): the answer was given before the work was done (premature
+    termination). Charged to the first agent step holding the number (its introducer, or the first decision that
+    took it from a tool's result)."""
+    items = task_items(builder.task_text)
+    answer = [_vkey(v) for v in builder.values.get(prov.anchor, []) if v.kind == "number" and not _small(v.key)]
+    if not items or not answer:
+        return
+    worked: list[str] = []
+    for step in builder.steps:
+        if prov.position[step.index] > prov.position.get(prov.anchor, 10**9):
+            break
+        if is_user_input(step):
+            continue
+        held = {_vkey(v) for v in builder.values.get(step.index, [])}
+        if (answer[0] in held and not is_execution_output(step) and step.step_id not in builder.producers):
+            missing = [it for it in items if not any(_mentions(t, it) for t in worked)]
+            if missing and len(missing) < len(items):
+                prov.changes.append(Change(step.index, TASK, "word", missing[0], answer[0].split(":", 1)[1],
+                                           "omitted"))
+            return
+        text = content_of(step)
+        worked.append(f"{text} {step.arguments}" if step.arguments else text)
+
+
 def _carriers(prov: Provenance) -> None:
     """Steps that use a value another step changed (the responsibility boundary)."""
     changed = {(c.index, f"{c.kind}:{c.after}"): c for c in prov.changes}
@@ -654,9 +712,11 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
     prov = builder.prov
     order = [s.index for s in builder.steps if s.index <= anchor or prov.position[s.index] <= prov.position.get(
         anchor, len(builder.steps))]
-    _reach(prov, graph, order, {s.index for s in builder.steps if is_execution_output(s)})
+    verdicts = frozenset(s.index for s in builder.steps if not is_user_input(s) and _is_approval(content_of(s)))
+    _reach(prov, graph, order, {s.index for s in builder.steps if is_execution_output(s)}, verdicts)
     _approvals(builder, prov)
     _unfounded_choices(builder, prov)
+    _omitted_items(builder, prov)
     _carriers(prov)
     return prov
 
