@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -76,6 +77,11 @@ class RunCollector:
         self._store: RunStore | None = None
         self._target: Any = None  # the path / URL the open store was opened from
         self._runs: dict[str, _LiveRun] = {}
+        #: The ids of recently finished runs (bounded, oldest first): a step that ends after its run finished (a
+        #: framework closing a stream late) is not kept in memory for a run that will never be assembled again.
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        #: Steps that arrived after their run had finished (not kept; the store ignores them too).
+        self.late_steps = 0
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
         self._writer: threading.Thread | None = None
@@ -104,6 +110,7 @@ class RunCollector:
         """
         with self._lock:
             self._runs.setdefault(run_id, _LiveRun(run_id))
+            self._finished.pop(run_id, None)  # the same id begun again (a replaced run) takes steps again
         done = threading.Event()
         self._submit("begin", (run_id, fields), done)
         return done
@@ -124,6 +131,9 @@ class RunCollector:
         """
         with self._lock:
             live = self._runs.pop(run_id, None) or _LiveRun(run_id)
+            self._finished[run_id] = None
+            if len(self._finished) > _FINISHED_KEPT:
+                self._finished.popitem(last=False)
         run = Run(run_id=run_id, steps=tuple(live.steps.values()), **run_fields)
         done = threading.Event()
         self._submit("finish", run, done)
@@ -142,6 +152,9 @@ class RunCollector:
     def _add_locked(self, step: Step) -> None:
         live = self._runs.get(step.run_id)
         if live is None:
+            if step.run_id in self._finished:
+                self.late_steps += 1
+                return
             live = self._runs[step.run_id] = _LiveRun(step.run_id)
         live.steps[step.step_id] = step
 
@@ -335,6 +348,8 @@ class RunCollector:
 
 #: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
 _LINGER_S = 0.1
+#: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
+_FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
 #: One warning per process for store failures (every later one is counted in ``write_errors``).
 _WARNED = False
