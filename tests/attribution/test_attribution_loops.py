@@ -31,6 +31,7 @@ def runs(tmp_path_factory):
     model = os.environ.pop("CAUSALTRACE_MODEL", None)
     faults_runner._INSTRUMENTED = False
     cases = {c.name: c for c in all_cases() if c.name in NAMES}
+    cases["per-account"] = _per_account_case()
     out = {name: asyncio.run(faults_runner.record(case)) for name, case in cases.items()}
     yield out
     from causaltrace.instrumentation.autogen import uninstrument_autogen
@@ -46,6 +47,22 @@ def runs(tmp_path_factory):
         os.environ["CAUSALTRACE_HOME"] = previous
     if model is not None:
         os.environ["CAUSALTRACE_MODEL"] = model
+
+
+def _per_account_case():
+    """The zoo's ignored-instruction team on three accounts of its own (the supervisor instructs the bookkeeper once
+    per account; one cancelled amount equals another account's sum)."""
+    from causaltrace.testing.faults.cases import first_step
+    from causaltrace.testing.faults.cases_autogen import reports
+    from causaltrace.testing.faults.cases_zoo import _case
+    from causaltrace.testing.faults.zoo_autogen import BUILDERS
+
+    accounts = (("C1", ((40, "paid"), (20, "paid"))), ("C2", ((25, "paid"), (60, "cancelled"), (35, "paid"))),
+                ("C3", ((60, "paid"), (30, "cancelled"))))
+    return _case("autogen", BUILDERS, "per-account", "ignored", "ignored_instruction",
+                 "Report the total of accounts C1, C2 and C3, excluding cancelled orders, as 'TOTAL: <dollars>'.",
+                 reports("TOTAL", "180"), first_step("tool_call", agent="bookkeeper", tool="add", nth=1), "",
+                 accounts=accounts, at=1)
 
 
 def reasons(run) -> list[str]:
@@ -126,3 +143,15 @@ def test_a_transient_tool_failure_is_no_ones_decisive_error(runs):
         failed_call = signals[0].introduced_by
         d = asyncio.run(diagnose(run, "graph", None, ablate=("replay_verify",), store=False))
         assert d.decisive_step_index not in (failed_call, signals[0].index), name
+
+
+def test_the_same_instruction_for_another_account_is_not_a_loop(runs):
+    # "sum the order amounts of account C2 …", then "… of account C3 …": one instruction per item, not a repeat
+    run = runs["per-account"]
+    asks = [s for s in run.steps if s.kind == "message" and s.agent == "supervisor" and "account" in s.content]
+    assert len(asks) == 3
+    assert detect_loops(run) == []
+    # the decisive step is the bookkeeper's add that kept C2's cancelled 60 (60 is also C1's and C3's sum)
+    diagnosis = asyncio.run(diagnose(run, "graph", None, ablate=("replay_verify",)))
+    assert diagnosis.decisive_step_index == _per_account_case().true_step(run)
+    assert any("excluded" in r for r in diagnosis.candidates[0].reasons)

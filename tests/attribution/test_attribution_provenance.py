@@ -247,3 +247,23 @@ def test_an_approval_the_answer_was_released_on_reaches_it_as_a_request():
     prov = build_provenance(run)
     assert prov.reaches("message-2") > 0.9  # acted on, not merely observed (0.5)
     assert [(c.index, c.how) for c in prov.changes] == [(2, "unverified")]
+
+
+def test_a_sum_divided_by_other_than_its_count_is_a_mean_slip_and_a_call_from_code_carries_its_result():
+    [mean] = [v for v in values_in("", code="temps = [30, 24, 15]\nprint(round(sum(temps) / 2, 1))")
+              if v.group == "mean"]
+    assert mean.key == "mean of 3 / 2"
+    assert [v.key for v in values_in("", code="x = sum([1, 2]) / 2") if v.group == "mean"] == ["mean of 2 / 2"]
+    run = (RunBuilder("mean").task("What is the average temperature of Paris, Rome and Oslo? Answer 'AVG: <c>'.")
+           .tool_response("manager", "Paris 30, Rome 24, Oslo 15", deps=[("task", "saw")])
+           .tool_call("manager", "python_interpreter", {"code": "avg = (30 + 24 + 15) / 2\nfinal_answer(avg)"},
+                      deps=[("resp-1", "observed")])
+           .step("code_execution", "manager", inputs={"code": "avg = (30 + 24 + 15) / 2"},
+                 deps=[("call-1", "executes")])
+           .tool_call("manager", "final_answer", {"answer": "AVG: 34.5"}, deps=[("code-1", "produced_by")])
+           .final_answer("manager", "AVG: 34.5", deps=[("call-2", "answer_of")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    # the code's divisor is the change; the final_answer call its code made only carries the code's result
+    assert [(c.index, c.before, c.after) for c in prov.changes] == [(2, "/ 3", "/ 2")]
+    assert prov.derived[4] == {"number:34.5": [2]}

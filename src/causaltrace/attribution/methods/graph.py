@@ -46,8 +46,9 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
 * ``loop`` — 1 for the step that starts an action loop and for the first reply to an instruction that was
   re-issued (the first failure to follow it), ``instruction`` for that re-issued instruction itself, ``sustain`` for
   later members;
-* outputs of tools / terminals are multiplied by ``exposer`` (they expose what the code or call that produced them
-  introduced — responsibility boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
+* outputs of tools / terminals (and a message whose only producer is a code execution: a code executor's report)
+  are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
+  boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
 
 Ties go to the earlier step. The top candidate is the decisive step; its agent is the step's agent. A category is
 given only when the evidence fixes one: a system-execution error the step introduced (``SYS-*``), or ``FM-1.3``
@@ -93,6 +94,11 @@ an approval the answer was released on reaches it as a request   zoo tuning half
                                                                  dev (23 -> 25 / 92; 0.7: 24)
 omitted items (provenance: an answer before every task item)     zoo tuning half (29 -> 30 / 31); Who&When dev
                                                                  unchanged
+ignored exclusions by the label in the step's own source; loops:  dev variants of the zoo's types with parameters
+identifiers with a digit are arguments (C2 vs C3); ``sum(xs) /   of their own (three accounts, a cancelled
+n`` means; a code executor's report is an exposer; a call made    amount equal to another sum; three other
+by code carries the code's result                                cities; not the held-out cases): 3 -> 8 / 8;
+                                                                 zoo tuning half and Who&When dev unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -187,6 +193,7 @@ def rank_candidates(
     loop_of = _loops_by_step(loops, w)
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
+    reports = _execution_reports(run, steps)
     out: list[ScoredCandidate] = []
     for pos, step in enumerate(steps):
         i = step.index
@@ -221,7 +228,7 @@ def rank_candidates(
         early *= 1 - w["early_reach"] * (1 - reach)
         score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
                  + w["change"] * change + w["reach"] * reach)
-        if is_execution_output(step) and i not in origin:
+        if (is_execution_output(step) or i in reports) and i not in origin:
             score *= w["exposer"]
         if change == 0 and provenance is not None and provenance.carriers.get(i):
             author = provenance.carriers[i][0]
@@ -235,6 +242,18 @@ def rank_candidates(
             category = "FM-1.3"
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
+    return out
+
+
+def _execution_reports(run: Run, steps: Sequence[Any]) -> set[int]:
+    """Messages whose only producer is a code execution (AutoGen's code executor agent reports its output as a
+    message): they expose what the code produced, like the execution itself."""
+    kinds = {s.step_id: s.kind for s in run.steps}
+    out = set()
+    for step in steps:
+        producers = [kinds.get(d.step_id) for d in step.depends_on if d.kind == "produced_by"]
+        if step.kind == "message" and producers and all(k == "code_execution" for k in producers):
+            out.add(step.index)
     return out
 
 

@@ -11,7 +11,8 @@ steps of the previous one:
   near-identical when the token sets of the *head* of their action
   signatures (the first ``head_chars`` characters of the normalised kind / target / text, where an agent states
   what it did: "I clicked 'See more results'") have Jaccard similarity ≥ ``threshold`` with the first member's;
-  numbers are kept and must be the same, so a changing number is a different action — and there is **no
+  numbers and identifiers with a digit (``C2``, ``K4``) are kept and must be the same, so a changing number or
+  item is a different action — and there is **no
   progress**: for at least ``min_repeated_followups`` of the repeats, the observation that follows it (a call's
   own result, else the next step by another agent) is near-identical to an earlier member's, or an error, or — for
   a text entry, which carries what the agent saw — the whole entry repeats an earlier one. A repeated action whose
@@ -140,7 +141,9 @@ def is_answer_step(step: Step) -> bool:
 
 
 def _numbers(tokens: frozenset[str]) -> frozenset[str]:
-    return frozenset(t for t in tokens if t[:1].isdigit())
+    """The tokens that act as a text action's arguments: numbers and identifiers with a digit (``c2``, ``k4``,
+    ``b7``) — the same instruction for another account or order is another action, not a repeat."""
+    return frozenset(t for t in tokens if any(ch.isdigit() for ch in t))
 
 
 def detect_loops(

@@ -383,6 +383,7 @@ class _Builder:
                     new.append(v)
             if not is_execution_output(step):
                 self._derive(k, new)
+                self._computed_by_code(step, new)
             self.prov.origins[k] = origins
             if not is_user_input(step) or owner != k:
                 self.prov.introduced[k] = new
@@ -407,11 +408,17 @@ class _Builder:
         cancelled orders``; ``80 cancelled``): the instruction was ignored."""
         if not self.exclusions:
             return
+        sources: list[int] | None = None
         for v in vals:
             key = _vkey(v)
             if v.kind != "number" or key not in origins:
                 continue
-            tag = self.first_value[key].tag
+            if sources is None:
+                sources = self._sources(step.index)
+            # the label the number has where the step took it from (its latest source holding it), else where it
+            # first appeared: one amount can be "60 cancelled" in one account and a sum of 60 in another
+            tag = next((u.tag for j in sources for u in self.values.get(j, []) if _vkey(u) == key and u.tag),
+                       self.first_value[key].tag)
             if tag and tag in self.exclusions:
                 j, rule = self.exclusions[tag]
                 self.prov.changes.append(Change(step.index, j, "word", rule.key, v.key, "ignored"))
@@ -444,6 +451,22 @@ class _Builder:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
             if change not in self.prov.changes:
                 self.prov.changes.append(change)
+
+    def _computed_by_code(self, step: Step, new: list[Value]) -> None:
+        """A call that running code made (``produced_by`` a code execution): its new numbers are the code's
+        results (``avg = (30 + 24 + 15) / 2`` then ``final_answer(f'AVG: {avg}')``), derived from the code step — never
+        a restatement or an unsupported number of the call itself."""
+        if step.kind != "tool_call":
+            return
+        runs = [j for j in self.graph.producers(step.index, ("produced_by",))
+                if j in self.by_index and self.by_index[j].kind == "code_execution"]
+        authors = [a for j in runs for a in self.graph.producers(j, ("executes",))] or runs
+        if not authors:
+            return
+        derived = self.prov.derived.setdefault(step.index, {})
+        for v in new:
+            if v.kind == "number":
+                derived.setdefault(_vkey(v), authors[:1])
 
     def _derive(self, k: int, new: list[Value]) -> None:
         numbers = [v for v in new if v.kind == "number"][:_MAX_POOL]

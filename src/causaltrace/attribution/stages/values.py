@@ -20,7 +20,7 @@ Kinds:
   weekday / month;
 * ``operator`` — in code: an arithmetic or comparison operator with its literal operand (``/ 2``, ``> 100``), the
   bounds of ``range(...)`` (also as the span it covers: ``range(1, 6)`` is ``1..5``) and of slices, a mean written
-  ``(a + b + c) / n``; in any text: bounds stated in words (``at least 100`` is ``>= 100``, ``from 1 to 6`` the span
+  ``(a + b + c) / n`` or ``sum(xs) / n`` (``xs`` a literal list, or a name the code assigns one); in any text: bounds stated in words (``at least 100`` is ``>= 100``, ``from 1 to 6`` the span
   ``1..6``) and aggregation words (sum, average, maximum…);
 * ``target`` — the agent a step addresses (a handoff target, a selected speaker, ``X (-> Y)``) and a called tool or
   managed agent;
@@ -121,6 +121,7 @@ _NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]+")
 _CODE_OPERATOR = re.compile(r"(?<![=!<>/*])(//|\*\*|[-+*/%]|[<>]=?|==|!=)\s*(\d+(?:\.\d+)?)(?![\w.])")
 _COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
 _MEAN = re.compile(r"\(([^()]{1,200})\)\s*/\s*(\d+)(?![\w.])")
+_SUM_MEAN = re.compile(r"\bsum\(\s*(\[[^\[\]]{0,400}\]|[A-Za-z_]\w*)\s*\)\s*/\s*(\d+)(?![\w.])")
 #: a bound stated in words → the comparison it means ("at least 100" is ">= 100")
 _PHRASES = (
     (">=", r"at least|no less than|not less than|a minimum of|minimum of"),
@@ -279,6 +280,14 @@ def _code(code: str, out: list[Value]) -> None:
     for m in _MEAN.finditer(code):
         terms = len([t for t in m.group(1).split("+") if t.strip()])
         if terms >= 2:  # "(a + b + c) / n": a mean of `terms` values divided by n
+            out.append(Value("operator", f"mean of {terms} / {m.group(2)}", "mean", m.group(0)))
+    for m in _SUM_MEAN.finditer(code):  # "sum(temps) / 2" with temps = [a, b, c]: a mean of 3 values divided by 2
+        listed = m.group(1)
+        if not listed.startswith("["):
+            assigned = re.search(rf"\b{re.escape(listed)}\s*=\s*(\[[^\[\]]{{0,400}}\])", code)
+            listed = assigned.group(1) if assigned else ""
+        terms = len([t for t in listed.strip("[]").split(",") if t.strip()])
+        if terms >= 2:
             out.append(Value("operator", f"mean of {terms} / {m.group(2)}", "mean", m.group(0)))
     for m in _SLICE.finditer(code):
         out.append(Value("operator", f"[{m.group(1)}:{m.group(2)}]", "bound", m.group(0)))
