@@ -1,18 +1,29 @@
 """Recorded calls keep repeated content once (issue 21 item 14): a tool result that every later model request
-carries again is stored once, on both backends, and the recording reads back equal to what was written."""
+carries again is stored once, on both backends, and the recording reads back equal to what was written; chunks
+are shared across runs and go with the last run that uses them; a store of the schema before (v2) opens, migrates
+and its runs replay; export / import and the OTLP recording still carry the whole recording."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sqlite3
+from pathlib import Path
 from typing import Any
 
+import pydantic_core
 import pytest
 
 from _builders import RunBuilder
 from _postgres import sql_rows
-from causaltrace.collector.store import Store
+from causaltrace.cli import main
+from causaltrace.collector import _migrations
+from causaltrace.collector.store import SCHEMA_VERSION, Store
+from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS, iso, now_iso, sort_ts
+from causaltrace.exceptions import StoreError
 from causaltrace.recording import canonicalize_request
-from causaltrace.schema import Run
+from causaltrace.schema import Outcome, RecordedCall, Recording, Run
 
 #: The tool's payload: random (incompressible) text, large enough that a copy per request shows.
 PAYLOAD_CHARS = 1_000_000
@@ -67,7 +78,6 @@ def stored_chars(store: Store) -> int:
     return total
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 14: every later request stores the payload again")
 def test_a_payload_every_later_request_carries_is_stored_once(store_target: str) -> None:
     payload = random_text(PAYLOAD_CHARS)
     run = payload_run("payload-0001", payload)
@@ -76,3 +86,296 @@ def test_a_payload_every_later_request_carries_is_stored_once(store_target: str)
         assert store.get_run(run.run_id).recording == run.recording
         size = stored_chars(store)
     assert size <= 2 * PAYLOAD_CHARS, f"{size:,} chars stored for a {PAYLOAD_CHARS:,}-char payload"
+
+
+def digest_of(text: str) -> str:
+    return hashlib.sha256(pydantic_core.to_json(text)).hexdigest()
+
+
+def chunk_rows(store: Store) -> list[tuple[Any, ...]]:
+    return sql_rows(store, "SELECT digest, chars FROM recording_chunks ORDER BY digest")
+
+
+def test_the_recording_reads_back_equal_and_holds_each_large_string_once(store_target: str) -> None:
+    payload = random_text(20_000)
+    prompt = "You are careful. " * 400  # a long system prompt every request repeats: chunked too
+    twin = payload[:10_000] + "!" + payload[10_001:]  # as long as the payload, one character apart
+    builder = RunBuilder("share-0001").task("t", step_id="s0")
+    for i in range(4):
+        builder.recorded("llm", {"messages": [{"role": "system", "content": prompt},
+                                              {"role": "tool", "content": payload, "parts": [twin, payload, "short"]}],
+                                 "i": i, "looks_like_a_reference": digest_of(payload)},
+                         agent_key="team/a", response={"content": payload if i % 2 else f"answer {i}"})
+    builder.recorded("tool", {"name": "read"}, agent_key="team/a", response=payload)
+    builder.recorded("tool", {"name": "small"}, agent_key="team/a", response={"nested": [1, 2.5, None, "x"]})
+    run = builder.build()
+    with Store(store_target) as store:
+        store.finish_run(run)
+        back = store.get_run(run.run_id)
+        assert back == run and back.recording == run.recording
+        assert chunk_rows(store) == sorted(
+            (digest_of(text), len(text) + 2) for text in (payload, prompt, twin))  # the JSON literal's length
+        rows = dict(sql_rows(store, "SELECT seq, chunks FROM recordings ORDER BY seq"))
+        assert rows[5] is None  # a call without a large string is stored whole
+        assert json.loads(rows[4]) == [[digest_of(payload), "response"]]
+        # the digest-looking string of the request stays a plain string: only the listed paths are references
+        assert back.recording.calls[0].request["looks_like_a_reference"] == digest_of(payload)
+        # one string object for every call that carries it
+        first = back.recording.calls[0].request["messages"][1]["content"]
+        assert all(c.request["messages"][1]["content"] is first for c in back.recording.calls[:4])
+
+
+def test_a_wrapped_or_growing_string_keeps_its_shared_part_once(store_target: str) -> None:
+    """smolagents sends a tool result as ``Observation:\\n`` + the result; a text that grows by appending repeats
+    what it held: both are stored as pieces, the shared part once, whichever call comes first."""
+    payload = random_text(200_000)
+    wrapped = "Observation:\n" + payload + "\n(end)"
+    a, b, c = random_text(70_000), random_text(70_000), random_text(70_000)
+    builder = RunBuilder("pieces-0001").task("t", step_id="s0")
+    builder.recorded("llm", {"messages": [{"content": [{"type": "text", "text": wrapped}]}]}, agent_key="team/a")
+    builder.recorded("tool", {"name": "read"}, agent_key="team/a", response=payload)  # the raw result comes later
+    for grown in (a, a + b, a + b + c, "prefix " + a + b + c):
+        builder.recorded("llm", {"prompt": grown}, agent_key="team/b", response={"text": "ok"})
+    run = builder.build()
+    with Store(store_target) as store:
+        store.finish_run(run)
+        back = store.get_run(run.run_id)
+        assert back.recording == run.recording
+        distinct = len(payload) + len(a) + len(b) + len(c)
+        stored = sum(chars for _, chars in chunk_rows(store))
+        assert distinct <= stored <= distinct + 200, (stored, distinct)
+        assert back.recording.calls[0].request["messages"][0]["content"][0]["text"] == wrapped
+        assert back.recording.calls[5].request["prompt"] == "prefix " + a + b + c
+
+
+def test_chunks_are_shared_and_go_with_the_last_run_that_uses_them(store_target: str) -> None:
+    payload = random_text(50_000)
+    other = random_text(50_000)
+    with Store(store_target) as store:
+        store.finish_run(payload_run("a-0001", payload, later_calls=2))
+        store.finish_run(payload_run("b-0001", payload, later_calls=3))  # a replay of the same payload
+        assert [d for d, _ in chunk_rows(store)] == [digest_of(payload)]
+        written = sql_rows(store, "SELECT {rowid} FROM recording_chunks")
+        # Replacing a run by one that still uses the chunk neither deletes nor rewrites it.
+        changed = payload_run("a-0001", payload, later_calls=2).model_copy(
+            update={"outcome": Outcome(status="failure")})
+        store.save_run(changed)
+        assert sql_rows(store, "SELECT {rowid} FROM recording_chunks") == written
+        assert store.get_run("a-0001") == changed
+        store.delete_run("a-0001")
+        assert [d for d, _ in chunk_rows(store)] == [digest_of(payload)]  # b-0001 still uses it
+        assert store.get_run("b-0001").recording == payload_run("b-0001", payload, later_calls=3).recording
+        # Replacing b-0001 by a run with another payload drops the unused chunk.
+        store.save_run(payload_run("b-0001", other, later_calls=1))
+        assert [d for d, _ in chunk_rows(store)] == [digest_of(other)]
+        # A run that starts over under another writer (begin_run) loses its recording and its chunks.
+        store.begin_run("b-0001", framework="autogen", task="again", name=None, trace_id=None, started_at=None,
+                        writer=_other_writer())
+        assert chunk_rows(store) == [] and sql_rows(store, "SELECT COUNT(*) FROM recording_chunk_refs") == [(0,)]
+        # A run saved without a recording drops the chunks of the one it replaces.
+        store.finish_run(payload_run("c-0001", other, later_calls=1))
+        store.save_run(payload_run("c-0001", other, later_calls=1).model_copy(update={"recording": None}))
+        assert chunk_rows(store) == []
+
+
+def _other_writer() -> Any:
+    from causaltrace.collector.writers import WriterInfo
+
+    return WriterInfo(pid=1, start_time="0", host="elsewhere")
+
+
+def test_a_damaged_reference_or_chunk_is_one_error_naming_it(store_target: str) -> None:
+    payload = random_text(10_000)
+    with Store(store_target) as store:
+        store.finish_run(payload_run("bad-0001", payload, later_calls=1))
+        sql_rows(store, "UPDATE recording_chunks SET data = '5'")
+        with pytest.raises(StoreError, match=f"chunk {digest_of(payload)} is corrupt"):
+            store.get_run("bad-0001")
+        sql_rows(store, "DELETE FROM recording_chunks")
+        with pytest.raises(StoreError, match=f"references the chunk {digest_of(payload)} the store lacks") as err:
+            store.get_run("bad-0001")
+        assert "bad-0001" in str(err.value) and "recorded call #" in str(err.value)
+        sql_rows(store, "UPDATE recordings SET chunks = '{{\"x\": 1}}' WHERE chunks IS NOT NULL")
+        with pytest.raises(StoreError, match="chunk references of recorded call #1 are corrupt"):
+            store.get_run("bad-0001")
+
+
+# ----------------------------------------------------------------------------------- a store of schema v2
+
+
+def _v2_connection(target: str, tmp_path: Path) -> Any:
+    """A connection to a fresh store at schema v2 (``?`` placeholders, autocommit), and how to close it."""
+    if "://" not in target:
+        conn = sqlite3.connect(target, isolation_level=None)
+        assert _migrations.migrate(conn, target=2) == [1, 2]
+        return conn
+    import psycopg
+
+    from causaltrace.collector.store_postgres import PgConnection, PostgresBackend
+
+    conn = PgConnection(psycopg.connect(target, autocommit=True))
+    assert _migrations.migrate_postgres(conn, lambda: PostgresBackend.begin_write(conn), target=2) == [1, 2]
+    return conn
+
+
+def write_as_v2(conn: Any, run: Run) -> None:
+    """Store ``run`` the way schema v2 did: one whole RecordedCall JSON per ``recordings`` row."""
+    conn.execute(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({RUN_PLACEHOLDERS})", (
+        run.run_id, run.framework, run.name, run.task, run.trace_id, iso(run.started_at), iso(run.ended_at),
+        run.outcome.status, "finished", 1, "0", "elsewhere", int(run.recording is not None), now_iso(),
+        run.model_dump_json(exclude={"steps", "recording"}), sort_ts(run.started_at)))
+    for s in run.steps:
+        conn.execute("INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (run.run_id, s.step_id, s.index, s.kind, s.agent, s.status, s.parent_step_id, int(s.truncated),
+                      s.model_dump_json()))
+        for pos, d in enumerate(s.depends_on):
+            conn.execute("INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)",
+                         (run.run_id, s.step_id, d.step_id, d.kind, pos))
+    for seq, c in enumerate(run.recording.calls if run.recording else ()):
+        conn.execute("INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (run.run_id, seq, c.step_id, c.agent_key, c.kind, c.ordinal, c.request_hash,
+                      c.model_dump_json()))
+
+
+def test_a_v2_store_opens_migrates_and_reads_its_recordings_whole(store_target: str, tmp_path: Path) -> None:
+    payload = random_text(30_000)
+    old = payload_run("old-0001", payload, later_calls=2)
+    conn = _v2_connection(store_target, tmp_path)
+    write_as_v2(conn, old)
+    conn.close()
+    with Store(store_target) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.get_run("old-0001") == old
+        assert chunk_rows(store) == []  # its rows were not rewritten
+        assert sql_rows(store, "SELECT COUNT(*) FROM recordings WHERE chunks IS NULL") == [(len(old.recording.calls),)]
+        store.save_run(old)  # the same run again: unchanged, nothing rewritten
+        assert chunk_rows(store) == []
+        store.save_run(old.model_copy(update={"outcome": Outcome(status="failure")}))  # written again: chunked
+        assert [d for d, _ in chunk_rows(store)] == [digest_of(payload)]
+        assert store.get_run("old-0001").recording == old.recording
+
+
+def test_a_run_stored_under_v2_replays_from_the_migrated_store(tmp_path: Path) -> None:
+    """A real smolagents run stored the old way replays with every model and tool call served from the recording
+    (and so does the same run stored the new, chunked way)."""
+    pytest.importorskip("smolagents")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import causaltrace
+    from causaltrace.config import TraceConfig
+    from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+    from causaltrace.instrumentation.tracing import reset_tracing
+    from causaltrace.replay.executor import replay_sync
+    from causaltrace.replay.sandbox import SubprocessSandbox
+    from causaltrace.schema import Intervention
+
+    payload = random_text(40_000)
+    factory = _reader_factory(payload, notes=2)
+    instrument_smolagents(TracerProvider(), TraceConfig(store=False))
+    try:
+        with causaltrace.run(task="How long is the blob?", verify="40000") as handle:
+            factory().run("How long is the blob?")
+        live = handle.run
+        assert live is not None and live.outcome.status == "success"
+        old_db, new_db = str(tmp_path / "v2.db"), str(tmp_path / "v3.db")
+        conn = _v2_connection(old_db, tmp_path)
+        write_as_v2(conn, live)
+        conn.close()
+        with Store(new_db) as store:
+            store.finish_run(live)
+            assert chunk_rows(store)  # the payload is a chunk there
+        sandbox = SubprocessSandbox()
+        for db in (old_db, new_db):
+            with Store(db) as store:
+                run = store.get_run(live.run_id)
+            assert run.recording == live.recording
+            note = next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "note")
+            result = replay_sync(run, factory, Intervention(step_id=note.step_id, replacement=dict(note.arguments)),
+                                 "40000", sandbox=sandbox)
+            assert result.divergence is None and result.error is None, (db, result.divergence, result.error)
+            assert result.outcome.status == "success" and result.live_calls == 0
+            assert result.served_calls == len(run.recording.calls) - 1
+    finally:
+        uninstrument_smolagents()
+        reset_tracing()
+
+
+def _reader_factory(payload: str, *, notes: int) -> Any:
+    """A factory of the payload reader: a ToolCallingAgent on a reactive scripted model that reads the blob, takes
+    ``notes`` notes and answers with the blob's length (what ``bench_recording_payloads.py`` runs, at 20 MB)."""
+    from smolagents import LogLevel, ToolCallingAgent, tool
+
+    from causaltrace.testing.smolagents import Call, ScriptedModel, ScriptedRequest
+
+    def build() -> Any:
+        @tool
+        def read_blob() -> str:
+            """Read the blob the task is about."""
+            return payload
+
+        @tool
+        def note(text: str) -> str:
+            """Write down a note.
+
+            Args:
+                text: the note.
+            """
+            return f"noted: {text}"
+
+        def policy(request: ScriptedRequest) -> Any:
+            seen = request.observations
+            if not seen:
+                return [Call("read_blob", {})]
+            if len(seen) <= notes:
+                return [Call("note", {"text": f"part {len(seen)}"})]
+            return [Call("final_answer", {"answer": f"{len(payload)} characters"})]
+
+        return ToolCallingAgent(tools=[read_blob, note], model=ScriptedModel(policy), name="reader",
+                                max_steps=notes + 3, verbosity_level=LogLevel.OFF)
+
+    return build
+
+
+# ------------------------------------------------------------------------------- export, import, OTLP
+
+
+def test_export_import_and_the_otlp_recording_carry_the_whole_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes, recording_from_attributes
+
+    payload = random_text(100_000)
+    run = payload_run("move-0001", payload, later_calls=3)
+    first, second = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    with Store(first) as store:
+        store.save_run(run)
+        stored = store.get_run(run.run_id)
+    out = tmp_path / "run.json"
+    assert main(["--db", first, "export", run.run_id, "-o", str(out)]) == 0
+    assert main(["--db", second, "import", "--format", "otlp-json", str(out)]) == 0
+    capsys.readouterr()
+    with Store(second) as store:
+        assert store.get_run(run.run_id).recording == run.recording
+        assert [d for d, _ in chunk_rows(store)] == [digest_of(payload)]
+    attrs = recording_attributes(stored.recording, settings=RecordingExport(max_bytes=10**8), chunk_chars=32_000)
+    assert recording_from_attributes(attrs) == (run.recording, None)
+
+
+def test_a_large_string_with_a_lone_surrogate_is_stored_as_the_call_json_would_be(tmp_path: Path) -> None:
+    """A lone surrogate (UTF-8 cannot encode it) becomes U+FFFD in a chunk, as in a call's own JSON: never an
+    error that would lose the run."""
+    broken = random_text(10_000) + "\udcff" + random_text(10_000)
+    calls = (  # built by hand: a request hash cannot be computed over such text (the recorder's side handles it)
+        RecordedCall(run_id="broken-0001", agent_key="team/a", kind="tool", ordinal=0, request={"name": "read"},
+                     request_hash="0" * 64, response=broken, start_order=0),
+        RecordedCall(run_id="broken-0001", agent_key="team/a", kind="llm", ordinal=0,
+                     request={"messages": [{"content": broken}]}, request_hash="1" * 64, start_order=1),
+    )
+    run = Run(run_id="broken-0001", recording=Recording(run_id="broken-0001", calls=calls))
+    with Store(tmp_path / "s.db") as store:
+        store.finish_run(run)
+        calls = store.get_run(run.run_id).recording.calls
+    fixed = broken.replace("\udcff", "\ufffd")
+    assert calls[0].response == fixed and calls[1].request == {"messages": [{"content": fixed}]}

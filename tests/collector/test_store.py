@@ -297,7 +297,7 @@ def test_delete_run_removes_everything(store: Store) -> None:
         store.get_run("del-0001")
     assert store.diagnoses("del-0001") == []
     assert [r["run_id"] for r in store.list_runs()] == ["keep-0001"]
-    for table in ("steps", "dependencies", "recordings"):
+    for table in ("steps", "dependencies", "recordings", "recording_chunk_refs"):
         assert sql_rows(store, f"SELECT COUNT(*) FROM {table} WHERE run_id = 'del-0001'")[0][0] == 0
     with pytest.raises(RunNotFoundError):
         store.delete_run("del-0001")
@@ -687,7 +687,7 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     assert _migrations.user_version(conn) == 1
     conn.close()
     with Store(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         assert store.get_run("v1-run-0001") == run
         assert [r["run_id"] for r in store.list_runs()] == ["v1-run-0002", "v1-run-0001"]  # sort key back-filled
         store.save_diagnosis(Diagnosis(run_id="v1-run-0001", method="graph"))  # a v2 table
@@ -695,10 +695,10 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert dict(conn.execute("SELECT key, value FROM meta")) == {
             "application": "causaltrace",
-            "schema_version": "2",
+            "schema_version": "3",
         }
     with Store(path) as store:  # reopening migrates nothing more
-        assert store.schema_version() == 2
+        assert store.schema_version() == 3
 
 
 def test_newer_schema_version_is_refused(tmp_path: Path) -> None:

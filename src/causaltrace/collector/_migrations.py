@@ -24,6 +24,10 @@ History:
   ``recordings`` (one row per RecordedCall).
 * **v2** — ``runs.sort_ts`` (a numeric "newest first" key, back-filled from ``started_at``), the ``diagnoses`` and
   ``repair_pairs`` tables.
+* **v3** — recorded calls keep repeated content once (issue 21 item 14, ``recording_chunks.py``): the
+  ``recording_chunks`` table (a large string of a call, keyed by its digest), ``recording_chunk_refs`` (which runs
+  use which chunk) and ``recordings.chunks`` (the references of a row; NULL: the row is the whole call). Existing
+  rows are not rewritten: they are whole calls, read as before.
 
 Never edit a released migration: append a new one. Tests build an older file with ``migrate(conn, target=1)``.
 (``executescript`` is avoided on purpose: it commits the open transaction, which would break the atomic bump.)
@@ -186,11 +190,33 @@ def _v2(conn: Any, d: Dialect = SQLITE) -> None:
     conn.execute("CREATE INDEX repair_pairs_run ON repair_pairs (run_id)")
 
 
+def _v3(conn: Any, d: Dialect = SQLITE) -> None:
+    conn.execute("ALTER TABLE recordings ADD COLUMN chunks TEXT")  # JSON [[digest, *path], …] or NULL
+    conn.execute(
+        f"""CREATE TABLE recording_chunks (
+               digest {d.key} PRIMARY KEY,   -- SHA-256 (hex) of data's UTF-8
+               chars  INTEGER NOT NULL,     -- the length of data
+               data   TEXT NOT NULL         -- the string's JSON literal
+           )"""
+    )
+    conn.execute(
+        f"""CREATE TABLE recording_chunk_refs (
+               run_id {d.key} NOT NULL,
+               digest {d.key} NOT NULL,
+               PRIMARY KEY (run_id, digest)
+           )"""
+    )
+    conn.execute("CREATE INDEX recording_chunk_refs_digest ON recording_chunk_refs (digest)")
+
+
 #: The ordered schema history; ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3)
 LATEST_VERSION = len(MIGRATIONS)
 #: Every table some migration creates (a version-0 file holding other tables is not ours).
-OUR_TABLES = frozenset({"meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs"})
+OUR_TABLES = frozenset({
+    "meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs", "recording_chunks",
+    "recording_chunk_refs",
+})
 
 
 def user_version(conn: sqlite3.Connection) -> int:

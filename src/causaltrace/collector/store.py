@@ -26,7 +26,9 @@ Design decisions:
   ``action_signature``, an error message, or a string anywhere inside ``inputs`` / ``outputs`` / ``arguments`` /
   ``metadata``) longer than ``max_chars`` is cut to ``max_chars`` characters followed by
   ``…[causaltrace: truncated N chars]``, and the step is stored with ``truncated=True`` — never an error. Ids and
-  names are not cut. Recordings are kept whole (replay needs them byte for byte).
+  names are not cut. Recordings are kept whole (replay needs them byte for byte), with repeated content kept once:
+  a large string a recorded call carries (a tool result every later model request sends again) is stored once as a
+  content-addressed chunk and referenced from each call (``recording_chunks.py``, issue 21 item 14).
 * **JSON payload + queryable columns.** Every Step / RecordedCall / Diagnosis / RepairPair is stored as its
   ``model_dump_json()`` next to the columns queries need (run_id, step_id, index, kind, agent, status, parent…).
   The Run's own fields (everything but steps and recording) are one JSON column of ``runs``. Dependencies are
@@ -54,7 +56,8 @@ Design decisions:
   everything derived from the old run too: its diagnoses and repair pairs. :meth:`Store.import_run` (the importers'
   entry) leaves a stored run that equals the imported one untouched and refuses to overwrite a different one
   unless asked (``replace=True``, the CLI's ``--replace``).
-* **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs.
+* **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs, and the recording
+  chunks no other run uses (replacing a run's recording does the same for the chunks the new one does not use).
 * **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
   and never written (the backends say how); writing through such a Store is a ``StoreError``. A store nobody
   wrote yet — a missing SQLite file, a PostgreSQL database without our tables — reads as an empty store.
@@ -74,12 +77,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from causaltrace.collector import _migrations
+from causaltrace.collector import _migrations, recording_chunks
 from causaltrace.collector.store_sql import (
     CHILD_TABLES,
     DEP_INSERT,
     DERIVED_TABLES,
-    REC_INSERT,
     RUN_COLUMNS,
     STEP_UPSERT,
     TRUNCATION_MARKER,
@@ -336,12 +338,7 @@ class Store:
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
-        recs = []
-        if run.recording is not None:
-            recs = [
-                (run.run_id, seq, c.step_id, c.agent_key, c.kind, c.ordinal, c.request_hash, c.model_dump_json())
-                for seq, c in enumerate(run.recording.calls)
-            ]
+        split = recording_chunks.split_calls(run.run_id, run.recording.calls) if run.recording is not None else None
         data = run.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
             old = self._row(conn, run.run_id)
@@ -350,12 +347,12 @@ class Store:
             live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
             if live:  # keep the rows written live; add the rest (a step re-sent replaces its dependency rows)
                 rows, deps = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
-                conn.execute("DELETE FROM recordings WHERE run_id = ?", (run.run_id,))
                 self._backend.delete_dependencies(conn, run.run_id, [r[1] for r in rows])
             else:
                 rows, deps = self._step_rows(run.run_id, run.steps)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
-                self._delete_children(conn, run.run_id, derived=old is not None and not own_live)
+                # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
+                self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
             self._backend.put_run(
                 conn,
                 (
@@ -379,7 +376,10 @@ class Store:
             )
             conn.executemany(STEP_UPSERT, rows)
             conn.executemany(DEP_INSERT, deps)
-            conn.executemany(REC_INSERT, recs)
+            if split is not None:
+                recording_chunks.write_recording(conn, run.run_id, split)
+            else:
+                recording_chunks.delete_recording(conn, run.run_id)
 
     def save_run(self, run: Run) -> None:
         """Store a whole run, replacing a stored run of that id; saving the same run twice leaves one copy and
@@ -442,11 +442,14 @@ class Store:
             conn.execute("DELETE FROM runs WHERE run_id = ?", (row.run_id,))
 
     @staticmethod
-    def _delete_children(conn: Connection, run_id: str, *, derived: bool = False) -> None:
-        """Delete a run's steps, dependencies and recording; with ``derived`` also its diagnoses and repair pairs
-        (the run is being replaced by another one, so what was concluded about the old one no longer holds)."""
+    def _delete_children(conn: Connection, run_id: str, *, derived: bool = False, recording: bool = True) -> None:
+        """Delete a run's steps, dependencies and (unless ``recording=False``: the caller replaces it) recording with
+        the chunks no other run uses; with ``derived`` also its diagnoses and repair pairs (the run is being
+        replaced by another one, so what was concluded about the old one no longer holds)."""
         for table in CHILD_TABLES + (DERIVED_TABLES if derived else ()):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        if recording:
+            recording_chunks.delete_recording(conn, run_id)
 
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         rows: list[tuple[Any, ...]] = []
@@ -545,12 +548,14 @@ class Store:
         steps = conn.execute(
             "SELECT step_id, data FROM steps WHERE run_id = ? ORDER BY idx, step_id", (row.run_id,)
         ).fetchall()
-        recs = (
-            conn.execute("SELECT seq, data FROM recordings WHERE run_id = ? ORDER BY seq", (row.run_id,)).fetchall()
-            if row.has_recording
-            else None
-        )
-        return build_run(f"run {row.run_id!r} in the store {self.location!r}", row, steps, recs)
+        where = f"run {row.run_id!r} in the store {self.location!r}"
+        recs = None
+        if row.has_recording:
+            rows = conn.execute(
+                "SELECT seq, data, chunks FROM recordings WHERE run_id = ? ORDER BY seq", (row.run_id,)
+            ).fetchall()
+            recs = recording_chunks.resolve_calls(conn, where, rows)
+        return build_run(where, row, steps, recs)
 
     def _live_outcome(self, row: RunRow) -> Outcome | None:
         """The outcome a not-finished run reads as (None for a finished run: its stored outcome stands)."""

@@ -185,9 +185,10 @@ STEP_UPSERT = (
     "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data"
 )
 DEP_INSERT = "INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)"
+#: A recorded call's row; ``chunks`` lists the chunks its ``data`` references (``recording_chunks.py``), or NULL.
 REC_INSERT = (
-    "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data, chunks) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -200,7 +201,8 @@ def delete_dependencies_of(conn: Connection, run_id: str, consumers: Sequence[st
         conn.execute(f"DELETE FROM dependencies WHERE run_id = ? AND consumer IN ({marks})", (run_id, *chunk))
 
 
-CHILD_TABLES = ("steps", "dependencies", "recordings")
+#: A run's rows besides its recording (which ``recording_chunks.delete_recording`` removes with its chunks).
+CHILD_TABLES = ("steps", "dependencies")
 DERIVED_TABLES = ("diagnoses", "repair_pairs")
 #: What :meth:`Store.import_run` did with a run.
 ImportOutcome = Literal["stored", "unchanged", "replaced"]
@@ -271,9 +273,12 @@ def truncate_step(step: Step, limit: int) -> Step:
 # -- reading -------------------------------------------------------------------------------------------------
 
 
-def build_run(where: str, row: RunRow, steps: list[tuple[str, str]], recs: list[tuple[int, str]] | None) -> Run:
+def build_run(
+    where: str, row: RunRow, steps: list[tuple[str, str]], recs: Sequence[tuple[int, str | dict[str, Any]]] | None
+) -> Run:
     """Parse the stored JSON back into a Run; a corrupt record is a StoreError naming
-    ``where`` (the run and its store) and the part.
+    ``where`` (the run and its store) and the part. A recorded call comes as its JSON text, or as its JSON data
+    (a call whose chunks were put back in place: ``recording_chunks.resolve_calls``).
 
     Each step is parsed on its own (faster than one big document, and a failure names the step) with the
     cyclic garbage collector paused: 10,000 steps allocate enough objects to trigger several full
@@ -301,7 +306,10 @@ def build_run(where: str, row: RunRow, steps: list[tuple[str, str]], recs: list[
             calls = []
             for seq, data in recs:
                 try:
-                    calls.append(RecordedCall.model_validate_json(data))
+                    if isinstance(data, str):
+                        calls.append(RecordedCall.model_validate_json(data))
+                    else:
+                        calls.append(RecordedCall.model_validate(data))
                 except ValidationError as exc:
                     raise StoreError(f"{where}: recorded call #{seq} is corrupt ({explain(exc)})") from exc
             recording = Recording(run_id=row.run_id, calls=tuple(calls))

@@ -1,0 +1,360 @@
+"""Recorded calls with repeated content kept once: content-addressed chunks (issue 21 item 14).
+
+Why: a model request carries the whole conversation, so a large tool result is sent again with every later request
+of the run, and a recording that keeps each request as it is stores that result once per request (a 20 MB tool
+result cost ~123 MB of store; now ~22 MB: ``benchmarks/bench_recording_payloads.py``). Replay needs every request
+byte for byte (ARCHITECTURE "Recording"), so nothing is cut: the repetition is factored out instead.
+
+How (schema v3, ``_migrations.py``, both backends):
+
+* **Chunks.** Every string of at least :data:`CHUNK_MIN_CHARS` characters anywhere in a call's ``request`` or
+  ``response`` (a message's content, a tool result, a long system prompt) is kept once per store in
+  ``recording_chunks (digest, chars, data)``: ``data`` is the string's JSON literal (as it would have stood inside
+  the call's JSON — escapes included, so any text PostgreSQL's ``TEXT`` cannot hold, a NUL, stays storable) and
+  ``digest`` the SHA-256 of that literal's UTF-8.
+* **Pieces.** A string of at least :data:`SEARCH_MIN_CHARS` that contains a shorter large string of the same
+  recording is kept as pieces instead: the part before it, that string's pieces, the part after. smolagents sends a
+  tool result inside ``Observation:\n…``, beside the tool call's own response; a prompt that grows by appending
+  repeats what it held before — either way the shared text is stored once.
+* **References.** The call's row in ``recordings`` keeps its JSON with each such string replaced by a placeholder
+  (its chunk's digest, or its pieces' digests joined by ``+``), and in the ``chunks`` column the list of
+  ``[ref, *path]`` — ``ref`` a digest or the list of its pieces' digests, ``path`` the keys and list indices from the
+  call's root, e.g. ``["ab12…", "request", "messages", 3, "content"]`` — that says which values are references, so a
+  string that merely looks like a digest is never taken for one. A row whose ``chunks`` is NULL is the whole call
+  (every row written before v3, and every call without a large string).
+* **Who uses a chunk.** ``recording_chunk_refs (run_id, digest)`` lists the chunks each run's recording uses (the
+  same chunk may serve several runs: a replay of a run, a re-import under another id). Replacing or deleting a run's
+  recording drops its references and then every chunk no run references any more; a chunk still used by the new
+  recording is neither deleted nor written again. Writers serialise (the store's write lock), so no other writer can
+  add a reference between the check and the delete.
+* **Reading** puts each string back at its paths (its pieces joined) — one string object for all the calls that
+  carry it, so a run read back holds the payload once in memory too — and the Recording equals the one written. A
+  reference whose chunk is missing is a StoreError naming the call and the digest.
+
+Old stores migrate without rewriting their rows (v2 recordings are read as they are; a run written again is
+chunked). ``CAUSALTRACE_STORE_MAX_CHARS`` is unchanged: it cuts step fields only, recordings stay whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic_core
+
+from causaltrace.collector.store_sql import REC_INSERT, Connection
+from causaltrace.exceptions import StoreError
+from causaltrace.schema import RecordedCall, utf8_safe
+
+__all__ = [
+    "CHUNK_MIN_CHARS",
+    "SplitRecording",
+    "delete_recording",
+    "resolve_calls",
+    "split_calls",
+    "write_recording",
+]
+
+#: From how many characters a string of a recorded call is kept as a chunk (shorter ones are cheaper inline than
+#: the 64-character digest, the path and the row that would stand for them).
+CHUNK_MIN_CHARS = 4096
+#: From how many characters a large string is searched for shorter large strings of its recording it contains.
+SEARCH_MIN_CHARS = 65_536
+#: How many candidates (longest first) are tried per piece before it is kept whole.
+SEARCH_TRIES = 16
+#: SQLite's bound-parameter limit, per ``IN (…)`` list.
+_BATCH = 500
+
+Path = list[str | int]
+
+
+class SplitRecording:
+    """A recording ready to write: its ``recordings`` rows (``REC_INSERT`` order) and the chunks they reference
+    (digest -> JSON literal)."""
+
+    __slots__ = ("chunks", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.chunks: dict[str, str] = {}
+
+
+def _large_strings(value: Any, into: dict[str, None]) -> None:
+    """Collect the distinct strings of at least CHUNK_MIN_CHARS inside ``value`` (in first-seen order)."""
+    if isinstance(value, str):
+        if len(value) >= CHUNK_MIN_CHARS:
+            into[value] = None
+    elif isinstance(value, dict):
+        for item in value.values():
+            _large_strings(item, into)
+    elif isinstance(value, list):
+        for item in value:
+            _large_strings(item, into)
+
+
+class _Splitter:
+    """Cuts the large strings out of a recording's calls.
+
+    Each distinct string gets its pieces once (equal strings from different requests meet in dicts keyed by the
+    string, which compare them without hashing them again). A string of at least :data:`SEARCH_MIN_CHARS` that
+    contains a shorter such string of the same recording is stored as pieces — the part before it, its pieces, the
+    part after (each searched again) — so a tool result the framework wraps (smolagents sends ``Observation:\n`` +
+    the result) or a text that grows by appending keeps the shared part once. At most :data:`SEARCH_TRIES`
+    candidates are tried per piece, longest first, so the search stays linear in the recording's size.
+    """
+
+    def __init__(self, out: SplitRecording) -> None:
+        self.out = out
+        self.digest_of: dict[str, str] = {}
+        self.pieces_of: dict[str, list[str]] = {}
+        self.refs: list[list[Any]] = []
+        self.trail: Path = []
+
+    def digest(self, text: str) -> str:
+        found = self.digest_of.get(text)
+        if found is None:
+            try:
+                literal = pydantic_core.to_json(text)
+            except pydantic_core.PydanticSerializationError:  # a lone surrogate: U+FFFD, as the call's own JSON does
+                literal = pydantic_core.to_json(utf8_safe(text))
+            found = hashlib.sha256(literal).hexdigest()
+            self.out.chunks.setdefault(found, literal.decode())
+            self.digest_of[text] = found
+        return found
+
+    def plan(self, calls: Sequence[RecordedCall]) -> None:
+        """Decide the pieces of every large string of ``calls``, shortest first (a string's candidates are the
+        shorter ones already planned)."""
+        distinct: dict[str, None] = {}
+        for call in calls:
+            _large_strings(call.request, distinct)
+            _large_strings(call.response, distinct)
+        searched: list[str] = []
+        for text in sorted(distinct, key=len):
+            if len(text) >= SEARCH_MIN_CHARS:
+                self.pieces_of[text] = self._pieces(text, searched)
+                searched.append(text)
+            else:
+                self.pieces_of[text] = [self.digest(text)]
+
+    def _pieces(self, text: str, searched: list[str]) -> list[str]:
+        tries = 0
+        for known in reversed(searched):
+            if len(known) >= len(text):
+                continue
+            at = text.find(known)
+            if at >= 0:
+                return (self._part(text[:at], searched) + self.pieces_of[known]
+                        + self._part(text[at + len(known):], searched))
+            tries += 1
+            if tries >= SEARCH_TRIES:
+                break
+        return [self.digest(text)]
+
+    def _part(self, text: str, searched: list[str]) -> list[str]:
+        if not text:
+            return []
+        known = self.pieces_of.get(text)
+        if known is not None:
+            return known
+        return self._pieces(text, searched) if len(text) >= SEARCH_MIN_CHARS else [self.digest(text)]
+
+    def cut(self, value: Any) -> Any:
+        """``value`` with every large string replaced by its reference (noted with its path in ``refs``); the same
+        object when nothing in it changed (copy on write)."""
+        if isinstance(value, str):
+            if len(value) < CHUNK_MIN_CHARS:
+                return value
+            pieces = self.pieces_of[value]
+            ref: str | list[str] = pieces[0] if len(pieces) == 1 else pieces
+            self.refs.append([ref, *self.trail])
+            return placeholder(ref)
+        if isinstance(value, dict):
+            changed: dict[str, Any] | None = None
+            for key, item in value.items():
+                self.trail.append(key)
+                new = self.cut(item)
+                self.trail.pop()
+                if new is not item:
+                    if changed is None:
+                        changed = dict(value)
+                    changed[key] = new
+            return value if changed is None else changed
+        if isinstance(value, list):
+            out: list[Any] | None = None
+            for i, item in enumerate(value):
+                self.trail.append(i)
+                new = self.cut(item)
+                self.trail.pop()
+                if new is not item:
+                    if out is None:
+                        out = list(value)
+                    out[i] = new
+            return value if out is None else out
+        return value
+
+    def call_row(self, run_id: str, seq: int, call: RecordedCall) -> tuple[Any, ...]:
+        self.refs = []
+        update: dict[str, Any] = {}
+        for field in ("request", "response"):
+            self.trail = [field]
+            value = getattr(call, field)
+            new = self.cut(value)
+            if new is not value:
+                update[field] = new
+        data = (call.model_copy(update=update) if update else call).model_dump_json()
+        refs = json.dumps(self.refs, separators=(",", ":")) if self.refs else None
+        return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data, refs)
+
+
+def placeholder(ref: str | list[str]) -> str:
+    """What a call's JSON holds where a chunked string was: its chunk's digest, or its pieces' digests joined by
+    ``+``."""
+    return ref if isinstance(ref, str) else "+".join(ref)
+
+
+def split_calls(run_id: str, calls: Sequence[RecordedCall]) -> SplitRecording:
+    """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``)."""
+    out = SplitRecording()
+    splitter = _Splitter(out)
+    splitter.plan(calls)
+    out.rows = [splitter.call_row(run_id, seq, call) for seq, call in enumerate(calls)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ writing
+
+
+def _digests_of_run(conn: Connection, run_id: str) -> set[str]:
+    rows = conn.execute("SELECT digest FROM recording_chunk_refs WHERE run_id = ?", (run_id,)).fetchall()
+    return {r[0] for r in rows}
+
+
+def _batches(values: Sequence[str]) -> list[Sequence[str]]:
+    return [values[i : i + _BATCH] for i in range(0, len(values), _BATCH)]
+
+
+def _existing(conn: Connection, digests: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for part in _batches(digests):
+        marks = ", ".join("?" * len(part))
+        found.update(r[0] for r in conn.execute(
+            f"SELECT digest FROM recording_chunks WHERE digest IN ({marks})", tuple(part)).fetchall())
+    return found
+
+
+def _collect(conn: Connection, digests: set[str]) -> None:
+    """Delete those of ``digests`` that no run's recording references any more."""
+    for part in _batches(sorted(digests)):
+        marks = ", ".join("?" * len(part))
+        conn.execute(
+            f"DELETE FROM recording_chunks WHERE digest IN ({marks}) AND NOT EXISTS "
+            "(SELECT 1 FROM recording_chunk_refs r WHERE r.digest = recording_chunks.digest)",
+            tuple(part),
+        )
+
+
+def write_recording(conn: Connection, run_id: str, split: SplitRecording) -> None:
+    """Replace the run's recording by ``split`` inside the caller's write transaction: chunks the store already
+    holds are not written again, chunks only the old recording used are deleted."""
+    old = _digests_of_run(conn, run_id)
+    conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
+    conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
+    digests = sorted(split.chunks)
+    have = _existing(conn, digests)
+    conn.executemany(
+        "INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)",
+        [(d, len(split.chunks[d]), split.chunks[d]) for d in digests if d not in have],
+    )
+    conn.executemany("INSERT INTO recording_chunk_refs (run_id, digest) VALUES (?, ?)", [(run_id, d) for d in digests])
+    conn.executemany(REC_INSERT, split.rows)
+    _collect(conn, old - set(digests))
+
+
+def delete_recording(conn: Connection, run_id: str) -> None:
+    """Delete the run's recording and every chunk no other run references (inside the caller's transaction)."""
+    old = _digests_of_run(conn, run_id)
+    conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
+    conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
+    _collect(conn, old)
+
+
+# ------------------------------------------------------------------------------------------------------ reading
+
+
+def _place(data: Any, mark: str, path: Sequence[Any], text: str) -> None:
+    """Put ``text`` at ``path`` in ``data``, where the row holds the placeholder ``mark`` (anything else is damage)."""
+    holder = data
+    for key in path[:-1]:
+        holder = holder[key]
+    if holder[path[-1]] != mark:
+        raise ValueError(f"no reference {mark[:64]} at {'/'.join(map(str, path))}")
+    holder[path[-1]] = text
+
+
+def _parse_refs(where: str, seq: int, chunks: str) -> list[list[Any]]:
+    try:
+        refs = json.loads(chunks)
+        if not isinstance(refs, list) or not all(
+            isinstance(r, list) and len(r) >= 2
+            and (isinstance(r[0], str) or (isinstance(r[0], list) and all(isinstance(d, str) for d in r[0])))
+            for r in refs
+        ):
+            raise ValueError("expected a list of [digest or [digests], field, …] references")
+    except ValueError as exc:
+        raise StoreError(f"{where}: the chunk references of recorded call #{seq} are corrupt ({exc})") from exc
+    return refs
+
+
+def _chunk_texts(conn: Connection, where: str, digests: set[str]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for part in _batches(sorted(digests)):
+        marks = ", ".join("?" * len(part))
+        for digest, literal in conn.execute(
+            f"SELECT digest, data FROM recording_chunks WHERE digest IN ({marks})", tuple(part)
+        ).fetchall():
+            try:
+                text = json.loads(literal)
+            except ValueError:
+                text = None
+            if not isinstance(text, str):
+                raise StoreError(f"{where}: the stored chunk {digest} is corrupt (not a JSON string)")
+            texts[digest] = text
+    return texts
+
+
+def resolve_calls(
+    conn: Connection, where: str, rows: Sequence[tuple[int, str, str | None]]
+) -> list[tuple[int, str | dict[str, Any]]]:
+    """``(seq, data, chunks)`` rows as ``(seq, call)``: the stored JSON text where the row references no chunk, else
+    the call's JSON data with every chunked string back in place — one string object per distinct string, shared
+    by every call that carries it (a StoreError naming ``where`` and the call when the row or a chunk is damaged or
+    missing). The caller validates the RecordedCall."""
+    refs_of = {seq: _parse_refs(where, seq, chunks) for seq, _, chunks in rows if chunks is not None}
+    wanted = {d for refs in refs_of.values() for r in refs for d in ([r[0]] if isinstance(r[0], str) else r[0])}
+    texts = _chunk_texts(conn, where, wanted)
+    joined: dict[str, str] = {}
+    out: list[tuple[int, str | dict[str, Any]]] = []
+    for seq, data, _ in rows:
+        refs = refs_of.get(seq)
+        if refs is None:
+            out.append((seq, data))
+            continue
+        try:
+            call = json.loads(data)
+            for ref, *path in refs:
+                mark = placeholder(ref)
+                text = joined.get(mark)
+                if text is None:
+                    missing = next((d for d in ([ref] if isinstance(ref, str) else ref) if d not in texts), None)
+                    if missing is not None:
+                        raise StoreError(
+                            f"{where}: recorded call #{seq} references the chunk {missing} the store lacks")
+                    text = joined[mark] = texts[ref] if isinstance(ref, str) else "".join(texts[d] for d in ref)
+                _place(call, mark, path, text)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise StoreError(f"{where}: recorded call #{seq} is corrupt ({exc})") from exc
+        out.append((seq, call))
+    return out
