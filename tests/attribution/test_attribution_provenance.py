@@ -267,3 +267,14 @@ def test_a_sum_divided_by_other_than_its_count_is_a_mean_slip_and_a_call_from_co
     # the code's divisor is the change; the final_answer call its code made only carries the code's result
     assert [(c.index, c.before, c.after) for c in prov.changes] == [(2, "/ 3", "/ 2")]
     assert prov.derived[4] == {"number:34.5": [2]}
+
+
+def test_a_two_letter_agent_name_is_grounded_by_its_acronym_only():
+    from causaltrace.attribution.stages.targets import grounded_alternative, name_words
+
+    assert name_words("eu_agent") == {"eu"} and name_words("transfer_to_billing_agent") == {"billing"}
+    sources = [(3, "Thought: Germany is in the EU; route the question.")]
+    assert grounded_alternative("us_agent", ["eu_agent", "us_agent"], sources) == ("eu_agent", 3)
+    assert grounded_alternative("eu_agent", ["eu_agent", "us_agent"], sources) is None
+    # "us" the pronoun is no acronym: nothing grounds either choice
+    assert grounded_alternative("eu_agent", ["eu_agent", "us_agent"], [(3, "Let us route the question.")]) is None

@@ -99,6 +99,8 @@ identifiers with a digit are arguments (C2 vs C3); ``sum(xs) /   of their own (t
 n`` means; a code executor's report is an exposer; a call made    amount equal to another sum; three other
 by code carries the code's result                                cities; not the held-out cases): 3 -> 8 / 8;
                                                                  zoo tuning half and Who&When dev unchanged
+two-letter agent names grounded by capitalised acronyms (EU, US)  reasoning about generic names (``eu_agent``);
+                                                                 zoo tuning half and Who&When dev unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -26,11 +26,23 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
+_ACRONYM = re.compile(r"\b[A-Z]{2,3}\b")
+#: two-letter function words of names (``transfer_to_…``), never an acronym
+_SHORT_FUNCTION = frozenset({"to", "of", "in", "on", "at", "by", "an", "as", "or", "be", "do", "if", "no", "so", "up",
+                             "is"})
+
+
 def name_words(name: str) -> frozenset[str]:
-    """The meaningful words of an agent or tool name (``transfer_to_billing_agent`` → ``{billing}``)."""
+    """The meaningful words of an agent or tool name (``transfer_to_billing_agent`` → ``{billing}``); a two-letter
+    part (``eu_agent``, ``hr_agent``) is kept as an acronym, matched only where a source writes it in capitals."""
     parts = re.split(r"[\W_]+", _CAMEL.sub(" ", name))
-    return frozenset(p.lower() for p in parts if len(p) >= 3 and p.lower() not in _GENERIC
-                     and salient_tokens(p.lower()))
+    return frozenset(p.lower() for p in parts if p.lower() not in _GENERIC and (
+        (len(p) >= 3 and salient_tokens(p.lower())) or (len(p) == 2 and p.isalpha() and p.lower() not in _SHORT_FUNCTION)))
+
+
+def _source_words(text: str) -> set[str]:
+    """A source's salient words plus its capitalised acronyms (``EU``, ``US``: never the pronoun "us")."""
+    return set(salient_tokens(text)) | {a.lower() for a in _ACRONYM.findall(text)}
 
 
 def called_names(code: str, like: str) -> list[str]:
@@ -49,7 +61,7 @@ def grounded_alternative(chosen: str, candidates: Iterable[str], sources: Sequen
     nothing decides."""
     chosen_words = name_words(chosen)
     for index, text in sources:
-        words = salient_tokens(text[:20_000])
+        words = _source_words(text[:20_000])
         mine = len(chosen_words & words)
         best, best_n = None, mine
         for other in candidates:
