@@ -174,6 +174,23 @@ def test_backward_relevance_follows_information_to_its_introducer():
     assert rel.to_json()["anchor"] == 3
 
 
+def test_words_of_a_step_that_quotes_the_task_carry_less_relevance():
+    # the first agent quotes the task and a plan; a later analyst states the decisive count; both share words with
+    # the failing answer, but the quoting step's words are mostly the prompt it was given
+    task = "How many stops are between South Station and Windsor Gardens on the Franklin line?"
+    steps = [Step(step_id="s0", run_id="r", index=0, kind="message", agent="Planner",
+                  content=f"# Task {task} # Plan verify stations carefully, count stops accurately"),
+             Step(step_id="s1", run_id="r", index=1, kind="message", agent="Analyst",
+                  content="Counting stations carefully: there are 12 stops between them."),
+             Step(step_id="s2", run_id="r", index=2, kind="message", agent="Checker",
+                  content="Verified carefully: 12 stops between the stations, counted accurately.")]
+    run = Run(run_id="r", task=task, steps=tuple(steps), outcome=Outcome(status="failure"))
+    g = build_dependency_graph(run)
+    quoted = backward_relevance(run, g, 2)
+    plain = backward_relevance(run, g, 2, task_restatement=1.0)
+    assert quoted.scores[1] == 1.0 and quoted.scores[0] < plain.scores[0] / plain.scores[1]
+
+
 # ----------------------------------------------------------------------------------- segmentation, compression
 
 

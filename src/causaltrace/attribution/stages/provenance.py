@@ -520,8 +520,14 @@ class _Builder:
                 if u.kind in kinds and _vkey(u) not in held]
         arguments = {number_key(str(a)) for a in (step.arguments or {}).values()
                      if isinstance(a, (int, float)) and not isinstance(a, bool)} if step.kind == "tool_call" else set()
+        given = {TASK, *self.user_steps, *self._instruction(k)}
+        given_pool = [(j, u) for j, u in pool if j in given]
         for v in candidates:
-            change = self._restated(k, v, pool) if v.kind == "number" else self._substituted(k, v, pool)
+            # a bare unit or date word is compared with what the step was GIVEN (the task, the user, its
+            # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose
+            bare = v.kind == "unit" or v.kind == "entity"
+            change = (self._restated(k, v, pool) if v.kind == "number"
+                      else self._substituted(k, v, given_pool if bare else pool))
             if change is None and v.kind == "number" and v.key in arguments:
                 change = Change(k, TASK, "number", "", v.key, "unsupported")
             if change is not None and not any((c.index, c.kind, c.before, c.after) == (

@@ -14,8 +14,11 @@ first, passes ``damping`` × its relevance back to the steps it used:
    the step uses that an earlier step introduced (its first occurrence in the run) sends a part proportional to
    the token's inverse step frequency to that introducer — scaled by ``same_agent`` when the introducer is the
    same agent (an agent restating its own earlier words carries them; EMFA emphasises information passed between
-   agents). Only steps the dependency graph lets the consumer see (its ancestors) can receive anything. A step that
-   reuses nothing passes its share to its direct producers.
+   agents) and by ``task_restatement`` when the introducer RESTATES the task (holds 80 % of its salient words: the
+   first agent of an Algorithm-Generated log quotes the task, its manager's plan and constraints — a prompt, whose
+   words every later step reuses without being built on that step's decision). Only steps the dependency graph
+   lets the consumer see (its ancestors) can receive anything. A step that reuses nothing passes its share to its
+   direct producers.
 
 An llm_response that produced child steps introduces nothing here (its children carry its content and are the
 candidates), though it passes on what it used. The run's task text counts as introduced before the first step (a sink: words the task gave are nobody's
@@ -93,6 +96,7 @@ def backward_relevance(
     protocol_share: float = 0.5,
     instruction_share: float = 0.3,
     same_agent: float = 0.3,
+    task_restatement: float = 0.3,
 ) -> Relevance:
     """Relevance of every step to ``anchor`` (algorithm in the module docstring)."""
     steps = [s for s in view_steps(run) if s.index <= anchor]
@@ -100,16 +104,11 @@ def backward_relevance(
     producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
     tokens = {s.index: salient_tokens(_step_text(s)) for s in steps}
     shadowed = {s.index for s in steps if s.step_id in producers}
-    df: dict[str, int] = defaultdict(int)
-    # the task's words are given, not introduced by any step: they belong to a virtual step -1 (a sink)
-    intro: dict[str, int] = dict.fromkeys(salient_tokens(run.task or ""), _TASK)
-    for s in steps:
-        for t in tokens[s.index]:
-            df[t] += 1
-            if s.index not in shadowed:
-                intro.setdefault(t, s.index)
+    task_words = salient_tokens(run.task or "")
+    df, intro = _introducers(steps, tokens, shadowed, task_words)
     n = len(steps)
     agent_of = {s.index: base_agent(s.agent or speaker(s)) for s in steps}
+    restates = {s.index for s in steps if task_words and len(task_words & tokens[s.index]) >= 0.8 * len(task_words)}
     idf = {t: math.log((n + 1) / c) for t, c in df.items()}
     reach = graph.ancestors(anchor) | {anchor}
     rel: dict[int, float] = defaultdict(float)
@@ -155,12 +154,28 @@ def backward_relevance(
             for t in used:
                 j = intro[t]
                 factor = same_agent if j in agent_of and agent_of[j] == agent_of[k] else 1.0
+                if j in restates:
+                    factor *= task_restatement
                 give(k, j, remaining * factor * idf[t] / weight, t)
         else:
             direct = sorted({e.producer for e in incoming})
             for p in direct:
                 give(k, p, remaining / len(direct))
     return _normalised(anchor, rel, received, by_token)
+
+
+def _introducers(steps: list[Step], tokens: dict[int, set[str]], shadowed: set[int], task_words: set[str]
+                 ) -> tuple[dict[str, int], dict[str, int]]:
+    """Each token's step frequency and its introducer: the first unshadowed step using it — the task's words are
+    given, not introduced by any step: they belong to a virtual step -1 (a sink)."""
+    df: dict[str, int] = defaultdict(int)
+    intro: dict[str, int] = dict.fromkeys(task_words, _TASK)
+    for s in steps:
+        for t in tokens[s.index]:
+            df[t] += 1
+            if s.index not in shadowed:
+                intro.setdefault(t, s.index)
+    return df, intro
 
 
 def _normalised(anchor: int, rel: dict[int, float], received: dict[int, dict[int, float]],
