@@ -108,6 +108,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from causaltrace.collector.store import Store
+    from causaltrace.replay.executor import has_recording
     from causaltrace.replay.repair import repair
 
     factory = load_callable(args.factory, "--factory")
@@ -120,10 +121,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
         def progress(step: Any, result: Any) -> None:
             # the outcome first, and never wrapped or cut: a log or a narrow terminal keeps it
             mark = "[green]flipped[/]" if result.flipped else f"[dim]{result.outcome.status}[/]"
+            if result.error is not None:  # bad input or a replay that went wrong: marked, the search goes on
+                mark += f" [yellow]({escape(result.error.type)})[/]"
             err.print(f"  {mark} · step #{step.index} {step.kind}: {escape(result.intervention.description)}",
                       soft_wrap=True)
 
-        bound = [f"{args.max_replays} replays" if args.max_replays else "", f"{args.max_seconds:g} s"
+        unit = "replays" if has_recording(run) else "predictions"  # a prediction counts as one replay
+        bound = [f"{args.max_replays} {unit}" if args.max_replays else "", f"{args.max_seconds:g} s"
                  if args.max_seconds else ""]
         err.print(f"[dim]repair budget: {' and '.join(b for b in bound if b) or 'unbounded'}; the framework's "
                   "output during replays is kept with each replay[/]", soft_wrap=True)
@@ -131,17 +135,21 @@ def cmd_repair(args: argparse.Namespace) -> int:
             repair(run, factory, verify, candidates, args.k, model=args.model, store=store, on_replay=progress,
                    mutation_budget=args.budget, environment=not args.no_environment,
                    max_replays=args.max_replays or None, max_seconds=args.max_seconds or None,
-                   concurrency=args.concurrency)
+                   concurrency=args.concurrency, prune=not args.no_prune)
         )
     out = Console(highlight=False)
     printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
     if printed:
         err.print(f"[dim]the framework printed {printed} lines during the replays (kept in the diagnosis's "
                   "replay records)[/]", soft_wrap=True)
+    tried = " and ".join(t for t in (f"{result.replays} replays" if result.replays or not result.predictions else "",
+                                     f"{result.predictions} predictions" if result.predictions else "") if t)
+    pruned = (f" · {len(result.pruned)} step{'s' if len(result.pruned) != 1 else ''} pruned by provenance "
+              f"({', '.join(f'#{i}' for i in result.pruned)}: nothing they decided reaches the answer)"
+              if result.pruned else "")
     if result.decisive is None:
         why = f"; the {result.budget_exhausted} budget ran out" if result.budget_exhausted else ""
-        out.print(f"[yellow]no repair found[/] in {result.replays} replays ({result.seconds:.1f} s){why}",
-                  soft_wrap=True)
+        out.print(f"[yellow]no repair found[/] in {tried} ({result.seconds:.1f} s){why}{pruned}", soft_wrap=True)
         return 0
     step = run.step(result.decisive.step_id)
     how = escape(result.decisive.best.intervention.description if result.decisive.best else "")
@@ -153,8 +161,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
         out.print(f"[bold]decisive step #{step.index}[/] {step.kind} by [yellow]{escape(step.agent or '-')}[/]: {how}",
                   soft_wrap=True)
     pair = "yes" if result.pair is not None else f"no ({result.pair_reason})"
-    out.print(f"verified by replay · {result.replays} replays · {result.seconds:.1f} s · pair stored: {pair}",
-              soft_wrap=True)
+    how = "predicted" if result.decisive.best and result.decisive.best.verified_by == "prediction" else "verified by replay"
+    out.print(f"{how} · {tried} · {result.seconds:.1f} s{pruned} · pair stored: {pair}", soft_wrap=True)
     return 0
 
 
@@ -252,7 +260,8 @@ def add_replay_commands(sub: Any) -> None:
     p.add_argument("--steps", help="comma-separated step indexes to try (default: the diagnosis's candidates)")
     p.add_argument("--budget", type=int, default=30, help="deterministic mutation proposals per step (default 30)")
     p.add_argument("--max-replays", type=int, default=DEFAULT_MAX_REPLAYS,
-                   help=f"stop the search after this many replays (default {DEFAULT_MAX_REPLAYS}; 0 = no bound)")
+                   help=f"stop the search after this many replays (default {DEFAULT_MAX_REPLAYS}; 0 = no bound); "
+                        "on a run without a recording each predicted outcome counts as one")
     p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS,
                    help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
     p.add_argument("--concurrency", type=int, default=None, metavar="N",
@@ -260,6 +269,9 @@ def add_replay_commands(sub: Any) -> None:
                         "that of --concurrency 1")
     p.add_argument("--no-environment", action="store_true",
                    help="never edit tool results (by default they are tried last, as tool / data faults)")
+    p.add_argument("--no-prune", action="store_true",
+                   help="try every candidate step (by default provenance skips the steps whose values never reach "
+                        "the failing answer)")
     add_keep_server(p)
     p.set_defaults(func=cmd_repair)
 

@@ -808,3 +808,75 @@ async def test_the_playback_client_declares_the_wrapped_model_info():
         assert client.model_info == client.playback.inner.model_info
     assert json.dumps(dict(clients[0].model_info), sort_keys=True) == json.dumps(
         run.recording.calls[0].settings["model_info"], sort_keys=True)
+
+
+# ------------------------------------------------------------------------- (5) a divergence at a tool call ends
+
+
+def with_recorded_tool_arguments(run: Run, tool: str, arguments: dict) -> Run:
+    """``run`` whose recording says the first call of ``tool`` had other ``arguments`` (a recording that no longer
+    matches the team: an edited or redacted trace), so the replay diverges AT THAT TOOL CALL."""
+    from causaltrace.recording import canonicalize_request, request_hash
+
+    calls = list(run.recording.calls)
+    i = next(n for n, c in enumerate(calls) if c.kind == "tool" and c.request.get("name") == tool)
+    request = canonicalize_request({"name": tool, "arguments": arguments})
+    calls[i] = calls[i].model_copy(update={"request": request, "request_hash": request_hash(request)})
+    return run.model_copy(update={"recording": run.recording.model_copy(update={"calls": calls})})
+
+
+def plain_workbench_team():
+    """The failing example with its solver's tools in a plain (non-stream) ``StaticWorkbench``."""
+    from autogen_core.tools import StaticWorkbench
+
+    team = example.build_failing()
+    solver = team._participants[1]
+    solver._workbench = [StaticWorkbench(list(solver._workbench[0]._tools))]
+    return team
+
+
+@pytest.mark.parametrize("factory", [example.build_failing, plain_workbench_team], ids=["stream", "plain"])
+async def test_a_divergence_at_a_tool_call_ends_the_replay_instead_of_hanging_it(factory):
+    # AssistantAgent waits for its tool calls on a queue that only a RETURNING call ends: a playback workbench that
+    # raised the divergence hung team.run until the per-replay timeout (issue 19, bug found in session 27)
+    run = await record(factory)
+    assert run.outcome.status == "failure"
+    changed = with_recorded_tool_arguments(run, "add", {"a": 17, "b": 99})
+    later = next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "multiply")
+    result = await asyncio.wait_for(
+        replay(changed, factory, Intervention(step_id=later.step_id, replacement={"a": 42, "b": 3}), example.verify),
+        timeout=30,
+    )
+    assert result.error is not None and result.error.type == "ReplayDivergence" and not result.flipped
+    assert result.divergence.startswith("replay diverged at team/solver tool #0 (tool add)")
+    assert result.divergence.endswith("at .arguments.b: recorded 99 / replayed 26")
+
+
+async def test_a_divergence_at_a_handoff_ends_the_replay_instead_of_hanging_it():
+    run = await record(swarm_team, task="hello", verify="bob read")
+    changed = with_recorded_tool_arguments(run, "transfer_to_bob", {"reason": "recorded otherwise"})
+    final = next(s for s in run.steps if s.kind == "message" and s.agent == "bob")
+    result = await asyncio.wait_for(
+        replay(changed, swarm_team, Intervention(step_id=final.step_id, replacement="bob read it all. END"),
+               "bob read"),
+        timeout=30,
+    )
+    assert result.error is not None and result.error.type == "ReplayDivergence" and not result.flipped
+    assert "(tool transfer_to_bob)" in result.divergence and "recorded otherwise" in result.divergence
+
+
+async def test_repair_goes_on_past_a_replay_that_diverges_at_a_tool_call():
+    run = await record(example.build_failing)
+    changed = with_recorded_tool_arguments(run, "multiply", {"a": 43, "b": 4})
+    # proposals at the first add call replay up to the (changed) multiply call: the add fix never reaches it live,
+    # so the replays that keep the recorded add diverge there, and each such replay ends at once, marked
+    first = first_tool_call(run)
+    later = [s.step_id for s in run.steps if s.kind in ("message", "final_answer") and s.index > first.index]
+    result = await asyncio.wait_for(
+        repair(changed, example.build_failing, example.verify, [*later], k=0, store=False, replay_timeout_s=20,
+               probe=False, max_replays=6),
+        timeout=120,
+    )
+    tried = [r for a in result.attempts for r in a.replays]
+    assert tried and all(r.error is None or r.error.type != "ReplayTimeout" for r in tried)
+    assert any(r.error is not None and r.error.type == "ReplayDivergence" for r in tried)

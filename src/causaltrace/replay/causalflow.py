@@ -23,10 +23,14 @@
     Calls, counted per stage in the Diagnosis's cost: ``propose`` K per step, ``predict`` 1 per distinct proposal
     until the step's first predicted flip, ``consensus`` 2 per flagged step — at most 2K + 2 per step, so
     hundreds on a 50-step trace. The search is not bounded in time unless ``max_seconds`` is given (a time bound
-    would make the answer depend on the machine's speed); a search that stopped there says so.
+    would make the answer depend on the machine's speed), nor in predictions unless ``max_replays`` is given (each
+    prediction counts as one, as in ``repair``); a search that stopped there says so.
   ``exhaustive=False`` stops either path at the first step that flips (replayed) or is confirmed (predicted): the
   decisive step is the same — the earliest such step — only the later candidates are not searched (the local-model
   plumbing test's bound, with ``k=1``).
+
+  Both paths try every candidate step: no provenance pruning (``prune=False``), the published method's exhaustive
+  CRS (``repair`` and ``graph``'s verification prune).
 
 * The verification hook (ARCHITECTURE "The default attribution method", step 6): when ``graph`` diagnoses a
   recorded run inside :func:`verification_scope`, its top candidates are verified by replay and the earliest that
@@ -130,7 +134,7 @@ class CausalFlowMethod(Method):
     uses_model: ClassVar[bool] = True
     default_options: ClassVar[Mapping[str, Any]] = {"factory": None, "verify": None, "k": 3,
                                                      "consensus_formula": None, "tau_c": TAU_C, "max_seconds": None,
-                                                     "exhaustive": True}
+                                                     "exhaustive": True, "max_replays": None}
 
     async def diagnose(self, ctx: DiagnosisContext) -> Finding:
         if not has_recording(ctx.run):
@@ -141,7 +145,8 @@ class CausalFlowMethod(Method):
         factory, verify = inputs
         judge = _CountingJudge(ctx) if ctx.judge is not None else None
         result = await _repair(ctx.run, factory, verify, None, int(self.options["k"]), model=judge, store=False,
-                              exhaustive=bool(self.options["exhaustive"]), agent_first=False)  # SEEDS §7.5
+                              exhaustive=bool(self.options["exhaustive"]), agent_first=False,
+                              prune=False)  # every step (SEEDS §7.5)
         crs = {a.step_id: a.crs for a in result.attempts}
         ctx.record("replay", {"crs": crs, "replays": result.replays,
                               "tried": result.diagnosis.artifacts.get("replays", [])})
@@ -178,7 +183,8 @@ class CausalFlowMethod(Method):
                                 enabled=ctx.enabled("consensus")):
             result = await _repair(run, None, None, None, int(self.options["k"]), model=judge, store=False,
                                   exhaustive=bool(self.options["exhaustive"]), agent_first=False, mutation_budget=0,
-                                  max_seconds=self.options["max_seconds"])
+                                  prune=False, max_seconds=self.options["max_seconds"],
+                                  max_replays=self.options["max_replays"])
         predictions = sum(len(a.replays) for a in result.attempts)
         ctx.record("replay", {"verified_by": "prediction", "crs": {a.step_id: a.crs for a in result.attempts},
                               "predictions": predictions, "budget_exhausted": result.budget_exhausted,
@@ -192,7 +198,9 @@ class CausalFlowMethod(Method):
                                f"outcome ({predictions} predictions)")
         finding = _predicted_finding(ctx.run, flagged)
         if result.budget_exhausted:
-            finding.explanation += (f" The search stopped when its {self.options['max_seconds']} s ran out, after "
+            bound = (f"{self.options['max_seconds']} s" if result.budget_exhausted == "seconds"
+                     else f"{self.options['max_replays']} predictions")
+            finding.explanation += (f" The search stopped when its {bound} ran out, after "
                                     f"{len(result.attempts)} steps.")
         return finding
 

@@ -157,14 +157,16 @@ def captured() -> Iterator[io.StringIO]:
 async def in_order(starts: Iterable[Callable[[], Awaitable[T]]], concurrency: int, *,
                    may_start: Callable[[int], bool] | None = None) -> AsyncIterator[T]:
     """Run up to ``concurrency`` of ``starts`` at once (each a task of its own, in order), yielding results in the
-    order of ``starts``. ``may_start(in_flight)`` can hold back further starts (a budget). When the consumer stops
-    (``aclose``, e.g. ``contextlib.aclosing`` around a ``break``) the tasks still in flight are cancelled and
-    waited for at most :data:`CANCEL_GRACE_S`."""
+    order of ``starts``. ``may_start(in_flight)`` can hold back further starts (a budget), the first one included.
+    When the consumer stops (``aclose``, e.g. ``contextlib.aclosing`` around a ``break``) the tasks still in flight
+    are cancelled and waited for at most :data:`CANCEL_GRACE_S`."""
     pending: collections.deque[asyncio.Task[T]] = collections.deque()
     source = iter(starts)
 
     def fill() -> None:
-        while len(pending) < max(1, concurrency) and (may_start is None or not pending or may_start(len(pending))):
+        # asked even when nothing is in flight: a start past the budget would be a replay (or a paid prediction)
+        # whose result the consumer throws away
+        while len(pending) < max(1, concurrency) and (may_start is None or may_start(len(pending))):
             start = next(source, None)
             if start is None:
                 return

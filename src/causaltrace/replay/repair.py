@@ -19,10 +19,29 @@ and yields no repair pair. The phase is ON by default: a wrong or stale tool res
 it costs replays only after every agent correction failed, and its answer is reported for what it is. Without that
 order a correct tool result could be "repaired" to cancel an agent's later error (a price lowered by one so that
 the analyst's +1 restatement comes out right) and be reported, verified by replay, as the agent's decisive error.
+
+Provenance prunes (issue 19 item 3): before the search, value / word provenance along the run's dependency edges
+(:func:`causaltrace.attribution.stages.provenance.reaches_answer`, the attribution stage repair shares) scores how
+strongly what each step decided reaches the failing answer. A step whose reach is 0 — no value it introduced, no
+request or instruction it made, nothing that observed it leads to the failure anchor — cannot change that answer,
+so no correction of it can flip the run: it is not tried (``RepairResult.pruned``, said in the explanation and by
+the CLI). Only reach 0 is pruned (a low reach still has an observation path); a step provenance does not score is
+kept; a provenance failure prunes nothing. The decisive step is unchanged on the fault suite
+(``benchmarks/bench_repair_order.py`` compares the pruned and unpruned searches case by case). ``prune=False`` and
+``--method causalflow`` (every step a candidate, the published method) try every step.
+
 The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
-either runs out the search stops and the result says so (``budget_exhausted``). What the framework prints during a
-replay (AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
+either runs out the search stops and the result says so (``budget_exhausted``). On the predictive path (a run with
+no recording) each predicted outcome is a model call standing in for a replay and counts as one against
+``max_replays``: the budget bounds replays and predictions alike. What the framework prints during a replay
+(AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
 (``output_lines`` and the last lines in ``artifacts["replays"]``) — and never reaches the user's terminal.
+
+Bad input is a marked replay (``ReplayResult.error``, also in ``artifacts["replays"]``) and the search goes on: a
+factory that raises (the exception's type), a verifier that raises or returns neither a Verdict nor a bool
+(``VerifierError``; the run marking counts it as a failed verification), a proposal after which the framework raises
+(the run ended by an exception: that exception's type), an intervention the adapter refuses
+(``InterventionRefused``), a replay that outlives ``replay_timeout_s`` (``ReplayTimeout``).
 
 ``agent_first=False`` keeps CausalFlow's published search (every candidate step in step order, SEEDS §7.5), which
 ``--method causalflow`` uses as a benchmark baseline.
@@ -37,21 +56,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import io
 import json
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
-from causaltrace.replay.concurrency import captured, default_concurrency, in_order, routed_output
+from causaltrace.replay.concurrency import default_concurrency, in_order, routed_output
 from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
 from causaltrace.replay.edits import original_value, replacement_kind
-from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording, replay
+from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording
+from causaltrace.replay.guarded import bounded, captured_output, guarded_replay
 from causaltrace.replay.minimality import minimality
 from causaltrace.replay.probe import probe_models
 from causaltrace.replay.proposals import proposals_for
@@ -61,13 +81,10 @@ from causaltrace.schema import (
     Cost,
     Diagnosis,
     EvidenceItem,
-    Intervention,
-    Outcome,
     RepairPair,
     ReplayResult,
     Run,
     Step,
-    StepError,
 )
 
 __all__ = [
@@ -79,6 +96,8 @@ __all__ = [
     "repair_pair_or_reason",
     "repair_sync",
 ]
+
+logger = logging.getLogger("causaltrace")
 
 
 #: The search's default bound: most repairs of the fault suite need a few dozen replays; a run that needs more
@@ -122,6 +141,10 @@ class RepairResult:
     budget_exhausted: str = ""
     #: what the model probe before the first replay found (:mod:`causaltrace.replay.probe`), "" when not run
     probe: str = ""
+    #: predicted outcomes tried (the predictive path: a run without a recording); ``replays`` counts replays only
+    predictions: int = 0
+    #: indices of the candidate steps provenance ruled out (reach 0: nothing they decided reaches the answer)
+    pruned: list[int] = field(default_factory=list)
 
     @property
     def repaired(self) -> bool:
@@ -224,6 +247,8 @@ def _replay_artifact(result: ReplayResult, step: Step, output: str = "") -> dict
         "status": result.outcome.status,
         "replay_run_id": result.run.run_id if result.run is not None else None,
         "divergence": result.divergence,
+        "error": result.error.model_dump(mode="json") if result.error is not None else None,
+        "verified_by": result.verified_by,
         "live_calls_before_intervention": result.live_calls_before_intervention,
     }
 
@@ -251,6 +276,7 @@ async def repair(
     replay_timeout_s: float | None = DEFAULT_REPLAY_TIMEOUT_S,
     probe: bool = True,
     concurrency: int | None = None,
+    prune: bool = True,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
@@ -261,35 +287,29 @@ async def repair(
     unbounded) (module docstring). ``probe`` checks, before the first replay, that the factory's models answer the
     conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError`` when they do not).
     ``concurrency`` replays of one step's proposals run at once (default :func:`default_concurrency`); the result is
-    that of one at a time (:mod:`causaltrace.replay.concurrency`).
+    that of one at a time (:mod:`causaltrace.replay.concurrency`). ``prune`` skips the candidate steps provenance
+    rules out (reach 0; module docstring).
     """
-    if run.outcome.status != "failure":
-        raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
-    if not has_recording(run) and model is None:
-        raise UserError(f"run {run.run_id} has no recording: repairing it needs a model (--model) to predict replays")
+    judge = _repairable(run, model)
     started = time.perf_counter()
     store_obj = _open_store(store)
     if diagnosis is None and store_obj is not None:
         diagnosis = _guide(store_obj, run.run_id)
-    steps = _resolve_candidates(run, candidates, diagnosis)
-    judge = None
-    if model is not None:
-        from causaltrace.attribution.judge import Judge
-
-        judge = model if hasattr(model, "ask") else Judge(model)
+    steps, pruned = _pruned(run, _resolve_candidates(run, candidates, diagnosis), prune)
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
     with routed_output():
         probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
-        attempts, decisive, replays = await _search(
+        attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
             budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
             measure=measure, on_replay=on_replay,
         )
     pair, pair_reason = _pair_of(run, decisive)
-    exhausted = budget.exhausted(replays) if decisive is None else ""
+    replays, predictions = _counts(attempts)
+    exhausted = budget.exhausted(spent) if decisive is None else ""
     updated = _updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
-                                 exhausted=exhausted)
+                                 exhausted=exhausted, predictions=predictions, pruned=pruned)
     if store_obj is not None:
         store_obj.save_diagnosis(updated)
         if pair is not None:
@@ -305,7 +325,22 @@ async def repair(
         pair_reason=pair_reason,
         budget_exhausted=exhausted,
         probe=probed,
+        predictions=predictions,
+        pruned=[s.index for s in pruned],
     )
+
+
+def _repairable(run: Run, model: str | Any) -> Any:
+    """The judge of ``model`` (None without one), after checking that ``run`` can be repaired (a UserError)."""
+    if run.outcome.status != "failure":
+        raise UserError(f"run {run.run_id} did not fail (status {run.outcome.status!r}): nothing to repair")
+    if not has_recording(run) and model is None:
+        raise UserError(f"run {run.run_id} has no recording: repairing it needs a model (--model) to predict replays")
+    if model is None or hasattr(model, "ask"):
+        return model
+    from causaltrace.attribution.judge import Judge
+
+    return Judge(model)
 
 
 def _pair_of(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None, str]:
@@ -320,9 +355,9 @@ def _pair_of(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None,
 
 async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s: float | None) -> str:
     """The model probe (output captured, bounded like a replay); raises its one-line UserError."""
-    async with _captured_output():
+    async with captured_output():
         try:
-            verdict = await _bounded(probe_models(run, factory, sandbox=sandbox or default_sandbox()), timeout_s)
+            verdict = await bounded(probe_models(run, factory, sandbox=sandbox or default_sandbox()), timeout_s)
         except TimeoutError:
             return f"inconclusive: the probe replay did not finish within {timeout_s:g} s"
     return verdict.detail if verdict.probed else f"inconclusive: {verdict.detail}"
@@ -333,7 +368,8 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
                   policy: ReplayPolicy | None, mutation_budget: int, measure: str,
                   on_replay: Callable[[Step, ReplayResult], None] | None
                   ) -> tuple[list[StepAttempt], StepAttempt | None, int]:
-    """The phases in order, each step's proposals in order, until the earliest flip (or the budget's end)."""
+    """The phases in order, each step's proposals in order, until the earliest flip (or the budget's end); returns
+    the attempts, the decisive one and what the budget was charged (replays and predictions, :func:`_cost`)."""
     attempts: list[StepAttempt] = []
     decisive: StepAttempt | None = None
     replays = 0
@@ -345,7 +381,7 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
                                       policy=policy, mutation_budget=mutation_budget, measure=measure,
                                       on_replay=on_replay, budget=budget, replays_so_far=replays)
             attempts.append(attempt)
-            replays += sum(r.replays_run for r in attempt.replays)
+            replays += sum(_cost(r) for r in attempt.replays)
             if attempt.crs == 1.0 and await confirm_flagged(run, attempt, judge) and decisive is None:  # issue 20.8
                 decisive = attempt
                 if not exhaustive:
@@ -358,6 +394,36 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
 def is_environment_step(step: Step) -> bool:
     """A step whose replacement edits the environment's output (a tool result), not an agent's decision."""
     return replacement_kind(step) == "result"
+
+
+def _cost(result: ReplayResult) -> int:
+    """What one tried proposal costs the budget: its replays (r of R with live calls), or one for a predicted
+    outcome (a model call standing in for a replay; module docstring)."""
+    return 1 if result.verified_by == "prediction" else result.replays_run
+
+
+def _counts(attempts: list[StepAttempt]) -> tuple[int, int]:
+    """``(replays, predictions)`` the search ran."""
+    tried = [r for a in attempts for r in a.replays]
+    return (sum(r.replays_run for r in tried if r.verified_by != "prediction"),
+            sum(1 for r in tried if r.verified_by == "prediction"))
+
+
+def _pruned(run: Run, steps: list[Step], prune: bool) -> tuple[list[Step], list[Step]]:
+    """``(kept, pruned)``: the candidate steps whose provenance reach is 0 are pruned (module docstring); a step
+    provenance does not score is kept, and a provenance that fails prunes nothing."""
+    if not prune or not steps:
+        return steps, []
+    try:
+        from causaltrace.attribution.stages.provenance import reaches_answer
+
+        reach = reaches_answer(run)
+    except Exception as exc:  # pruning is an optimisation: without it the search is the same, only longer
+        logger.info("causaltrace: provenance failed (%s: %s); repair tries every candidate step",
+                    type(exc).__name__, exc)
+        return steps, []
+    pruned = [s for s in steps if reach.get(s.step_id) == 0.0]
+    return [s for s in steps if reach.get(s.step_id) != 0.0], pruned
 
 
 def _phases(steps: list[Step], *, agent_first: bool, environment: bool) -> list[tuple[str, list[Step]]]:
@@ -388,60 +454,6 @@ class _Budget:
         return ""
 
 
-@contextlib.asynccontextmanager
-async def _captured_output() -> AsyncIterator[io.StringIO]:
-    """Everything this replay prints to stdout / stderr inside the block (a framework's tracebacks and panels)
-    goes to the yielded buffer instead of the user's terminal; concurrent replays each get their own
-    (:mod:`causaltrace.replay.concurrency`)."""
-    with captured() as buffer:
-        yield buffer
-
-
-async def _replay_captured(run: Run, factory: Factory, proposal: Intervention, verify: Any, *, timeout_s: float | None,
-                           **kwargs: Any) -> tuple[ReplayResult, str]:
-    """One replay with its output captured; a refused proposal, a replay that raises and one that outlives
-    ``timeout_s`` each become a marked result (``error``), so the search goes on."""
-    async with _captured_output() as buffer:
-        try:
-            result = await _bounded(replay(run, factory, proposal, verify, **kwargs), timeout_s)
-        except UserError as exc:  # the adapter refused this proposal (e.g. a handoff target the agent lacks)
-            result = _marked(run, proposal, "InterventionRefused", f"intervention refused: {exc.message}")
-        except TimeoutError:
-            result = _marked(run, proposal, "ReplayTimeout", f"the replay did not finish within {timeout_s:g} s")
-        except Exception as exc:  # a factory, verifier or framework that raises: this replay failed, not the search
-            result = _marked(run, proposal, type(exc).__name__, f"the replay raised {type(exc).__name__}: {exc}")
-    return result, buffer.getvalue()
-
-
-async def _bounded(coro: Any, timeout_s: float | None) -> Any:
-    """``await coro``, but give up after ``timeout_s``: the replay is cancelled and NOT waited for beyond a short
-    grace (a framework's cleanup may itself wait on the stuck call); it dies with the search's event loop."""
-    task = asyncio.ensure_future(coro)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except asyncio.CancelledError:  # a replay that ran ahead of an earlier flip: stop it too
-        task.cancel()
-        raise
-    if task in done:
-        return task.result()
-    task.cancel()
-    await asyncio.wait({task}, timeout=2.0)
-    if task.done() and not task.cancelled() and task.exception() is None:
-        return task.result()
-    raise TimeoutError
-
-
-def _marked(run: Run, proposal: Intervention, kind: str, message: str) -> ReplayResult:
-    return ReplayResult(
-        original_run_id=run.run_id,
-        intervention=proposal,
-        outcome=Outcome(status="unknown", reason=message),
-        flipped=False,
-        replays_run=0,
-        error=StepError(type=kind, message=message[:2000]),
-    )
-
-
 async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phase: str, judge: Any, k: int,
                     sandbox: Sandbox | None, policy: ReplayPolicy | None, mutation_budget: int, measure: str,
                     on_replay: Callable[[Step, ReplayResult], None] | None, budget: _Budget,
@@ -453,7 +465,7 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phas
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
     proposals = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget)
-    starts = [functools.partial(_replay_captured, run, factory, p, verify, sandbox=sandbox, policy=policy,
+    starts = [functools.partial(guarded_replay, run, factory, p, verify, sandbox=sandbox, policy=policy,
                                 model=judge, timeout_s=budget.replay_timeout_s) for p in proposals]
     # started in proposal order, consumed in proposal order: the stopping rules below are the sequential search's
     results = in_order(starts, budget.concurrency, may_start=lambda in_flight: not budget.exhausted(done + in_flight))
@@ -461,7 +473,7 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phas
         async for result, output in results:
             if budget.exhausted(done):
                 break
-            done += result.replays_run
+            done += _cost(result)
             attempt.replays.append(result)
             attempt.outputs.append(output)
             if on_replay is not None:
@@ -504,7 +516,10 @@ def _updated_diagnosis(
     seconds: float,
     *,
     exhausted: str = "",
+    predictions: int = 0,
+    pruned: list[Step] | None = None,
 ) -> Diagnosis:
+    pruned = pruned or []
     artifacts: dict[str, Any] = dict(diagnosis.artifacts) if diagnosis is not None else {}
     artifacts["replays"] = [
         _replay_artifact(r, run.step(a.step_id), out)
@@ -512,6 +527,8 @@ def _updated_diagnosis(
         for r, out in zip(a.replays, a.outputs + [""] * (len(a.replays) - len(a.outputs)), strict=True)
     ]
     artifacts["crs"] = {a.step_id: a.crs for a in attempts}
+    artifacts["pruned"] = {"steps": [s.index for s in pruned], "rule": "provenance reach 0: nothing the step "
+                           "decided reaches the failing answer"}
     artifacts.update(consensus_artifact(attempts))  # predicted flips: the critics' consensus (issue 20 item 8)
     cost = diagnosis.cost if diagnosis is not None else Cost()
     cost = cost.model_copy(update={"seconds": cost.seconds + seconds})
@@ -524,9 +541,7 @@ def _updated_diagnosis(
         "created_at": datetime.now(UTC),
     }
     if decisive is None:
-        reason = f"no correction among {replays} replays flipped the outcome"
-        if exhausted:
-            reason += f"; the search stopped when its budget of {exhausted} ran out"
+        reason = _no_flip_reason(attempts, replays, predictions, exhausted) + _pruned_note(pruned)
         if diagnosis is not None:
             return diagnosis.model_copy(update={**base, "explanation": f"{diagnosis.explanation} ({reason})".strip()})
         return Diagnosis(**base, explanation=reason, verified_by="heuristic")
@@ -534,14 +549,14 @@ def _updated_diagnosis(
     best = decisive.best
     assert best is not None
     if decisive.phase == "environment":
-        return _environment_diagnosis(run, step, best, base, diagnosis)
+        return _environment_diagnosis(run, step, best, base, diagnosis, note=_pruned_note(pruned, sentence=True))
     if best.verified_by == "prediction":
         how = "is PREDICTED to flip the run to success (no recording to replay)"
     else:
         how = f"flips the run to success in replay ({best.replays_flipped} of {best.replays_run} replays)"
     explanation = (
         f"Correcting step #{step.index} ({step.kind} by {step.agent or '-'}) — {best.intervention.description} — "
-        f"{how}; it is the earliest step whose correction does."
+        f"{how}; it is the earliest step whose correction does.{_pruned_note(pruned, sentence=True)}"
     )
     evidence = [EvidenceItem(step_id=step.step_id, index=step.index, role="introduced", note=best.intervention.description)]
     downstream = [s for s in run.steps if s.index > step.index and s.kind in ("message", "final_answer")]
@@ -567,8 +582,35 @@ def _updated_diagnosis(
     )
 
 
+def _no_flip_reason(attempts: list[StepAttempt], replays: int, predictions: int, exhausted: str) -> str:
+    """Why no step was found: what was tried (replays, predictions, or both), flips the critics rejected, the
+    budget."""
+    tried = " and ".join(part for part in (f"{replays} replays" if replays or not predictions else "",
+                                           f"{predictions} predictions" if predictions else "") if part)
+    reason = f"no correction among {tried} flipped the outcome"
+    rejected = [a for a in attempts if a.crs == 1.0 and a.best is not None and a.best.consensus is not None
+                and not a.best.consensus.confirmed]
+    if rejected:
+        reason += ("; the critics' consensus rejected the predicted flip" + ("s" if len(rejected) > 1 else "")
+                   + " at " + ", ".join(f"step #{a.index} ({a.best.consensus.score:.2f})" for a in rejected
+                                        if a.best is not None and a.best.consensus is not None))
+    if exhausted:
+        reason += f"; the search stopped when its budget of {exhausted} ran out"
+    return reason
+
+
+def _pruned_note(pruned: list[Step], *, sentence: bool = False) -> str:
+    """What provenance ruled out, for an explanation ("" when nothing was pruned)."""
+    if not pruned:
+        return ""
+    shown = ", ".join(f"#{s.index}" for s in pruned[:12]) + (", …" if len(pruned) > 12 else "")
+    what = (f"provenance ruled out {len(pruned)} candidate step{'s' if len(pruned) > 1 else ''} ({shown}): nothing "
+            f"{'they' if len(pruned) > 1 else 'it'} decided reaches the failing answer")
+    return f" {what[0].upper()}{what[1:]}." if sentence else f"; {what}"
+
+
 def _environment_diagnosis(run: Run, step: Step, best: ReplayResult, base: dict[str, Any],
-                           diagnosis: Diagnosis | None) -> Diagnosis:
+                           diagnosis: Diagnosis | None, *, note: str = "") -> Diagnosis:
     """A flip found by editing a tool result: a tool / data fault, never an agent's decisive error."""
     tool = step.tool_name or "the tool"
     replacement = best.intervention.replacement
@@ -578,7 +620,7 @@ def _environment_diagnosis(run: Run, step: Step, best: ReplayResult, base: dict[
     explanation = (
         f"No correction of an agent's decision flipped the run. The run {how} if {tool} had returned "
         f"{shown[:200]!r} at step #{step.index} ({best.intervention.description}): a tool or data fault "
-        "(the environment's output), not an agent's decisive error."
+        f"(the environment's output), not an agent's decisive error.{note}"
     )
     evidence = (EvidenceItem(step_id=step.step_id, index=step.index, role="introduced",
                              note=f"tool result of {tool}"),)

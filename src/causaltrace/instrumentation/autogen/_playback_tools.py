@@ -3,6 +3,14 @@ serve the recording through the injected playback core (a ``StaticStreamWorkbenc
 ``AgentTool``'s streamed events still flow), per-agent copies of the handoff tools, and the CodeExecutorAgent's
 executor on the injected sandbox.
 
+**A divergence at a tool call ends the replay cleanly** (it never hangs it). AutoGen's ``AssistantAgent`` runs a
+response's tool calls in a task that puts an end marker on an event queue only when every call RETURNS; a workbench
+that raises leaves the agent waiting on that queue forever (``team.run`` hangs; only the per-replay timeout ended
+it). A real workbench never raises — ``StaticWorkbench`` turns a failing tool into an error ``ToolResult`` — so the
+playback twins keep that contract: a call that diverges (or comes after the replay's first divergence) returns an
+error result naming the divergence, which the core has already logged; the agent's next model call raises it again
+and the run stops there, and the adapter reports the divergence (``Playback.finish``).
+
 This module imports AutoGen at its top; ``_playback.py`` imports it only when a playback is assembled.
 """
 
@@ -19,6 +27,7 @@ from typing import Any
 from autogen_core.code_executor import CodeExecutor, CodeResult
 from autogen_core.tools import StaticStreamWorkbench, TextResultContent, ToolResult, Workbench
 
+from causaltrace.exceptions import ReplayDivergence
 from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
 from causaltrace.instrumentation.autogen._executor import SandboxCodeExecutor
 from causaltrace.instrumentation.autogen._playback_keys import live_key
@@ -69,8 +78,12 @@ class ToolPlayback:
         text_of_result: Callable[[Any], tuple[str, bool]],
     ) -> Any:
         """Serve, intervene, re-run or run live one tool call. ``wrap(text, is_error)`` builds the result the caller
-        returns; ``text_of_result`` reads a live result back."""
-        decision = self.decide(name, arguments, call_id)
+        returns; ``text_of_result`` reads a live result back. A divergence is returned as an error result, never
+        raised (module docstring: AutoGen's tool loop hangs on a raising workbench)."""
+        try:
+            decision = self.decide(name, arguments, call_id)
+        except ReplayDivergence as exc:
+            return wrap(f"replay diverged: {exc.message}", True)
         rec = decision.call
         core = self.core
         if decision.action == "intervene":
@@ -81,7 +94,9 @@ class ToolPlayback:
         if decision.action == "serve":
             assert rec is not None
             await core.wait_turn(rec)
-            core.check()
+            if core.divergences:  # another agent diverged while this call waited for its turn
+                core.release(rec)
+                return wrap(f"replay diverged: {core.divergences[0]}", True)
             core.count("serve")
             core.release(rec)
             text, is_error = recorded_tool_result(rec)
