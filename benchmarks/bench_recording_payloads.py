@@ -10,7 +10,8 @@ carries the payload.
 Reported per source tree, each in a fresh child process (so peak RSS is that run's alone): the store's bytes on
 disk after the run (the file, its write-ahead log checkpointed), its ratio to the payload (target <= 2x), the peak
 RSS of the process (``ru_maxrss``) and its growth over the RSS just before the run (payload already built), the
-run's wall time, and whether the recording read back from the store equals the live one (its steps differ: a
+run's wall time, the RSS growth and time of reading the run back in a fresh process (what ``repair`` or
+``export`` starts with), and whether the recording read back from the store equals the live one (its steps differ: a
 field longer than ``CAUSALTRACE_STORE_MAX_CHARS`` is cut in the store).
 
 ``--baseline REV`` also measures the source tree of a git revision (``git archive REV src`` into a temp dir, put
@@ -120,19 +121,40 @@ def _child(notes: int, payload_chars: int) -> dict[str, Any]:
     }
 
 
+def _reader() -> dict[str, Any]:
+    """Read the stored run back in a fresh process (what ``repair`` / ``diagnose`` / ``export`` start with)."""
+    import resource
+
+    from causaltrace.collector.store import Store
+
+    db = Path(os.environ["CAUSALTRACE_HOME"]) / "causaltrace.db"
+    before_kb = _rss_kb()
+    started = time.perf_counter()
+    with Store(db, readonly=True) as store:
+        run = store.get_run(store.list_runs()[0]["run_id"])
+    wall = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert run.recording is not None
+    return {"read_s": wall, "read_peak_rss_mb": peak_kb / 1024, "read_rss_growth_mb": (peak_kb - before_kb) / 1024}
+
+
 def _measure(src: Path, payload_file: Path, notes: int, payload_chars: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ct-bench-payload-") as home:
         env = dict(os.environ, CAUSALTRACE_HOME=home, CT_BENCH_PAYLOAD_FILE=str(payload_file),
                    PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
         env.pop("CAUSALTRACE_DB", None)
         env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", "--notes", str(notes), "--payload-chars", str(payload_chars)],
-            env=env, capture_output=True, text=True, check=False,
-        )
-    if done.returncode != 0:
-        raise SystemExit(f"the measured run under {src} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        for mode in ("--child", "--read"):
+            done = subprocess.run(
+                [sys.executable, __file__, mode, "--notes", str(notes), "--payload-chars", str(payload_chars)],
+                env=env, capture_output=True, text=True, check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"the measured {mode[2:]} under {src} failed ({done.returncode}):\n"
+                                 f"{done.stderr[-4000:]}")
+            out.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
 
 
 def _source_of(rev: str, into: Path) -> Path:
@@ -149,10 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", metavar="REV", help="also measure the src tree of this git revision")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--read", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--payload-chars", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_child(args.notes, args.payload_chars)))
+        return 0
+    if args.read:
+        print(json.dumps(_reader()))
         return 0
     chars = int(args.payload_mb * 1_000_000) // 2 * 2
     results: dict[str, Any] = {"payload_chars": chars, "notes": args.notes, "load": os.getloadavg()}
@@ -165,12 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, src in trees:
             results[name] = _measure(src, payload_file, args.notes, chars)
     print(f"payload {chars / 1e6:.1f} MB (random hex), {args.notes} notes; load {results['load'][0]:.2f}")
-    print(f"{'tree':<28} {'store MB':>9} {'ratio':>7} {'peak RSS MB':>12} {'RSS +MB':>8} {'run s':>7}  equal")
+    print(f"{'tree':<24} {'store MB':>9} {'ratio':>7} {'peak RSS MB':>12} {'RSS +MB':>8} {'run s':>6} "
+          f"{'read RSS +MB':>13} {'read s':>7}  recording read back equal")
     for name, _ in trees:
         r = results[name]
-        print(f"{name:<28} {r['store_bytes'] / 1e6:>9.1f} {r['ratio']:>6.2f}x {r['peak_rss_mb']:>12.0f} "
-              f"{r['rss_growth_mb']:>8.0f} {r['run_s']:>7.2f}  {r['read_back_equal']} (v{r['schema_version']}, "
-              f"{r['recorded_calls']} calls, {r['outcome']})")
+        print(f"{name:<24} {r['store_bytes'] / 1e6:>9.1f} {r['ratio']:>6.2f}x {r['peak_rss_mb']:>12.0f} "
+              f"{r['rss_growth_mb']:>8.0f} {r['run_s']:>6.2f} {r['read_rss_growth_mb']:>13.0f} {r['read_s']:>7.2f}  "
+              f"{r['read_back_equal']} (v{r['schema_version']}, {r['recorded_calls']} calls, {r['outcome']})")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -379,3 +379,80 @@ def test_a_large_string_with_a_lone_surrogate_is_stored_as_the_call_json_would_b
         calls = store.get_run(run.run_id).recording.calls
     fixed = broken.replace("\udcff", "\ufffd")
     assert calls[0].response == fixed and calls[1].request == {"messages": [{"content": fixed}]}
+
+
+# ------------------------------------------------------------------------------ the live run's memory
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 14: each request of a run holds its own copy of a long text")
+def test_a_live_runs_requests_share_one_object_per_long_string() -> None:
+    """The recorder keeps one string object for a text every later request carries (a 20 MB tool result was held
+    once per request: ~20 MB of RSS per model call), and the hashes are what they are without sharing."""
+    pytest.importorskip("smolagents")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import causaltrace
+    from causaltrace.config import TraceConfig
+    from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
+    from causaltrace.instrumentation.tracing import reset_tracing
+    from causaltrace.recording import request_hash
+
+    payload = random_text(100_000)
+    instrument_smolagents(TracerProvider(), TraceConfig(store=False))
+    try:
+        with causaltrace.run(task="How long is the blob?") as handle:
+            _reader_factory(payload, notes=3)().run("How long is the blob?")
+    finally:
+        uninstrument_smolagents()
+        reset_tracing()
+    run = handle.run
+    assert run is not None and run.recording is not None
+    carried = [s for c in run.recording.calls if c.kind == "llm" for s in _strings(c.request) if payload in s]
+    assert len(carried) == 4  # the requests after the tool returned (3 notes and the answer)
+    assert all(s is carried[0] for s in carried)
+    assert all(c.request_hash == request_hash(c.request) for c in run.recording.calls)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 14: each request of a run holds its own copy of a long text")
+def test_canonical_request_shares_long_strings_without_changing_the_request_or_its_hash() -> None:
+    from causaltrace.recording import canonical_request
+
+    text = "ü" + random_text(70_000)
+    first = {"messages": [{"role": "tool", "content": text, "tool_call_id": "abc"}], "created_at": 5}
+    later = {"messages": [*first["messages"], {"role": "user", "content": "and?"}]}
+    shared: dict[str, str] = {}
+    alone = [canonical_request(r) for r in (first, later)]
+    together = [canonical_request(r, shared=shared) for r in (first, later)]
+    assert together == alone  # the same canonical requests and hashes
+    assert together[1][0]["messages"][0]["content"] is together[0][0]["messages"][0]["content"]
+    assert list(shared) == [text]
+    small: dict[str, str] = {}
+    canonical_request({"content": "x" * 5000}, shared=small)  # a small request is not looked at
+    assert small == {}
+
+
+def test_a_recording_above_the_export_ceiling_is_measured_not_built() -> None:
+    from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
+    from causaltrace.semconv import RECORDING_OMITTED
+
+    payload = "é" + random_text(300_000)  # a two-byte character: bytes, not characters, are counted
+    run = payload_run("ceiling-0001", payload, later_calls=3)
+    whole = run.recording.model_dump_json().encode()
+    attrs = recording_attributes(run.recording, settings=RecordingExport(max_bytes=len(whole) - 1), chunk_chars=100)
+    assert attrs == {RECORDING_OMITTED: f"too large: {len(whole)} bytes > {len(whole) - 1}"}
+    fits = recording_attributes(run.recording, settings=RecordingExport(max_bytes=len(whole)), chunk_chars=100_000)
+    assert "".join(fits["causaltrace.run.recording.chunks"]).encode() == whole
+    seen: list[str] = []
+    redacted = recording_attributes(run.recording, settings=RecordingExport(max_bytes=10), chunk_chars=100,
+                                    redact=lambda key, text: seen.append(text) or "{}")
+    assert seen == [whole.decode()] and RECORDING_OMITTED not in redacted  # the callback sees the whole text
