@@ -295,17 +295,40 @@ def _canonical_walk(plain: Any, call_id_pattern: Any, drop: tuple[str, ...]) -> 
     return walk(plain)
 
 
+#: A canonical request's text from which its long strings are shared (``canonical_request(shared=...)``), and how
+#: long such a string is: below these, looking costs more than it could save.
+_SHARE_MIN_TEXT = 65_536
+_SHARE_MIN_CHARS = 4096
+
+
+def _share_long_strings(node: Any, shared: dict[str, str]) -> None:
+    """Replace, in place, every long string inside ``node`` (fresh JSON data) by the equal string object ``shared``
+    already holds (adding the new ones): one object for a text that many requests carry."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        if isinstance(value, str):
+            if len(value) >= _SHARE_MIN_CHARS:
+                node[key] = shared.setdefault(value, value)
+        elif isinstance(value, (dict, list)):
+            _share_long_strings(value, shared)
+
+
 def canonical_request(
     request: Any,
     *,
     call_id_pattern: Any = None,
     drop_keys: Iterable[str] = ("created_at",),
+    shared: dict[str, str] | None = None,
 ) -> tuple[Any, str]:
     """``(canonicalize_request(request), request_hash(...))`` in one pass: the recording hot path.
 
     The request becomes plain JSON data once (pydantic-core), its key-sorted compact text is edited in place and
     hashed; the data is parsed back only when the text changed. A ``call_id_pattern`` that names its ``ids`` (the
     smolagents adapter's) is applied on the text too; any other pattern (a bare regex) makes the data walked.
+
+    ``shared`` (one dict per run: ``CallLog``) makes the long strings of a large request (64 K characters of text or
+    more) the same objects as the equal strings of earlier requests: a model request carries the whole
+    conversation, so a 20 MB tool result would otherwise be held once per later request (issue 21 item 14).
     """
     drop = tuple(drop_keys)
     plain = _plain_json(request)
@@ -314,10 +337,14 @@ def canonical_request(
     edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
         canonical = _canonical_walk(plain, call_id_pattern, drop)
-        return canonical, request_hash(canonical)
-    if edited is not text:
-        plain = orjson.loads(edited) if by_orjson else json.loads(edited)
-    return plain, hashlib.sha256(edited.encode()).hexdigest()
+        digest = request_hash(canonical)
+    else:
+        if edited is not text:
+            plain = orjson.loads(edited) if by_orjson else json.loads(edited)
+        canonical, digest = plain, hashlib.sha256(edited.encode()).hexdigest()
+    if shared is not None and len(text) >= _SHARE_MIN_TEXT:
+        _share_long_strings(canonical, shared)
+    return canonical, digest
 
 
 def canonicalize_request(

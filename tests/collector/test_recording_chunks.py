@@ -384,7 +384,6 @@ def test_a_large_string_with_a_lone_surrogate_is_stored_as_the_call_json_would_b
 # ------------------------------------------------------------------------------ the live run's memory
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 14: each request of a run holds its own copy of a long text")
 def test_a_live_runs_requests_share_one_object_per_long_string() -> None:
     """The recorder keeps one string object for a text every later request carries (a 20 MB tool result was held
     once per request: ~20 MB of RSS per model call), and the hashes are what they are without sharing."""
@@ -423,7 +422,6 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 14: each request of a run holds its own copy of a long text")
 def test_canonical_request_shares_long_strings_without_changing_the_request_or_its_hash() -> None:
     from causaltrace.recording import canonical_request
 

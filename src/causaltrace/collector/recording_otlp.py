@@ -83,6 +83,28 @@ def _omitted(reason: str) -> dict[str, Any]:
     return {semconv.RECORDING_OMITTED: reason}
 
 
+def _recording_json(recording: Recording, max_bytes: int | None) -> tuple[str | None, int]:
+    """``(recording.model_dump_json(), its UTF-8 length)`` built one call at a time; the text is None once the
+    length passes ``max_bytes`` (the rest is only measured, one call's JSON at a time). A run whose tool returned
+    20 MB carries it in every later request: building the whole text (then its bytes) only to find it above the
+    ceiling cost the process about twice the recording's size in memory at the end of every such run (issue 21
+    item 14)."""
+    head = Recording(run_id=recording.run_id).model_dump_json()  # {"run_id":…,"calls":[]}: the calls go between
+    size = len(head.encode("utf-8", "surrogatepass")) + max(0, len(recording.calls) - 1)  # and the commas
+    parts: list[str] | None = []
+    for call in recording.calls:
+        text = call.model_dump_json()
+        size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if parts is not None:
+            if max_bytes is not None and size > max_bytes:
+                parts = None  # too large: what is held so far goes, the rest is only measured
+            else:
+                parts.append(text)
+    if parts is None:
+        return None, size
+    return head[:-2] + ",".join(parts) + "]}", size
+
+
 def recording_attributes(
     recording: Recording | None,
     *,
@@ -103,7 +125,11 @@ def recording_attributes(
     if hide_inputs or hide_outputs:
         return _omitted("hidden inputs" if hide_inputs else "hidden outputs")
     try:
-        text: Any = recording.model_dump_json()
+        # with a redaction callback the whole text is needed whatever its size: the callback's answer is the one sent
+        whole, size = _recording_json(recording, settings.max_bytes if redact is None else None)
+        if whole is None:
+            return _omitted(f"too large: {size} bytes > {settings.max_bytes}")
+        text: Any = whole
     except Exception:  # a recording that cannot be encoded is not exported (it is still stored)
         logger.warning("causaltrace: the recording of run %s could not be encoded", recording.run_id, exc_info=True)
         return _omitted("unencodable")

@@ -35,6 +35,8 @@ class CallLog:
         self._start_order = 0
         self._finish_order = 0
         self._calls: list[RecordedCall] = []
+        #: The long strings of this run's requests, one object each (``canonical_request(shared=...)``).
+        self._shared: dict[str, str] = {}
 
     def reserve_ordinals(self, agent_key: str, kind: str, count: int) -> list[int]:
         """Reserve ``count`` consecutive ordinals (tool calls numbered in the model's response order)."""
@@ -57,7 +59,7 @@ class CallLog:
         """Start recording a call: canonicalise and hash the request now, number the call."""
         if kind not in ("llm", "tool"):
             raise ValueError(f"unknown recorded call kind {kind!r}")
-        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern)
+        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern, shared=self._shared)
         with self._lock:
             if ordinal is None:
                 ordinal = self._ordinals.get((agent_key, kind), 0)
