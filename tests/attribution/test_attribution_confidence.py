@@ -32,6 +32,18 @@ def test_confidence_grows_with_margin_and_agreement():
     assert calibrated_confidence([], []) == FLOOR
 
 
+def test_an_imported_logs_confidence_grows_with_agreement_and_falls_with_its_length():
+    # imported logs (no recorded dependencies) have their own fit: agreement and the number of candidates
+    short = calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5"], explicit=False)
+    agreed = calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5", "introduced the error"], explicit=False)
+    long = calibrated_confidence([0.9, 0.3] + [0.1] * 40, ["relevance 0.5"], explicit=False)
+    assert FLOOR <= long < short < agreed <= CEILING
+    # the diagnosis keeps 20 candidates: a longer ranking is no less certain than 20 of them
+    assert long == calibrated_confidence([0.9, 0.3] + [0.1] * 18, ["relevance 0.5"], explicit=False)
+    # live runs: far stronger evidence (recorded dependencies), so a higher level for the same ranking
+    assert calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5"]) > short
+
+
 def test_calibration_buckets_are_quartiles_with_the_expected_calibration_error():
     pairs = [(0.1, False), (0.1, False), (0.2, True), (0.2, False), (0.5, True), (0.5, False), (0.9, True),
              (0.9, True), (None, True)]

@@ -105,6 +105,9 @@ bare units and dates compared with what a step was given only    none (precision
 relevance ``task_restatement`` 0.3 (a step quoting the task)      Who&When dev only: 25 -> 29 / 92 steps (algo
                                                                  22 -> 26; 0.2: 26, 0.5: 24, 0.7: 23), agents
                                                                  58 / 92; zoo unchanged
+confidence: two regimes (confidence module) — imported logs       Who&When dev only (agreement + length; cross-
+fitted on agreement and length, live runs on agreement + margin  validated quartiles 4 / 7 / 8 / 10 of 23); the
+                                                                 zoo's tuning half (31 runs) for live runs
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -133,7 +136,7 @@ from causaltrace.attribution.stages import (
 )
 from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
 from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
-from causaltrace.attribution.stages.view import candidate_steps, is_execution_output
+from causaltrace.attribution.stages.view import candidate_steps, has_explicit_dependencies, is_execution_output
 from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Run
 
 __all__ = ["DEFAULT_WEIGHTS", "GraphMethod", "RankStage", "ScoredCandidate", "rank_candidates"]
@@ -392,7 +395,9 @@ class GraphMethod(Method):
             evidence=_evidence(ctx.run, top, anchor, relevance),
             candidates=[c.to_candidate() for c in ranking[: int(self.options["max_candidates"])]],
             verified_by="heuristic",
-            confidence=calibrated_confidence([c.score for c in ranking], top.reasons),
+            confidence=calibrated_confidence([c.score for c in ranking], top.reasons,
+                                             explicit=has_explicit_dependencies(ctx.run),
+                                             kept=int(self.options["max_candidates"])),
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
