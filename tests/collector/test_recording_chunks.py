@@ -454,3 +454,46 @@ def test_a_recording_above_the_export_ceiling_is_measured_not_built() -> None:
     redacted = recording_attributes(run.recording, settings=RecordingExport(max_bytes=10), chunk_chars=100,
                                     redact=lambda key, text: seen.append(text) or "{}")
     assert seen == [whole.decode()] and RECORDING_OMITTED not in redacted  # the callback sees the whole text
+
+
+# ------------------------------------------------------------------------------------- concurrent writers
+
+
+def _share_and_delete(target: str, tag: str, payload: str, barrier: Any) -> None:
+    """One writer process: 8 runs carrying ``payload``, then its even runs deleted and its run 1 replaced by one
+    without the payload — all while the other writers do the same with the same chunk."""
+    with Store(target) as store:
+        barrier.wait(60)
+        for r in range(8):
+            store.finish_run(payload_run(f"{tag}-{r}", payload, later_calls=2))
+        for r in range(0, 8, 2):
+            store.delete_run(f"{tag}-{r}")
+        store.save_run(payload_run(f"{tag}-1", random_text(5_000), later_calls=1))
+
+
+def test_writers_sharing_and_dropping_one_chunk_at_once_keep_it_exactly_while_used(store_target: str) -> None:
+    import multiprocessing
+
+    payload = random_text(20_000)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    with Store(store_target):  # the schema exists before the writers race
+        pass
+    procs = [ctx.Process(target=_share_and_delete, args=(store_target, f"w{i}", payload, barrier)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    with Store(store_target) as store:
+        left = sorted(r["run_id"] for r in store.list_runs())
+        assert left == sorted(f"w{i}-{r}" for i in range(3) for r in (1, 3, 5, 7))
+        assert digest_of(payload) in {d for d, _ in chunk_rows(store)}
+        assert store.get_run("w2-7").recording == payload_run("w2-7", payload, later_calls=2).recording
+        for run_id in left:
+            if not run_id.endswith("-1"):
+                store.delete_run(run_id)
+        assert digest_of(payload) not in {d for d, _ in chunk_rows(store)}  # the last run using it is gone
+        for run_id in (f"w{i}-1" for i in range(3)):
+            store.delete_run(run_id)
+        assert chunk_rows(store) == [] and sql_rows(store, "SELECT COUNT(*) FROM recording_chunk_refs") == [(0,)]
