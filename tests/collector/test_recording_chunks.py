@@ -497,3 +497,18 @@ def test_writers_sharing_and_dropping_one_chunk_at_once_keep_it_exactly_while_us
         for run_id in (f"w{i}-1" for i in range(3)):
             store.delete_run(run_id)
         assert chunk_rows(store) == [] and sql_rows(store, "SELECT COUNT(*) FROM recording_chunk_refs") == [(0,)]
+
+
+def test_many_chunks_with_text_copy_must_escape_round_trip(store_target: str) -> None:
+    """60 distinct chunks (PostgreSQL sends 50 rows or more by COPY) holding what COPY's text format and JSON must
+    escape: tabs, newlines, backslashes, quotes, a NUL, non-ASCII."""
+    awkward = 'tab\there, a new\nline, a back\\slash, \\N, a "quote", a NUL \x00, ünï ✓ '
+    builder = RunBuilder("copy-0001").task("t", step_id="s0")
+    texts = [f"{i}: " + awkward * 80 + random_text(200) for i in range(60)]
+    for text in texts:
+        builder.recorded("tool", {"name": "read"}, agent_key="team/a", response={"text": text, "again": text})
+    run = builder.build()
+    with Store(store_target) as store:
+        store.finish_run(run)
+        assert store.get_run(run.run_id) == run
+        assert len(chunk_rows(store)) == 60
