@@ -21,6 +21,15 @@ The structure is opentelemetry-proto's messages (``ExportTraceServiceRequest`` d
 (hex ids instead of base64, integer enums, times always written). Decoding is in
 :mod:`causaltrace.collector.otlp_decode` (``json_format.ParseDict`` per span, the same rules read back).
 
+Speed (issue 24 "Measured"; the decoder does the same, see its "Speed"): ``json_format`` writes a message in
+Python, one call per message, and a span's attributes are ~95 % of its messages. So each span is a ``Span``
+message written by ``MessageToDict`` without its attribute lists, and an attribute value that is a ``str``,
+``bool``, an ``int`` in int64, a finite ``float``, or a non-empty list of those is written by
+:func:`_value_json` in the one form ``MessageToDict`` gives it (``{"intValue": "7"}``…); any other value is an
+``AnyValue`` message written by ``MessageToDict``. A test checks both forms agree, and that the whole export is
+what ``json_format`` prints for the request it parses back to. The ids are written as hex from the start (never
+as base64 first).
+
 Import (:func:`runs_from_otlp`, :func:`load_otlp_json`) accepts:
 
 * OTLP/JSON lines as the OTel Collector ``file`` exporter writes them (one ExportTraceServiceRequest per line);
@@ -66,9 +75,9 @@ Decisions where the architecture is silent:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,6 +97,7 @@ from causaltrace.collector.otlp_decode import (
     STATUS_ERROR,
     STATUS_OK,
     DecodedSpan,
+    documents_of_file,
     is_hex,
     parse_documents,
     spans_of_document,
@@ -182,6 +192,45 @@ def _key_values(attrs: Mapping[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=key, value=_any_value(value)) for key, value in attrs.items() if value is not None]
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _scalar_json(value: Any) -> dict[str, Any] | None:
+    kind = type(value)
+    if kind is str:
+        return {"stringValue": value}
+    if kind is bool:
+        return {"boolValue": value}
+    if kind is int and _INT64_MIN <= value <= _INT64_MAX:
+        return {"intValue": str(value)}
+    if kind is float and math.isfinite(value):
+        return {"doubleValue": value}
+    return None
+
+
+def _value_json(value: Any) -> dict[str, Any]:
+    """A Python value as OTLP/JSON AnyValue: the common forms directly (see "Speed"), the rest by ``json_format``
+    from :func:`_any_value`'s message."""
+    scalar = _scalar_json(value)
+    if scalar is not None:
+        return scalar
+    if type(value) in (list, tuple) and value:
+        items = [_scalar_json(item) for item in value]
+        if None not in items:
+            return {"arrayValue": {"values": items}}
+    return json_format.MessageToDict(_any_value(value), use_integers_for_enums=True)
+
+
+def _attributes_json(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for key, value in attrs.items():
+        if type(value) is str:  # most attributes: inlined, as this runs ~30 times per span
+            out.append({"key": key, "value": {"stringValue": value}})
+        elif value is not None:
+            out.append({"key": key, "value": _value_json(value)})
+    return out
+
+
 def _checked_id(value: str | None, length: int, what: str) -> str | None:
     if value is None:
         return None
@@ -218,58 +267,62 @@ def _span_nanos(value: datetime | None, what: str | None) -> int:
     raise InvalidInputError(f"{what}: {value} is outside the times OTLP can carry (1970 to 2554)")
 
 
+def _span_json(span: Span, trace_id: str, span_id: str, parent: str | None, attrs: Mapping[str, Any],
+               links: list[tuple[str, Mapping[str, Any]]] = ()) -> dict[str, Any]:
+    """A span (its message without ids, attributes and links) as OTLP/JSON, with them added: hex ids, the times
+    always written ("0" for none, which protobuf leaves out as a default), attributes before links and status."""
+    body = json_format.MessageToDict(span, use_integers_for_enums=True)
+    status = body.pop("status", None)
+    out: dict[str, Any] = {"traceId": trace_id, "spanId": span_id}
+    if parent is not None:
+        out["parentSpanId"] = parent
+    out.update(body)
+    out.setdefault("startTimeUnixNano", "0")
+    out.setdefault("endTimeUnixNano", "0")
+    out["attributes"] = _attributes_json(attrs)
+    if links:
+        out["links"] = [{"traceId": trace_id, "spanId": target, "attributes": _attributes_json(link_attrs)}
+                        for target, link_attrs in links]
+    if status is not None:
+        out["status"] = status
+    return out
+
+
 def _root_span(run: Run, trace_id: str, root_id: str, policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]
-               ) -> Span:
+               ) -> dict[str, Any]:
     root_attrs = semconv.run_attributes(
         run_id=run.run_id, framework=run.framework, name=run.name, task=run.task, agents=run.agents,
         outcome=run.outcome, metadata=run.metadata, annotations=run.annotations, recording=run.recording,
         started_at=run.started_at, ended_at=run.ended_at,
     )
-    root = Span(trace_id=bytes.fromhex(trace_id), span_id=bytes.fromhex(root_id), name=semconv.root_span_name(run.name),
-                kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=_span_nanos(run.started_at, None),
-                end_time_unix_nano=_span_nanos(run.ended_at, None), attributes=_key_values(policy(root_attrs)))
+    root = Span(name=semconv.root_span_name(run.name), kind=Span.SPAN_KIND_INTERNAL,
+                start_time_unix_nano=_span_nanos(run.started_at, None),
+                end_time_unix_nano=_span_nanos(run.ended_at, None))
     if run.outcome.status in ("failure", "incomplete"):
         verdict_reason = run.outcome.verdict.reason if run.outcome.verdict is not None else ""
         root.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=run.outcome.reason or verdict_reason))
     elif run.outcome.status == "success":
         root.status.code = Status.STATUS_CODE_OK
-    return root
+    return _span_json(root, trace_id, root_id, None, policy(root_attrs))
 
 
-def _step_span(step: Step, trace_id: bytes, span_ids: Mapping[str, str], root_id: str,
-               policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Span:
-    parent = span_ids[step.parent_step_id] if step.parent_step_id else root_id
-    span = Span(trace_id=trace_id, span_id=bytes.fromhex(span_ids[step.step_id]), parent_span_id=bytes.fromhex(parent),
-                name=semconv.span_name(step),
+def _step_span(step: Step, trace_id: str, span_ids: Mapping[str, str], root_id: str,
+               policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> dict[str, Any]:
+    span = Span(name=semconv.span_name(step),
                 kind=Span.SPAN_KIND_CLIENT if semconv.is_client_span(step.kind) else Span.SPAN_KIND_INTERNAL,
                 start_time_unix_nano=_span_nanos(step.started_at, f"step {step.step_id!r}: started_at"),
-                end_time_unix_nano=_span_nanos(step.ended_at, f"step {step.step_id!r}: ended_at"),
-                attributes=_key_values(policy(semconv.step_attributes(step))))
-    for dep in step.depends_on:  # each dependency is also a link to the producer's span
-        span.links.add(trace_id=trace_id, span_id=bytes.fromhex(span_ids[dep.step_id]), attributes=_key_values(
-            {semconv.DEPENDENCY_KIND: dep.kind, semconv.DEPENDENCY_STEP_ID: dep.step_id}))
+                end_time_unix_nano=_span_nanos(step.ended_at, f"step {step.step_id!r}: ended_at"))
     if step.status == "ok":
         span.status.code = Status.STATUS_CODE_OK
     elif step.status == "error":
         span.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR,
                                     message=step.error.message if step.error is not None else ""))
-    return span
-
-
-def _as_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
-    """protobuf's JSON mapping with OTLP/JSON's rules on top: hex ids (not base64), integer enums, and the times
-    always written ("0" for none, which protobuf leaves out as a default)."""
-    document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    for resource_spans in document.get("resourceSpans", ()):
-        for scope_spans in resource_spans.get("scopeSpans", ()):
-            for span in scope_spans.get("spans", ()):
-                for holder in (span, *span.get("links", ())):
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in holder:
-                            holder[key] = base64.b64decode(holder[key]).hex()
-                span.setdefault("startTimeUnixNano", "0")
-                span.setdefault("endTimeUnixNano", "0")
-    return document
+    links = [  # each dependency is also a link to the producer's span
+        (span_ids[dep.step_id], {semconv.DEPENDENCY_KIND: dep.kind, semconv.DEPENDENCY_STEP_ID: dep.step_id})
+        for dep in step.depends_on
+    ]
+    parent = span_ids[step.parent_step_id] if step.parent_step_id else root_id
+    return _span_json(span, trace_id, span_ids[step.step_id], parent, policy(semconv.step_attributes(step)), links)
 
 
 def run_to_otlp(
@@ -287,14 +340,15 @@ def run_to_otlp(
     span_ids = _span_ids(run)
     root_id = _root_span_id(run.run_id, set(span_ids.values()))
     policy = attribute_policy or (lambda attrs: semconv.openinference_attributes(dict(attrs)))
-    trace_bytes = bytes.fromhex(trace_id)
     spans = [_root_span(run, trace_id, root_id, policy)]
-    spans += [_step_span(step, trace_bytes, span_ids, root_id, policy) for step in run.steps]
+    spans += [_step_span(step, trace_id, span_ids, root_id, policy) for step in run.steps]
     request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
         resource=Resource(attributes=_key_values({"service.name": SERVICE_NAME})),
-        scope_spans=[ScopeSpans(scope=InstrumentationScope(name=semconv.INSTRUMENTATION_NAME), spans=spans)],
+        scope_spans=[ScopeSpans(scope=InstrumentationScope(name=semconv.INSTRUMENTATION_NAME))],
     )])
-    return _as_otlp_json(request)
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"] = spans
+    return document
 
 
 # ---------------------------------------------------------------------------------------------------------- import
@@ -477,28 +531,23 @@ def load_otlp_json(path_or_text: str | Path | bytes) -> list[Run]:
     """The Runs in an OTLP/JSON file or text (JSON lines, one or more documents, or a Jaeger answer).
 
     A :class:`~pathlib.Path` is read; a ``str`` that is empty or starts with ``{`` or ``[`` (after whitespace) is
-    the text itself, any other ``str`` a path. Errors name the file and line.
+    the text itself, any other ``str`` a path. A file of JSON lines is read line by line (only the decoded spans
+    are kept until the runs are assembled). Errors name the file and line.
     """
-    source = ""
     if isinstance(path_or_text, bytes):
         try:
             text = path_or_text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"OTLP JSON is not UTF-8 text: {exc}") from exc
-    elif isinstance(path_or_text, str) and path_or_text.lstrip()[:1] in ("{", "[", ""):
-        text = path_or_text
-    else:
-        path = Path(path_or_text)
-        source = f"{path}: "
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInputError(f"{path}: cannot read the OTLP file: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"{path}: not UTF-8 text: {exc}") from exc
-    try:
         return runs_from_documents(parse_documents(text))
+    if isinstance(path_or_text, str) and path_or_text.lstrip()[:1] in ("{", "[", ""):
+        return runs_from_documents(parse_documents(path_or_text))
+    path = Path(path_or_text)
+    try:
+        return runs_from_documents(documents_of_file(path))
     except InvalidInputError as exc:
-        if source:
-            raise InvalidInputError(source + exc.message) from exc
-        raise
+        raise InvalidInputError(f"{path}: {exc.message}") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the OTLP file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path}: not UTF-8 text: {exc}") from exc
