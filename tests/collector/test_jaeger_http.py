@@ -130,3 +130,20 @@ def test_a_refused_connection_gives_up_after_the_retries() -> None:
         pull_from_jaeger(TRACE, f"http://127.0.0.1:{port}", timeout_s=1)
     assert str(info.value) == f"cannot reach Jaeger at http://127.0.0.1:{port}: Connection refused"
     assert 0.7 <= time.monotonic() - started < 3  # the 0.25 s + 0.5 s back-off between the tries
+
+
+@pytest.mark.parametrize(("script", "hang", "words"), [
+    ([(500, "internal error")], 0.0, "answered HTTP 500 Internal Server Error"),
+    ([(200, "{}")], 5.0, "no answer within 0.5 s"),
+    ([(200, "<html>not json</html>")], 0.0, "with invalid JSON"),
+])
+def test_pull_from_a_failing_jaeger_is_one_line_exit_2_and_stores_nothing(capsys, tmp_path, script, hang, words):
+    """The CLI over the same servers: ``causaltrace pull`` says why in one line, exit 2, and writes no store."""
+    from causaltrace.cli import main
+
+    db = tmp_path / "store.db"
+    with scripted(*script, hang=hang) as url:
+        code = main(["--db", str(db), "pull", TRACE, "--jaeger", url, "--timeout", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not db.exists()

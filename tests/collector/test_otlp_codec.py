@@ -243,3 +243,19 @@ def test_many_concatenated_documents_name_their_lines() -> None:
     lines = text.count("\n")
     with pytest.raises(InvalidInputError, match=rf"^line {lines + 2}: not valid JSON"):
         load_otlp_json(text + "\n" + '{"resourceSpans": [}')
+
+
+def test_importing_a_cut_file_is_one_line_exit_2_and_stores_nothing(capsys, tmp_path: Path) -> None:
+    """``causaltrace import`` of a JSON-lines file whose last line a killed exporter cut: one line naming the
+    file and the line, exit 2, and the good runs before it are not half-stored."""
+    from causaltrace.cli import main
+
+    lines = [json.dumps(run_to_otlp(RunBuilder(f"cut-{i}").task("t").build())) for i in range(3)]
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:100], encoding="utf-8")
+    db = tmp_path / "store.db"
+    code = main(["--db", str(db), "import", str(path), "--format", "otlp-json"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}: line 3: not valid JSON" in err and len(err.strip().splitlines()) == 1
+    assert main(["--db", str(db), "runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out or "[]") == []
