@@ -173,6 +173,25 @@ def test_native_runs_come_back_equal_and_the_root_span_filters_pick_traces(phoen
         pull_from_phoenix(phoenix.url, "nightly", since=now + timedelta(hours=1), failed=True)
 
 
+def test_a_trace_whose_root_span_never_reached_phoenix_is_pulled_but_not_as_failed(phoenix):
+    """Spans whose parent is not in Phoenix (the root was sent elsewhere, or lost): Phoenix's root-span search never
+    names the trace, its trace list does — so a plain pull imports it as a file of the same spans does, and
+    ``failed`` (which reads the root's status) leaves it out."""
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    whole = native_run("rooted", failed=True, t0=t0)
+    cut = run_to_otlp(native_run("rootless", failed=True, t0=t0 + timedelta(minutes=1)))
+    spans = cut["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[:] = [s for s in spans if any(a["key"] == "causaltrace.step.kind" for a in s["attributes"])]
+    send_json(phoenix, run_to_otlp(whole), "rootless")
+    send_json(phoenix, cut, "rootless")
+    wait_for(phoenix, "rootless", 2 * len(whole.steps) + 1)
+    (from_file,) = load_otlp_json(json.dumps(cut))
+    assert from_file.task is None  # the task and outcome were on the root span
+    assert pull_from_phoenix(phoenix.url, "rootless").runs == [whole, from_file]
+    assert pull_from_phoenix(phoenix.url, "rootless", failed=True).runs == [whole]
+    assert pull_from_phoenix(phoenix.url, "rootless", limit=1).runs == [from_file]
+
+
 def http_only(digit: str) -> dict:
     """A trace of two plain HTTP spans (no convention causaltrace reads); Phoenix keeps a span id only once."""
     spans = [{"traceId": digit * 32, "spanId": digit * 15 + str(i), "name": "GET /health",

@@ -16,7 +16,7 @@ from typing import Any
 from causaltrace._cli_replay import write_output
 from causaltrace.cli.common import store
 from causaltrace.cli.fleet import add_pull_fleet_arguments, cmd_pull_many
-from causaltrace.exceptions import UserError
+from causaltrace.exceptions import InvalidInputError, TraceAssemblyError, UserError
 
 __all__ = ["add_transfer_commands", "cmd_export", "cmd_import", "cmd_pull", "save_imported"]
 
@@ -104,7 +104,10 @@ def _load(path: Path, fmt: str) -> list[Any]:
 
     out: list[Any] = []
     for f in _files(path):
-        out.extend(load_otlp_json(f))
+        try:
+            out.extend(load_otlp_json(f))
+        except TraceAssemblyError as exc:  # the file's spans, not causaltrace: a user error (exit 2), named
+            raise InvalidInputError(f"{f}: the spans do not form a run: {exc.message}") from exc
     return out
 
 
@@ -120,7 +123,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
         return cmd_pull_many(args, save_imported)
     if not args.trace_id:
         raise UserError("pull --jaeger needs a TRACE_ID or --service S")
-    runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
+    try:
+        runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
+    except TraceAssemblyError as exc:
+        raise InvalidInputError(f"trace {args.trace_id} in Jaeger at {args.jaeger}: the spans do not form a run: "
+                                f"{exc.message}") from exc
     if not runs:
         raise UserError(f"trace {args.trace_id} in Jaeger at {args.jaeger} holds no causaltrace run")
     save_imported(args, runs)

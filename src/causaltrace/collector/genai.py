@@ -34,10 +34,10 @@ from causaltrace.collector.foreign_common import (
 )
 from causaltrace.schema import Run, Step, StepError, TokenUsage
 
-__all__ = ["OPERATION", "run_of_trace"]
+__all__ = ["LLM_OPERATIONS", "OPERATION", "GenAIReader", "run_of_trace"]
 
 OPERATION = "gen_ai.operation.name"
-_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 
 
 def _messages(raw: Any) -> list[dict[str, Any]]:
@@ -76,13 +76,18 @@ def _output(raw: Any) -> tuple[str, list[tuple[str, Any, str | None]]]:
     return "\n".join(t for t in texts if t), calls
 
 
-class _Reader:
-    """Walks one trace's GenAI spans in order and feeds the builder (mapping in the module docstring)."""
+class GenAIReader:
+    """Walks one trace's GenAI spans in order and feeds the builder (mapping in the module docstring).
 
-    def __init__(self, tree: TraceTree, b: ChatBuilder) -> None:
+    :mod:`causaltrace.collector.openinference` hands it the GenAI spans of a mixed trace that no OpenInference span
+    covers, sharing its builder, message ``index`` and agent ``turns`` (span id → agent_turn step), so the two
+    conventions make one run."""
+
+    def __init__(self, tree: TraceTree, b: ChatBuilder, *, index: MessageIndex | None = None,
+                 turns: dict[str, Step] | None = None) -> None:
         self.tree, self.b = tree, b
-        self.index = MessageIndex()
-        self.turns: dict[str, Step] = {}
+        self.index = index if index is not None else MessageIndex()
+        self.turns: dict[str, Step] = turns if turns is not None else {}
 
     def agent_of(self, span: SpanLike) -> tuple[str, str | None]:
         for parent in self.tree.ancestors(span):
@@ -96,7 +101,7 @@ class _Reader:
         if operation == "invoke_agent":
             name = str(span.attrs.get("gen_ai.agent.name") or span.name.removeprefix("invoke_agent ").strip())
             self.turns[span.span_id] = self.b.add("agent_turn", name or "agent", "", status=_status(span))
-        elif operation in _LLM_OPERATIONS:
+        elif operation in LLM_OPERATIONS:
             self.llm(span)
         elif operation == "execute_tool":
             self.tool(span)
@@ -149,7 +154,7 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     """The Run of one trace's GenAI spans; ``None`` when none is an agent, LLM or tool span."""
     tree = TraceTree(spans)
     b = ChatBuilder("trace", trace_id, where, provenance="genai")
-    reader = _Reader(tree, b)
+    reader = GenAIReader(tree, b)
     for span in tree.spans:
         reader.read(span)
     if not b.steps:

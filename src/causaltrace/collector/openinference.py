@@ -19,7 +19,12 @@ Mapping, spans in start order (``openinference.span.kind``):
   the call id of a child ``execute_tool`` span (``gen_ai.tool.call.id``, what autogen-core writes), else the latest
   unanswered call of ``tool.name``; a TOOL span whose call no LLM span recorded also gives that ``tool_call``
   (``tool.name``; arguments: the ``kwargs`` of ``input.value``, else ``input.value``, else ``tool.parameters``), marked ``metadata["recovered_from"] = "tool span"``;
-* other kinds (RETRIEVER, EMBEDDING, …) and non-OpenInference spans are not steps.
+* other kinds (RETRIEVER, EMBEDDING, …) and spans of no convention are not steps;
+* a trace mixing conventions: a GenAI span (``gen_ai.operation.name``) is read by the GenAI rules
+  (:class:`causaltrace.collector.genai.GenAIReader`, into the same run) unless an OpenInference span of the same
+  role encloses it or lies inside it (``invoke_agent`` ~ AGENT, ``chat`` ~ LLM, ``execute_tool`` ~ TOOL) — so
+  autogen-core's own spans, which wrap or sit under the instrumentor's, add nothing twice, and a tool or model
+  call only the GenAI spans recorded is not lost.
 """
 
 from __future__ import annotations
@@ -38,11 +43,21 @@ from causaltrace.collector.foreign_common import (
     message_text,
     status_error,
 )
+from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader
 from causaltrace.schema import Run, Step, StepError, TokenUsage
 
 __all__ = ["KIND", "run_of_trace"]
 
 KIND = "openinference.span.kind"
+
+
+def _role_of_operation(operation: Any) -> str | None:
+    """The OpenInference kind of the same role as a GenAI operation (module docstring), or None."""
+    if operation == "invoke_agent":
+        return "AGENT"
+    if operation == "execute_tool":
+        return "TOOL"
+    return "LLM" if operation in LLM_OPERATIONS else None
 
 
 def _agent_name(span: SpanLike) -> str:
@@ -106,6 +121,21 @@ class _Reader:
         self.turns: dict[str, Step] = {}  # AGENT span id -> its agent_turn step
         self.answered: set[str] = set()
         self.open: dict[str, list[str]] = {}  # tool name -> its calls' ids, oldest first (answered ones skipped)
+        self.genai = GenAIReader(tree, b, index=self.index, turns=self.turns)
+        self.kinds_below: dict[str, set[str]] = {}  # span id -> the OpenInference kinds of the spans inside it
+        mixed = any(OPERATION in s.attrs and KIND not in s.attrs for s in tree.spans)
+        for span in tree.spans if mixed else ():
+            if span.attrs.get(KIND):
+                for parent in tree.ancestors(span):
+                    self.kinds_below.setdefault(parent.span_id, set()).add(str(span.attrs[KIND]))
+
+    def covered(self, span: SpanLike) -> bool:
+        """Whether an OpenInference span of the GenAI span's role encloses it or lies inside it."""
+        role = _role_of_operation(span.attrs.get(OPERATION))
+        if role is None:
+            return True
+        return role in self.kinds_below.get(span.span_id, ()) or any(p.attrs.get(KIND) == role
+                                                                      for p in self.tree.ancestors(span))
 
     def agent_of(self, span: SpanLike) -> tuple[str, Step | None]:
         for parent in self.tree.ancestors(span):
@@ -131,6 +161,8 @@ class _Reader:
             self.llm(span)
         elif kind == "TOOL":
             self.tool(span)
+        elif kind is None and OPERATION in span.attrs and not self.covered(span):
+            self.genai.read(span)
 
     def llm(self, span: SpanLike) -> None:
         agent, turn = self.agent_of(span)

@@ -8,13 +8,18 @@ Usage::
     pulled.runs        # one Run per trace: causaltrace's own spans, OpenInference or GenAI spans
     pulled.skipped     # the traces that gave no run, each with its reason
 
-How: the project's root spans (``GET /v1/projects/{project}/spans?parent_id=null``, newest first, every page of its
-cursor) name the traces — filtered by the root's start time (``since`` / ``until``), by its status (``failed``: ERROR
-only) and cut at ``limit`` traces; then the spans of those traces are fetched (``trace_id=…`` filters, 25 traces a
-request, every page), turned back into OTLP/JSON spans and imported trace by trace
-(:func:`causaltrace.collector.pulled.runs_of_traces`: native, OpenInference and GenAI spans alike; a trace that gives
-no run is skipped with its reason). Runs come back oldest first. Re-pulling gives the same run ids (the importers
-derive them from the trace), so storing them again changes nothing.
+How: the project's trace list (``GET /v1/projects/{project}/traces``, newest first, every page of its cursor) names
+the traces that started in the range (``since`` inclusive, ``until`` exclusive), cut at the newest ``limit``. With
+``failed`` the traces are named by their root spans instead (``GET /v1/projects/{project}/spans?parent_id=null&
+status_code=ERROR``, sorted by start time, newest first), as the root's status is the run's: a trace whose root span
+never reached Phoenix (its spans' parent is in another service, or was lost) has no status to select by and is not
+pulled with ``failed`` — without it, such a trace is pulled like any other (its spans import as a run without a
+root). A Phoenix without the trace list (older than the REST API's ``/traces``) is asked for root spans in both
+cases. Then the spans of those traces are fetched (``trace_id=…`` filters, 25 traces a request, every page), turned
+back into OTLP/JSON spans and imported trace by trace (:func:`causaltrace.collector.pulled.runs_of_traces`: native,
+OpenInference and GenAI spans alike; a trace that gives no run is skipped with its reason). Runs come back oldest
+first. Re-pulling gives the same run ids (the importers derive them from the trace), so storing them again changes
+nothing.
 
 What Phoenix changes on the way, and how it is undone (FACTS.md "Arize Phoenix"):
 
@@ -27,10 +32,11 @@ What Phoenix changes on the way, and how it is undone (FACTS.md "Arize Phoenix")
 * It drops span links (causaltrace's dependencies travel as attributes as well) and answers times as ISO text
   (read back to the microsecond).
 
-Errors (one line, exit 2 on the CLI): an invalid URL, an unreachable server (``cannot reach Phoenix at URL: …``),
-an unknown project, another HTTP error, or an answer that is not Phoenix's JSON are
-:class:`~causaltrace.exceptions.UserError`; a project (or time range) without traces, or traces none of which forms
-a run, an :class:`~causaltrace.exceptions.InvalidInputError` saying how many spans were read.
+Errors (one line, exit 2 on the CLI): an invalid URL, an unreachable server (``cannot reach Phoenix at URL: …``,
+or ``no answer within N s``), an unknown project (HTTP 404), another HTTP error (its status and the start of its
+body), or an answer that is not Phoenix's JSON are :class:`~causaltrace.exceptions.UserError`; a project (or time
+range) without (failed) traces is an :class:`~causaltrace.exceptions.InvalidInputError` saying so, and traces none of
+which forms a run one saying how many spans and traces were read and which conventions were looked for.
 """
 
 from __future__ import annotations
@@ -135,6 +141,32 @@ def _root_traces(base: str, project: str, query: list[tuple[str, str]], limit: i
         if limit is not None and len(roots) >= limit:
             break
     return list(reversed(roots))
+
+
+def _listed_traces(base: str, project: str, query: list[tuple[str, str]], limit: int | None,
+                   timeout_s: float) -> list[str] | None:
+    """The ids of the project's traces that started in the range (``GET /v1/projects/{project}/traces``, newest
+    first, every page), oldest first — a trace whose root span never reached Phoenix included. None when the
+    server has no such endpoint (an older Phoenix): the caller then picks traces by their root spans."""
+    path = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/traces"
+    found: dict[str, None] = {}
+    cursor: str | None = None
+    while limit is None or len(found) < limit:
+        params = [*query, ("sort", "start_time"), ("order", "desc"), ("limit", str(_PAGE)),
+                  *([("cursor", cursor)] if cursor else [])]
+        try:
+            answer = _get_json(f"{path}?{urllib.parse.urlencode(params)}", base, project, timeout_s)
+        except UserError as exc:
+            if isinstance(exc.__cause__, urllib.error.HTTPError) and exc.__cause__.code in (404, 405, 422):
+                return None
+            raise
+        for trace in answer["data"]:
+            if isinstance(trace, dict) and trace.get("trace_id"):
+                found.setdefault(str(trace["trace_id"]))
+        cursor = answer.get("next_cursor")
+        if not cursor:
+            break
+    return list(reversed(list(found)[:limit] if limit is not None else list(found)))
 
 
 def _nanos(value: Any) -> int:
@@ -257,10 +289,11 @@ def pull_from_phoenix(
         query.append(("start_time", _iso(since)))
     if until is not None:
         query.append(("end_time", _iso(until)))
-    if failed:
-        query.append(("status_code", "ERROR"))
     where = f"Phoenix project {project!r} at {base}"
-    trace_ids = _root_traces(base, project, query, limit, timeout_s)
+    trace_ids = None if failed else _listed_traces(base, project, query, limit, timeout_s)
+    if trace_ids is None:
+        trace_ids = _root_traces(base, project, [*query, *([("status_code", "ERROR")] if failed else [])], limit,
+                                 timeout_s)
     if not trace_ids:
         what = "failed traces" if failed else "traces"
         raise InvalidInputError(f"{where} holds no {what}" + (" in the time range" if since or until else ""))
