@@ -7,6 +7,7 @@ The runs are real failed multi-agent logs (the six smallest Algorithm-Generated 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -73,6 +74,32 @@ def test_two_processes_give_the_diagnoses_one_gives(stored):
             first, second = store.diagnoses(run_id)
             assert _verdict(first) == _verdict(second)
         assert runs_to_diagnose(store) == [] and len(runs_to_diagnose(store, redo=True)) == len(stored)
+
+
+def test_workers_take_runs_once_they_are_ready_and_give_the_same_diagnoses(monkeypatch):
+    """``jobs=2``: this process diagnoses while its worker starts, then the worker takes chunks. This process is
+    slowed down here (the worker, a fresh interpreter, is not), so the worker's share is sure to be more than
+    nothing; every diagnosis is the one the run gets alone."""
+    import causaltrace.attribution.fleet as fleet
+
+    runs = [RunBuilder(f"r{i:02d}").task(f"add {i} and 3").turn("solver").message("solver", str(i + 4)).end_turn()
+            .build(outcome=Outcome(status="failure")) for i in range(40)]
+    with Store() as store:
+        for run in runs:
+            store.import_run(run)
+    here = fleet._diagnose_here
+
+    def slow_here(run_id):
+        time.sleep(0.25)
+        return here(run_id)
+
+    monkeypatch.setattr(fleet, "_diagnose_here", slow_here)
+    result = diagnose_all(None, [r.run_id for r in runs], jobs=2)
+    assert result.diagnosed == len(runs) and result.errors == [] and 0 < result.by_workers < len(runs)
+    with Store() as store:
+        for run in runs:
+            (stored,) = store.diagnoses(run.run_id)
+            assert _verdict(stored) == _verdict(diagnose_sync(run, "graph", store=False))
 
 
 def test_the_selection_by_outcome_time_and_method(tmp_path):

@@ -185,6 +185,10 @@ def test_smolagents_steps(smolagents_steps, capsys):
     [
         (json.dumps([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "1"}]),
          "no earlier tool call"),
+        (json.dumps({"messages": [{"type": "TextMessage", "source": "user", "content": "add 2 and 3"},
+                                  {"type": "ToolCallExecutionEvent", "source": "solver",
+                                   "content": [{"call_id": "zz", "content": "5", "name": "add", "is_error": False}]}],
+                     "stop_reason": None}), "no earlier tool call"),  # an AutoGen TaskResult: the same rule
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         ("", "empty"),
         ("  \n", "empty"),

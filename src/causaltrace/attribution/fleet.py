@@ -17,11 +17,14 @@ done is stored, only the rest is diagnosed (``redo=True`` diagnoses every select
 :func:`select_runs` also names the runs it leaves out as already diagnosed (``diagnose --all --json``'s
 ``skipped``).
 
-How (:func:`diagnose_all`): ``jobs=1`` diagnoses in this process; ``jobs=N`` starts N worker processes (``spawn``: no
-inherited locks or connections). Each worker opens the store read-only once and diagnoses the runs it is handed (by
-id, a few at a time) with :func:`causaltrace.attribution.engine.diagnose` (``store=False``); the diagnoses come back
-to this process, which is the only writer and stores each as it arrives — an interruption loses only the runs in
-flight. ``progress(done, total, diagnosis)`` is called after each. A run that cannot be diagnosed at all (an error
+How (:func:`diagnose_all`): ``jobs=1`` diagnoses in this process; ``jobs=N`` diagnoses in this process and N-1
+worker processes (``spawn``: no inherited locks or connections). A worker's start-up (a fresh interpreter importing
+causaltrace and the method, opening the store) takes seconds on a loaded machine, so this process does not wait for
+it: it diagnoses runs itself, one at a time, and hands chunks of a few runs (by id) to each worker only once that
+worker has said it is ready — a batch smaller than the start-up is done here alone, and a worker that never starts
+costs nothing but its process. Each worker opens the store read-only once and diagnoses with
+:func:`causaltrace.attribution.engine.diagnose` (``store=False``); the diagnoses come back as JSON to this process,
+which is the only writer and stores each as it arrives — an interruption loses only the runs in flight. ``progress(done, total, diagnosis)`` is called after each. A run that cannot be diagnosed at all (an error
 that is not the method's own failure, which the engine already turns into a failed Diagnosis) is counted in
 ``errors`` with its one-line reason and stores nothing; the others go on. A user error (an unknown method, a model
 the method needs and does not have) stops the whole batch at its first run.
@@ -30,7 +33,9 @@ the method needs and does not have) stops the whole batch at its first run.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +50,7 @@ from causaltrace.schema import Diagnosis
 __all__ = ["FleetDiagnosis", "Selection", "diagnose_all", "runs_to_diagnose", "select_runs"]
 
 Progress = Callable[[int, int, Diagnosis | None], None]
-_CHUNK = 4
+_CHUNK = 8
 
 
 @dataclass
@@ -54,6 +59,8 @@ class FleetDiagnosis:
 
     diagnosed: int = 0
     failed_diagnoses: int = 0
+    #: of the diagnosed runs, how many the worker processes did (the rest: this process)
+    by_workers: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -113,16 +120,21 @@ def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool =
 # ------------------------------------------------------------------------------------------ the worker side
 
 _worker: dict[str, Any] = {}
+Result = tuple[str, Diagnosis | str | None, str | None]  # (run id, the diagnosis or its JSON, error)
 
 
-def _init_worker(target: str | None, method: str, model: Any, options: Mapping[str, Any]) -> None:
-    """Open the store read-only once per worker process and keep the method's settings."""
+def _init_worker(target: str | None, method: str, model: Any, options: Mapping[str, Any],
+                 ready: Any = None) -> None:
+    """Open the store read-only once per process and keep the method's settings; a worker then says it is ready
+    on ``ready`` (a queue), so it is handed runs only once it can take them."""
     _worker.update(store=Store(target, readonly=True), method=method,
                    model=model, options=dict(options))
+    if ready is not None:
+        ready.put(os.getpid())
 
 
-def _diagnose_one(run_id: str) -> tuple[str, str | None, str | None]:
-    """``(run_id, diagnosis JSON, error)`` for one run, in a worker (or in this process for ``jobs=1``)."""
+def _diagnose_here(run_id: str) -> tuple[str, Diagnosis | None, str | None]:
+    """``(run_id, diagnosis, error)`` for one run, in whichever process calls it."""
     try:
         run = _worker["store"].get_run(run_id)
         diagnosis = diagnose_sync(run, _worker["method"], _worker["model"], store=False, **_worker["options"])
@@ -130,22 +142,55 @@ def _diagnose_one(run_id: str) -> tuple[str, str | None, str | None]:
         raise
     except CausaltraceError as exc:
         return run_id, None, f"{type(exc).__name__}: {exc.message}"
-    return run_id, diagnosis.model_dump_json(), None
+    return run_id, diagnosis, None
+
+
+def _diagnose_chunk(run_ids: Sequence[str]) -> list[Result]:
+    """A worker's answer for a few runs: each diagnosis as JSON (what crosses the process boundary)."""
+    out: list[Result] = []
+    for run_id in run_ids:
+        _, diagnosis, error = _diagnose_here(run_id)
+        out.append((run_id, diagnosis.model_dump_json() if diagnosis is not None else None, error))
+    return out
+
+
+def _shared_results(todo: deque[str], pool: Any, ready: Any, workers: int) -> Iterator[Result]:
+    """This process diagnoses one run at a time while the workers start, and hands chunks of ``_CHUNK`` runs to the
+    workers that said they are ready (two in flight each); when the runs are handed out, it waits for the rest."""
+    in_flight: list[Any] = []
+    n_ready = 0
+    while todo or in_flight:
+        while n_ready < workers and not ready.empty():
+            ready.get()
+            n_ready += 1
+        for answer in [a for a in in_flight if a.ready()]:
+            in_flight.remove(answer)
+            yield from answer.get()
+        while todo and len(in_flight) < 2 * n_ready:
+            chunk = [todo.popleft() for _ in range(min(_CHUNK, len(todo)))]
+            in_flight.append(pool.apply_async(_diagnose_chunk, (chunk,)))
+        if todo:
+            yield _diagnose_here(todo.popleft())
+        elif in_flight:
+            in_flight[0].wait(0.05)
 
 
 def _results(target: str | None, run_ids: Sequence[str], jobs: int, method: str, model: Any,
-             options: Mapping[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:
-    if jobs <= 1 or len(run_ids) <= 1:
-        _init_worker(target, method, model, options)
-        try:
-            yield from map(_diagnose_one, run_ids)
-        finally:
-            _worker.pop("store").close()
-        return
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(min(jobs, len(run_ids)), initializer=_init_worker,
-                      initargs=(target, method, model, dict(options))) as pool:
-        yield from pool.imap_unordered(_diagnose_one, run_ids, chunksize=_CHUNK)
+             options: Mapping[str, Any]) -> Iterator[Result]:
+    """Every run's result, in the order they finish (module docstring: this process and ``jobs - 1`` workers)."""
+    _init_worker(target, method, model, options)
+    try:
+        workers = min(jobs - 1, (len(run_ids) - 1) // _CHUNK)
+        if workers < 1:
+            yield from map(_diagnose_here, run_ids)
+            return
+        context = multiprocessing.get_context("spawn")
+        ready = context.SimpleQueue()
+        with context.Pool(workers, initializer=_init_worker,
+                          initargs=(target, method, model, dict(options), ready)) as pool:
+            yield from _shared_results(deque(run_ids), pool, ready, workers)
+    finally:
+        _worker.pop("store").close()
 
 
 def diagnose_all(target: str | None, run_ids: Iterable[str], *, method: str = "graph", model: Any = None,
@@ -162,11 +207,11 @@ def diagnose_all(target: str | None, run_ids: Iterable[str], *, method: str = "g
     started = time.perf_counter()
     with Store(target) as store:
         for done, (run_id, data, error) in enumerate(_results(target, ids, jobs, method, model, options), start=1):
-            diagnosis = None
-            if data is not None:
-                diagnosis = Diagnosis.model_validate_json(data)
+            diagnosis = Diagnosis.model_validate_json(data) if isinstance(data, str) else data
+            if diagnosis is not None:
                 store.save_diagnosis(diagnosis)
                 result.diagnosed += 1
+                result.by_workers += isinstance(data, str)
                 result.failed_diagnoses += diagnosis.failed
             else:
                 result.errors.append((run_id, error or "unknown error"))

@@ -135,7 +135,8 @@ def _batch_json(args: argparse.Namespace, selection: Any, result: Any, runs: lis
                "category": None, "confidence": None, "failed": True, "failure_reason": None, "error": error}
               for run_id, error in (result.errors if result is not None else ())]
     return {"method": args.method, "jobs": args.jobs, "selected": len(selection.todo),
-            "diagnosed": result.diagnosed if result is not None else 0, "skipped": len(selection.done),
+            "diagnosed": result.diagnosed if result is not None else 0,
+            "by_workers": result.by_workers if result is not None else 0, "skipped": len(selection.done),
             "failed": (result.failed_diagnoses + len(result.errors)) if result is not None else 0,
             "errors": len(errors), "seconds": round(result.seconds, 3) if result is not None else 0.0,
             "runs_per_second": round(result.runs_per_second, 3) if result is not None else 0.0,
