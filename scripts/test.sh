@@ -18,8 +18,9 @@ phoenix_install=$!
 step "peer suites (AutoGen AgentChat 0.7.5, smolagents 1.26) in their own venv ~/.cache/causaltrace/peer-suites (in the background too; cold ~3 min with pip, cached ~0.6 s)"
 bash scripts/install_peer_suites.sh &
 peer_install=$!
-step "Jaeger v1.76.0 (built once with Go, cached)"
-bash scripts/install_jaeger.sh
+step "Jaeger v1.76.0 (built once with Go, cached; in the background too, beside the venv and the local model: cold, the two builds overlap their downloads)"
+bash scripts/install_jaeger.sh &
+jaeger_install=$!
 step "virtualenv .venv"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
@@ -29,6 +30,8 @@ step "causaltrace[all,dev]"
 .venv/bin/python -m pip install -q --find-links "$HOME/.cache/causaltrace/wheels" -e '.[all,dev]'
 step "ruff"
 .venv/bin/ruff check src tests benchmarks examples
+step "waiting for the Jaeger build"
+wait "${jaeger_install}"
 step "waiting for the Docker install"
 wait "${docker_install}"
 step "waiting for the Phoenix install"
