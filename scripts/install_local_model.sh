@@ -57,7 +57,7 @@ else
             exit 1
         fi
     done
-    log "building portable llama-cpp-python ${LLAMA_VERSION} wheel (compiles llama.cpp: ~3-4 min on 2 cores)"
+    log "building portable llama-cpp-python ${LLAMA_VERSION} wheel (compiles llama.cpp: ~3-4 min on 2 quiet cores, 25 min measured at load 7-14)"
     BUILD_LOG="${WORK}/build.log"
     start=${SECONDS}
     # --no-cache-dir: pip's wheel cache is keyed on the sdist, not on CMAKE_ARGS, so a native wheel built
