@@ -278,3 +278,29 @@ def test_a_two_letter_agent_name_is_grounded_by_its_acronym_only():
     assert grounded_alternative("eu_agent", ["eu_agent", "us_agent"], sources) is None
     # "us" the pronoun is no acronym: nothing grounds either choice
     assert grounded_alternative("eu_agent", ["eu_agent", "us_agent"], [(3, "Let us route the question.")]) is None
+
+
+def test_bad_input_gives_a_diagnosis_never_an_exception():
+    from causaltrace.attribution.engine import diagnose_sync
+
+    one = RunBuilder("one").step("message", "solo", content="only one step").build(outcome=Outcome(status="failure"))
+    tools = (RunBuilder("tools").step("tool_response", "Tool", content="42").step("tool_response", "Tool", content="43")
+             .build(outcome=Outcome(status="failure")))
+    alien = (RunBuilder("alien").step("message", "x", content="hi", metadata={"speaker_role": "alien"})
+             .build(outcome=Outcome(status="failure")))
+    # 10,000 steps of speaker selections, per-item messages and calls under a task that enumerates items: the new
+    # provenance rules (unfounded choices, omitted items, changes by step) stay linear
+    b = RunBuilder("big").task("Add up the prices of a lamp, a desk, a chair and a shelf; report 'TOTAL: <dollars>'.")
+    prev = "task"
+    for i in range(2500):
+        b = (b.step("speaker_selection", "manager", content="worker", outputs={"selected": "worker"},
+                    metadata={"candidates": ["worker", "guesser"]}, deps=[(prev, "saw")])
+             .message("worker", f"The price of item {i} is {i % 97} dollars.", deps=[(f"speaker_selection-{i + 1}", "saw")])
+             .tool_call("worker", "get_price", {"item": f"i{i}"}, deps=[(f"message-{i + 1}", "saw")])
+             .tool_response("worker", f"price of i{i}: {i % 89} dollars", deps=[(f"call-{i + 1}", "tool_result_of")]))
+        prev = f"resp-{i + 1}"
+    big = b.final_answer("worker", "TOTAL: 4000", deps=[(prev, "saw")]).build(outcome=Outcome(status="failure"))
+    for run in (one, tools, alien, big):
+        d = diagnose_sync(run, "graph", store=False)
+        assert d.failed or d.decisive_step_index is not None
+    assert len(big.steps) == 10_002 and d.candidates and all(c.reasons for c in d.candidates)

@@ -167,9 +167,17 @@ class Provenance:
         return self.reach.get(i, 0.0) if i is not None else 0.0
 
     def changes_of(self, step: str | int) -> list[Change]:
-        """The values the step changed relative to its sources."""
+        """The values the step changed relative to its sources (indexed once per state of ``changes``: a
+        10,000-step run asks for every step)."""
         i = self.index(step)
-        return [c for c in self.changes if c.index == i]
+        cached = self.__dict__.get("_changes_by_step")
+        if cached is None or cached[0] != len(self.changes):
+            by_step: dict[int, list[Change]] = defaultdict(list)
+            for c in self.changes:
+                by_step[c.index].append(c)
+            cached = (len(self.changes), by_step)
+            self.__dict__["_changes_by_step"] = cached
+        return list(cached[1].get(i, [])) if i is not None else []
 
     def origin(self, step: str | int, value: str) -> str | None:
         """The id of the step that first introduced ``value`` (``"kind:key"``) that ``step`` used (None: the step
@@ -660,10 +668,12 @@ def _unfounded_choices(builder: _Builder, prov: Provenance) -> None:
         if len(listed if isinstance(listed, list) else builder.agent_list) < 2:
             continue
         agent = base_agent(first[0].agent or speaker(first[0]))
-        reply = [s for s in builder.steps if prov.position[s.index] >= prov.position[first[0].index]
-                 and base_agent(s.agent or speaker(s)) == agent and s.index <= prov.anchor]
-        reply = reply[:next((n for n, s in enumerate(reply[1:], 1) if s.kind in ("tool_call", "tool_response")),
-                            len(reply))]
+        reply: list[Step] = []  # the chosen agent's turn: its steps from its first reply on, until another speaks
+        for s in builder.steps[prov.position[first[0].index]:prov.position[first[0].index] + 50]:
+            if base_agent(s.agent or speaker(s)) != agent or s.index > prov.anchor or (
+                    reply and s.kind in ("tool_call", "tool_response")):
+                break
+            reply.append(s)
         own = {s.index for s in reply}
         stated = {_vkey(v) for s in reply for v in prov.introduced.get(s.index, [])} & answer
         if not stated or any(s.kind in ("tool_call", "tool_response") or prov.derived.get(s.index)
