@@ -231,3 +231,31 @@ def test_show_cuts_step_text_to_the_line_of_an_80_column_terminal(capsys, monkey
     code, out, _ = run_cli(capsys, "show", out.strip())
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
     assert "Plan: add the integers 1..10 with add_range(start=1, stop=10), then r…" in out
+
+
+def test_show_names_the_strongest_diagnosis_and_marks_its_step(capsys, monkeypatch):
+    """``show`` says what the run's strongest diagnosis found (replay-verified over heuristic, issue 19 item 5) and
+    marks its decisive step in the tree; ``--json`` carries it; a run without one says how to get it."""
+    from causaltrace.schema import Diagnosis
+
+    monkeypatch.setenv("COLUMNS", "160")
+    code, out, _ = run_cli(capsys, "import", str(SAMPLE), "--format", "otlp-json")
+    run_id = out.strip()
+    code, out, _ = run_cli(capsys, "show", run_id)
+    assert code == 0 and f"diagnosis: none yet — causaltrace diagnose {run_id[:8]}" in out
+    db = Store()
+    run = db.get_run(run_id)
+    step7, step9 = run.step_at(7), run.step_at(9)
+    db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step9.step_id,
+                                decisive_step_index=9, agent=step9.agent, confidence=0.9))
+    db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step7.step_id,
+                                decisive_step_index=7, agent=step7.agent, confidence=1.0, verified_by="replay"))
+    db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step9.step_id,
+                                decisive_step_index=9, agent=step9.agent, confidence=0.8))  # newer, weaker
+    code, out, _ = run_cli(capsys, "show", run_id)
+    assert "diagnosis (graph, verified by replay): decisive error at #7 by" in out
+    marked = [line for line in out.splitlines() if "◀ decisive" in line]
+    assert len(marked) == 1 and "#7 " in marked[0]
+    code, out, _ = run_cli(capsys, "show", run_id, "--json")
+    shown = json.loads(out)
+    assert shown["diagnosis"]["decisive_step_index"] == 7 and shown["diagnosis"]["verified_by"] == "replay"

@@ -157,14 +157,37 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Show one run: its steps as a tree with kinds, agents, statuses and dependencies."""
     with store(args, readonly=True) as db:
         run = db.get_run(args.run_id)
+        diagnosis = db.strongest_diagnosis(run.run_id)  # the one the run shows: replay > prediction > heuristic
     if args.json:
         data = run.model_dump(mode="json", exclude={"recording"})
         data["steps"] = [s.model_dump(mode="json") for s in run.steps]
         data["recorded_calls"] = len(run.recording.calls) if run.recording else 0
+        data["diagnosis"] = diagnosis.model_dump(mode="json") if diagnosis is not None else None
         print_json(data)
         return 0
-    render_run(run, console(), max_chars=args.width)
+    render_run(run, console(), max_chars=args.width, diagnosis=diagnosis)
     return 0
+
+
+def _diagnosis_line(run: Any, d: Any) -> str:
+    """One line under ``show``'s head: the run's strongest diagnosis, or how to get one."""
+    from rich.markup import escape
+
+    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+
+    if d is None:
+        return f"[dim]diagnosis: none yet — causaltrace diagnose {run.run_id[:8]}[/]"
+    how = f"[dim]diagnosis ({escape(d.method)}, verified by {d.verified_by}):[/]"
+    if d.failed:
+        return f"{how} [red]failed[/] — {escape(short(d.failure_reason or 'no reason given', 120))}"
+    conf = f" · confidence {d.confidence:.2f}" if d.confidence is not None else ""
+    low = d.confidence is not None and d.confidence < UNCERTAIN_BELOW and d.verified_by == "heuristic"
+    if d.decisive_step_index is None or low:
+        top = ", ".join(f"#{c.index} {escape(c.agent)}" for c in d.candidates[:3]) or "no candidate"
+        return f"{how} [yellow]uncertain[/]{conf} — top 3: {top}"
+    who = "the environment (a tool / data fault)" if d.fault_source == "environment" else escape(d.agent or "-")
+    category = f" · {d.category}" if d.category else ""
+    return f"{how} [bold red]decisive error at #{d.decisive_step_index}[/] by [yellow]{who}[/]{category}{conf}"
 
 
 def _render_head(run: Any, out: Any) -> None:
@@ -212,14 +235,18 @@ def _step_label(step: Any, index_of: dict[str, int], max_chars: int) -> str:
     return label
 
 
-def render_run(run: Any, out: Any, *, max_chars: int | None = None) -> None:
+def render_run(run: Any, out: Any, *, max_chars: int | None = None, diagnosis: Any = None) -> None:
     """Print ``run`` on the rich console ``out``: its head lines, then its steps as a tree of parent steps.
 
     A step's text is cut to ``max_chars``; by default to what fits its line of the tree (at most 120), so an
-    80-column terminal shows one line of text per step instead of wrapping it under the tree's guides."""
+    80-column terminal shows one line of text per step instead of wrapping it under the tree's guides. With a
+    ``diagnosis`` (``show`` passes the run's strongest, or None) a line under the head says what it found and its
+    decisive step is marked in the tree."""
     from rich.tree import Tree
 
     _render_head(run, out)
+    out.print(_diagnosis_line(run, diagnosis))
+    decisive = None if diagnosis is None or diagnosis.failed else diagnosis.decisive_step_index
     index_of = {s.step_id: s.index for s in run.steps}
     tree = Tree("steps", guide_style="dim")
     nodes: dict[str, Any] = {}
@@ -229,7 +256,11 @@ def render_run(run: Any, out: Any, *, max_chars: int | None = None) -> None:
         depth[step.step_id] = depth.get(step.parent_step_id, 0) + 1 if parent is not None else 1
         fits = max(20, out.width - 4 * depth[step.step_id] - 2)  # 4 columns of guide per level, 2 of indent
         width = max_chars if max_chars is not None else min(120, fits)
-        nodes[step.step_id] = (parent or tree).add(_step_label(step, index_of, width))
+        label = _step_label(step, index_of, width)
+        if step.index == decisive:
+            first, nl, rest = label.partition("\n")
+            label = f"{first}  [bold red]◀ decisive[/]{nl}{rest}"
+        nodes[step.step_id] = (parent or tree).add(label)
     out.print(tree)
 
 
