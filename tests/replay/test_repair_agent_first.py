@@ -38,7 +38,8 @@ def _last_number(request: ScriptedRequest, source: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def build(*, restate_wrong: bool = False, price: int = 21, noisy: bool = False, hang: bool = False) -> Any:
+def build(*, restate_wrong: bool = False, price: int = 21, noisy: bool = False, hang: bool = False,
+          hang_unless: int | None = None) -> Any:
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
     from autogen_agentchat.teams import RoundRobinGroupChat
@@ -50,8 +51,8 @@ def build(*, restate_wrong: bool = False, price: int = 21, noisy: bool = False, 
 
     async def multiply(a: int, b: int) -> int:
         """Multiply two integers."""
-        if hang:  # a live tool that never answers (a replay must not wait for it forever)
-            await asyncio.sleep(3600)
+        if hang or (hang_unless is not None and a != hang_unless):  # a live tool that never answers (a replay
+            await asyncio.sleep(3600)  # must not wait for it forever)
         return a * b
 
     def clerk(request: ScriptedRequest) -> Any:

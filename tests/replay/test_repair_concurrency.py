@@ -4,6 +4,7 @@ in the same order — while each replay's printed output stays with that replay 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -39,6 +40,27 @@ def _shape(result: Any) -> list[Any]:
 
 def test_the_default_follows_the_machine():
     assert 1 <= default_concurrency() <= 4
+
+
+async def test_replays_that_ran_ahead_are_stopped_not_left_running_in_the_background():
+    # cancelling team.run does not stop an AutoGen team (its handlers are tasks of the team's runtime): the replays
+    # that ran ahead of the flip went on running and were torn down when the loop closed, a traceback each
+    def factory() -> Any:  # the multiply tool answers only the corrected price: the replays that ran ahead hang
+        return build(restate_wrong=True, hang_unless=21)
+
+    run = await _record(lambda: build(restate_wrong=True), verify)
+    before = asyncio.all_tasks()
+    result = await repair(run, factory, verify, k=0, sandbox=default_sandbox(), store=False, concurrency=4,
+                          probe=False, replay_timeout_s=3)
+    assert result.repaired
+    tried = result.decisive.replays  # the first proposal hung (stopped at its timeout), the second flipped, and
+    assert [r.error.type if r.error else r.flipped for r in tried] == ["ReplayTimeout", True]  # two ran ahead
+    for _ in range(50):  # a cancelled replay may still be unwinding when repair returns (a loaded machine)
+        left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+        if not left:
+            break
+        await asyncio.sleep(0.2)
+    assert left == [], [t.get_coro() for t in left]  # before the fix: 30 tasks, waiting on the hung tools forever
 
 
 async def test_concurrent_replays_give_the_sequential_answer():

@@ -25,6 +25,10 @@ accessor                           private attribute                            
 :func:`runner_of`                  ``TaskRunnerTool._task_runner``               playback: the agent behind a tool
 :func:`inner_members`              ``SocietyOfMindAgent._team``,                 playback: what runs in a turn
                                    ``MessageFilterAgent._wrapped_agent``
+:func:`halt_runtime`               ``BaseGroupChat._embedded_runtime`` /         playback: stopping a cancelled
+                                   ``_runtime``, ``SingleThreadedAgentRuntime``  replay's team
+                                   ``._message_queue`` / ``._background_tasks``
+                                   / ``._run_context._run_task``
 =================================  ============================================  ===================================
 
 The canonical requests (:func:`llm_request`, :func:`tool_request`) are what the Recording hashes (ARCHITECTURE
@@ -147,6 +151,29 @@ def inner_members(agent: Any) -> list[Any]:
     """What runs inside an agent's turn: a SocietyOfMindAgent's team (``_team``), a MessageFilterAgent's wrapped
     agent (``_wrapped_agent``)."""
     return [v for v in (getattr(agent, "_team", None), getattr(agent, "_wrapped_agent", None)) if v is not None]
+
+
+def halt_runtime(team: Any) -> list[Any]:
+    """Stop a team's OWN runtime mid-run: its message queue is shut down at once (queued messages dropped, so
+    ``run_stream``'s wait for an idle runtime can end) and its unfinished tasks — the message loop
+    (``_run_context._run_task``) and the handlers in flight (``_background_tasks``) — are returned for the caller to
+    cancel. [] (and nothing touched) for a runtime the factory passed in (``_embedded_runtime`` false: it is not the
+    team's to stop) and for anything AutoGen no longer has."""
+    if getattr(team, "_embedded_runtime", False) is not True:
+        return []
+    runtime = getattr(team, "_runtime", None)
+    shutdown = getattr(getattr(runtime, "_message_queue", None), "shutdown", None)
+    if callable(shutdown):
+        try:
+            shutdown(immediate=True)
+        except Exception:  # an AutoGen whose queue changed: the tasks below are still cancelled
+            pass
+    background = getattr(runtime, "_background_tasks", None)
+    tasks = list(background) if isinstance(background, (set, list)) else []
+    loop_task = getattr(getattr(runtime, "_run_context", None), "_run_task", None)
+    if loop_task is not None:
+        tasks.append(loop_task)
+    return [t for t in tasks if callable(getattr(t, "done", None)) and not t.done()]
 
 
 def message_thread_of(manager: Any) -> list[Any]:

@@ -91,6 +91,7 @@ workbenches, handoff tools, code executor and user input) and ``_playback_edits`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ from causaltrace.exceptions import UserError
 from causaltrace.instrumentation._playback_common import PlaybackAdapterBase, replay_name, task_of
 from causaltrace.instrumentation.autogen._access import (
     code_executor_of,
+    halt_runtime,
     handoff_tools_of,
     model_client_of,
     team_manager_name,
@@ -130,6 +132,8 @@ class AutogenPlayback:
     core: PlaybackCore
     agents: dict[str, Any]
     clients: list[Any] = field(default_factory=list)
+    #: the tool calls running now (every agent's ToolPlayback adds to it), stopped when the replay is cancelled
+    tools_in_flight: set[Any] = field(default_factory=set)
 
 
 class AutogenReplayAdapter(PlaybackAdapterBase):
@@ -155,7 +159,7 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
         for key, obj, team in members:
             self._swap_client(assembled, key, obj, team)
             if not team:
-                self._swap_tools(playback, key, obj, sandbox, code, answers)
+                self._swap_tools(playback, key, obj, sandbox, code, answers, assembled.tools_in_flight)
         return assembled
 
     @staticmethod
@@ -183,13 +187,13 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
 
     @staticmethod
     def _swap_tools(core: PlaybackCore, key: str, obj: Any, sandbox: Sandbox | None,
-                    code: Mapping[str, list[Any]], answers: Mapping[str, list[str]]) -> None:
+                    code: Mapping[str, list[Any]], answers: Mapping[str, list[str]], in_flight: set[Any]) -> None:
         """An agent's workbenches, handoff tools, code executor and user input become playback twins."""
         from autogen_agentchat.agents import UserProxyAgent
 
         from causaltrace.instrumentation.autogen import _playback_tools as tools
 
-        playback = tools.ToolPlayback(core, key)
+        playback = tools.ToolPlayback(core, key, in_flight)
         workbenches = workbenches_of(obj)
         if workbenches:
             obj._workbench = [tools.playback_workbench(wb, playback) for wb in workbenches]
@@ -216,7 +220,7 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
         task = task_of(run)
         async with mark_run(task=task, verify=verify, name=replay_name(run), metadata={"replay": core.stats()}) as handle:
             try:
-                await assembled.team.run(task=task)
+                await _run_or_stop(assembled.team, task, assembled.tools_in_flight)
             except Exception as exc:  # the replayed run failed: its outcome says so (or a divergence below)
                 logger.info("causaltrace replay: the replayed run raised %s: %s", type(exc).__name__, exc)
             finally:
@@ -229,3 +233,40 @@ class AutogenReplayAdapter(PlaybackAdapterBase):
         from causaltrace.instrumentation.autogen._playback_edits import edit_transform
 
         return edit_transform(edit, agents)
+
+
+#: How long a cancelled replay's team is given to unwind once its runtime's tasks are cancelled.
+STOP_GRACE_S = 1.0
+
+
+async def _run_or_stop(team: Any, task: str, tools_in_flight: set[Any]) -> Any:
+    """``await team.run(task=task)`` — and when the replay is CANCELLED (it ran ahead of an earlier flip, or outlived
+    its timeout), stop the team's own runtime too.
+
+    Cancelling ``team.run`` alone does not stop an AutoGen team: its agents' handlers are tasks of the team's
+    runtime, and ``run_stream``'s cleanup waits for that runtime to go idle, so the "cancelled" replay ran on in the
+    background and its tasks were torn down only when the event loop closed, each printing a traceback to the
+    terminal (seen at the end of ``repair --concurrency 2``). Here the run is its own task, and on cancellation the
+    team's own runtime is halted (:func:`~._access.halt_runtime`: its queue shut down, its message loop and
+    handlers cancelled with the run), the playback's tool calls in flight are cancelled (``tools_in_flight``: the
+    task AssistantAgent runs a response's tool calls in outlives the cancelled agent), all waited for briefly, a
+    few rounds (a task that unwinds may start another); their exceptions are retrieved, so nothing is reported
+    later."""
+    running = asyncio.ensure_future(team.run(task=task))
+    try:
+        await asyncio.wait({running})
+    except asyncio.CancelledError:
+        stopped: list[Any] = []
+        for _ in range(3):
+            tasks = [t for t in (running, *halt_runtime(team), *tools_in_flight) if not t.done()]
+            if not tasks:
+                break
+            for item in tasks:
+                item.cancel()
+            stopped += tasks
+            await asyncio.wait(tasks, timeout=STOP_GRACE_S)
+        for item in stopped:
+            if item.done() and not item.cancelled():
+                item.exception()  # retrieved: an interrupted handler's error is part of the cancelled replay
+        raise
+    return running.result()

@@ -53,11 +53,20 @@ CODE_MEMORY_MB = 512
 
 
 class ToolPlayback:
-    """The logic of one agent's playback workbenches and handoff tools."""
+    """The logic of one agent's playback workbenches and handoff tools. ``in_flight`` (shared by the replay's agents)
+    holds the tasks of the tool calls running now, so a cancelled replay can stop them (``_playback._run_or_stop``:
+    AutoGen leaves the task that runs a response's tool calls running when the agent is cancelled)."""
 
-    def __init__(self, core: PlaybackCore, key: str) -> None:
+    def __init__(self, core: PlaybackCore, key: str, in_flight: set[asyncio.Future[Any]] | None = None) -> None:
         self.core = core
         self.key = key
+        self.in_flight: set[asyncio.Future[Any]] = in_flight if in_flight is not None else set()
+
+    def track(self, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """Keep ``future`` in :attr:`in_flight` until it is done."""
+        self.in_flight.add(future)
+        future.add_done_callback(self.in_flight.discard)
+        return future
 
     def decide(self, name: str, arguments: Any, call_id: str | None) -> PlaybackDecision:
         core = self.core
@@ -102,7 +111,7 @@ class ToolPlayback:
             text, is_error = recorded_tool_result(rec)
             return wrap(text, is_error)
         try:
-            result = await run_live()
+            result = await self.track(asyncio.ensure_future(run_live()))
         finally:
             core.release(rec)
         if decision.action == "rerun" and rec is not None and text_of_result(result) == recorded_tool_result(rec):
@@ -207,17 +216,23 @@ class PlaybackStreamWorkbench(_Delegating, StaticStreamWorkbench):
                     events.put_nowait(event)
             return final
 
-        task = asyncio.ensure_future(
+        task = self.playback.track(asyncio.ensure_future(
             self.playback.play(name, arguments, call_id, run_live, _wrap(name), _text_of_result)
-        )
-        while not (task.done() and events.empty()):
-            getter = asyncio.ensure_future(events.get())
-            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                yield getter.result()
-            else:
-                getter.cancel()
-        yield task.result()
+        ))
+        getter: asyncio.Future[Any] | None = None
+        try:
+            while not (task.done() and events.empty()):
+                getter = asyncio.ensure_future(events.get())
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            yield task.result()
+        finally:  # closed or cancelled mid-call: nothing of this call is left waiting
+            for pending in (getter, task):
+                if pending is not None and not pending.done():
+                    pending.cancel()
 
 
 def playback_workbench(inner: Any, playback: ToolPlayback) -> Any:
