@@ -247,26 +247,33 @@ async def _run_or_stop(team: Any, task: str, tools_in_flight: set[Any]) -> Any:
     runtime, and ``run_stream``'s cleanup waits for that runtime to go idle, so the "cancelled" replay ran on in the
     background and its tasks were torn down only when the event loop closed, each printing a traceback to the
     terminal (seen at the end of ``repair --concurrency 2``). Here the run is its own task, and on cancellation the
-    team's own runtime is halted (:func:`~._access.halt_runtime`: its queue shut down, its message loop and
-    handlers cancelled with the run), the playback's tool calls in flight are cancelled (``tools_in_flight``: the
-    task AssistantAgent runs a response's tool calls in outlives the cancelled agent), all waited for briefly, a
-    few rounds (a task that unwinds may start another); their exceptions are retrieved, so nothing is reported
-    later."""
+    team is halted (:func:`_halt`). A run that ended by itself is checked the same way: a handler AutoGen left
+    running past the end of the run (one still publishing when the runtime stopped) is halted too."""
     running = asyncio.ensure_future(team.run(task=task))
     try:
         await asyncio.wait({running})
     except asyncio.CancelledError:
-        stopped: list[Any] = []
-        for _ in range(3):
-            tasks = [t for t in (running, *halt_runtime(team), *tools_in_flight) if not t.done()]
-            if not tasks:
-                break
-            for item in tasks:
-                item.cancel()
-            stopped += tasks
-            await asyncio.wait(tasks, timeout=STOP_GRACE_S)
-        for item in stopped:
-            if item.done() and not item.cancelled():
-                item.exception()  # retrieved: an interrupted handler's error is part of the cancelled replay
+        await _halt(team, [running], tools_in_flight)
         raise
+    await _halt(team, [], tools_in_flight)
     return running.result()
+
+
+async def _halt(team: Any, first: list[Any], tools_in_flight: set[Any]) -> None:
+    """Cancel what is left of a replay's team — ``first``, its own runtime (:func:`~._access.halt_runtime`: queue
+    shut down, message loop and handlers) and the playback's tool calls in flight (the task AssistantAgent runs a
+    response's tool calls in outlives a cancelled agent) — and wait for it briefly, a few rounds (a task that
+    unwinds may start another). Their exceptions are retrieved, so nothing is reported later. Nothing left: no
+    wait."""
+    stopped: list[Any] = []
+    for _ in range(3):
+        left = [t for t in first if not t.done()] + [t for t in (*halt_runtime(team), *tools_in_flight) if not t.done()]
+        if not left:
+            break
+        for item in left:
+            item.cancel()
+        stopped += left
+        await asyncio.wait(left, timeout=STOP_GRACE_S)
+    for item in stopped:
+        if item.done() and not item.cancelled():
+            item.exception()  # retrieved: an interrupted handler's error is part of the halted replay
