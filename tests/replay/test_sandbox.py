@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from _sandbox_host import our_cgroups, sandbox_processes
 from causaltrace.exceptions import InvalidInputError, SandboxError, SandboxTimeout, UserError
 from causaltrace.protocols import Sandbox, Worker
 from causaltrace.replay.sandbox import PythonWorkerSession, SubprocessSandbox, SubprocessWorker
 from causaltrace.replay.sandbox import subprocess_sandbox as subprocess_sandbox_module
-from causaltrace.replay.sandbox._cgroup import CGROUP_PREFIX, CGROUP_ROOT, cgroups_available
+from causaltrace.replay.sandbox._cgroup import cgroups_available
 from causaltrace.schema import CodeResult
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,56 +27,15 @@ pytestmark = pytest.mark.timeout(120)
 MODES = ["bwrap", "unshare"]
 
 
-def _is_ours(pid: str) -> bool:
-    """Whether a host process belongs to THIS test process (other sessions may run sandboxes concurrently)."""
-    try:
-        if f"{CGROUP_PREFIX}{os.getpid()}-" in Path(f"/proc/{pid}/cgroup").read_text():
-            return True
-        for _ in range(64):  # walk up the parents
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = stat[stat.rindex(")") + 2 :].split()[1]
-            if int(pid) == os.getpid():
-                return True
-            if int(pid) <= 1:
-                return False
-    except (OSError, ValueError):
-        return False
-    return False
-
-
-def _sandbox_processes() -> list[str]:
-    """Host processes that belong to a sandbox (their command line names the sandbox paths)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if ("/opt/causaltrace/" in cmdline or "causaltrace-sbx-" in cmdline) and _is_ours(entry.name):
-            found.append(f"{entry.name}: {cmdline[:200]}")
-    return found
-
-
-def _our_cgroups() -> list[Path]:
-    return [
-        path
-        for controller in ("pids", "memory", "cpu")
-        if (CGROUP_ROOT / controller).is_dir()
-        for path in (CGROUP_ROOT / controller).glob(f"{CGROUP_PREFIX}{os.getpid()}-*")
-    ]
-
-
 @pytest.fixture(autouse=True)
 def no_leftovers():
     """After every test: no sandboxed process and no per-run cgroup of this process is left."""
     yield
     deadline = time.monotonic() + 5
-    while (_sandbox_processes() or _our_cgroups()) and time.monotonic() < deadline:
+    while (sandbox_processes() or our_cgroups()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sandbox_processes() == []
-    assert _our_cgroups() == []
+    assert sandbox_processes() == {}
+    assert our_cgroups() == []
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +183,7 @@ def test_cgroup_limits_are_applied_while_running(sandbox: SubprocessSandbox) -> 
     worker = sandbox.open_worker(sandbox.python_worker_argv(), timeout_s=30, memory_mb=200)
     try:
         assert worker.recv(timeout_s=30)["type"] == "ready"
-        groups = {path.parent.name: path for path in _our_cgroups()}
+        groups = {path.parent.name: path for path in our_cgroups()}
         assert set(groups) == {"pids", "memory", "cpu"}
         assert (groups["pids"] / "pids.max").read_text().strip() == "64"
         assert int((groups["memory"] / "memory.limit_in_bytes").read_text()) == 200 << 20
@@ -231,7 +191,7 @@ def test_cgroup_limits_are_applied_while_running(sandbox: SubprocessSandbox) -> 
         assert worker.pid in {int(p) for p in (groups["pids"] / "cgroup.procs").read_text().split()}
     finally:
         worker.close()
-    assert _our_cgroups() == []  # removed on close
+    assert our_cgroups() == []  # removed on close
 
 
 def test_runs_in_parallel_threads_do_not_interfere(sandbox: SubprocessSandbox) -> None:
@@ -557,7 +517,7 @@ def test_without_cgroups_the_run_degrades_with_a_warning(
         assert nproc <= sandbox.pids_max + sum(1 for p in os.listdir("/proc") if p.isdigit())
     else:
         assert nproc == resource.getrlimit(resource.RLIMIT_NPROC)[0]
-    assert _our_cgroups() == []
+    assert our_cgroups() == []
 
 
 def test_session_call_back_result_nested_too_deeply_is_an_error_in_the_code(sandbox: SubprocessSandbox) -> None:

@@ -1,8 +1,8 @@
 """DockerSandbox against a fake docker client (container spec, the files' frame, timeout, ALWAYS removed) and live,
 against a real engine (tests/_docker.py: the running daemon, else a private dockerd started for this module),
-with the attack table of test_sandbox_security.py adapted to a container. The live tests skip only when this
-machine has no engine (and FAIL under CAUSALTRACE_STRICT=1): scripts/install_docker.sh installs one and builds
-the image ``causaltrace/sandbox-python:bookworm``."""
+with the sandbox attack table (tests/_sandbox_attacks.py, shared with test_sandbox_security.py) in a container.
+The live tests skip only when this machine has no engine (and FAIL under CAUSALTRACE_STRICT=1):
+scripts/install_docker.sh installs one and builds the image ``causaltrace/sandbox-python:bookworm``."""
 
 from __future__ import annotations
 
@@ -14,13 +14,25 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _docker import SANDBOX_IMAGE, docker_engine
+from _sandbox_attacks import (
+    ENV_SECRET,
+    REPO,
+    Attack,
+    attack_params,
+    check_contained,
+    check_host_untouched,
+    fill,
+    listening,
+    run_watched,
+    secret_in_home,
+)
 from causaltrace.exceptions import MissingExtraError, SandboxError, SandboxTimeout
 from causaltrace.protocols import Sandbox, Worker
 from causaltrace.replay.sandbox import DockerSandbox, DockerWorker, PythonWorkerSession
@@ -364,274 +376,20 @@ def test_live_run_latency(engine: Any) -> None:
     assert sorted(times)[1] < 10.0
 
 
-# The attack table of test_sandbox_security.py, row by row where it applies to a container (same ids), with the
-# container's own answers where they differ: memory is bounded by the memory cgroup alone (no RLIMIT_AS), so a
-# memory bomb is OOM-killed (-9) instead of raising MemoryError; ``kill(-1)`` reaches nothing but the code itself
-# and its init, so the code survives it; the parent's pid and files do not exist inside. Rows of its own: the
-# work dir is size-limited (a tmpfs), a 2 GiB allocation, and an output flood (capped, never on the engine's disk).
-
-SECRET_TEXT = "TOPSECRET-4d1f"
-ENV_SECRET = "hunter2"
-REPO = Path(__file__).resolve().parents[2]
-
-BLOCKED = """
-def attempt(label, action):
-    try:
-        action()
-    except BaseException as exc:
-        print("blocked", label, type(exc).__name__)
-    else:
-        print("ALLOWED", label)
-"""
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What a row must produce: exit code (an int, ``"nonzero"`` or ``None`` for any), timeout, output."""
-
-    exit_code: int | str | None = 0
-    timed_out: bool = False
-    stdout_has: tuple[str, ...] = ()
-    stderr_has: tuple[str, ...] = ()
-    never: tuple[str, ...] = ()  # in neither stdout nor stderr
-    max_seconds: float = 20.0
-    timeout_s: float = 10.0
-    memory_mb: int = 256
-
-
-CASES = [
-    pytest.param(
-        BLOCKED + "import socket\ns = socket.socket(); s.settimeout(3)\n"
-        "attempt('parent-loopback', lambda: s.connect(('127.0.0.1', PORT)))",
-        Expect(stdout_has=("blocked parent-loopback",), never=("ALLOWED",)),
-        id="network-parent-loopback-port",
-    ),
-    pytest.param(
-        BLOCKED + "import socket\ns = socket.socket(); s.settimeout(3)\n"
-        "attempt('host-ip', lambda: s.connect(('HOST_IP', PORT)))",
-        Expect(stdout_has=("blocked host-ip",), never=("ALLOWED",)),
-        id="network-host-address",
-    ),
-    pytest.param(
-        BLOCKED + "import socket\ns = socket.socket(); s.settimeout(3)\n"
-        "attempt('external-ip', lambda: s.connect(('1.1.1.1', 53)))",
-        Expect(stdout_has=("blocked external-ip",), never=("ALLOWED",)),
-        id="network-external-ip",
-    ),
-    pytest.param(
-        BLOCKED + "import socket\nattempt('dns', lambda: socket.getaddrinfo('pypi.org', 443))",
-        Expect(stdout_has=("blocked dns",), never=("ALLOWED",)),
-        id="network-dns",
-    ),
-    pytest.param(
-        BLOCKED + "import socket\n"
-        "attempt('raw-socket', lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))\n"
-        "print([name for _, name in socket.if_nameindex()])",
-        Expect(stdout_has=("blocked raw-socket", "['lo']"), never=("ALLOWED",)),
-        id="network-only-loopback-no-raw-sockets",
-    ),
-    pytest.param(
-        BLOCKED + "import os\nattempt('home-secret', lambda: print(open('SECRET').read()))\n"
-        "print('listing', os.listdir('/root') if os.access('/root', os.R_OK) else None)",
-        Expect(stdout_has=("blocked home-secret",), never=(SECRET_TEXT, "causaltrace-secret")),
-        id="read-secret-in-root-home",
-    ),
-    pytest.param(
-        BLOCKED + "import os\nattempt('repo', lambda: open('REPO/pyproject.toml').read())\n"
-        "attempt('repo-src', lambda: os.listdir('REPO/src'))",
-        Expect(stdout_has=("blocked repo FileNotFoundError", "blocked repo-src "), never=("ALLOWED",)),
-        id="read-the-repository",
-    ),
-    pytest.param(
-        BLOCKED + "for path in ['/etc/shadow', '/dev/mem', '/proc/kcore', '/sys/kernel', '/var/log']:\n"
-        "    attempt(path, lambda: open(path).read())\n"
-        "print(open('/etc/passwd').read())",
-        Expect(
-            stdout_has=("blocked /etc/shadow PermissionError", "blocked /dev/mem", "nobody:x:65534"), never=("ALLOWED",)
-        ),
-        id="read-system-secrets",
-    ),  # fmt: skip
-    pytest.param(
-        BLOCKED + "targets = ['/evil', '/etc/evil', '/usr/lib/evil', '/root/evil', '/dev/evil', '/var/evil']\n"
-        "for t in targets:\n"
-        "    attempt(t, lambda: open(t, 'w').write('x'))\n"
-        "open('ok.txt', 'w').write('ok'); open('/tmp/ok.txt', 'w').write('ok')\n"
-        "print('work and tmp writable')",
-        Expect(stdout_has=("blocked /evil", "blocked /dev/evil", "work and tmp writable"), never=("ALLOWED",)),
-        id="write-outside-the-work-dir",
-    ),
-    pytest.param(
-        BLOCKED + "current = open('/proc/sys/kernel/core_pattern').read()\n"
-        "attempt('core_pattern', lambda: open('/proc/sys/kernel/core_pattern', 'w').write(current))\n"
-        "attempt('hostname-sysctl', lambda: open('/proc/sys/kernel/hostname', 'w').write('sandbox'))\n"
-        "attempt('sysrq', lambda: open('/proc/sysrq-trigger', 'w').write('h'))",
-        Expect(stdout_has=("blocked core_pattern", "blocked hostname-sysctl", "blocked sysrq"), never=("ALLOWED",)),
-        id="write-kernel-sysctls",
-    ),
-    pytest.param(
-        BLOCKED + "import resource\n"
-        "attempt('raise-NOFILE', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20)))\n"
-        "attempt('raise-FSIZE', lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (-1, -1)))\n"
-        "attempt('raise-CPU', lambda: resource.setrlimit(resource.RLIMIT_CPU, (-1, -1)))",
-        Expect(stdout_has=("blocked raise-NOFILE", "blocked raise-FSIZE", "blocked raise-CPU"), never=("ALLOWED",)),
-        id="raise-own-rlimits",
-    ),
-    pytest.param(
-        BLOCKED + "import os\n"
-        "attempt('cgroup-escape', lambda: open('/sys/fs/cgroup/pids/cgroup.procs', 'w').write(str(os.getpid())))\n"
-        "attempt('chmod-root', lambda: os.chmod('/', 0o777))",
-        Expect(stdout_has=("blocked cgroup-escape", "blocked chmod-root"), never=("ALLOWED",)),
-        id="escape-the-cgroup-or-remount",
-    ),
-    pytest.param(
-        BLOCKED + "def big():\n    with open('big.bin', 'wb') as f:\n        f.write(b'0' * (100 << 20))\n"
-        "attempt('100MiB-file', big)",
-        Expect(stdout_has=("blocked 100MiB-file OSError",), never=("ALLOWED",), memory_mb=512),
-        id="file-size-limit",
-    ),
-    pytest.param(
-        BLOCKED + "def fill():\n    for i in range(20):\n        open(f'/tmp/f{i}', 'wb').write(b'0' * (10 << 20))\n"
-        "attempt('fill-tmp', fill)",
-        Expect(stdout_has=("blocked fill-tmp OSError",), never=("ALLOWED",), memory_mb=512),
-        id="tmp-is-size-limited",
-    ),
-    pytest.param(
-        BLOCKED + "def fill():\n    for i in range(40):\n        open(f'f{i}', 'wb').write(b'0' * (10 << 20))\n"
-        "attempt('fill-work', fill)",
-        Expect(stdout_has=("blocked fill-work OSError",), never=("ALLOWED",), memory_mb=512),
-        id="work-dir-is-size-limited",
-    ),
-    pytest.param(
-        BLOCKED
-        + "handles = []\nattempt('1000-files', lambda: [handles.append(open('/dev/null')) for _ in range(1000)])",
-        Expect(stdout_has=("blocked 1000-files OSError",), never=("ALLOWED",)),
-        id="open-files-limit",
-    ),
-    pytest.param(
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-        Expect(exit_code=-9, timed_out=True, timeout_s=3, max_seconds=3 + 12),
-        id="fork-bomb",
-    ),
-    pytest.param(
-        "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(30)\n"
-        "            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n"
-        "print('capped' if n < 64 else f'uncapped {n}')",
-        Expect(stdout_has=("capped",), never=("uncapped",)),
-        id="fork-count-capped-by-pids-cgroup",
-    ),
-    pytest.param(
-        "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as exc:\n"
-        "    print(type(exc).__name__)\nprint('survived')",
-        Expect(stdout_has=("ProcessLookupError", "survived")),
-        id="kill-every-process-it-can-see",
-    ),
-    pytest.param(
-        BLOCKED + "import os\nattempt('signal-parent', lambda: os.kill(PARENT_PID, 0))\n"
-        "print('parent in /proc:', os.path.exists('/proc/PARENT_PID'))\n"
-        "attempt('parent-mem', lambda: open('/proc/PARENT_PID/mem', 'rb').read(1))",
-        Expect(stdout_has=("blocked signal-parent ProcessLookupError", "parent in /proc: False"), never=("ALLOWED",)),
-        id="parent-process-invisible",
-    ),
-    pytest.param("x = bytearray(10 ** 10)", Expect(exit_code=-9), id="memory-bomb-one-allocation"),
-    pytest.param(
-        "x = b'x' * (2 << 30)\nprint('allocated')",
-        Expect(exit_code=-9, never=("allocated",)),
-        id="memory-2GiB-allocation",
-    ),  # fmt: skip
-    pytest.param(
-        "blocks = []\nwhile True:\n    blocks.append(bytearray(10 ** 7))",
-        Expect(exit_code=-9, memory_mb=128),
-        id="memory-bomb-gradual",
-    ),
-    pytest.param(
-        "import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
-        "        block = bytearray(150 << 20)\n        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
-        "        os._exit(0)\n    pids.append(pid)\n"
-        "codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]\n"
-        "print('oom-killed' if -9 in codes else f'all survived {codes}')",
-        Expect(stdout_has=("oom-killed",), never=("all survived",)),
-        id="memory-bomb-across-processes-memory-cgroup",
-    ),
-    pytest.param(
-        "while True:\n    pass",
-        Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 10),
-        id="infinite-loop",
-    ),
-    pytest.param(
-        "import os\nfor _ in range(3):\n    os.fork()\nwhile True:\n    sum(range(10 ** 6))",
-        Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 10),
-        id="cpu-burn-8-processes",
-    ),
-    pytest.param(
-        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
-        Expect(exit_code=-9, timed_out=True, timeout_s=3, max_seconds=3 + 10, stdout_has=("more bytes of output",)),
-        id="output-flood-capped",
-    ),
-    pytest.param(
-        "import subprocess\n"
-        "out = subprocess.run(['sh', '-c', 'id -u; touch /etc/pwned || echo touch-blocked; "
-        "cat /etc/shadow || echo shadow-blocked; cat SECRET || echo secret-blocked'], capture_output=True, text=True)\n"
-        "print(out.stdout)",
-        Expect(stdout_has=("65534", "touch-blocked", "shadow-blocked", "secret-blocked"), never=(SECRET_TEXT,)),
-        id="spawn-a-shell-allowed-but-harmless",
-    ),
-    pytest.param(
-        "import subprocess\n"
-        "for argv in (['su', '-c', 'id -u'], ['mount', '-t', 'tmpfs', 'x', '/work']):\n"
-        "    r = subprocess.run(argv, capture_output=True, text=True, input='')\n"
-        "    print(argv[0], r.returncode, r.stdout.strip())",
-        Expect(stdout_has=("su 1",), never=("su 0", "mount 0")),
-        id="setuid-binaries-powerless",
-    ),
-    pytest.param(
-        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-        "print('setuid', libc.setuid(0), 'setgid', libc.setgid(0), 'uid', os.getuid(), os.geteuid())",
-        Expect(stdout_has=("setuid -1 setgid -1 uid 65534 65534",)),
-        id="ctypes-setuid-0",
-    ),
-    pytest.param(
-        "import ctypes\nctypes.string_at(1, 64)",
-        Expect(exit_code=-11),
-        id="ctypes-read-arbitrary-memory-segfaults-inside",
-    ),  # fmt: skip
-    pytest.param(
-        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-        "print('mount', libc.mount(b'none', b'/work', b'tmpfs', 0, None))\n"
-        "print('chroot', libc.chroot(b'/tmp'), 'sethostname', libc.sethostname(b'x', 1))",
-        Expect(stdout_has=("mount -1", "chroot -1 sethostname -1")),
-        id="ctypes-privileged-syscalls",
-    ),
-    pytest.param(
-        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('unshare-user', libc.unshare(0x10000000))",
-        Expect(stdout_has=("unshare-user -1",)),
-        id="ctypes-nested-user-namespace",
-    ),
-    pytest.param(
-        "import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())\n"
-        "print(open('/proc/1/environ', 'rb').read() if os.access('/proc/1/environ', os.R_OK) else '')",
-        Expect(never=(ENV_SECRET, "CAUSALTRACE_TEST_SECRET", "/root")),
-        id="parent-env-vars-do-not-leak",
-    ),
-]
+# The attack table (tests/_sandbox_attacks.py), every row that applies to a container, with the container's own
+# answers and rows.
 
 
 @pytest.fixture
-def parent_listener() -> Any:
-    listener = socket.socket()
-    listener.bind(("0.0.0.0", 0))
-    listener.listen()
-    listener.setblocking(False)
-    yield listener
-    listener.close()
+def parent_listener() -> Iterator[socket.socket]:
+    with listening("0.0.0.0") as listener:  # every address of the host: the container must reach none of them
+        yield listener
 
 
 @pytest.fixture
-def home_secret() -> Any:
-    path = Path.home() / f".causaltrace-secret-{os.getpid()}"
-    path.write_text(SECRET_TEXT)
-    path.chmod(0o600)
-    yield path
-    path.unlink(missing_ok=True)
+def home_secret() -> Iterator[Path]:
+    with secret_in_home() as path:
+        yield path
 
 
 def _host_ip() -> str:
@@ -652,52 +410,36 @@ def _kill_ours(client: Any, before: set[str]) -> None:
                 pass
 
 
-@pytest.mark.parametrize(("code", "expected"), CASES)
+@pytest.mark.parametrize("attack", attack_params(local=False))
 def test_attack_is_contained_in_docker(
     engine: Any,
-    code: str,
-    expected: Expect,
+    attack: Attack,
     parent_listener: socket.socket,
     home_secret: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    row = attack.in_sandbox("docker")
+    assert row is not None
+    code, expected = row
     monkeypatch.setenv("CAUSALTRACE_TEST_SECRET", ENV_SECRET)
-    filled = (
-        code.replace("HOST_IP", _host_ip())
-        .replace("PORT", str(parent_listener.getsockname()[1]))
-        .replace("SECRET", str(home_secret))
-        .replace("REPO", str(REPO))
-        .replace("PARENT_PID", str(os.getpid()))
+    filled = fill(
+        code,
+        HOST_IP=_host_ip(),
+        PORT=parent_listener.getsockname()[1],
+        SECRET=home_secret,
+        REPO=REPO,
+        PARENT_PID=os.getpid(),
     )
     sandbox = DockerSandbox(SANDBOX_IMAGE, client=engine)
     before = _ours(engine)
-    watchdog = threading.Timer(expected.max_seconds + 10, _kill_ours, args=(engine, before))
-    watchdog.start()
-    started = time.monotonic()
-    try:
-        result = sandbox.run(filled, timeout_s=expected.timeout_s, memory_mb=expected.memory_mb)
-    finally:
-        watchdog.cancel()
-    elapsed = time.monotonic() - started
-    detail = repr(result)
-
-    if expected.exit_code == "nonzero":
-        assert result.exit_code != 0, detail
-    elif expected.exit_code is not None:
-        assert result.exit_code == expected.exit_code, detail
-    assert result.timed_out is expected.timed_out, detail
-    assert elapsed < expected.max_seconds, detail
-    for text in expected.stdout_has:
-        assert text in result.stdout, detail
-    for text in expected.stderr_has:
-        assert text in result.stderr, detail
-    for text in expected.never:
-        assert text not in result.stdout and text not in result.stderr, detail
+    result, elapsed = run_watched(
+        lambda: sandbox.run(filled, timeout_s=expected.timeout_s, memory_mb=expected.memory_mb),
+        expected,
+        lambda: _kill_ours(engine, before),
+    )
+    check_contained(result, expected, elapsed=elapsed, detail=repr(result), stdout=result.stdout)
 
     # nothing reached the parent, the host is untouched, the engine still answers, and no container is left
-    with pytest.raises(BlockingIOError):
-        parent_listener.accept()
-    assert not Path("/etc/pwned").exists() and not Path("/evil").exists()
-    assert home_secret.read_text() == SECRET_TEXT
+    check_host_untouched(parent_listener, home_secret)
     assert engine.ping()
     assert _ours(engine) == before
