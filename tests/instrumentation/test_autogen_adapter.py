@@ -7,13 +7,11 @@ Snapshots are one line per step: ``<index> <kind> <agent> <^parent-kind#parent-i
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from opentelemetry import trace
@@ -31,16 +29,16 @@ from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent, UserProx
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_core import CancellationToken
-from autogen_core.code_executor import CodeExecutor, CodeResult
 from autogen_core.tools import FunctionTool
 
 import causaltrace
+from _autogen import SubprocessExecutor, example, shape, traced_in_memory
 from _builders import capture_spans
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation.autogen import instrument_autogen, is_instrumented, uninstrument_autogen
-from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.testing.autogen import (
     ScriptedChatCompletionClient,
     ScriptedRequest,
@@ -53,39 +51,12 @@ from causaltrace.testing.autogen import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-example = importlib.import_module("autogen_team")
 
 
 @pytest.fixture
 def traced(monkeypatch):
     """AutoGen instrumented onto an in-memory exporter (store off); ``runs`` collects every finished Run."""
-    provider, exporter = capture_spans()
-    instrument_autogen(provider, TraceConfig(store=False))
-    collector = get_tracing().collector
-    runs = []
-    finish = collector.finish_run
-
-    def capture(run_id, **fields):
-        run = finish(run_id, **fields)
-        runs.append(run)
-        return run
-
-    monkeypatch.setattr(collector, "finish_run", capture)
-    yield SimpleNamespace(exporter=exporter, runs=runs, provider=provider)
-    uninstrument_autogen()
-    reset_tracing()
-
-
-def shape(run) -> list[str]:
-    by_id = {s.step_id: s for s in run.steps}
-    lines = []
-    for s in run.steps:
-        parent = by_id.get(s.parent_step_id)
-        where = f"^{parent.kind}#{parent.index}" if parent else "^root"
-        deps = " ".join(f"{d.kind}:{by_id[d.step_id].index}" for d in s.depends_on)
-        lines.append(f"{s.index} {s.kind} {s.agent} {where} [{deps}] {s.status}")
-    return lines
+    yield from traced_in_memory(monkeypatch)
 
 
 def tools():
@@ -435,34 +406,6 @@ async def test_swarm_handoff(traced):
     assert run.step_at(5).outputs["target"] == "bob"
     assert handle.outcome.final_answer == "bob read 3 messages."
     assert handle.outcome.status == "unknown"  # normal finish, no verifier
-
-
-class SubprocessExecutor(CodeExecutor):
-    """A tiny code executor: each Python block in a fresh ``python -c`` subprocess. (Importing autogen_ext's
-    LocalCommandLineCodeExecutor raises when the ``docker`` package is installed without ``asyncio_atexit``, as
-    in causaltrace's ``[all]`` install.)"""
-
-    async def execute_code_blocks(self, code_blocks, cancellation_token):
-        outputs, exit_code = [], 0
-        for block in code_blocks:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", block.code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-            )
-            out, _ = await proc.communicate()
-            outputs.append(out.decode())
-            exit_code = proc.returncode
-            if exit_code:
-                break
-        return CodeResult(exit_code=exit_code, output="".join(outputs))
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def restart(self) -> None:
-        return None
 
 
 async def test_code_executor_agent(traced):

@@ -8,13 +8,9 @@ index> [<dep-kind>:<producer index>…] <status>``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
-import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -32,12 +28,12 @@ from autogen_agentchat.teams import MagenticOneGroupChat
 from autogen_core.tools import FunctionTool
 
 import causaltrace
-from _builders import capture_spans
+from _autogen import example, shape, traced_and_stored, traced_in_memory
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation import autogen as autogen_adapter
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
-from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
+from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import replay
 from causaltrace.schema import Intervention, Run
 from causaltrace.testing.autogen import (
@@ -52,9 +48,6 @@ from causaltrace.testing.autogen import (
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-example = importlib.import_module("autogen_team")
 
 ORCH = "MagenticOneOrchestrator"
 KEY = f"MagenticOneGroupChat/{ORCH}"
@@ -95,41 +88,13 @@ def failing_team() -> MagenticOneGroupChat:
 @pytest.fixture
 def traced(monkeypatch):
     """AutoGen instrumented onto an in-memory exporter (store off); ``runs`` collects every finished Run."""
-    provider, exporter = capture_spans()
-    instrument_autogen(provider, TraceConfig(store=False))
-    collector = get_tracing().collector
-    runs = []
-    finish = collector.finish_run
-
-    def capture(run_id, **fields):
-        run = finish(run_id, **fields)
-        runs.append(run)
-        return run
-
-    monkeypatch.setattr(collector, "finish_run", capture)
-    yield SimpleNamespace(exporter=exporter, runs=runs)
-    uninstrument_autogen()
-    reset_tracing()
+    yield from traced_in_memory(monkeypatch)
 
 
 @pytest.fixture
 def stored():
     """Traced and STORED (the per-test CAUSALTRACE_HOME of conftest.py), as replay needs."""
-    instrument_autogen(TracerProvider(), TraceConfig())
-    yield
-    uninstrument_autogen()
-    reset_tracing()
-
-
-def shape(run: Run) -> list[str]:
-    by_id = {s.step_id: s for s in run.steps}
-    lines = []
-    for s in run.steps:
-        parent = by_id.get(s.parent_step_id)
-        where = f"^{parent.kind}#{parent.index}" if parent else "^root"
-        deps = " ".join(f"{d.kind}:{by_id[d.step_id].index}" for d in s.depends_on)
-        lines.append(f"{s.index} {s.kind} {s.agent} {where} [{deps}] {s.status}")
-    return lines
+    yield from traced_and_stored()
 
 
 def rows(run: Run) -> list[tuple]:

@@ -10,15 +10,12 @@ sandbox (``SubprocessSandbox``).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
 try:
     import autogen_agentchat  # noqa: F401
@@ -37,17 +34,14 @@ from autogen_agentchat.agents import (
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, RoundRobinGroupChat, SelectorGroupChat, Swarm
 from autogen_agentchat.tools import AgentTool
-from autogen_core.code_executor import CodeExecutor, CodeResult
 from autogen_core.tools import FunctionTool
 
 import causaltrace
+from _autogen import SubprocessExecutor, example, traced_and_stored
 from causaltrace.collector.store import Store
-from causaltrace.config import TraceConfig
 from causaltrace.exceptions import ReplayDivergence, UserError
 from causaltrace.instrumentation.autogen import _playback_clients as clients_module
-from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
 from causaltrace.instrumentation.autogen._playback import AutogenReplayAdapter
-from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.protocols import ReplayAdapter, get_replay_adapter
 from causaltrace.replay.executor import replay
 from causaltrace.replay.playback import playback_for
@@ -68,9 +62,6 @@ from causaltrace.testing.autogen import (
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-example = importlib.import_module("autogen_team")
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +72,7 @@ def sandbox():
 @pytest.fixture(autouse=True)
 def instrumented():
     """Traced and STORED (the per-test CAUSALTRACE_HOME of conftest.py), spans kept in memory."""
-    instrument_autogen(TracerProvider(), TraceConfig())
-    yield
-    uninstrument_autogen()
-    reset_tracing()
+    yield from traced_and_stored()
 
 
 async def record(factory, task=example.TASK, verify=example.verify) -> Run:
@@ -559,32 +547,6 @@ async def test_swarm_replays_deterministically_and_a_handoff_can_be_redirected()
     assert moved.outcome.final_answer.startswith("carol read") and moved.outcome.status == "failure"
     with pytest.raises(UserError, match="no handoff to 'dave'"):
         await replay(run, swarm_team, Intervention(step_id=handoff.step_id, replacement="dave"), "bob read")
-
-
-class SubprocessExecutor(CodeExecutor):
-    """The ORIGINAL run's executor: each Python block in a fresh unsandboxed ``python -c`` (as root here)."""
-
-    async def execute_code_blocks(self, code_blocks, cancellation_token):
-        outputs, exit_code = [], 0
-        for block in code_blocks:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", block.code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-            )
-            out, _ = await proc.communicate()
-            outputs.append(out.decode())
-            exit_code = proc.returncode
-            if exit_code:
-                break
-        return CodeResult(exit_code=exit_code, output="".join(outputs))
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def restart(self) -> None:
-        return None
 
 
 def code_team():
