@@ -34,7 +34,7 @@ from causaltrace.collector.foreign_common import (
 )
 from causaltrace.schema import Run, Step, StepError, TokenUsage
 
-__all__ = ["LLM_OPERATIONS", "OPERATION", "GenAIReader", "run_of_trace"]
+__all__ = ["LLM_OPERATIONS", "OPERATION", "GenAIReader", "framework_of", "run_of_trace", "step_error", "step_status"]
 
 OPERATION = "gen_ai.operation.name"
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -100,7 +100,7 @@ class GenAIReader:
         operation = span.attrs.get(OPERATION)
         if operation == "invoke_agent":
             name = str(span.attrs.get("gen_ai.agent.name") or span.name.removeprefix("invoke_agent ").strip())
-            self.turns[span.span_id] = self.b.add("agent_turn", name or "agent", "", status=_status(span))
+            self.turns[span.span_id] = self.b.add("agent_turn", name or "agent", "", status=step_status(span))
         elif operation in LLM_OPERATIONS:
             self.llm(span)
         elif operation == "execute_tool":
@@ -121,7 +121,7 @@ class GenAIReader:
             outputs={"text": text, "tool_calls": [{"name": n, "arguments": a, "call_alias": i} for n, a, i in calls]},
             usage=TokenUsage(input_tokens=int(tokens_in or 0), output_tokens=int(tokens_out or 0))
             if tokens_in is not None else None,
-            parent_step_id=parent, status=_status(span), error=_error(span),
+            parent_step_id=parent, status=step_status(span), error=step_error(span),
             depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
         )
         add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
@@ -138,16 +138,25 @@ class GenAIReader:
                 self.b.calls[call_id] = call
         result = span.attrs.get("gen_ai.tool.call.result", "")
         step = self.b.tool_result([call_id], result if isinstance(result, str) else str(result),
-                                  is_error=status_error(span), agent=agent, error=_error(span), parent_step_id=parent)
+                                  is_error=status_error(span), agent=agent, error=step_error(span),
+                                  parent_step_id=parent)
         self.index.note(step)
 
 
-def _status(span: SpanLike) -> str:
+def step_status(span: SpanLike) -> str:
+    """The status of a span's step: ``error`` when the span's status is ERROR, else ``ok``."""
     return "error" if status_error(span) else "ok"
 
 
-def _error(span: SpanLike) -> StepError | None:
+def step_error(span: SpanLike) -> StepError | None:
+    """The StepError of a span whose status is ERROR (its status message, cut to 2,000 chars), else None."""
     return StepError(type="SpanError", message=span.status_message[:2000]) if status_error(span) else None
+
+
+def framework_of(spans: list[SpanLike]) -> str:
+    """The one ``gen_ai.system`` a trace's spans name, else ``unknown``."""
+    systems = {str(s.attrs["gen_ai.system"]) for s in spans if s.attrs.get("gen_ai.system")}
+    return systems.pop() if len(systems) == 1 else "unknown"
 
 
 def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
@@ -159,5 +168,4 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
         reader.read(span)
     if not b.steps:
         return None
-    systems = {str(s.attrs["gen_ai.system"]) for s in spans if s.attrs.get("gen_ai.system")}
-    return b.build(framework=systems.pop() if len(systems) == 1 else "unknown", trace_id=trace_id)
+    return b.build(framework=framework_of(spans), trace_id=trace_id)

@@ -43,8 +43,15 @@ from causaltrace.collector.foreign_common import (
     message_text,
     status_error,
 )
-from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader
-from causaltrace.schema import Run, Step, StepError, TokenUsage
+from causaltrace.collector.genai import (
+    LLM_OPERATIONS,
+    OPERATION,
+    GenAIReader,
+    framework_of,
+    step_error,
+    step_status,
+)
+from causaltrace.schema import Run, Step, TokenUsage
 
 __all__ = ["KIND", "run_of_trace"]
 
@@ -155,7 +162,7 @@ class _Reader:
                 self.index.note(self.b.add("task", "user", task, status="ok"))
         if kind == "AGENT":
             parent = span.attrs.get("graph.node.parent_id")
-            self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=_status(span),
+            self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=step_status(span),
                                                   metadata={"graph.node.parent_id": parent} if parent else {})
         elif kind == "LLM":
             self.llm(span)
@@ -176,7 +183,7 @@ class _Reader:
             model=str(span.attrs["llm.model_name"]) if span.attrs.get("llm.model_name") else None,
             inputs={"messages": [{"role": m.role, "content": m.text} for m in messages]},
             outputs={"text": text, "tool_calls": [{"name": n, "arguments": a, "call_alias": i} for n, a, i in calls]},
-            usage=usage, parent_step_id=parent, status=_status(span), error=_error(span),
+            usage=usage, parent_step_id=parent, status=step_status(span), error=step_error(span),
             depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
         )
         add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
@@ -198,7 +205,7 @@ class _Reader:
         self.answered.add(call_id)
         output = span.attrs.get("output.value", "")
         result = self.b.tool_result([call_id], output if isinstance(output, str) else str(output),
-                                    is_error=status_error(span), agent=agent, error=_error(span),
+                                    is_error=status_error(span), agent=agent, error=step_error(span),
                                     parent_step_id=parent)
         self.index.note(result)
 
@@ -213,14 +220,6 @@ class _Reader:
         return pending[-1] if pending else None
 
 
-def _status(span: SpanLike) -> str:
-    return "error" if status_error(span) else "ok"
-
-
-def _error(span: SpanLike) -> StepError | None:
-    return StepError(type="SpanError", message=span.status_message[:2000]) if status_error(span) else None
-
-
 def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
     """The Run of one trace's OpenInference spans; ``None`` when none of them is an AGENT, LLM or TOOL span."""
     tree = TraceTree(spans)
@@ -230,5 +229,4 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
         reader.read(span)
     if not any(s.kind != "task" for s in b.steps):
         return None
-    systems = {str(s.attrs["gen_ai.system"]) for s in spans if s.attrs.get("gen_ai.system")}
-    return b.build(framework=systems.pop() if len(systems) == 1 else "unknown", trace_id=trace_id)
+    return b.build(framework=framework_of(spans), trace_id=trace_id)
