@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +28,14 @@ from causaltrace.instrumentation.autogen._state import (
     Memo,
     Orchestrator,
     Turn,
-    activated,
     call_arg,
     settings_of,
     state_of,
     step_id_of,
 )
+from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.runs import RunContext, current_run
+from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep, StepHandle
 from causaltrace.recording import canonicalize_request
 
@@ -195,17 +197,20 @@ async def _create(wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, .
     llm = _begin_llm(ctx, client, args, kwargs)  # hashes the request now, before the framework mutates it
     if llm is None:
         return await wrapped(*args, **kwargs)
-    token = IN_LLM.set(True)
     try:
-        with activated(llm.handle):
+        with _llm_scope(llm):
             result = await wrapped(*args, **kwargs)
     except BaseException as exc:
         _fail_llm(llm, exc)
         raise
-    finally:
-        IN_LLM.reset(token)
     _end_llm(llm, result)
     return result
+
+
+def _llm_scope(llm: _LlmCall) -> AbstractContextManager[Any]:
+    """The call's step current, and IN_LLM set (a client calling another client inside is one call), while the
+    client runs."""
+    return Scope(((IN_LLM, True),)) if llm.handle is None else llm.handle.activate((IN_LLM, True))
 
 
 def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -215,50 +220,24 @@ def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     ctx = current_run()
     if ctx is None:
         return wrapped(*args, **kwargs)
-    return _create_stream(wrapped, instance, ctx, args, kwargs)
+    return scoped_stream(lambda: _stream_hooks(ctx, instance, args, kwargs), wrapped, args, kwargs)
 
 
-async def _create_stream(
-    wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
+def _stream_hooks(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StreamHooks | None:
     """The wrapped ``create_stream``: the chunks pass through; the step ends with the final CreateResult."""
     llm = _begin_llm(ctx, client, args, kwargs)
-    agen = wrapped(*args, **kwargs)
     if llm is None:
-        async for item in agen:
-            yield item
-        return
-    result = None
-    error: BaseException | None = None
-    exhausted = False
-    try:
-        while True:
-            token = IN_LLM.set(True)
-            try:
-                with activated(llm.handle):
-                    item = await agen.__anext__()
-            except StopAsyncIteration:
-                exhausted = True
-                break
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                IN_LLM.reset(token)
-            if isinstance(item, CreateResult):
-                result = item
-            yield item
-    finally:
-        try:
-            if error is None and not exhausted:
-                await agen.aclose()
-        finally:
-            if error is not None:
-                _fail_llm(llm, error)
-            elif result is not None:
-                _end_llm(llm, result)
-            else:
-                _fail_llm(llm, asyncio.CancelledError("the stream was closed before its final result"))
+        return None
+
+    def end(result: Any, error: BaseException | None, closed: bool) -> None:
+        if error is not None:
+            _fail_llm(llm, error)
+        elif result is not None:
+            _end_llm(llm, result)
+        else:
+            _fail_llm(llm, asyncio.CancelledError("the stream was closed before its final result"))
+
+    return StreamHooks(scope=lambda: _llm_scope(llm), end=end, result_type=CreateResult, close_in_scope=False)
 
 
 def patch_client_class(cls: type) -> None:

@@ -35,6 +35,7 @@ from causaltrace.instrumentation.autogen._state import (
     state_of,
     step_id_of,
 )
+from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.autogen._turns import begin_turn, end_turn, patch_agent_class, turn_scope
 from causaltrace.instrumentation.runs import attach_run, current_run, run_scope
 from causaltrace.instrumentation.scope import Scope
@@ -284,39 +285,21 @@ def wrap_agent_run_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kw
     return _level_stream(wrapped, instance, args, kwargs, team=False)
 
 
-async def _level_stream(wrapped: Any, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, team: bool) -> Any:
+def _level_stream(wrapped: Any, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, team: bool) -> Any:
     """The wrapped ``run_stream``: each ``__anext__`` inside the run's scope, the run closed however it ends."""
     kwargs = dict(kwargs)
-    lr = _begin_level(obj, kwargs, team=team)
-    agen = wrapped(*args, **kwargs)
-    if lr is None:
-        async for item in agen:
-            yield item
-        return
-    result = None
-    error: BaseException | None = None
-    exhausted = False
-    try:
-        while True:
-            with _level_scope(lr):
-                try:
-                    item = await agen.__anext__()
-                except StopAsyncIteration:
-                    exhausted = True
-                    break
-                except BaseException as exc:
-                    error = exc
-                    raise
-            if isinstance(item, TaskResult):
-                result = item
-            yield item
-    finally:
-        try:
-            if error is None and not exhausted:
-                with _level_scope(lr):
-                    await agen.aclose()
-        finally:
-            await _end_level(lr, result, error, closed=error is None and not exhausted)
+
+    def begin() -> StreamHooks | None:
+        lr = _begin_level(obj, kwargs, team=team)
+        if lr is None:
+            return None
+
+        async def end(result: Any, error: BaseException | None, closed: bool) -> None:
+            await _end_level(lr, result, error, closed=closed)
+
+        return StreamHooks(scope=lambda: _level_scope(lr), end=end, result_type=TaskResult)
+
+    return scoped_stream(begin, wrapped, args, kwargs)
 
 
 def wrap_agent_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

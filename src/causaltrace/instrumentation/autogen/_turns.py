@@ -27,6 +27,7 @@ from causaltrace.instrumentation.autogen._state import (
     state_of,
     step_id_of,
 )
+from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.runs import current_run
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep
@@ -148,40 +149,20 @@ def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     """``<agent class>.on_messages_stream``: one agent turn, with exactly the messages delivered to it."""
     if not SWITCH.on or current_run() is None:
         return wrapped(*args, **kwargs)
-    return _turn_stream(wrapped, instance, args, kwargs)
+    return scoped_stream(lambda: _turn_hooks(instance, args, kwargs), wrapped, args, kwargs)
 
 
-async def _turn_stream(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _turn_hooks(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StreamHooks | None:
     """The wrapped ``on_messages_stream``: each ``__anext__`` inside the turn's scope, each item observed."""
     turn, owner = begin_turn(agent, call_arg(args, kwargs, 0, "messages", ()))
-    agen = wrapped(*args, **kwargs)
     if turn is None:
-        async for item in agen:
-            yield item
-        return
-    error: BaseException | None = None
-    exhausted = False
-    try:
-        while True:
-            with turn_scope(turn):
-                try:
-                    item = await agen.__anext__()
-                except StopAsyncIteration:
-                    exhausted = True
-                    break
-                except BaseException as exc:
-                    error = exc
-                    raise
-            observe(turn, item)
-            yield item
-    finally:
-        try:
-            if error is None and not exhausted:
-                with turn_scope(turn):
-                    await agen.aclose()
-        finally:
-            if owner:
-                end_turn(turn, error, closed=error is None and not exhausted)
+        return None
+
+    def end(result: Any, error: BaseException | None, closed: bool) -> None:
+        if owner:
+            end_turn(turn, error, closed=closed)
+
+    return StreamHooks(scope=lambda: turn_scope(turn), end=end, observe=lambda item: observe(turn, item))
 
 
 def patch_agent_class(cls: type) -> None:

@@ -1,0 +1,81 @@
+"""One wrapped stream for the three AutoGen async generators the adapter wraps: ``create_stream`` (a model call,
+:mod:`._model_calls`), ``run_stream`` (a team or agent run, :mod:`._runs`) and ``on_messages_stream`` (an agent
+turn, :mod:`._turns`).
+
+Each is wrapped alike, so the generator protocol lives here once: the wrapper's ``begin`` runs when the stream is
+first iterated (as the framework's own generator body would), each ``__anext__`` runs inside the wrapper's scope,
+every item passes on unchanged, and the wrapper's ``end`` runs exactly once however the stream ends — exhausted,
+raised (the exception passes through unchanged) or closed early by the consumer (``aclose``, a ``break``; the
+wrapped generator is closed first, so its own clean-up still runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StreamHooks", "scoped_stream"]
+
+
+@dataclass(eq=False)
+class StreamHooks:
+    """What one wrapped stream does around the framework's generator.
+
+    ``scope`` is entered around every ``__anext__`` (and around the early close when ``close_in_scope``);
+    ``observe`` sees every item before it is passed on; the last item that is a ``result_type`` is the stream's
+    result; ``end(result, error, closed)`` runs once at the end (it may be a coroutine function), ``closed`` being
+    True when the consumer stopped before the stream was exhausted.
+    """
+
+    scope: Callable[[], AbstractContextManager[Any]]
+    end: Callable[[Any, BaseException | None, bool], Awaitable[None] | None]
+    observe: Callable[[Any], None] | None = None
+    result_type: type | None = None
+    close_in_scope: bool = True
+
+
+async def scoped_stream(
+    begin: Callable[[], StreamHooks | None], wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> AsyncGenerator[Any, None]:
+    """``wrapped(*args, **kwargs)``'s items, under the hooks ``begin()`` gives (none: the items pass straight
+    through)."""
+    hooks = begin()
+    agen = wrapped(*args, **kwargs)
+    if hooks is None:
+        async for item in agen:
+            yield item
+        return
+    result = None
+    error: BaseException | None = None
+    exhausted = False
+    try:
+        while True:
+            with hooks.scope():
+                try:
+                    item = await agen.__anext__()
+                except StopAsyncIteration:
+                    exhausted = True
+                    break
+                except BaseException as exc:
+                    error = exc
+                    raise
+            if hooks.result_type is not None and isinstance(item, hooks.result_type):
+                result = item
+            if hooks.observe is not None:
+                hooks.observe(item)
+            yield item
+    finally:
+        closed = error is None and not exhausted
+        try:
+            if closed:
+                if hooks.close_in_scope:
+                    with hooks.scope():
+                        await agen.aclose()
+                else:
+                    await agen.aclose()
+        finally:
+            ended = hooks.end(result, error, closed)
+            if ended is not None:
+                await ended
