@@ -108,6 +108,14 @@ relevance ``task_restatement`` 0.3 (a step quoting the task)      Who&When dev o
 confidence: two regimes (confidence module) — imported logs       Who&When dev only (agreement + length; cross-
 fitted on agreement and length, live runs on agreement + margin  validated quartiles 4 / 7 / 8 / 10 of 23); the
                                                                  zoo's tuning half (31 runs) for live runs
+(issue 20, third pass; baseline re-measured at its start: Who&When dev 29 / 92 steps, 58 / 92 agents; zoo tuning
+30 / 31, held-out 29 / 30)
+instruction loops compared beyond the task's words (an            Who&When dev only: 29 -> 30 / 92 steps (hand
+orchestrator restates the task in every instruction)              3 -> 4; first-reply flags among the top 10 of
+                                                                 hand 63 -> 50), agents 58 / 92; zoo unchanged
+a unit after a number is only its quantity (no bare-unit swap)    Who&When dev: unchanged (30 / 92), hand change
+                                                                 flags in the top 10 47 -> 43 (no label lost);
+                                                                 zoo unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -18,8 +18,10 @@ steps of the previous one:
   a text entry, which carries what the agent saw — the whole entry repeats an earlier one. A repeated action whose
   observations keep changing (polling a job that progresses, a retry that gets the result) is not a loop.
 * an **instruction loop**: an agent re-issues an instruction to the same addressee (``"X (-> Y)"``, a handoff —
-  NOT a speaker selection: selecting the same speaker again is turn-taking) whose text is similar (Jaccard of salient tokens ≥ ``instruction_threshold``; instructions are
-  rephrased when re-issued). Re-issuing says the previous attempt did not satisfy the instructing agent; the
+  NOT a speaker selection: selecting the same speaker again is turn-taking) whose text is similar (Jaccard of salient
+  tokens ≥ ``instruction_threshold``; instructions are rephrased when re-issued) beyond the task's words: an
+  orchestrator restates the task in every instruction (Magentic-One), so two different steps of its plan share
+  them; only what an instruction asks beyond the task can repeat. Re-issuing says the previous attempt did not satisfy the instructing agent; the
   addressee's ``replies`` between the members are recorded — the first one is the first failure to follow (or the
   instruction was ambiguous: EMFA's loop branch separates the two; issue 6's LLM stages decide).
 
@@ -163,7 +165,8 @@ def detect_loops(
     loops = _action_loops(run, steps, position, threshold=threshold, max_gap=max_gap, head_chars=head_chars,
                           min_repeats=min_repeats, min_repeated_followups=min_repeated_followups,
                           min_action_tokens=min_action_tokens)
-    loops += _instruction_loops(steps, threshold=instruction_threshold, max_gap=max_gap, min_repeats=min_repeats)
+    loops += _instruction_loops(steps, threshold=instruction_threshold, max_gap=max_gap, min_repeats=min_repeats,
+                                task_words=frozenset(salient_tokens(run.task or "")))
     loops.sort(key=lambda lp: (lp.start, lp.kind))
     return loops
 
@@ -237,11 +240,12 @@ def _observation(run: Run, call: Step) -> Step | None:
     return None
 
 
-def _instruction_loops(steps: list[Step], *, threshold: float, max_gap: int, min_repeats: int) -> list[Loop]:
+def _instruction_loops(steps: list[Step], *, threshold: float, max_gap: int, min_repeats: int,
+                       task_words: frozenset[str] = frozenset()) -> list[Loop]:
     """Instruction loops: an instruction (an orchestrator's ``X (-> Y)``, a handoff) re-issued to the same
     addressee. A speaker selection is routing, not an instruction: selecting the same speaker again is turn-taking."""
     instructions = [s for s in steps if addressee(s) is not None and s.kind != "speaker_selection"]
-    words = {s.index: frozenset(salient_tokens(content_of(s))) for s in instructions}
+    words = {s.index: frozenset(salient_tokens(content_of(s))) - task_words for s in instructions}
     loops: list[Loop] = []
     for (agent, target), members in _group(
         instructions, lambda s: (_agent_of(s), base_agent(addressee(s) or "")), words, threshold, max_gap

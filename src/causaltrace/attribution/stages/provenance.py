@@ -38,7 +38,9 @@ How it works:
 5. **Changes (restatements and substitutions).** A value a step introduced is compared with its sources: a number
    that is not derived, stated in the same words as a different number of an earlier step (``price … 22`` after
    ``price: 21``), is a *restatement that changed a value*; a unit, weekday, month or qualifier that differs from
-   one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*;
+   one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*
+   (a unit written after a number is compared as that number's quantity only: "a 5 min read" on a page is another
+   measurement, not the task's hours substituted);
    a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip; a call's number argument that
    no source gave and no arithmetic derives is *unsupported*; a handoff, selection or
    delegation whose target another candidate fits better by the sources' words is a *target substitution*
@@ -72,7 +74,7 @@ from causaltrace.attribution.stages.dependencies import (
     build_dependency_graph,
 )
 from causaltrace.attribution.stages.targets import called_names, grounded_alternative
-from causaltrace.attribution.stages.values import Value, number_key, values_in
+from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, number_key, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
     agents_of,
@@ -531,6 +533,8 @@ class _Builder:
         given = {TASK, *self.user_steps, *self._instruction(k)}
         given_pool = [(j, u) for j, u in pool if j in given]
         for v in candidates:
+            if v.kind == "unit" and v.tag == AFTER_NUMBER:
+                continue
             # a bare unit or date word is compared with what the step was GIVEN (the task, the user, its
             # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose
             bare = v.kind == "unit" or v.kind == "entity"

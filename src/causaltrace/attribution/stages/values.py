@@ -154,6 +154,11 @@ class Value:
         return {"kind": self.kind, "value": self.key, "group": self.group}
 
 
+#: the tag of a unit written right after a number: it belongs to that number's quantity ("5 min" on a page is
+#: another measurement, not the task's "hours" substituted), so only the quantity is compared with the sources
+AFTER_NUMBER = "after-number"
+
+
 def stem(word: str) -> str:
     """A crude stem for comparing labels and exclusions (``cancelled`` / ``canceled`` / ``cancellations``)."""
     return word.lower()[:5]
@@ -217,7 +222,7 @@ def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> Non
         if unit:
             found = unit_group(unit.group(1))
             if found is not None:
-                out.append(Value("unit", found[0], found[1], unit.group(1)))
+                out.append(Value("unit", found[0], found[1], unit.group(1), tag=AFTER_NUMBER))
                 out.append(Value("quantity", f"{key} {found[0]}", found[1], m.group(0) + unit.group(0)))
 
 
