@@ -39,6 +39,7 @@ from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation.autogen import instrument_autogen, is_instrumented, uninstrument_autogen
 from causaltrace.instrumentation.tracing import reset_tracing
+from causaltrace.schema import Run
 from causaltrace.testing.autogen import (
     ScriptedChatCompletionClient,
     ScriptedRequest,
@@ -526,10 +527,11 @@ def _slow_agent(started: asyncio.Event, seconds: float) -> AssistantAgent:
     return AssistantAgent("a", ScriptedChatCompletionClient(policy), tools=[FunctionTool(slow, description="s")])
 
 
-async def test_cancelled_agent_run_is_a_limit_stop(traced):
-    # Cancelling the asyncio task (what asyncio.wait_for or a UI stop button does) in the middle of a tool call.
+async def _cancelled_mid_tool(traced, runnable) -> Run:
+    """Run ``runnable(started)`` (``started`` is set once its slow tool runs), cancel its asyncio task then (what
+    asyncio.wait_for or a UI stop button does): the cancellation passes through and the run is a limit stop."""
     started = asyncio.Event()
-    task = asyncio.ensure_future(_slow_agent(started, 30).run(task="go"))
+    task = asyncio.ensure_future(runnable(started).run(task="go"))
     await asyncio.wait_for(started.wait(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -537,6 +539,12 @@ async def test_cancelled_agent_run_is_a_limit_stop(traced):
     (run,) = traced.runs
     assert run.outcome.status == "failure" and run.outcome.stop == "limit"
     assert "cancelled" in run.outcome.reason
+    return run
+
+
+async def test_cancelled_agent_run_is_a_limit_stop(traced):
+    # Cancelling the asyncio task in the middle of a tool call.
+    run = await _cancelled_mid_tool(traced, lambda started: _slow_agent(started, 30))
     assert shape(run) == [
         "0 task user ^root [] ok",
         "1 agent_turn a ^root [] error",
@@ -549,16 +557,12 @@ async def test_cancelled_agent_run_is_a_limit_stop(traced):
 async def test_cancelled_team_run_is_a_limit_stop(traced):
     # AutoGen lets a cancelled team.run end only once its runtime is idle (the running turn completes first);
     # AutoGen's own CancellationToken, cancelled while a tool runs, leaves team.run hanging even uninstrumented.
-    started = asyncio.Event()
-    team = RoundRobinGroupChat([_slow_agent(started, 0.2)], termination_condition=MaxMessageTermination(5))
-    task = asyncio.ensure_future(team.run(task="go"))
-    await asyncio.wait_for(started.wait(), 10)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    (run,) = traced.runs
-    assert run.outcome.status == "failure" and run.outcome.stop == "limit"
-    assert "cancelled" in run.outcome.reason
+    run = await _cancelled_mid_tool(
+        traced,
+        lambda started: RoundRobinGroupChat(
+            [_slow_agent(started, 0.2)], termination_condition=MaxMessageTermination(5)
+        ),
+    )
     assert all(s.ended_at is not None for s in run.steps)
     assert "final_answer" not in [s.kind for s in run.steps]
 
@@ -667,15 +671,20 @@ async def test_agent_tool_runs_nest_under_their_tool_call(traced):
     assert keys == ["team/boss", "team/boss", "team/boss", "team/boss/helper"]
 
 
-async def test_nested_team_participant(traced):
-    inner = RoundRobinGroupChat(
+def _inner_team(first: str, second: str) -> RoundRobinGroupChat:
+    """A team ``inner`` of two agents, i1 and i2, that always say ``first`` and ``second``, for three messages."""
+    return RoundRobinGroupChat(
         [
-            AssistantAgent("i1", ScriptedChatCompletionClient(lambda r: "inner one")),
-            AssistantAgent("i2", ScriptedChatCompletionClient(lambda r: "inner two")),
+            AssistantAgent("i1", ScriptedChatCompletionClient(lambda r: first)),
+            AssistantAgent("i2", ScriptedChatCompletionClient(lambda r: second)),
         ],
         name="inner",
         termination_condition=MaxMessageTermination(3),
     )
+
+
+async def test_nested_team_participant(traced):
+    inner = _inner_team("inner one", "inner two")
     outer = RoundRobinGroupChat(
         [inner, AssistantAgent("o", ScriptedChatCompletionClient(lambda r: "outer done. APPROVE"))],
         name="outer",
@@ -704,14 +713,7 @@ async def test_nested_team_participant(traced):
 async def test_society_of_mind_sees_its_inner_team(traced):
     from autogen_agentchat.agents import SocietyOfMindAgent
 
-    inner = RoundRobinGroupChat(
-        [
-            AssistantAgent("i1", ScriptedChatCompletionClient(lambda r: "an idea")),
-            AssistantAgent("i2", ScriptedChatCompletionClient(lambda r: "a critique")),
-        ],
-        name="inner",
-        termination_condition=MaxMessageTermination(3),
-    )
+    inner = _inner_team("an idea", "a critique")
     som = SocietyOfMindAgent("som", team=inner, model_client=ScriptedChatCompletionClient(lambda r: "summary. APPROVE"))
     team = RoundRobinGroupChat([som], name="team", termination_condition=TextMentionTermination("APPROVE"))
     async with causaltrace.run(task="x") as handle:
