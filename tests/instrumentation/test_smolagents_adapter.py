@@ -96,6 +96,24 @@ def math_agent(tools=None, policy=None, **kwargs) -> ToolCallingAgent:
     )
 
 
+# math_agent's plain run on SQUARES_TASK: a sum_of_powers round, a final_answer round, the answer
+MATH_AGENT_ROWS = [
+    (0, "task", "user", None, (), "ok"),
+    (1, "agent_turn", "math_agent", None, (), "ok"),
+    (2, "llm_response", "math_agent", "agent_turn", (("saw", 0),), "ok"),
+    (3, "tool_call", "math_agent", "agent_turn", (("produced_by", 2),), "ok"),
+    (4, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 3),), "ok"),
+    (5, "llm_response", "math_agent", "agent_turn", (("continues", 2), ("observed", 4)), "ok"),
+    (6, "tool_call", "math_agent", "agent_turn", (("produced_by", 5),), "ok"),
+    (7, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 6),), "ok"),
+    (8, "final_answer", "math_agent", "agent_turn", (("answer_of", 7), ("produced_by", 5)), "ok"),
+]
+
+
+def coder(policy, tools=()) -> CodeAgent:
+    return CodeAgent(tools=list(tools), model=ScriptedModel(policy), name="coder", verbosity_level=LogLevel.OFF)
+
+
 def root_span(exporter):
     return [s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name)]
 
@@ -108,17 +126,7 @@ def test_tool_calling_agent_success(exporter):
         answer = math_agent().run(SQUARES_TASK)
     assert answer == "91"
     run = handle.run
-    assert rows(run) == [
-        (0, "task", "user", None, (), "ok"),
-        (1, "agent_turn", "math_agent", None, (), "ok"),
-        (2, "llm_response", "math_agent", "agent_turn", (("saw", 0),), "ok"),
-        (3, "tool_call", "math_agent", "agent_turn", (("produced_by", 2),), "ok"),
-        (4, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 3),), "ok"),
-        (5, "llm_response", "math_agent", "agent_turn", (("continues", 2), ("observed", 4)), "ok"),
-        (6, "tool_call", "math_agent", "agent_turn", (("produced_by", 5),), "ok"),
-        (7, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 6),), "ok"),
-        (8, "final_answer", "math_agent", "agent_turn", (("answer_of", 7), ("produced_by", 5)), "ok"),
-    ]
+    assert rows(run) == MATH_AGENT_ROWS
     assert handle.outcome.status == "success" and handle.outcome.stop == "normal"
     assert run.framework == "smolagents" and run.task == SQUARES_TASK
     llm, call, resp = run.steps[2], run.steps[3], run.steps[4]
@@ -160,15 +168,10 @@ def test_tool_that_raises_then_recovers(exporter):
     with causaltrace.run(verify="91") as handle:
         math_agent(tools=[sum_of_powers]).run(SQUARES_TASK)
     run = handle.run
-    assert rows(run) == [
-        (0, "task", "user", None, (), "ok"),
-        (1, "agent_turn", "math_agent", None, (), "ok"),
-        (2, "llm_response", "math_agent", "agent_turn", (("saw", 0),), "ok"),
-        (3, "tool_call", "math_agent", "agent_turn", (("produced_by", 2),), "ok"),
+    assert rows(run) == [  # the plain run, but the first tool response failed, so one more round
+        *MATH_AGENT_ROWS[:4],
         (4, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 3),), "error"),
-        (5, "llm_response", "math_agent", "agent_turn", (("continues", 2), ("observed", 4)), "ok"),
-        (6, "tool_call", "math_agent", "agent_turn", (("produced_by", 5),), "ok"),
-        (7, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 6),), "ok"),
+        *MATH_AGENT_ROWS[5:8],
         (8, "llm_response", "math_agent", "agent_turn", (("continues", 5), ("observed", 7)), "ok"),
         (9, "tool_call", "math_agent", "agent_turn", (("produced_by", 8),), "ok"),
         (10, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 9),), "ok"),
@@ -201,8 +204,7 @@ def _code_policy(request: ScriptedRequest) -> str:
 
 
 def test_code_agent_calls_tools_and_final_answer(exporter):
-    agent = CodeAgent(tools=[sum_of_powers_tool()], model=ScriptedModel(_code_policy), name="coder",
-                      verbosity_level=LogLevel.OFF)
+    agent = coder(_code_policy, [sum_of_powers_tool()])
     with causaltrace.run(verify="91") as handle:
         assert agent.run(SQUARES_TASK) == 91
     run = handle.run
@@ -243,7 +245,7 @@ def test_code_agent_error_in_code_is_an_error_code_execution(exporter):
             return "Thought: divide.\n<code>\nprint('start')\nx = 1 / 0\n</code>"
         return "Thought: recover.\n<code>\nfinal_answer(7)\n</code>"
 
-    agent = CodeAgent(tools=[], model=ScriptedModel(policy), name="coder", verbosity_level=LogLevel.OFF)
+    agent = coder(policy)
     with causaltrace.run(verify="7") as handle:
         agent.run("divide")
     run = handle.run
@@ -447,15 +449,10 @@ def test_max_steps_is_a_limit_failure_and_the_root_span_ends_with_error(exporter
     run = handle.run
     assert handle.outcome.status == "failure" and handle.outcome.stop == "limit"
     assert handle.outcome.final_answer == "I could not finish: 42"
-    assert rows(run) == [
-        (0, "task", "user", None, (), "ok"),
+    assert rows(run) == [  # the plain run's two tool rounds, then the limit instead of an answer
+        MATH_AGENT_ROWS[0],
         (1, "agent_turn", "math_agent", None, (), "error"),
-        (2, "llm_response", "math_agent", "agent_turn", (("saw", 0),), "ok"),
-        (3, "tool_call", "math_agent", "agent_turn", (("produced_by", 2),), "ok"),
-        (4, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 3),), "ok"),
-        (5, "llm_response", "math_agent", "agent_turn", (("continues", 2), ("observed", 4)), "ok"),
-        (6, "tool_call", "math_agent", "agent_turn", (("produced_by", 5),), "ok"),
-        (7, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 6),), "ok"),
+        *MATH_AGENT_ROWS[2:8],
         (8, "error", "math_agent", "agent_turn", (), "error"),
         (9, "llm_response", "math_agent", "agent_turn", (("continues", 5), ("observed", 7), ("observed", 8)), "ok"),
         (10, "final_answer", "math_agent", "agent_turn", (("produced_by", 9),), "ok"),
@@ -514,15 +511,8 @@ def test_final_answer_checks_rejection(exporter):
     with causaltrace.run(verify="91") as handle:
         agent.run(SQUARES_TASK)
     run = handle.run
-    assert rows(run) == [
-        (0, "task", "user", None, (), "ok"),
-        (1, "agent_turn", "math_agent", None, (), "ok"),
-        (2, "llm_response", "math_agent", "agent_turn", (("saw", 0),), "ok"),
-        (3, "tool_call", "math_agent", "agent_turn", (("produced_by", 2),), "ok"),
-        (4, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 3),), "ok"),
-        (5, "llm_response", "math_agent", "agent_turn", (("continues", 2), ("observed", 4)), "ok"),
-        (6, "tool_call", "math_agent", "agent_turn", (("produced_by", 5),), "ok"),
-        (7, "tool_response", "math_agent", "agent_turn", (("tool_result_of", 6),), "ok"),
+    assert rows(run) == [  # the plain run, but its answer was rejected, so one more round
+        *MATH_AGENT_ROWS[:8],
         (8, "final_answer", "math_agent", "agent_turn", (("answer_of", 7), ("produced_by", 5)), "error"),
         (9, "llm_response", "math_agent", "agent_turn", (("continues", 5), ("observed", 7), ("observed", 8)), "ok"),
         (10, "tool_call", "math_agent", "agent_turn", (("produced_by", 9),), "ok"),
@@ -540,7 +530,7 @@ def test_parsing_error_becomes_an_error_step(exporter):
             return "I forgot the code block."
         return "Thought: now with code.\n<code>\nfinal_answer(3)\n</code>"
 
-    agent = CodeAgent(tools=[], model=ScriptedModel(policy), name="coder", verbosity_level=LogLevel.OFF)
+    agent = coder(policy)
     with causaltrace.run(verify="3") as handle:
         agent.run("give 3")
     run = handle.run
