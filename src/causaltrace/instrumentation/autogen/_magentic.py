@@ -32,7 +32,16 @@ from causaltrace.instrumentation.autogen._access import (
     text_of,
 )
 from causaltrace.instrumentation.autogen._patches import SWITCH
-from causaltrace.instrumentation.autogen._state import LEVEL, ORCH, Level, Orchestrator, Phase, call_arg, extend_unique
+from causaltrace.instrumentation.autogen._state import (
+    LEVEL,
+    ORCH,
+    Level,
+    Orchestrator,
+    Phase,
+    add_agent_error,
+    call_arg,
+    extend_unique,
+)
 from causaltrace.instrumentation.runs import RunContext, current_run
 from causaltrace.instrumentation.steps import Dep
 
@@ -181,16 +190,7 @@ def _orchestrator_failed(phase: Phase, exc: BaseException) -> None:
     if isinstance(exc, asyncio.CancelledError) or orch.failed is exc or level.state.closed:
         return
     orch.failed = exc
-    if level.state.agent_error is None:
-        level.state.agent_error = (orch.name, exc)
-    level.ctx.add_step(
-        "error",
-        agent=orch.name,
-        parent=orch.parent_id,
-        content=f"{type(exc).__name__}: {exc}",
-        error=exc,
-        metadata={"agent_key": orch.key},
-    )
+    add_agent_error(level.ctx, level.state, orch.name, orch.key, orch.parent_id, exc)
 
 
 async def _in_phase(wrapped: Any, phase: Phase, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

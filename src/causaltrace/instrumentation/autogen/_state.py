@@ -58,6 +58,7 @@ __all__ = [
     "RunState",
     "Turn",
     "activated",
+    "add_agent_error",
     "call_arg",
     "extend_unique",
     "settings_of",
@@ -270,6 +271,21 @@ def extend_unique(target: list[str], items: list[str | None]) -> None:
 
 
 NO_SCOPE = nullcontext()
+
+
+def add_agent_error(ctx: RunContext, state: RunState, agent: str, key: str, parent: Any, error: BaseException) -> None:
+    """An exception out of an agent's turn or an orchestrator phase: an ``error`` step of that agent under
+    ``parent``, and the run's first agent error (the run's reason) when it has none yet."""
+    if state.agent_error is None:
+        state.agent_error = (agent, error)
+    ctx.add_step(
+        "error",
+        agent=agent,
+        parent=parent,
+        content=f"{type(error).__name__}: {error}",
+        error=error,
+        metadata={"agent_key": key},
+    )
 
 
 def activated(handle: StepHandle | None) -> AbstractContextManager[Any]:

@@ -22,6 +22,7 @@ from causaltrace.instrumentation.autogen._state import (
     TURN,
     Level,
     Turn,
+    add_agent_error,
     call_arg,
     extend_unique,
     state_of,
@@ -132,16 +133,7 @@ def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
     elif error is None or isinstance(error, asyncio.CancelledError):
         turn.handle.end(error=StepError(type="Cancelled", message="the turn was cancelled before it finished"))
     else:
-        if turn.state.agent_error is None:
-            turn.state.agent_error = (turn.name, error)
-        turn.ctx.add_step(
-            "error",
-            agent=turn.name,
-            parent=turn.handle,
-            content=f"{type(error).__name__}: {error}",
-            error=error,
-            metadata={"agent_key": turn.key},
-        )
+        add_agent_error(turn.ctx, turn.state, turn.name, turn.key, turn.handle, error)
         turn.handle.end(error=error)
 
 
