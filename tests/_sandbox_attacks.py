@@ -102,7 +102,12 @@ def attempt(label, action):
         print("ALLOWED", label)
 """
 
-_NOTHING_ALLOWED = ("ALLOWED",)  # the usual ``never`` of a BLOCKED row: no attempt got through
+_NOTHING_ALLOWED = ("ALLOWED",)
+
+
+def _timed_out(timeout_s: float, slack_s: float, **more: Any) -> Expect:
+    """Killed (-9) at the row's wall-clock timeout, and back within ``slack_s`` seconds of it."""
+    return Expect(exit_code=-9, timed_out=True, timeout_s=timeout_s, max_seconds=timeout_s + slack_s, **more)  # the usual ``never`` of a BLOCKED row: no attempt got through
 
 ATTACKS = [
     # ---------------------------------------------------------------------------------------- network
@@ -257,8 +262,8 @@ ATTACKS = [
     Attack(
         "fork-bomb",
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-        Expect(exit_code=-9, timed_out=True, timeout_s=3, max_seconds=3 + 4),
-        docker=Expect(exit_code=-9, timed_out=True, timeout_s=3, max_seconds=3 + 12),
+        _timed_out(3, 4),
+        docker=_timed_out(3, 12),
     ),
     Attack(
         "fork-count-capped-by-pids-cgroup",
@@ -315,22 +320,20 @@ ATTACKS = [
     Attack(
         "infinite-loop",
         "while True:\n    pass",
-        Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 3),
-        docker=Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 10),
+        _timed_out(2, 3),
+        docker=_timed_out(2, 10),
     ),
     Attack(
         "cpu-burn-8-processes",
         "import os\nfor _ in range(3):\n    os.fork()\nwhile True:\n    sum(range(10 ** 6))",
-        Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 3),
-        docker=Expect(exit_code=-9, timed_out=True, timeout_s=2, max_seconds=2 + 10),
+        _timed_out(2, 3),
+        docker=_timed_out(2, 10),
     ),
     Attack(
         "output-flood-capped",
         "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
         None,
-        docker=Expect(
-            exit_code=-9, timed_out=True, timeout_s=3, max_seconds=3 + 10, stdout_has=("more bytes of output",)
-        ),
+        docker=_timed_out(3, 10, stdout_has=("more bytes of output",)),
     ),
     # ---------------------------------------------------------------------------------------- shells, setuid, ctypes
     Attack(
