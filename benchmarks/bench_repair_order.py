@@ -2,13 +2,16 @@
 
 For every case of ``causaltrace.testing.faults`` (the zoo included) the planted run is recorded once, diagnosed with
 ``graph`` (no model) and repaired as ``bench faults`` does (the diagnosis's candidates first, then every other
-candidate), in several searches on the same recorded run (``--orders``, default all four):
+candidate), in several searches on the same recorded run (``--orders``, default all five):
 
 * ``agent-first`` — today's rule: the agents' decisions, then tool results in a labelled last phase; provenance
   prunes the steps whose values never reach the failing answer; the default ``--concurrency``;
 * ``concurrency-1`` — the same search with ``concurrency=1`` (one replay at a time): the same answer, its own time;
 * ``unpruned`` — ``agent-first`` without provenance pruning (``prune=False``): what pruning saves, and the check
   that it never changes a decisive step (``decisive_changed_by_pruning`` lists any case where it did);
+* ``unordered`` — ``agent-first`` with each step's proposals in minimality order only (``order_proposals=False``):
+  what provenance's ordering of the proposals saves (``decisive_changed_by_ordering`` lists any case whose decisive
+  step it moved; ``unpruned`` uses no provenance at all, neither pruning nor ordering);
 * ``old-order`` — every candidate step in step order, tool results included (the behaviour before issue 19).
 
 Per search it prints: localized (the repaired step is the case's true step) and repaired rates, how many decisive
@@ -46,6 +49,7 @@ def _differences(chosen: dict[str, Any], rejected: dict[str, Any]) -> list[str]:
 ORDERS: dict[str, dict[str, Any]] = {
     "agent-first": {"agent_first": True},
     "concurrency-1": {"agent_first": True, "concurrency": 1},
+    "unordered": {"agent_first": True, "order_proposals": False},
     "unpruned": {"agent_first": True, "prune": False},
     "old-order": {"agent_first": False, "prune": False},
 }
@@ -153,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     if "agent-first" in orders and "unpruned" in orders:  # pruning must never move the decisive step
         report["decisive_changed_by_pruning"] = [r["name"] for r in ok
                                                  if r["agent-first"]["found"] != r["unpruned"]["found"]]
+    if "agent-first" in orders and "unordered" in orders:  # nor must ordering the proposals
+        report["decisive_changed_by_ordering"] = [r["name"] for r in ok
+                                                  if r["agent-first"]["found"] != r["unordered"]["found"]]
     if "agent-first" in orders and "concurrency-1" in orders:
         report["decisive_changed_by_concurrency"] = [r["name"] for r in ok
                                                      if r["agent-first"]["found"] != r["concurrency-1"]["found"]]

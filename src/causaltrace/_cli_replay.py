@@ -270,8 +270,9 @@ def add_replay_commands(sub: Any) -> None:
     p.add_argument("--no-environment", action="store_true",
                    help="never edit tool results (by default they are tried last, as tool / data faults)")
     p.add_argument("--no-prune", action="store_true",
-                   help="try every candidate step (by default provenance skips the steps whose values never reach "
-                        "the failing answer)")
+                   help="try every candidate step, each step's proposals in minimality order (by default provenance "
+                        "skips the steps whose values never reach the failing answer and tries a step's suspicious "
+                        "edits first)")
     add_keep_server(p)
     p.set_defaults(func=cmd_repair)
 

@@ -109,9 +109,12 @@ async def llm_proposals(step: Step, run: Run, judge: Any, *, k: int = 3, stage_i
 
 
 async def proposals_for(
-    step: Step, run: Run, *, judge: Any = None, k: int = 3, mutation_budget: int = 30
+    step: Step, run: Run, *, judge: Any = None, k: int = 3, mutation_budget: int = 30, suspicion: Any = None
 ) -> list[Intervention]:
-    """LLM proposals (when a judge is given) then deterministic mutations, deduplicated, most minimal first."""
+    """LLM proposals (when a judge is given) then deterministic mutations, deduplicated, most minimal first; with a
+    ``suspicion`` (:class:`causaltrace.replay.suspicion.StepSuspicion`, from the run's provenance) the edits of the
+    values provenance marks as suspicious for this step come first, ties in that order
+    (:func:`~causaltrace.replay.suspicion.suspicious_first`)."""
     from causaltrace.replay.minimality import minimality
 
     proposals: list[Intervention] = []
@@ -123,4 +126,9 @@ async def proposals_for(
     for p in proposals:
         unique.setdefault(json.dumps(p.replacement, sort_keys=True, default=str), p)
     ranked = sorted(enumerate(unique.values()), key=lambda item: (-minimality(original, item[1].replacement), item[0]))
-    return [p for _, p in ranked]
+    ordered = [p for _, p in ranked]
+    if suspicion:
+        from causaltrace.replay.suspicion import suspicious_first
+
+        ordered = suspicious_first(ordered, original, replacement_kind(step), suspicion)
+    return ordered

@@ -3,10 +3,12 @@
 For each candidate step — the diagnosis's candidates, or every candidate step of the run — in step order:
 
 1. proposals: K corrections from an LLM (when a model is given) plus the deterministic mutations of ARCHITECTURE
-   decision 9, ranked by minimality (CausalFlow Eq. 2, or the edit-distance variant);
+   decision 9, ranked by minimality (CausalFlow Eq. 2, or the edit-distance variant) — and, guided by provenance,
+   the edits of the values provenance finds suspicious in that step first (below);
 2. each proposal is replayed (recorded calls before the step, live after it); CRS(step) = 1 if any proposal flips
-   the outcome from failure to success. Because proposals are tried most-minimal first, the first flip is the most
-   minimal flipping proposal (CausalFlow's argmax of minimality over successful repairs);
+   the outcome from failure to success. Because proposals are tried most-minimal first (within provenance's
+   rank), the first flip is the most minimal flipping proposal of its rank (without provenance ordering:
+   CausalFlow's argmax of minimality over successful repairs);
 3. the decisive error is the EARLIEST step with CRS = 1 (Who&When's "earliest decisive error"); the search stops
    there unless ``exhaustive=True``.
 
@@ -29,6 +31,14 @@ the CLI). Only reach 0 is pruned (a low reach still has an observation path); a 
 kept; a provenance failure prunes nothing. The decisive step is unchanged on the fault suite
 (``benchmarks/bench_repair_order.py`` compares the pruned and unpruned searches case by case). ``prune=False`` and
 ``--method causalflow`` (every step a candidate, the published method) try every step.
+
+Provenance orders (issue 19 item 3): within a step, a proposal that edits a value provenance marks as suspicious
+for that step — a value it changed relative to its source (a restatement, a copy slip, a substituted unit or
+target), best when the edit puts the source's value back, then a value it introduced that reaches the answer — is
+tried before the others, ties in minimality order (:mod:`causaltrace.replay.suspicion`). Every proposal of a step
+is still tried until one flips, so which steps flip, and the decisive step, do not change; the flip is found after
+fewer replays. ``order_proposals=False`` keeps the minimality order; by default provenance orders when it prunes
+(``prune=False``, as ``--method causalflow`` and ``--no-prune`` pass, uses no provenance at all).
 
 The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
 either runs out the search stops and the result says so (``budget_exhausted``). On the predictive path (a run with
@@ -63,7 +73,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
@@ -86,6 +96,10 @@ from causaltrace.schema import (
     Run,
     Step,
 )
+
+if TYPE_CHECKING:  # provenance loads where repair runs (``import causaltrace`` stays light)
+    from causaltrace.attribution.stages.provenance import Provenance
+    from causaltrace.replay.suspicion import StepSuspicion, SuspicionIndex
 
 __all__ = [
     "RepairResult",
@@ -277,6 +291,7 @@ async def repair(
     probe: bool = True,
     concurrency: int | None = None,
     prune: bool = True,
+    order_proposals: bool | None = None,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
@@ -288,14 +303,16 @@ async def repair(
     conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError`` when they do not).
     ``concurrency`` replays of one step's proposals run at once (default :func:`default_concurrency`); the result is
     that of one at a time (:mod:`causaltrace.replay.concurrency`). ``prune`` skips the candidate steps provenance
-    rules out (reach 0; module docstring).
+    rules out (reach 0; module docstring); ``order_proposals`` tries each step's suspicious edits first (module
+    docstring; None: as ``prune`` — provenance guides both or neither).
     """
     judge = _repairable(run, model)
     started = time.perf_counter()
     store_obj = _open_store(store)
     if diagnosis is None and store_obj is not None:
         diagnosis = _guide(store_obj, run.run_id)
-    steps, pruned = _pruned(run, _resolve_candidates(run, candidates, diagnosis), prune)
+    steps, pruned, suspicion = _guided(run, _resolve_candidates(run, candidates, diagnosis), prune,
+                                       prune if order_proposals is None else order_proposals)
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
     with routed_output():
@@ -303,7 +320,7 @@ async def repair(
         attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
             budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
-            measure=measure, on_replay=on_replay,
+            measure=measure, on_replay=on_replay, suspicion=suspicion,
         )
     pair, pair_reason = _pair_of(run, decisive)
     replays, predictions = _counts(attempts)
@@ -366,7 +383,7 @@ async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s:
 async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *, agent_first: bool,
                   environment: bool, exhaustive: bool, budget: _Budget, judge: Any, k: int, sandbox: Sandbox | None,
                   policy: ReplayPolicy | None, mutation_budget: int, measure: str,
-                  on_replay: Callable[[Step, ReplayResult], None] | None
+                  on_replay: Callable[[Step, ReplayResult], None] | None, suspicion: SuspicionIndex | None = None
                   ) -> tuple[list[StepAttempt], StepAttempt | None, int]:
     """The phases in order, each step's proposals in order, until the earliest flip (or the budget's end); returns
     the attempts, the decisive one and what the budget was charged (replays and predictions, :func:`_cost`)."""
@@ -379,7 +396,8 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
                 break
             attempt = await _try_step(run, step, factory, verify, phase=phase, judge=judge, k=k, sandbox=sandbox,
                                       policy=policy, mutation_budget=mutation_budget, measure=measure,
-                                      on_replay=on_replay, budget=budget, replays_so_far=replays)
+                                      on_replay=on_replay, budget=budget, replays_so_far=replays,
+                                      suspicion=suspicion.of(step) if suspicion is not None else None)
             attempts.append(attempt)
             replays += sum(_cost(r) for r in attempt.replays)
             if attempt.crs == 1.0 and await confirm_flagged(run, attempt, judge) and decisive is None:  # issue 20.8
@@ -409,19 +427,38 @@ def _counts(attempts: list[StepAttempt]) -> tuple[int, int]:
             sum(1 for r in tried if r.verified_by == "prediction"))
 
 
-def _pruned(run: Run, steps: list[Step], prune: bool) -> tuple[list[Step], list[Step]]:
-    """``(kept, pruned)``: the candidate steps whose provenance reach is 0 are pruned (module docstring); a step
-    provenance does not score is kept, and a provenance that fails prunes nothing."""
-    if not prune or not steps:
-        return steps, []
+def _provenance(run: Run) -> Provenance | None:
+    """The run's value provenance, built once for pruning and ordering; None when it fails (both are
+    optimisations: without them the search is the same, only longer)."""
     try:
-        from causaltrace.attribution.stages.provenance import reaches_answer
+        from causaltrace.attribution.stages.provenance import build_provenance
 
-        reach = reaches_answer(run)
-    except Exception as exc:  # pruning is an optimisation: without it the search is the same, only longer
-        logger.info("causaltrace: provenance failed (%s: %s); repair tries every candidate step",
-                    type(exc).__name__, exc)
+        return build_provenance(run)
+    except Exception as exc:
+        logger.info("causaltrace: provenance failed (%s: %s); repair tries every candidate step and proposal "
+                    "in minimality order", type(exc).__name__, exc)
+        return None
+
+
+def _guided(run: Run, steps: list[Step], prune: bool, order: bool
+            ) -> tuple[list[Step], list[Step], SuspicionIndex | None]:
+    """``(kept, pruned, suspicion)``: provenance built once (when pruning or ordering asks for it) prunes the
+    candidate steps and indexes what is suspicious in each (module docstring)."""
+    prov = _provenance(run) if steps and (prune or order) else None
+    kept, pruned = _pruned(steps, prov if prune else None)
+    if prov is None or not order:
+        return kept, pruned, None
+    from causaltrace.replay.suspicion import SuspicionIndex
+
+    return kept, pruned, SuspicionIndex(prov)
+
+
+def _pruned(steps: list[Step], prov: Provenance | None) -> tuple[list[Step], list[Step]]:
+    """``(kept, pruned)``: the candidate steps whose provenance reach is 0 are pruned (module docstring); a step
+    provenance does not score is kept, and no provenance (not asked for, or failed) prunes nothing."""
+    if prov is None:
         return steps, []
+    reach = {sid: prov.reach.get(i, 0.0) for i, sid in prov.step_ids.items()}
     pruned = [s for s in steps if reach.get(s.step_id) == 0.0]
     return [s for s in steps if reach.get(s.step_id) != 0.0], pruned
 
@@ -457,14 +494,15 @@ class _Budget:
 async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phase: str, judge: Any, k: int,
                     sandbox: Sandbox | None, policy: ReplayPolicy | None, mutation_budget: int, measure: str,
                     on_replay: Callable[[Step, ReplayResult], None] | None, budget: _Budget,
-                    replays_so_far: int) -> StepAttempt:
-    """Replay the proposals for one step, most minimal first, until one flips the run (CRS = 1) or the budget
-    runs out."""
+                    replays_so_far: int, suspicion: StepSuspicion | None = None) -> StepAttempt:
+    """Replay the proposals for one step — provenance's suspicious edits first, then most minimal first — until
+    one flips the run (CRS = 1) or the budget runs out."""
     attempt = StepAttempt(step_id=step.step_id, index=step.index,
                           phase="environment" if is_environment_step(step) else phase)
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
-    proposals = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget)
+    proposals = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget,
+                                    suspicion=suspicion)
     starts = [functools.partial(guarded_replay, run, factory, p, verify, sandbox=sandbox, policy=policy,
                                 model=judge, timeout_s=budget.replay_timeout_s) for p in proposals]
     # started in proposal order, consumed in proposal order: the stopping rules below are the sequential search's
