@@ -40,6 +40,13 @@ is still tried until one flips, so which steps flip, and the decisive step, do n
 fewer replays. ``order_proposals=False`` keeps the minimality order; by default provenance orders when it prunes
 (``prune=False``, as ``--method causalflow`` and ``--no-prune`` pass, uses no provenance at all).
 
+Not done, by measurement: trying the diagnosis' top step first and, once it flips, only the earlier steps whose
+values reach IT (provenance with the top step as anchor). On 9 repaired cases of the fault suite the rule rules out
+one earlier step in one case (6 of smol-landmark-height's 29 replays): nearly every earlier step reaches the top step
+at least by observation (reach 0.2-0.5), and the top step is not the earliest flipping step in 3 of the 9 (trying it
+first only adds its replays). A stricter rule (content lineage only, no observation paths) would have skipped the
+earliest flipping step of ag-review-lamps (#15 reaches the top step #18 only by observation).
+
 The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
 either runs out the search stops and the result says so (``budget_exhausted``). On the predictive path (a run with
 no recording) each predicted outcome is a model call standing in for a replay and counts as one against
