@@ -28,7 +28,6 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 Ranking (``rank``): every attribution candidate (content steps, not user input; ARCHITECTURE "Steps") gets
 
     score = w_relevance · relevance + w_early · earliness' + w_error · error + w_loop · loop + w_change · change
-            [+ w_unanswered]
 
 * ``relevance`` — the relevance stage's score; the anchor itself and the step a final answer merely returns
   (``answer_of``) are the failure's *symptom* and count ``symptom``;
@@ -47,9 +46,6 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
 * ``loop`` — 1 for the step that starts an action loop and for the first reply to an instruction that was
   re-issued (the first failure to follow it), ``instruction`` for that re-issued instruction itself, ``sustain`` for
   later members;
-* ``unanswered`` — added for the anchor when the run ENDED on an executor's reply to an instruction (the anchor is
-  the final step, no final answer and no termination after it: a run cut off, a turn limit): that reply is the last
-  attempt at what it was asked — the failure itself, not the symptom of an earlier step — so its relevance is 1;
 * outputs of tools / terminals (and a message whose only producer is a code execution: a code executor's report)
   are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
   boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
@@ -120,12 +116,12 @@ orchestrator restates the task in every instruction)              3 -> 4; first-
 a unit after a number is only its quantity (no bare-unit swap)    Who&When dev: unchanged (30 / 92), hand change
                                                                  flags in the top 10 47 -> 43 (no label lost);
                                                                  zoo unchanged
-``unanswered`` 0.2: a run cut off on an executor's reply blames   Who&When dev only: 30 -> 34 / 92 steps (hand
-that reply (the anchor, relevance 1, not a symptom)              4 -> 8 / 29: 4 of its 13 runs ending on a
-                                                                 reply have it as the label, none was hit
-                                                                 before; 0.1: 31, 0.3+: 34 with agents 61),
-                                                                 agents 58 -> 62 / 92; zoo unchanged (its
-                                                                 runs end on an answer)
+tried and taken back: a run cut off on an executor's reply        Who&When dev: 30 -> 34 / 92 steps (hand 4 -> 8),
+blames that reply (the anchor as the failure itself, relevance    agents 58 -> 62; zoo unchanged. TEST (read as
+1, + 0.2; ``unanswered``, ae5f997; branch hand-unanswered gives   an aggregate, twice): steps 21 -> 23 / 92 (hand
+such a pick its dev hit rate, 0.57, as confidence)                6 / 29), agents 51 / 92, but the calibration
+                                                                 broke: quartile hits 5 / 4 / 7 / 7 of 23 (5 / 3
+                                                                 / 8 / 7 with 0.57), bottom vs top was 2 vs 7
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -189,7 +185,6 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "carrier": 0.7,
     "reach": 0.0,
     "early_reach": 0.5,
-    "unanswered": 0.2,
 }
 
 
@@ -237,17 +232,12 @@ def rank_candidates(
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
     reports = _execution_reports(run, steps)
-    unanswered = _unanswered_reply(anchor, provenance)
     out: list[ScoredCandidate] = []
     for pos, step in enumerate(steps):
         i = step.index
         reasons: list[str] = []
         rel = w["symptom"] if i in symptom else relevance.scores.get(i, 0.0)
-        if i == anchor.index and i in unanswered:
-            rel = 1.0
-            reasons.append(f"the run ended on this reply to the instruction of step {unanswered[i]}, with no answer "
-                           "and no termination: the last attempt, not a symptom of an earlier step")
-        elif i == anchor.index:
+        if i == anchor.index:
             reasons.append(f"the failure anchor ({anchor.rule})")
         elif i in symptom:
             reasons.append(f"returned as the final answer at step {anchor.index} (the failure's symptom)")
@@ -275,7 +265,7 @@ def rank_candidates(
         reach = provenance.reaches(i) if provenance is not None else 1.0
         early *= 1 - w["early_reach"] * (1 - reach)
         score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
-                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if i in unanswered else 0.0))
+                 + w["change"] * change + w["reach"] * reach)
         if (is_execution_output(step) or i in reports) and i not in origin:
             score *= w["exposer"]
         if change == 0 and provenance is not None and provenance.carriers.get(i):
@@ -291,16 +281,6 @@ def rank_candidates(
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
-
-
-def _unanswered_reply(anchor: FailureAnchor, provenance: Provenance | None) -> dict[int, int]:
-    """``{anchor: instruction}`` when the run ENDED on an executor's reply to an instruction — no final answer, no
-    termination after it (a run cut off, a turn limit): that reply is the last attempt at what it was asked, the
-    failure itself rather than a symptom of an earlier step; else empty."""
-    if anchor.rule != "final step" or provenance is None:
-        return {}
-    instruction = provenance.addressed_by.get(anchor.index)
-    return {} if instruction is None else {anchor.index: instruction}
 
 
 def _execution_reports(run: Run, steps: Sequence[Any]) -> set[int]:
