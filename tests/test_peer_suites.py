@@ -41,7 +41,10 @@ def test_instrument_changes_no_outcome(suite: str) -> None:
     plain = peer.run_suite(suite, "plain", SUBSET[suite])["outcomes"]
     instrumented = peer.run_suite(suite, "instrumented", SUBSET[suite])["outcomes"]
     assert len(plain) > 20, f"{suite}: the subset ran only {len(plain)} tests"
-    assert sum(o == "passed" for o in plain.values()) > 0.8 * len(plain), f"{suite}: most of the subset fails plain"
+    # tests that could not start ("error": on a machine without smolagents' cached test helpers their fixtures are
+    # missing, benchmarks/peer_suites.py) are compared like the others but do not count as run
+    ran = [o for o in plain.values() if o in ("passed", "failed")]
+    assert len(ran) > 20 and ran.count("passed") > 0.8 * len(ran), f"{suite}: most of the subset fails plain"
     differ = sorted(t for t in set(plain) | set(instrumented) if plain.get(t) != instrumented.get(t))
     assert not differ, "\n".join(f"{t}: plain {plain.get(t)} -> instrumented {instrumented.get(t)}" for t in differ)
 
