@@ -180,8 +180,8 @@ def test_local_model_plumbing_of_causalflow_on_the_predictive_path(local_server,
     holds for any answers the grammar allows, except that some step must be predicted to flip.
 
     Measured on whowhen-algo-38 (6 steps): 4 calls (propose 1, predict 1, consensus 2; step 0 flagged and
-    confirmed, consensus 1.0) in 420 s at load 7-8 with a second llama.cpp server busy on the same 2 cores — the
-    time is the prompts' evaluation, so it follows the machine's load; before the bounded confidence grid
+    confirmed, consensus 1.0) in 31 s at load 0.7, and 420 s at load 7-8 with a second llama.cpp server busy on the
+    same 2 cores — the time is the prompts' evaluation, so it follows the machine's load; before the bounded confidence grid
     (judge_schemas.number_grid) it was 10 calls (propose 3, predict 5, consensus 2) in 303 s at load 4-5, and the
     unbounded search 48 calls in ~19 min."""
     import asyncio
