@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def _servers_of(home: Path) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"llama_cpp.server" in cmdline and f"CAUSALTRACE_HOME={home}".encode() in environ:
+        server = b"llama_cpp.server" in cmdline or b"causaltrace.attribution.local_server" in cmdline
+        if server and f"CAUSALTRACE_HOME={home}".encode() in environ:
             pids.append(int(proc.name))
     return pids
 
@@ -211,3 +213,79 @@ def test_a_kept_server_stays_for_later_commands_until_local_stop(tmp_path, monke
         assert not _alive(pid) and local_model.server_status() is None
     finally:
         _kill(pid)
+
+
+# ---------------------------------------------------------------- a killed command: the server's watchdog
+
+
+def _lease_holder(lease: Path) -> subprocess.Popen:
+    """A real process holding a shared lease on ``lease`` (as a command using the server does) until it is killed."""
+    code = ("import fcntl, sys, time; fh = open(sys.argv[1], 'a'); fcntl.flock(fh, fcntl.LOCK_SH); "
+            "print('held', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(lease)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_the_watchdog_waits_while_a_lease_is_held_and_stops_once_its_holder_is_killed(tmp_path):
+    from causaltrace.attribution.local_server import lease_held, watch
+
+    lease = tmp_path / "server.lease"
+    holder = _lease_holder(lease)
+    try:
+        assert lease_held(lease)
+        stop = threading.Event()
+        threading.Timer(1.5, stop.set).start()
+        assert watch(tmp_path, idle_s=0.5, startup_grace_s=0, stop=stop, poll_s=0.1) is False  # held: never idle
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not lease_held(lease)  # the kernel dropped the killed holder's lease
+    started = time.monotonic()
+    assert watch(tmp_path, idle_s=0.5, startup_grace_s=0, poll_s=0.1) is True
+    assert time.monotonic() - started < 5
+
+
+def test_the_watchdog_never_stops_a_kept_server_nor_one_still_starting(tmp_path):
+    from causaltrace.attribution.local_server import watch
+
+    (tmp_path / "server.json").write_text(json.dumps({"pid": 1, "kept": True}))
+    stop = threading.Event()
+    threading.Timer(1.5, stop.set).start()
+    assert watch(tmp_path, idle_s=0.3, startup_grace_s=0, stop=stop, poll_s=0.1) is False
+    (tmp_path / "server.json").unlink()
+    stop = threading.Event()
+    threading.Timer(1.5, stop.set).start()
+    assert watch(tmp_path, idle_s=0.3, startup_grace_s=60, stop=stop, poll_s=0.1) is False  # no lease seen yet
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+def test_a_server_whose_command_was_killed_stops_itself(tmp_path):
+    """The real server: the command that started it is SIGKILLed (it never releases); the server notices that no
+    lease is held and stops within its idle time (2 s here), removing its server.json."""
+    from causaltrace.attribution.local_model import local_model_available
+
+    require(local_model_available(), "the local model is not installed (bash scripts/install_local_model.sh)")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "CAUSALTRACE_HOME": str(home), "CAUSALTRACE_LOCAL_IDLE_S": "2",
+           "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    code = ("import time; from causaltrace.attribution.local_model import ensure_server; "
+            "print(ensure_server().pid, flush=True); time.sleep(600)")
+    command = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(command.stdout.readline())
+        assert _alive(pid) and _servers_of(home) == [pid]
+        command.kill()
+        command.wait()
+        deadline = time.monotonic() + 60
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _alive(pid), "the server outlived the killed command"
+        assert not (home / "local_model" / "server.json").exists()
+        assert "stopping the server" in (home / "local_model" / "server.log").read_text()
+    finally:
+        command.kill()
+        for server in _servers_of(home):
+            _kill(server)

@@ -52,7 +52,9 @@ Decisions:
   command still holds a lease — the last user stops it — or the server is *kept* (``--keep-server``; the flag is
   recorded in ``server.json``, and a kept server is reused and left running by later commands until
   ``causaltrace local stop``). The CLI prints one line naming the pid and ``causaltrace local stop`` whenever it
-  leaves a server running. Library users get the same release at interpreter exit (``atexit``).
+  leaves a server running. Library users get the same release at interpreter exit (``atexit``). A command that is
+  killed never releases: the server's own watchdog (:mod:`causaltrace.attribution.local_server`) stops it once no
+  lease has been held for ``CAUSALTRACE_LOCAL_IDLE_S`` seconds (default 60), unless it is kept.
 """
 
 from __future__ import annotations
@@ -276,7 +278,8 @@ def ensure_server(*, n_ctx: int = N_CTX, n_threads: int = N_THREADS, startup_tim
         log = open(_state_dir() / "server.log", "ab")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+                [sys.executable, "-m", "causaltrace.attribution.local_server", "--state-dir", str(_state_dir()), "--",
+                 "--model", str(gguf), "--host", "127.0.0.1",
                  "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
                  "--logits_all", "false", "--cache", "true", "--cache_size", str(CACHE_BYTES)],
                 stdout=log,
