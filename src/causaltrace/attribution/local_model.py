@@ -245,18 +245,11 @@ def _drop_lease() -> bool:
 
 
 def _in_use() -> bool:
-    """Whether any process (this one included) holds a lease on this home's server."""
-    try:
-        fh = open(_lease_file(), "a")
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
+    """Whether any process (this one included) holds a lease on this home's server (the server's watchdog reads the
+    same lease: :func:`causaltrace.attribution.local_server.lease_held`)."""
+    from causaltrace.attribution.local_server import lease_held
+
+    return lease_held(_lease_file(), unreadable=False)
 
 
 def _write_state(server: LocalServer) -> None:

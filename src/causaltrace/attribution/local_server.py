@@ -31,18 +31,20 @@ from pathlib import Path
 __all__ = ["lease_held", "main", "watch"]
 
 
-def lease_held(lease: Path) -> bool:
-    """Whether any process holds a shared lease on ``lease`` (an exclusive lock cannot be taken beside one)."""
+def lease_held(lease: Path, *, unreadable: bool = True) -> bool:
+    """Whether any process holds a shared lease on ``lease`` (an exclusive lock cannot be taken beside one);
+    ``unreadable`` when the file cannot be opened (an unwritable home: the watchdog then never stops on leases)."""
     try:
-        with open(lease, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            return False
-    except OSError:  # an unwritable home: leases cannot be read, so never stop on them
-        return True
+        fh = open(lease, "a")
+    except OSError:
+        return unreadable
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
 
 
 def _state(state: Path) -> dict:
