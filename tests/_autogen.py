@@ -65,16 +65,17 @@ def traced_and_stored() -> Iterator[None]:
     reset_tracing()
 
 
-def shape(run: Run) -> list[str]:
+def shape(run: Run, *, status: bool = True) -> list[str]:
     """The run's snapshot, one line per step: ``<index> <kind> <agent> <^parent-kind#parent-index>
-    [<dep-kind>:<producer index>…] <status>``."""
+    [<dep-kind>:<producer index>…] <status>`` (without the status: ``status=False``, for imported traces that
+    record none)."""
     by_id = {s.step_id: s for s in run.steps}
     lines = []
     for s in run.steps:
         parent = by_id.get(s.parent_step_id)
         where = f"^{parent.kind}#{parent.index}" if parent else "^root"
         deps = " ".join(f"{d.kind}:{by_id[d.step_id].index}" for d in s.depends_on)
-        lines.append(f"{s.index} {s.kind} {s.agent} {where} [{deps}] {s.status}")
+        lines.append(f"{s.index} {s.kind} {s.agent} {where} [{deps}]" + (f" {s.status}" if status else ""))
     return lines
 
 

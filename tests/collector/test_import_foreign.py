@@ -32,6 +32,7 @@ from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInst
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
+from _autogen import shape as autogen_shape
 from _builders import capture_spans
 from causaltrace.testing.openai_wire import arithmetic_team_endpoints
 
@@ -62,14 +63,7 @@ NATIVE_SHAPE = [
 
 
 def shape(run) -> list[str]:
-    by_id = {s.step_id: s for s in run.steps}
-    lines = []
-    for s in run.steps:
-        parent = by_id.get(s.parent_step_id)
-        where = f"^{parent.kind}#{parent.index}" if parent else "^root"
-        deps = " ".join(f"{d.kind}:{by_id[d.step_id].index}" for d in s.depends_on)
-        lines.append(f"{s.index} {s.kind} {s.agent} {where} [{deps}]")
-    return lines
+    return autogen_shape(run, status=False)
 
 
 def traced_team_file(tmp_path: Path, monkeypatch, *, openinference: bool) -> Path:
