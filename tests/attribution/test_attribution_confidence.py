@@ -32,16 +32,21 @@ def test_confidence_grows_with_margin_and_agreement():
     assert calibrated_confidence([], []) == FLOOR
 
 
-def test_an_imported_logs_confidence_grows_with_agreement_and_falls_with_its_length():
-    # imported logs (no recorded dependencies) have their own fit: agreement and the number of candidates
-    short = calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5"], explicit=False)
-    agreed = calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5", "introduced the error"], explicit=False)
-    long = calibrated_confidence([0.9, 0.3] + [0.1] * 40, ["relevance 0.5"], explicit=False)
-    assert FLOOR <= long < short < agreed <= CEILING
-    # the diagnosis keeps 20 candidates: a longer ranking is no less certain than 20 of them
-    assert long == calibrated_confidence([0.9, 0.3] + [0.1] * 18, ["relevance 0.5"], explicit=False)
+def test_an_imported_logs_confidence_follows_its_error_and_loop_signals_and_falls_with_its_length():
+    # imported logs (no recorded dependencies) have their own logistic fit: an error signal behind the pick raises
+    # it, a repetition behind it lowers it, and a longer log lowers it (the number of candidates, uncapped)
+    ranking = [0.9, 0.3, 0.2, 0.1]
+    plain = calibrated_confidence(ranking, ["relevance 0.5"], explicit=False)
+    errored = calibrated_confidence(ranking, ["relevance 0.5", "introduced the error"], explicit=False, error=True)
+    looped = calibrated_confidence(ranking, ["first reply to an instruction"], explicit=False, loop=True)
+    assert FLOOR <= looped < plain < errored <= CEILING
+    longer = calibrated_confidence([0.9, 0.3] + [0.1] * 18, ["relevance 0.5"], explicit=False)
+    longest = calibrated_confidence([0.9, 0.3] + [0.1] * 120, ["relevance 0.5"], explicit=False)
+    assert longest < longer < plain
+    # the number of agreeing reasons is not a feature of this regime (it added nothing on the dev half)
+    assert calibrated_confidence(ranking, ["a", "b", "c"], explicit=False) == plain
     # live runs: far stronger evidence (recorded dependencies), so a higher level for the same ranking
-    assert calibrated_confidence([0.9, 0.3, 0.2, 0.1], ["relevance 0.5"]) > short
+    assert calibrated_confidence(ranking, ["relevance 0.5"]) > plain
 
 
 def test_calibration_buckets_are_quartiles_with_the_expected_calibration_error():
@@ -54,6 +59,12 @@ def test_calibration_buckets_are_quartiles_with_the_expected_calibration_error()
     # |0 - .1| + |.5 - .2| + |.5 - .5| + |1 - .9|, each a quarter
     assert out["ece"] == round((0.1 + 0.3 + 0.0 + 0.1) / 4, 4)
     assert calibration([]) == {"buckets": [], "ece": 0.0, "n": 0}
+
+
+def test_calibration_keeps_equal_confidences_in_their_given_order():
+    # sorting a hit after a miss of the same confidence would put every tied hit in the upper buckets
+    tied = calibration([(0.5, True), (0.5, False), (0.5, True), (0.5, False)])
+    assert [b["hits"] for b in tied["buckets"]] == [1, 0, 1, 0]
 
 
 def fixture_run():
