@@ -123,11 +123,11 @@ such a pick its dev hit rate, 0.57, as confidence)                6 / 29), agent
                                                                  broke: quartile hits 5 / 4 / 7 / 7 of 23 (5 / 3
                                                                  / 8 / 7 with 0.57), bottom vs top was 2 vs 7
 (issue 20, fourth pass; baseline re-measured at its start: Who&When dev 30 / 92 steps, 58 / 92 agents)
-confidence of imported logs: a logistic model of an error signal, Who&When dev only: cross-validated quartile hits
-a repetition and the log's length behind the pick (confidence    4 / 5 / 6 / 15 (was 4 / 7 / 8 / 11); fitted on
-module); calibration quartiles keep equal confidences in their  all of dev 2 / 7 / 7 / 14. TEST read once after
-given order (no hit sorted above a tied miss)                   it: 4 / 5 / 6 / 7 (was 5 / 3 / 7 / 7), ECE 0.093
-                                                                 (was 0.105); steps unchanged
+confidence of imported logs: a logistic model of an error        Who&When dev only: cross-validated quartile
+signal, a repetition and the log's length behind the pick        hits 4 / 5 / 6 / 15 (was 4 / 7 / 8 / 11); fitted
+(confidence module); calibration quartiles keep equal            on all of dev 2 / 7 / 7 / 14. TEST read once
+confidences in their given order (no hit sorted above a tied     after it: 4 / 5 / 6 / 7 (was 5 / 3 / 7 / 7), ECE
+miss)                                                            0.093 (was 0.105); steps unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
