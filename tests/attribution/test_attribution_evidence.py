@@ -174,6 +174,18 @@ def test_ablating_provenance_and_loops_leaves_no_evidence_of_them():
                for c in judge.calls)
 
 
+def test_the_evidence_stage_can_be_ablated_alone():
+    # `--ablate evidence`: the LLM stages see the ranking only (the A/B of issue 20 item 7), the ranking is unchanged
+    with_evidence, without = fake(), fake()
+    kept = diagnose(restated_run(), with_evidence)
+    ablated = diagnose(restated_run(), without, ablate=["evidence"])
+    assert not ablated.failed and ablated.cost.calls_by_stage == STAGES
+    assert any(EVIDENCE_INTRO in c.last for c in with_evidence.calls)
+    assert all(EVIDENCE_INTRO not in c.last and "changed:" not in c.last for c in without.calls)
+    assert ablated.artifacts["evidence"] == {"ablated": True}
+    assert ablated.artifacts["rank"] == kept.artifacts["rank"]
+
+
 def test_defa_adjudication_prompt_has_no_evidence_section():
     judge = fake()
     d = causaltrace.diagnose_sync(load_whowhen(FIXTURES / "Hand-Crafted" / "1.json"), "defa", judge,

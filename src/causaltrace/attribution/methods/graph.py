@@ -18,6 +18,9 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 ``provenance``       step 3: where each value came from, what reaches the failure, which step changed a value
                      (:mod:`causaltrace.attribution.stages.provenance`; issue 20 item 4)
 ``rank``             the candidate ranking below (deterministic)
+``evidence``         with a model: per candidate, what the deterministic stages found (values and where they came
+                     from, changes, responsibility, reach, loop verdicts), shown to the LLM stages beside the
+                     ranking (:mod:`causaltrace.attribution.stages.evidence`; issue 20 item 7; no call of its own)
 ``recall``           with a model: candidate recall per segment on top of the ranking (issue 6)
 ``adjudicate``       with a model: one adjudication call over the ranked and recalled candidates (issue 6)
 ``refine``           with a model: one counterfactual-simulation call per top-2 candidate, ΔS by DCFA's similarity;
@@ -403,6 +406,7 @@ class GraphMethod(Method):
         "relevance",
         "provenance",
         "rank",
+        "evidence",
         "recall",
         "adjudicate",
         "refine",

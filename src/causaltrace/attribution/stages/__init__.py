@@ -8,10 +8,12 @@ stage id               what it computes
 ``dependency_graph``   explicit dependencies, or protocol relations recovered by rules (:mod:`.dependencies`)
 ``failure_anchor``     the final failure step (:mod:`.anchor`)
 ``error_signals``      steps exposing errors, who introduced them, category, recovered? (:mod:`.errors`)
-``loop_detect``        persistent loops: repeated near-identical actions without progress (:mod:`.loops`)
+``loop_detect``        action loops (same call, same arguments, no new information), re-issued instructions
+                       (:mod:`.loops`)
 ``relevance``          backward relevance from the anchor over the graph and shared information (:mod:`.relevance`)
 ``provenance``         where each value came from, what reaches the failure, what a step changed (:mod:`.provenance`)
 ``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
+``evidence``           per candidate, what the stages above found, as lines for the LLM stages (:mod:`.evidence`)
 =====================  ===============================================================================
 
 Shared by several methods (issue 18: stage-level modules with public names, so no method imports another and
