@@ -25,6 +25,7 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from causaltrace.collector._migrations import OUR_TABLES
 from causaltrace.collector.live import RunCollector
 from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
@@ -102,8 +103,9 @@ def _postgres_targets(url: str | None, tmp: Path) -> tuple[tuple[str, str], obje
 
     if url is not None:
         with psycopg.connect(url, autocommit=True) as conn:
-            for table in ("meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs"):
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            # every table the store's migrations create (the recording chunk tables too), children first
+            for table in sorted(OUR_TABLES, key=lambda t: t in ("meta", "runs", "recordings")):
+                conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
         return (url, url), None
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from _postgres import PostgresServer
