@@ -35,7 +35,7 @@ from causaltrace.collector.otlp import (
     run_to_otlp,
     runs_from_otlp,
 )
-from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
+from causaltrace.collector.whowhen import iter_whowhen, load_whowhen, whowhen_run_from_data
 from causaltrace.exceptions import InvalidInputError, UserError
 from causaltrace.schema import (
     DEPENDENCY_KINDS,
@@ -236,6 +236,20 @@ def test_whowhen_malformed_names_file_and_field(tmp_path: Path, subset_dir: str,
         load_whowhen(path)
     with pytest.raises(InvalidInputError, match=rf"5\.json.*{field}"):
         list(iter_whowhen(tmp_path, "algo" if subset_dir == "Algorithm-Generated" else "hand"))
+
+
+@pytest.mark.parametrize("gone", ["mistake_agent", "mistake_step"])
+def test_an_imported_log_with_one_label_is_asked_for_both_or_neither(tmp_path: Path, gone: str) -> None:
+    data = json.loads((FIXTURES / "Algorithm-Generated" / "2.json").read_text())
+    path = tmp_path / "Algorithm-Generated" / "5.json"
+    data.pop(gone)
+    with pytest.raises(InvalidInputError, match=rf"'{gone}' is missing: a labelled log gives both .* gives neither"):
+        whowhen_run_from_data(data, path, require_labels=False)
+    # a benchmark file needs both labels: no "neither" offered
+    with pytest.raises(InvalidInputError, match=rf"'{gone}' is missing$"):
+        whowhen_run_from_data(data, path)
+    data.pop("mistake_step" if gone == "mistake_agent" else "mistake_agent")
+    assert whowhen_run_from_data(data, path, require_labels=False).annotations is None
 
 
 def test_whowhen_not_json(tmp_path: Path) -> None:

@@ -192,6 +192,10 @@ def _subset_of(path: Path, data: dict[str, Any]) -> str:
     return "hand"
 
 
+#: what an imported log (labels optional) with one of its two labels is told: the other makes it a labelled log
+_BOTH_OR_NEITHER = (": a labelled log gives both mistake_agent and mistake_step, a log to diagnose gives neither")
+
+
 def _fail(path: Path, field: str, problem: str) -> InvalidInputError:
     return InvalidInputError(f"{path}: field {field!r} {problem}")
 
@@ -205,9 +209,9 @@ def _opt_str(path: Path, data: dict[str, Any], field: str) -> str | None:
     raise _fail(path, field, f"must be a string, got {type(value).__name__}")
 
 
-def _mistake_step(path: Path, data: dict[str, Any], n_steps: int) -> int:
+def _mistake_step(path: Path, data: dict[str, Any], n_steps: int, hint: str = "") -> int:
     if "mistake_step" not in data:
-        raise _fail(path, "mistake_step", "is missing")
+        raise _fail(path, "mistake_step", f"is missing{hint}")
     raw = data["mistake_step"]
     if isinstance(raw, bool):
         raise _fail(path, "mistake_step", f"is not an integer: {raw!r}")
@@ -326,9 +330,10 @@ def _build_run(
         steps.append(_build_step(run_id, i, entry, speaker, subset, roles.get(speaker, "agent")))
 
     labelled = require_labels or "mistake_step" in data or data.get("mistake_agent") is not None
-    mistake_step = _mistake_step(path, data, len(history)) if labelled else None
+    hint = "" if require_labels else _BOTH_OR_NEITHER  # a benchmark file needs both; an imported log may have none
+    mistake_step = _mistake_step(path, data, len(history), hint) if labelled else None
     if labelled and data.get("mistake_agent") is None:
-        raise _fail(path, "mistake_agent", "is missing")
+        raise _fail(path, "mistake_agent", f"is missing{hint}")
     extra: dict[str, Any] = {"subset": subset, "file_number": int(n) if n.isdigit() else n}
     for key in ("question_ID", "level", "is_correct" if subset == "algo" else "is_corrected"):
         if key in data:
