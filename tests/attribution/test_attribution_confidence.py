@@ -40,6 +40,8 @@ def test_an_imported_logs_confidence_follows_its_error_and_loop_signals_and_fall
     errored = calibrated_confidence(ranking, ["relevance 0.5", "introduced the error"], explicit=False, error=True)
     looped = calibrated_confidence(ranking, ["first reply to an instruction"], explicit=False, loop=True)
     assert FLOOR <= looped < plain < errored <= CEILING
+    # a run that ended on the pick, an executor's reply to an instruction, is graph's `unanswered` signal
+    assert calibrated_confidence(ranking, ["the run ended on this reply"], explicit=False, unanswered=True) > plain
     longer = calibrated_confidence([0.9, 0.3] + [0.1] * 18, ["relevance 0.5"], explicit=False)
     longest = calibrated_confidence([0.9, 0.3] + [0.1] * 120, ["relevance 0.5"], explicit=False)
     assert longest < longer < plain

