@@ -10,7 +10,7 @@ Two regimes, fitted separately, because their evidence differs in kind:
   the run ended on it, an executor's reply to an instruction (graph's ``unanswered`` signal), and ``n`` is the
   number of candidates ranked. Fitted on Who&When's DEV half only (92 traces, graph without a model, L2 1.0;
   issue 20's fourth pass): on dev an error signal is right two times in three (14 / 21), a repetition never
-  (0 / 15), an unanswered reply 4 times in 7, and a pick among 100 steps of a browsing log far less often than
+  (0 / 13), an unanswered reply 4 times in 7, and a pick among 100 steps of a browsing log far less often than
   among 6. Cross-validated on dev (two folds by file number, two fold rules): quartile hits 4 / 7 / 7 / 16 of 23
   under both (the former agreement + length line: 4 / 7 / 8 / 11 and 8 / 5 / 4 / 13). The margin and the number
   of agreeing reasons add nothing there (their fitted weights are near zero or negative: a first candidate far
