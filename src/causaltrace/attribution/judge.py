@@ -345,7 +345,10 @@ class Judge:
             try:
                 async with self._semaphore():
                     self.requests_made += 1
-                    return await asyncio.wait_for(self.backend.complete(request), self.timeout_s)
+                    # asyncio.timeout runs the call in this task: wait_for's inner task would be left holding an
+                    # interrupt (KeyboardInterrupt) nobody retrieves, logged at its collection as a stray traceback
+                    async with asyncio.timeout(self.timeout_s):
+                        return await self.backend.complete(request)
             except (JudgeError, UserError):
                 raise
             except Exception as exc:
