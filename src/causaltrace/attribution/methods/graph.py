@@ -255,7 +255,8 @@ def rank_candidates(
         i = step.index
         reasons: list[str] = []
         rel = w["symptom"] if i in symptom else relevance.scores.get(i, 0.0)
-        if i == anchor.index and i in unanswered:
+        ended = i in unanswered  # only ever the anchor
+        if ended:
             rel = 1.0
             reasons.append(f"the run ended on this reply to the instruction of step {unanswered[i]}, with no answer "
                            "and no termination: the last attempt, not a symptom of an earlier step")
@@ -287,7 +288,7 @@ def rank_candidates(
         reach = provenance.reaches(i) if provenance is not None else 1.0
         early *= 1 - w["early_reach"] * (1 - reach)
         score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
-                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if i in unanswered else 0.0))
+                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if ended else 0.0))
         if (is_execution_output(step) or i in reports) and i not in origin:
             score *= w["exposer"]
         if change == 0 and provenance is not None and provenance.carriers.get(i):
@@ -301,7 +302,7 @@ def rank_candidates(
         elif loop_sig is not None and loop_sig.kind == "action" and loop_sig.start == i:
             category = "FM-1.3"
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig,
-                                   unanswered=i in unanswered))
+                                   unanswered=ended))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
 
