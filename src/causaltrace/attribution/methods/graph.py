@@ -17,6 +17,10 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 ``relevance``        step 3: backward relevance from the anchor over the graph and the information steps share
 ``provenance``       step 3: where each value came from, what reaches the failure, which step changed a value
                      (:mod:`causaltrace.attribution.stages.provenance`; issue 20 item 4)
+``task_drift``       step 3: the run's opening plan or restatement is about another task
+                     (:mod:`causaltrace.attribution.stages.drift`; issue 20 item 4)
+``fabrication``      step 3: the first step that made its data up (simulated, hypothetical, placeholder data)
+                     (:mod:`causaltrace.attribution.stages.fabrication`; issue 20 item 4)
 ``rank``             the candidate ranking below (deterministic)
 ``evidence``         with a model: per candidate, what the deterministic stages found (values and where they came
                      from, changes, responsibility, reach, loop verdicts), shown to the LLM stages beside the
@@ -31,7 +35,7 @@ Stages (ids in ``Diagnosis.artifacts`` and for ``ablate``):
 Ranking (``rank``): every attribution candidate (content steps, not user input; ARCHITECTURE "Steps") gets
 
     score = w_relevance · relevance + w_early · earliness' + w_error · error + w_loop · loop + w_change · change
-            [+ w_unanswered]
+            [+ w_unanswered] [+ w_drift] [+ w_fabrication]
 
 * ``relevance`` — the relevance stage's score; the anchor itself and the step a final answer merely returns
   (``answer_of``) are the failure's *symptom* and count ``symptom``;
@@ -53,13 +57,20 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
 * ``unanswered`` — added for the anchor when the run ENDED on an executor's reply to an instruction (the anchor is
   the final step, no final answer and no termination after it: a run cut off, a turn limit): that reply is the last
   attempt at what it was asked — the failure itself, not the symptom of an earlier step — so its relevance is 1;
+* ``drift`` — added for the run's opening when it drifted from the task (the first plan or restatement of the goal
+  holds almost none of the task's salient words: the team was sent after another task, and every later step
+  executes it faithfully; category ``FM-2.3``, Task Derailment);
+* ``fabrication`` — added for the first step that made its data up instead of obtaining it (its own text or code
+  says so: a simulated dataset, hypothetical figures, ``YOUR_API_KEY``, an assumed file; words the task itself uses
+  do not count); not counted when the opening drifted (what a derailed run invents serves the other task);
 * outputs of tools / terminals (and a message whose only producer is a code execution: a code executor's report)
   are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
   boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
 
 Ties go to the earlier step. The top candidate is the decisive step; its agent is the step's agent. A category is
 given only when the evidence fixes one: a system-execution error the step introduced (``SYS-*``), or ``FM-1.3``
-(Step Repetition) for the start of an action loop — never guessed from text. ``verified_by`` is ``heuristic``
+(Step Repetition) for the start of an action loop, ``FM-2.3`` (Task Derailment) for a drifted opening — never
+guessed from text. ``verified_by`` is ``heuristic``
 (``replay`` when the hook verified a candidate).
 
 Tuning record (issue 20: which refinements were made on which data). Who&When's fixed split: odd file numbers are
@@ -136,6 +147,18 @@ equal confidences in their given order (no hit sorted above a    of dev 3 / 9 / 
 tied miss)                                                       two rows: steps 23 / 92 (hand 6 / 29, algo
                                                                  17 / 63), agents 51 / 92, quartile hits 4 / 5 /
                                                                  6 / 8 of 23, ECE 0.110
+(issue 20, fifth pass; baseline re-measured at its start: Who&When dev 34 / 92 steps (algo 26 / 63, hand 8 / 29),
+62 / 92 agents; zoo tuning 30 / 31, held-out 29 / 30)
+``drift`` 0.6: an opening plan about another task (stages.drift:  Who&When dev only: algo 26 -> 28 / 63 (the six
+holds < 25 % of the task's words; the weight as ``change``'s)     drifted openings all labelled there; 2 of them
+                                                                 were ranked below a later step), hand unchanged
+                                                                 8 / 29 (no opening drifts), agents 62 -> 63;
+                                                                 zoo unchanged (no opening drifts)
+``fabrication`` 0.5 (as ``error``): the first step that made its  Who&When dev only: algo 28 -> 30 / 63 (0.3: 28,
+data up, by its own words (stages.fabrication); not counted      0.4: 29, 0.5-0.8: 30; 5 picks gained, 3 lost:
+after a drifted opening                                          a manager plan's "sample dataset"), hand
+                                                                 unchanged 8 / 29 (a browser page's words are
+                                                                 not a decision: the page rule); zoo unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -178,6 +201,8 @@ from causaltrace.attribution.stages import (
     RelevanceStage,
 )
 from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
+from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage
+from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
 from causaltrace.attribution.stages.view import candidate_steps, has_explicit_dependencies, is_execution_output
 from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Run
@@ -200,6 +225,8 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "reach": 0.0,
     "early_reach": 0.5,
     "unanswered": 0.2,
+    "drift": 0.6,
+    "fabrication": 0.5,
 }
 
 
@@ -237,6 +264,8 @@ def rank_candidates(
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
     graph: DependencyGraph | None = None,
     provenance: Provenance | None = None,
+    drift: TaskDrift | None = None,
+    fabrication: Fabrication | None = None,
 ) -> list[ScoredCandidate]:
     """Score and rank every attribution candidate of ``run`` (module docstring), best first."""
     w = {**DEFAULT_WEIGHTS, **weights}
@@ -269,26 +298,18 @@ def rank_candidates(
             reasons.append(f"relevance {rel:.2f} to the failure at step {anchor.index}"
                            + (f" (carried: {', '.join(carried[:3])})" if carried else ""))
         early = 1 - pos / last
-        err, err_sig = 0.0, None
-        for strength, sig in error_of.get(i, []):
-            if strength > err:
-                err, err_sig = strength, sig
-        if err_sig is not None:
-            what = "introduced" if err_sig.introduced_by == i else "hit"
-            state = ("recovered later" if err_sig.recovered else "never recovered") + (
-                "" if relevance.scores.get(err_sig.index, 0.0) > 0 or err_sig.index == anchor.index
-                else ", its output never reached the failure")
-            reasons.append(f"{what} the error exposed at step {err_sig.index} ({state}): {err_sig.message[:120]}")
+        err, err_sig = _strongest_error(i, error_of.get(i, []), relevance, anchor, reasons)
         loop, loop_sig = 0.0, None
         for strength, why, lp in loop_of.get(i, []):
             if strength > loop:
                 loop, loop_sig = strength, lp
             reasons.append(why)
         change = _change_signal(provenance, i, w, reasons) if provenance is not None else 0.0
+        found = _finding_signal(i, drift, fabrication, w, reasons)
         reach = provenance.reaches(i) if provenance is not None else 1.0
         early *= 1 - w["early_reach"] * (1 - reach)
         score = (w["relevance"] * rel + w["early"] * early + w["error"] * err + w["loop"] * loop
-                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if ended else 0.0))
+                 + w["change"] * change + w["reach"] * reach + (w["unanswered"] if ended else 0.0) + found)
         if (is_execution_output(step) or i in reports) and i not in origin:
             score *= w["exposer"]
         if change == 0 and provenance is not None and provenance.carriers.get(i):
@@ -301,10 +322,42 @@ def rank_candidates(
             category = err_sig.category
         elif loop_sig is not None and loop_sig.kind == "action" and loop_sig.start == i:
             category = "FM-1.3"
+        elif drift is not None and drift.index == i:
+            category = "FM-2.3"
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig,
                                    unanswered=ended))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
+
+
+def _strongest_error(i: int, owned: Sequence[tuple[float, ErrorSignal]], relevance: Relevance,
+                     anchor: FailureAnchor, reasons: list[str]) -> tuple[float, ErrorSignal | None]:
+    """The strongest error signal charged to step ``i`` and its strength; its reason is appended."""
+    err, err_sig = 0.0, None
+    for strength, sig in owned:
+        if strength > err:
+            err, err_sig = strength, sig
+    if err_sig is not None:
+        what = "introduced" if err_sig.introduced_by == i else "hit"
+        state = ("recovered later" if err_sig.recovered else "never recovered") + (
+            "" if relevance.scores.get(err_sig.index, 0.0) > 0 or err_sig.index == anchor.index
+            else ", its output never reached the failure")
+        reasons.append(f"{what} the error exposed at step {err_sig.index} ({state}): {err_sig.message[:120]}")
+    return err, err_sig
+
+
+def _finding_signal(i: int, drift: TaskDrift | None, fabrication: Fabrication | None, w: Mapping[str, float],
+                    reasons: list[str]) -> float:
+    """What the whole-run findings add to step ``i``: ``drift`` for the opening that drifted from the task,
+    ``fabrication`` for the first step that made its data up (module docstring); their reasons are appended."""
+    added = 0.0
+    if drift is not None and drift.index == i:
+        reasons.append(drift.describe())
+        added += w["drift"]
+    if fabrication is not None and fabrication.index == i:
+        reasons.append(fabrication.describe())
+        added += w["fabrication"]
+    return added
 
 
 def _unanswered_reply(anchor: FailureAnchor, provenance: Provenance | None) -> dict[int, int]:
@@ -414,8 +467,11 @@ class RankStage(Stage[Ranking]):
         relevance = await ctx.run_stage(RelevanceStage())
         graph = await ctx.run_stage(DependencyGraphStage())
         provenance = await ctx.run_stage(ProvenanceStage())
+        drift = (await ctx.run_stage(TaskDriftStage())).drift
+        # a run sent after another task from its opening: what its steps invent serves that other task (carried)
+        fabrication = None if drift is not None else (await ctx.run_stage(FabricationStage())).fabrication
         return Ranking(rank_candidates(ctx.run, anchor, errors, loops, relevance, self.weights, graph,
-                                       provenance if provenance.anchor >= 0 else None))
+                                       provenance if provenance.anchor >= 0 else None, drift, fabrication))
 
 
 class GraphMethod(Method):
@@ -430,6 +486,8 @@ class GraphMethod(Method):
         "loop_detect",
         "relevance",
         "provenance",
+        "task_drift",
+        "fabrication",
         "rank",
         "evidence",
         "recall",

@@ -12,6 +12,8 @@ stage id               what it computes
                        (:mod:`.loops`)
 ``relevance``          backward relevance from the anchor over the graph and shared information (:mod:`.relevance`)
 ``provenance``         where each value came from, what reaches the failure, what a step changed (:mod:`.provenance`)
+``task_drift``         the run's opening plan is about another task (:mod:`.drift`)
+``fabrication``        the first step that made its data up (:mod:`.fabrication`)
 ``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
 ``evidence``           per candidate, what the stages above found, as lines for the LLM stages (:mod:`.evidence`)
 =====================  ===============================================================================

@@ -16,6 +16,9 @@ memoised ``provenance`` (:mod:`.provenance`) and ``loop_detect`` (:mod:`.loops`)
   step's own change (it is the author);
 * **reach** — whether what the step decided reaches the failing answer, and along which steps; or that nothing
   does;
+* **task** — the run's opening drifted to another task (:mod:`.drift`: its plan holds almost none of the task's
+  words); **invented** — the first step that made its data up (:mod:`.fabrication`: simulated, hypothetical,
+  placeholder data);
 * **loop** — the loop detector's verdict: starts / repeats an action loop without progress, replies to or issues a
   re-issued instruction; and the repetitions it does NOT count, said so the model does not count them either: the
   same tool called again with different arguments (one call per item), the same speaker selected again
@@ -37,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
+from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage
+from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.loops import Loop, LoopDetectStage, call_identity, is_answer_step
 from causaltrace.attribution.stages.provenance import TASK, Provenance, ProvenanceStage
 from causaltrace.attribution.stages.view import addressee, base_agent, candidate_steps, speaker
@@ -217,7 +222,8 @@ def _not_loop_line(step: Step, earlier: Sequence[Step]) -> str | None:
     return None
 
 
-def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop]) -> Evidence:
+def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop],
+                   drift: TaskDrift | None = None, fabrication: Fabrication | None = None) -> Evidence:
     """The evidence lines of every attribution candidate of ``run`` (module docstring)."""
     prov = provenance if provenance is not None and provenance.anchor >= 0 else None
     steps = candidate_steps(run)
@@ -226,7 +232,9 @@ def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop
     out = Evidence()
     for pos, step in enumerate(steps):
         i = step.index
-        lines: list[str] = []
+        lines: list[str] = [f"task: {drift.describe()}"] if drift is not None and drift.index == i else []
+        if fabrication is not None and fabrication.index == i:
+            lines.append(f"invented: {fabrication.describe()}")
         if prov is not None:
             lines += [f"changed: {c.describe()}" for c in prov.changes_of(i)[:2]]
             lines += _responsibility_lines(prov, i, tasks)
@@ -244,14 +252,17 @@ def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop
 
 
 class EvidenceStage(Stage[Evidence]):
-    """Stage ``evidence`` (deterministic, memoised; needs ``provenance`` and ``loop_detect``)."""
+    """Stage ``evidence`` (deterministic, memoised; needs ``provenance``, ``loop_detect``, ``task_drift`` and
+    ``fabrication``)."""
 
     stage_id: ClassVar[str] = "evidence"
 
     async def run(self, ctx: DiagnosisContext) -> Evidence:
         provenance = await ctx.run_stage(ProvenanceStage())
         loops = await ctx.run_stage(LoopDetectStage())
-        return build_evidence(ctx.run, provenance, loops)
+        drift = (await ctx.run_stage(TaskDriftStage())).drift
+        fabrication = (await ctx.run_stage(FabricationStage())).fabrication
+        return build_evidence(ctx.run, provenance, loops, drift, fabrication)
 
     def skipped(self, ctx: DiagnosisContext) -> Evidence:
         return Evidence()
