@@ -1,0 +1,79 @@
+"""Value comparisons (:mod:`.provenance`'s docstring, 5): whether a value a step introduced CHANGED one of its
+sources — a number restated in the same words as a different number (``price … 22`` after ``price: 21``), a number
+a digit away from a given one (a copy slip, ``12.05`` for ``12.50``), a unit, date word, qualifier, comparison or
+range of the same group as a source's but different (a substitution), a sum divided by other than its count where
+a mean is meant (a mean slip).
+
+Split from :mod:`.provenance`: each comparison is a pure function of the step's value and the candidate sources the
+walk (:mod:`.provenance_walk`) hands it, latest first, so the rules can be read and tested apart from the walk.
+"""
+
+from __future__ import annotations
+
+from causaltrace.attribution.stages.provenance_record import Change
+from causaltrace.attribution.stages.values import Value
+from causaltrace.attribution.stages.view import content_of
+from causaltrace.schema import Step
+
+__all__ = ["is_copy_slip", "is_small", "mean_slip", "restated", "substituted"]
+
+
+def is_small(key: str) -> bool:
+    """A single-digit integer: too common in text to be a restated value."""
+    return key.lstrip("-").isdigit() and len(key.lstrip("-")) == 1
+
+
+def is_copy_slip(before: str, after: str) -> bool:
+    """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude)."""
+    a, b = (x.replace(".", "").replace(",", "").lstrip("-") for x in (before, after))
+    if len(a) != len(b) or len(a) < 3 or a == b:
+        return False
+    diff = [k for k in range(len(a)) if a[k] != b[k]]
+    return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+
+
+def restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
+    """A number of the step's sources stated in the same words as ``v`` but different (the latest source
+    first), else a given number ``v`` is a copy slip of (:mod:`.provenance`'s docstring, 5)."""
+    slip: Change | None = None
+    for j, u in pool:
+        if u.kind != "number":
+            continue
+        shared = len(u.context & v.context)
+        if shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and not is_small(v.key):
+            return Change(k, j, "number", u.key, v.key, "restatement")
+        if slip is None and is_copy_slip(u.raw, v.raw):
+            slip = Change(k, j, "number", u.key, v.key, "copy")
+    return slip
+
+
+def mean_slip(step: Step, v: Value, task_text: str) -> Change | None:
+    """``(a + b + c) / 2`` where a mean is meant (the step or the task says average / mean / avg); ``v`` is the
+    step's ``mean of <terms> / <divisor>`` operator."""
+    terms, divisor = v.key.removeprefix("mean of ").split(" / ")
+    said = f"{content_of(step)} {(step.arguments or {}).get('code', '')} {task_text}".lower()
+    if terms != divisor and any(w in said for w in ("average", "mean", "avg")):
+        return Change(step.index, step.index, "operator", f"/ {terms}", f"/ {divisor}", "substitution")
+    return None
+
+
+def substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
+    """A value of the step's sources of the same group as ``v`` (a quantity or comparison: the same number; a
+    span: the same start or end) but different."""
+    for j, u in pool:
+        if u.kind != v.kind or u.group != v.group or u.key == v.key:
+            continue
+        if v.kind == "quantity":
+            (n_u, unit_u), (n_v, unit_v) = u.key.split(" ", 1), v.key.split(" ", 1)
+            if n_u == n_v:
+                return Change(k, j, "unit", unit_u, unit_v, "substitution")
+        elif v.group == "comparison":
+            if u.key.split(" ", 1)[1] == v.key.split(" ", 1)[1]:
+                return Change(k, j, "operator", u.key, v.key, "substitution")
+        elif v.group == "span":
+            (a_u, b_u), (a_v, b_v) = u.key.split(".."), v.key.split("..")
+            if a_u == a_v or b_u == b_v:
+                return Change(k, j, "operator", u.key, v.key, "substitution")
+        else:
+            return Change(k, j, v.kind, u.key, v.key, "substitution")
+    return None

@@ -1,0 +1,51 @@
+"""Derived numbers (:mod:`.provenance`'s docstring, 3): a number that is an arithmetic result of numbers seen
+before — ``a ± b``, ``a × b``, ``a ÷ b``, the sum or mean of one step's numbers, or of a run of numbers fetched one
+by one — was computed by the step that states it, from its operands' introducers; it is neither introduced from
+nothing nor a restatement that changed a value.
+
+Split from :mod:`.provenance`: the searches are pure functions of numbers and their introducers (bounded, linear
+in the pool), apart from the walk that decides when to ask them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["derivation", "group_derivation", "run_totals"]
+
+
+def derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
+    """The introducers of two numbers of ``pool`` whose sum, difference, product or quotient is ``x`` (linear in the
+    pool: each number's partner is looked up in ``exact``, the pool by rounded value)."""
+    for a, i in pool.items():
+        for b in (x - a, a - x, x + a, x / a if a else None, a / x if a and x else None, x * a):
+            if b is None:
+                continue
+            j = exact.get(round(b, 6))
+            if j is not None and (j != i or b == a):
+                return [i, j]
+    return None
+
+
+def group_derivation(x: float, groups: Iterable[tuple[int, list[float]]]) -> list[int] | None:
+    for j, nums in groups:
+        if len(nums) >= 2 and (abs(sum(nums) - x) < 1e-6 or round(sum(nums) / len(nums), 2) == round(x, 2)):
+            return [j]
+    return None
+
+
+def run_totals(pool: list[tuple[float, int]]) -> dict[float, list[int]]:
+    """The sums and means of every run of consecutive numbers of ``pool`` (the order they were first seen), by
+    rounded value → their introducers: a total or average over the items fetched one by one."""
+    out: dict[float, list[int]] = {}
+    for i in range(len(pool)):
+        total = 0.0
+        for j in range(i, len(pool)):
+            total += pool[j][0]
+            if j > i:
+                owners = [owner for _, owner in pool[i:j + 1]]
+                mean = total / (j - i + 1)
+                out.setdefault(round(total, 6), owners)
+                out.setdefault(round(mean, 6), owners)
+                out.setdefault(round(mean, 2), owners)
+    return out

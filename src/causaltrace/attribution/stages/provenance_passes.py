@@ -1,0 +1,155 @@
+"""The whole-run passes of value provenance (:mod:`.provenance`'s docstring, 5 and 6), run after the walk and reach:
+changes no single value comparison sees, because they depend on the failing answer and on what the run as a whole
+did or left out —
+
+* an *unverified* approval: a step approving the failing answer whose content lineage never used a value the task
+  gave (MAST's incorrect verification);
+* an *unfounded* choice: a speaker selection or handoff whose chosen agent states the answer's number from nothing
+  it was given (the choice, not the guess it led to, is the earliest decisive step);
+* an *omitted* item: the answer's number stated before any step used an item the task enumerates (a premature
+  answer);
+* and the responsibility boundary: the steps that merely *carry* a value another step changed.
+
+Split from :mod:`.provenance`: each pass reads the walk's state (:class:`~.provenance_walk.ProvenanceWalk`) and the
+reach and appends to the record; none feeds the walk back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from causaltrace.attribution.stages.provenance_changes import is_small
+from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
+from causaltrace.attribution.stages.provenance_walk import ProvenanceWalk
+from causaltrace.attribution.stages.view import (
+    addressee,
+    base_agent,
+    content_of,
+    is_execution_output,
+    is_user_input,
+    speaker,
+)
+from causaltrace.schema import Step
+
+__all__ = ["is_approval", "mark_carriers", "omitted_items", "task_items", "unfounded_choices", "unverified_approvals"]
+
+_APPROVAL = re.compile(r"\b(?:APPROVED?|approved|LGTM|looks good|looks correct|is correct)\b")
+_REJECTION = re.compile(r"\b(?:REJECT(?:ED)?|not approved|incorrect|is wrong)\b", re.IGNORECASE)
+
+
+def is_approval(text: str) -> bool:
+    """An approving verdict (``APPROVE``, "looks good") that rejects nothing."""
+    return bool(_APPROVAL.search(text)) and not _REJECTION.search(text)
+
+
+def unverified_approvals(walk: ProvenanceWalk, prov: Provenance) -> None:
+    """An approval of the failing answer that never used a value the task gave (:mod:`.provenance`'s docstring, 5): the
+    verification that should have caught it (MAST's incorrect verification)."""
+    used = {value_key(v) for i in prov.lineage if i in walk.by_index and not is_user_input(walk.by_index[i])
+            for v in walk.values.get(i, [])}
+    given = [v for v in walk.values.get(TASK) or walk.values.get(next(iter(walk.user_steps[-1:]), TASK), [])
+             if (v.kind == "number" and not is_small(v.key)) or v.kind == "word"]
+    unused = [v for v in given if value_key(v) not in used]
+    if not unused:
+        return
+    for step in walk.steps:
+        i = step.index
+        if (i in prov.lineage or prov.reach.get(i, 0.0) >= 0.25) and not is_user_input(step) and (
+                not is_execution_output(step)) and step.step_id not in walk.producers:
+            if is_approval(content_of(step)):
+                prov.changes.append(Change(i, TASK, unused[0].kind, unused[0].key, "approved", "unverified"))
+                return
+
+
+def unfounded_choices(walk: ProvenanceWalk, prov: Provenance) -> None:
+    """A routing step (a speaker selection, a handoff) with alternatives whose chosen agent then states the failing
+    answer's number from NOTHING it was given — its reply takes no value from any source, calls no tool, and the
+    number is not derived (a guess): the reply was predictable from the choice, so the earliest step whose
+    correction flips the outcome is the choice (CausalFlow's earliest decisive step), not the guess it led to."""
+    answer = {value_key(v) for v in walk.values.get(prov.anchor, []) if v.kind == "number" and not is_small(v.key)}
+    if not answer:
+        return
+    turns: dict[int, list[Step]] = defaultdict(list)
+    for step in walk.steps:
+        j = prov.addressed_by.get(step.index)
+        if j is not None:
+            turns[j].append(step)
+    for j, first in turns.items():
+        router = walk.by_index.get(j)
+        if router is None or router.kind not in ("speaker_selection", "handoff"):
+            continue
+        listed = router.metadata.get("candidates")
+        if len(listed if isinstance(listed, list) else walk.agent_list) < 2:
+            continue
+        agent = base_agent(first[0].agent or speaker(first[0]))
+        reply: list[Step] = []  # the chosen agent's turn: its steps from its first reply on, until another speaks
+        for s in walk.steps[prov.position[first[0].index]:prov.position[first[0].index] + 50]:
+            if base_agent(s.agent or speaker(s)) != agent or s.index > prov.anchor or (
+                    reply and s.kind in ("tool_call", "tool_response")):
+                break
+            reply.append(s)
+        own = {s.index for s in reply}
+        stated = {value_key(v) for s in reply for v in prov.introduced.get(s.index, [])} & answer
+        if not stated or any(s.kind in ("tool_call", "tool_response") or prov.derived.get(s.index)
+                             or set(prov.origins.get(s.index, {}).values()) - own for s in reply):
+            continue
+        change = Change(j, j, "target", sorted(stated)[0].split(":", 1)[1], addressee(router) or agent, "unfounded")
+        prov.changes.append(change)
+
+
+_ARTICLE_ITEM = r"(?:an?|the|one)\s+([A-Za-z][\w-]*)"
+_CODE_ITEM = r"([A-Z][\w-]*)"
+_LISTS = tuple(re.compile(rf"{item}(?:\s*,\s*{item})*\s*,?\s+and\s+{item}") for item in (_ARTICLE_ITEM, _CODE_ITEM))
+
+
+def task_items(task: str) -> list[str]:
+    """The items a task enumerates — ``a widget, a gadget and a gizmo``, ``accounts K4 and K5``, ``Paris, Rome and
+    Oslo`` — lowercased, in order (an article list, else a list of capitalised names or codes)."""
+    for pattern, item in zip(_LISTS, (_ARTICLE_ITEM, _CODE_ITEM), strict=True):
+        for m in pattern.finditer(task[:5000]):
+            found = [w.lower() for w in re.findall(item, m.group(0)) if w.lower() not in ("and", "the")]
+            if len(found) >= 2:
+                return found
+    return []
+
+
+def _mentions(text: str, item: str) -> bool:
+    stem_ = item[:-1] if len(item) > 4 and item.endswith("s") else item
+    return re.search(rf"\b{re.escape(stem_)}", text, re.IGNORECASE) is not None
+
+
+def omitted_items(walk: ProvenanceWalk, prov: Provenance) -> None:
+    """The step that first states the failing answer's number while an item the task enumerates was never used by
+    any step before it (:mod:`.provenance`'s docstring, 5): the answer was given before the work was done (premature
+    termination). Charged to the first agent step holding the number (its introducer, or the first decision that
+    took it from a tool's result)."""
+    items = task_items(walk.task_text)
+    answer = [value_key(v) for v in walk.values.get(prov.anchor, []) if v.kind == "number" and not is_small(v.key)]
+    if not items or not answer:
+        return
+    worked: list[str] = []
+    for step in walk.steps:
+        if prov.position[step.index] > prov.position.get(prov.anchor, 10**9):
+            break
+        if is_user_input(step):
+            continue
+        held = {value_key(v) for v in walk.values.get(step.index, [])}
+        if (answer[0] in held and not is_execution_output(step) and step.step_id not in walk.producers):
+            missing = [it for it in items if not any(_mentions(t, it) for t in worked)]
+            if missing and len(missing) < len(items):
+                prov.changes.append(Change(step.index, TASK, "word", missing[0], answer[0].split(":", 1)[1],
+                                           "omitted"))
+            return
+        text = content_of(step)
+        worked.append(f"{text} {step.arguments}" if step.arguments else text)
+
+
+def mark_carriers(prov: Provenance) -> None:
+    """Steps that use a value another step changed (the responsibility boundary)."""
+    changed = {(c.index, f"{c.kind}:{c.after}"): c for c in prov.changes}
+    for k, origins in prov.origins.items():
+        for key, j in origins.items():
+            c = changed.get((j, key))
+            if c is not None and j != k:
+                prov.carriers.setdefault(k, []).append(c)

@@ -1,0 +1,318 @@
+"""The walk of value provenance (:mod:`.provenance`'s docstring, 1–3 and 5): one pass over the run's steps in the
+order their content became available, reading each step's typed values, charging each new value to its introducer
+(the task's and the user's are *given*), marking numbers derived from earlier ones, and asking the comparisons of
+:mod:`.provenance_changes` whether a value the step introduced changed one of its sources — plus the checks that
+need the walk's state: a number an instruction excluded (*ignored*), a routing target another candidate fits better
+(*target substitution*), a call's number no source gave (*unsupported*).
+
+Split from :mod:`.provenance`: this is the one stateful part (what was seen first, by whom, which steps hold what);
+the record it fills is :mod:`.provenance_record`, the passes after it (:mod:`.provenance_reach`,
+:mod:`.provenance_passes`) read its state through :class:`ProvenanceWalk`'s attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import datetime
+
+from causaltrace.attribution.stages.dependencies import DependencyGraph
+from causaltrace.attribution.stages.provenance_changes import mean_slip, restated, substituted
+from causaltrace.attribution.stages.provenance_derive import derivation, group_derivation, run_totals
+from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
+from causaltrace.attribution.stages.targets import called_names, grounded_alternative
+from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, number_key, values_in
+from causaltrace.attribution.stages.view import (
+    addressee,
+    agents_of,
+    base_agent,
+    content_of,
+    is_execution_output,
+    is_user_input,
+    speaker,
+    view_steps,
+)
+from causaltrace.schema import Run, Step
+
+__all__ = ["ProvenanceWalk"]
+
+_SUBSTITUTABLE = frozenset({"unit", "word"})
+_LOGIC = frozenset({"comparison", "span", "mean"})
+_FENCE = re.compile(r"```[\w+-]*\n(.*?)```", re.DOTALL)
+_MAX_POOL = 40
+
+
+def _addressed(steps: list[Step]) -> dict[int, int]:
+    """Each addressee's first step after an instruction that addressed it (a selection, a handoff, ``X (-> Y)``)
+    → that instruction: the executor answers the instruction even where no edge was recorded."""
+    out: dict[int, int] = {}
+    pending: dict[str, int] = {}
+    for step in steps:
+        who = base_agent(step.agent or speaker(step))
+        if who in pending and not is_execution_output(step) and step.index != pending[who]:
+            out[step.index] = pending.pop(who)
+        target = addressee(step)
+        if target:
+            pending[base_agent(target)] = step.index
+    return out
+
+
+def _available_at(step: Step) -> datetime | None:
+    return step.ended_at if step.kind in ("tool_response", "code_execution") else step.started_at
+
+
+def _ordered(steps: list[Step]) -> list[Step]:
+    """Steps in the order their content became available (:mod:`.provenance`'s docstring, 2)."""
+    times = [_available_at(s) for s in steps]
+    if not steps or any(t is None for t in times):
+        return list(steps)
+    return [s for _, _, s in sorted(((t, s.index, s) for t, s in zip(times, steps, strict=True)),
+                                    key=lambda x: (x[0], x[1]))]
+
+
+def _step_values(step: Step, skip: frozenset[str]) -> list[Value]:
+    code = ""
+    for holder in (step.arguments or {}, step.inputs):
+        if isinstance(holder.get("code"), str):
+            code = str(holder["code"])
+            break
+    if not code and "```" in (step.content or ""):
+        code = "\n".join(_FENCE.findall(step.content[:50_000]))
+    targets: list[str] = []
+    who = addressee(step)
+    if who:
+        targets.append(base_agent(who))
+    if step.kind == "tool_call" and step.tool_name:
+        targets.append(step.tool_name)
+    arguments = step.arguments if step.kind == "tool_call" else None
+    return values_in(content_of(step), code=code, arguments=arguments, targets=tuple(targets), skip=skip)
+
+
+class ProvenanceWalk:
+    """One pass over the run in availability order (:mod:`.provenance`'s docstring, 1–3 and 5): :meth:`given`, then
+    :meth:`walk` fill ``prov``; the passes after it read ``steps`` (availability order), ``by_index``, ``values``
+    (each step's values; ``TASK``: the task's), ``user_steps``, ``producers`` (ids of steps that produced others),
+    ``agent_list`` and ``task_text``."""
+
+    def __init__(self, run: Run, graph: DependencyGraph, anchor: int) -> None:
+        self.run, self.graph, self.anchor = run, graph, anchor
+        steps = view_steps(run)
+        self.steps = _ordered(steps)
+        self.by_index = {s.index: s for s in steps}
+        names = {n.lower() for n in agents_of(run)} | {(s.tool_name or "").lower() for s in steps}
+        names |= {base_agent(speaker(s)).lower() for s in steps}
+        self.skip = frozenset(n for n in names if n)
+        self.agent_list = [n for n in agents_of(run) if n]
+        self.agent_names = {n.lower() for n in self.agent_list}
+        self.producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+        self.prov = Provenance(anchor=anchor, step_ids={s.index: s.step_id for s in steps},
+                               position={s.index: p for p, s in enumerate(self.steps)})
+        self.first: dict[str, int] = {}
+        self.first_value: dict[str, Value] = {}
+        self.holders: dict[str, list[int]] = defaultdict(list)
+        self.numbers: dict[float, int] = {}
+        self.step_numbers: dict[int, list[float]] = {}
+        self.values: dict[int, list[Value]] = {}
+        self.exclusions: dict[str, tuple[int, Value]] = {}
+        self.prov.addressed_by = _addressed(self.steps)
+        self.user_steps: list[int] = [s.index for s in steps if is_user_input(s) and s.kind != "task"][:3]
+        self.user_steps += [s.index for s in steps if s.kind == "task"][:1]
+        first_task = next((s for s in steps if s.kind == "task"), None)
+        self.task_text = run.task or (content_of(first_task) if first_task is not None else "")
+
+    def given(self) -> None:
+        self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
+        for v in self.values[TASK]:
+            self._see(v, TASK)
+            if v.group == "exclusion":
+                self.exclusions.setdefault(v.tag, (TASK, v))
+
+    def _see(self, v: Value, owner: int) -> None:
+        k = value_key(v)
+        if k not in self.first:
+            self.first[k] = owner
+            self.first_value[k] = v
+            if v.kind == "number":
+                self.numbers.setdefault(float(v.key), owner)
+                if len(self.numbers) > _MAX_POOL:
+                    del self.numbers[next(iter(self.numbers))]
+        self.holders[k].append(owner)
+
+    def _owner(self, step: Step) -> int:
+        """Who a step's new values are charged to: a managed agent's task is its delegating call's."""
+        if step.kind == "task":
+            for e in self.graph.incoming(step.index):
+                if e.kind == "delegated_by":
+                    return e.producer
+        return step.index
+
+    def walk(self) -> None:
+        for step in self.steps:
+            k = step.index
+            vals = _step_values(step, self.skip)
+            self.values[k] = vals
+            shadowed = step.step_id in self.producers
+            owner = self._owner(step)
+            origins: dict[str, int] = {}
+            new: list[Value] = []
+            for v in vals:
+                key = value_key(v)
+                if key in self.first:
+                    if self.first[key] != k:
+                        origins[key] = self.first[key]
+                elif not shadowed:
+                    new.append(v)
+            if not is_execution_output(step):
+                self._derive(k, new)
+                self._computed_by_code(step, new)
+            self.prov.origins[k] = origins
+            if not is_user_input(step) or owner != k:
+                self.prov.introduced[k] = new
+            for v in new:
+                self._see(v, owner if owner != k else k)
+            for v in vals:
+                if value_key(v) in origins:
+                    self.holders[value_key(v)].append(k)
+            nums = [float(v.key) for v in vals if v.kind == "number"]
+            if nums:
+                self.step_numbers[k] = nums[:50]
+            if not shadowed and not is_user_input(step) and not is_execution_output(step):
+                self._changes(step, new)
+                self._route(step)
+                self._excluded(step, vals, origins)
+            for v in vals:
+                if v.group == "exclusion":
+                    self.exclusions.setdefault(v.tag, (k, v))
+
+    def _excluded(self, step: Step, vals: list[Value], origins: dict[str, int]) -> None:
+        """A number the step took from a source where its label is what an instruction excluded (``excluding
+        cancelled orders``; ``80 cancelled``): the instruction was ignored."""
+        if not self.exclusions:
+            return
+        sources: list[int] | None = None
+        for v in vals:
+            key = value_key(v)
+            if v.kind != "number" or key not in origins:
+                continue
+            if sources is None:
+                sources = self._sources(step.index)
+            # the label the number has where the step took it from (its latest source holding it), else where it
+            # first appeared: one amount can be "60 cancelled" in one account and a sum of 60 in another
+            tag = next((u.tag for j in sources for u in self.values.get(j, []) if value_key(u) == key and u.tag),
+                       self.first_value[key].tag)
+            if tag and tag in self.exclusions:
+                j, rule = self.exclusions[tag]
+                self.prov.changes.append(Change(step.index, j, "word", rule.key, v.key, "ignored"))
+                return
+
+    def _route(self, step: Step) -> None:
+        """A routing step whose target another candidate fits better (:mod:`.targets`), charged to the step that
+        decided it (a call made from code: the code)."""
+        owner = step.index
+        if step.kind in ("handoff", "speaker_selection"):
+            chosen = addressee(step)
+        elif step.kind == "tool_call" and step.tool_name and (
+                step.tool_name.lower() in self.agent_names or step.tool_name.startswith("transfer_to_")):
+            chosen = step.tool_name.removeprefix("transfer_to_")
+            for j in self.graph.producers(owner, ("produced_by",)):
+                if self.by_index[j].kind == "code_execution":
+                    owner = next(iter(self.graph.producers(j, ("executes",))), owner)
+        else:
+            return
+        if not chosen:
+            return
+        listed = step.metadata.get("candidates")
+        candidates = [str(c) for c in listed] if isinstance(listed, list) else [*self.agent_list]
+        code = str((self.by_index[owner].arguments or {}).get("code") or "") if owner in self.by_index else ""
+        candidates += called_names(code, chosen)
+        texts = [(j, self.run.task or "" if j == TASK else content_of(self.by_index[j]))
+                 for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
+        found = grounded_alternative(chosen, candidates, texts)
+        if found is not None:
+            change = Change(owner, found[1], "target", found[0], chosen, "substitution")
+            if change not in self.prov.changes:
+                self.prov.changes.append(change)
+
+    def _computed_by_code(self, step: Step, new: list[Value]) -> None:
+        """A call that running code made (``produced_by`` a code execution): its new numbers are the code's
+        results (``avg = (30 + 24 + 15) / 2`` then ``final_answer(f'AVG: {avg}')``), derived from the code step — never
+        a restatement or an unsupported number of the call itself."""
+        if step.kind != "tool_call":
+            return
+        runs = [j for j in self.graph.producers(step.index, ("produced_by",))
+                if j in self.by_index and self.by_index[j].kind == "code_execution"]
+        authors = [a for j in runs for a in self.graph.producers(j, ("executes",))] or runs
+        if not authors:
+            return
+        derived = self.prov.derived.setdefault(step.index, {})
+        for v in new:
+            if v.kind == "number":
+                derived.setdefault(value_key(v), authors[:1])
+
+    def _derive(self, k: int, new: list[Value]) -> None:
+        numbers = [v for v in new if v.kind == "number"][:_MAX_POOL]
+        if not numbers:
+            return
+        pool = dict(self.numbers)
+        exact = {round(a, 6): i for a, i in pool.items()}
+        groups = [(j, self.step_numbers[j]) for j in self.graph.producers(k) if j in self.step_numbers][:4]
+        runs: dict[float, list[int]] | None = None
+        for v in numbers:
+            x = float(v.key)
+            ops = derivation(x, pool, exact) or group_derivation(x, groups)
+            if ops is None:
+                if runs is None:
+                    runs = run_totals(list(pool.items())[-16:])
+                ops = runs.get(round(x, 6)) or runs.get(round(x, 2))
+            if ops is not None:
+                self.prov.derived.setdefault(k, {})[value_key(v)] = ops
+
+    def _sources(self, k: int) -> list[int]:
+        """What a step restates or follows: the task, and its producers up to two edges back (latest first)."""
+        near: list[int] = []
+        frontier = [k]
+        for _ in range(2):
+            frontier = [j for i in frontier for j in (*self.graph.producers(i), *self._instruction(i))
+                        if j != k and j not in near]
+            near.extend(dict.fromkeys(frontier))
+        near.sort(key=lambda j: -self.prov.position.get(j, -1))
+        return [*near, *self.user_steps, TASK]
+
+    def _instruction(self, i: int) -> tuple[int, ...]:
+        j = self.prov.addressed_by.get(i)
+        return (j,) if j is not None else ()
+
+    def _changes(self, step: Step, new: list[Value]) -> None:
+        k = step.index
+        derived = self.prov.derived.get(k, {})
+        held = {value_key(v) for v in self.values.get(k, [])}
+        candidates = [v for v in new[:_MAX_POOL] if (v.kind == "number" and value_key(v) not in derived) or (
+            v.kind in _SUBSTITUTABLE or v.kind == "quantity" or (v.kind == "entity" and v.group in ("weekday",
+                                                                                                   "month"))
+            or v.group in _LOGIC)]
+        for v in candidates:
+            if v.group == "mean" and (slip := mean_slip(step, v, self.task_text)) is not None:
+                self.prov.changes.append(slip)
+        candidates = [v for v in candidates if v.group != "mean"]
+        if not candidates:
+            return
+        kinds = {v.kind for v in candidates}
+        pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, [])[:400]
+                if u.kind in kinds and value_key(u) not in held]
+        arguments = {number_key(str(a)) for a in (step.arguments or {}).values()
+                     if isinstance(a, (int, float)) and not isinstance(a, bool)} if step.kind == "tool_call" else set()
+        given = {TASK, *self.user_steps, *self._instruction(k)}
+        given_pool = [(j, u) for j, u in pool if j in given]
+        for v in candidates:
+            if v.kind == "unit" and v.tag == AFTER_NUMBER:
+                continue
+            # a bare unit or date word is compared with what the step was GIVEN (the task, the user, its
+            # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose
+            bare = v.kind == "unit" or v.kind == "entity"
+            change = (restated(k, v, pool) if v.kind == "number"
+                      else substituted(k, v, given_pool if bare else pool))
+            if change is None and v.kind == "number" and v.key in arguments:
+                change = Change(k, TASK, "number", "", v.key, "unsupported")
+            if change is not None and not any((c.index, c.kind, c.before, c.after) == (
+                    k, change.kind, change.before, change.after) for c in self.prov.changes[-8:]):
+                self.prov.changes.append(change)
