@@ -108,3 +108,16 @@ def test_the_drifting_opening_is_evidence_for_the_llm_stages(tmp_path):
     evidence = build_evidence(run, None, [], drift_of(run))
     assert evidence.of(0)[0].startswith("task: opens the run on another task")
     assert not any(line.startswith("task:") for i in (1, 3) for line in evidence.of(i))
+
+
+def test_a_pick_the_drift_supports_is_more_confident_than_the_same_pick_without_it(tmp_path):
+    # the confidence model of imported logs has a term for a whole-run finding (fitted on Who&When dev: 10 of 15
+    # such picks right), so the CLI states this verdict instead of calling it uncertain
+    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+
+    run = _run(tmp_path, OFF_TASK_PLAN)
+    with_drift = causaltrace.diagnose_sync(run, "graph", store=False)
+    without = causaltrace.diagnose_sync(run, "graph", store=False, ablate=["task_drift"])
+    assert with_drift.artifacts["rank"]["candidates"][0]["signals"]["finding"] is True
+    assert with_drift.confidence >= UNCERTAIN_BELOW
+    assert without.confidence < with_drift.confidence

@@ -159,6 +159,10 @@ data up, by its own words (stages.fabrication); not counted      0.4: 29, 0.5-0.
 after a drifted opening                                          a manager plan's "sample dataset"), hand
                                                                  unchanged 8 / 29 (a browser page's words are
                                                                  not a decision: the page rule); zoo unchanged
+confidence of imported logs refitted with a ``finding`` term      Who&When dev only (scripts/fit_confidence.py,
+(a drifted opening or the first fabricating step supports the    L2 1.0): quartile hits 3 / 8 / 12 / 15 of 23, ECE
+pick); ``UNCERTAIN_BELOW`` 0.3 -> 0.37 (dev's lowest quartile)    0.045 (without the term: 3 / 13 / 6 / 16, 0.117);
+                                                                 cross-validated 4 / 8 / 15 / 11, 4 / 8 / 11 / 15
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -244,6 +248,8 @@ class ScoredCandidate:
     loop: Loop | None = None
     #: the run ended on this step, an executor's reply to an instruction (module docstring, ``unanswered``)
     unanswered: bool = False
+    #: a whole-run finding singles this step out: the drifted opening or the first fabricating step
+    finding: bool = False
 
     def to_candidate(self) -> Candidate:
         """The Diagnosis candidate; every ranked candidate has a reason (``NO_SIGNAL`` when nothing supports it)."""
@@ -252,7 +258,12 @@ class ScoredCandidate:
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "agent": self.agent, "score": round(self.score, 4), "reasons": self.reasons,
-                "category": self.category}
+                "category": self.category, "signals": self.signals()}
+
+    def signals(self) -> dict[str, bool]:
+        """Which kinds of evidence support the candidate: what the confidence model of imported logs reads."""
+        return {"error": self.error is not None, "loop": self.loop is not None, "unanswered": self.unanswered,
+                "finding": self.finding}
 
 
 def rank_candidates(
@@ -325,7 +336,7 @@ def rank_candidates(
         elif drift is not None and drift.index == i:
             category = "FM-2.3"
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig,
-                                   unanswered=ended))
+                                   unanswered=ended, finding=found > 0))
     out.sort(key=lambda c: (-round(c.score, 9), c.index))
     return out
 
@@ -520,7 +531,7 @@ class GraphMethod(Method):
             confidence=calibrated_confidence([c.score for c in ranking], top.reasons,
                                              explicit=has_explicit_dependencies(ctx.run),
                                              error=top.error is not None, loop=top.loop is not None,
-                                             unanswered=top.unanswered),
+                                             unanswered=top.unanswered, finding=top.finding),
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
