@@ -121,3 +121,42 @@ def test_a_pick_the_drift_supports_is_more_confident_than_the_same_pick_without_
     assert with_drift.artifacts["rank"]["candidates"][0]["signals"]["finding"] is True
     assert with_drift.confidence >= UNCERTAIN_BELOW
     assert without.confidence < with_drift.confidence
+
+
+def _restating_team(tmp_path: Path, opening: str):
+    history = [
+        {"name": "Homeland_Expert", "role": "assistant", "content": opening},
+        {"name": "Geography_Expert", "role": "user", "content": (
+            "The secretaries before April 2019 studied at Santa Clara University, Boston University, the "
+            "University of Colorado and Harvard. Westernmost: Harvard; easternmost: Santa Clara University.")},
+        {"name": "Verification_Expert", "role": "user", "content": (
+            "Checked the list: Harvard, Santa Clara University. The westernmost and the easternmost are as stated.")},
+    ]
+    data = {"question": TASK, "history": history, "mistake_agent": "Geography_Expert", "mistake_step": "1",
+            "ground_truth": "Santa Clara University, Boston University", "is_correct": False}
+    return whowhen_run_from_data(data, tmp_path / "Algorithm-Generated" / "6.json")
+
+
+def test_an_opening_that_only_restates_the_task_is_the_prompt_not_the_decisive_step(tmp_path):
+    from causaltrace.attribution.methods.graph import DEFAULT_WEIGHTS
+    from causaltrace.attribution.stages.drift import bare_opening
+
+    run = _restating_team(tmp_path, f"# General Task\n{TASK}\n\n{ON_TASK_PLAN}")
+    assert bare_opening(run) == 0 and find_task_drift(run) is None
+    d = causaltrace.diagnose_sync(run, "graph", store=False)
+    assert d.decisive_step_index == 1 and d.agent == "Geography_Expert"
+    opening = next(c for c in d.candidates if c.index == 0)
+    assert any("restates the task and adds nothing" in r for r in opening.reasons)
+    plain = causaltrace.diagnose_sync(run, "graph", store=False, weights={"restatement": 1.0})
+    before = next(c for c in plain.candidates if c.index == 0)
+    assert round(opening.score, 4) == round(before.score * DEFAULT_WEIGHTS["restatement"], 4)
+
+
+@pytest.mark.parametrize("extra", [
+    "\n```python\nprint(len(secretaries))\n```",           # code of its own
+    "\nEarlier results: 7 secretaries, 4213 miles apart.",  # a figure the task does not give
+])
+def test_an_opening_with_code_or_figures_of_its_own_is_a_decision(tmp_path, extra):
+    from causaltrace.attribution.stages.drift import bare_opening
+
+    assert bare_opening(_restating_team(tmp_path, f"# General Task\n{TASK}\n\n{ON_TASK_PLAN}{extra}")) is None

@@ -63,6 +63,9 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
 * ``fabrication`` — added for the first step that made its data up instead of obtaining it (its own text or code
   says so: a simulated dataset, hypothetical figures, ``YOUR_API_KEY``, an assumed file; words the task itself uses
   do not count); not counted when the opening drifted (what a derailed run invents serves the other task);
+* ``restatement`` — multiplies the run's opening when it merely restates the task (no code, no figure the task
+  does not give: the task's prompt, not a decision; :func:`~causaltrace.attribution.stages.drift.bare_opening`)
+  unless an error, a loop, a changed value or a finding supports it;
 * outputs of tools / terminals (and a message whose only producer is a code execution: a code executor's report)
   are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
   boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
@@ -161,8 +164,14 @@ after a drifted opening                                          a manager plan'
                                                                  not a decision: the page rule); zoo unchanged
 confidence of imported logs refitted with a ``finding`` term      Who&When dev only (scripts/fit_confidence.py,
 (a drifted opening or the first fabricating step supports the    L2 1.0): quartile hits 3 / 8 / 12 / 15 of 23, ECE
-pick); ``UNCERTAIN_BELOW`` 0.3 -> 0.37 (dev's lowest quartile)    0.045 (without the term: 3 / 13 / 6 / 16, 0.117);
-                                                                 cross-validated 4 / 8 / 15 / 11, 4 / 8 / 11 / 15
+pick); ``UNCERTAIN_BELOW`` 0.3 -> 0.41 (dev's lowest quartile)    0.045 (without the term: 3 / 13 / 6 / 16, 0.117);
+refitted after ``restatement`` (the row below)                   cross-validated 4 / 8 / 15 / 11, 4 / 8 / 11 / 15;
+                                                                 after it 3 / 8 / 14 / 15, ECE 0.063; cross-
+                                                                 validated 4 / 9 / 17 / 10, 7 / 7 / 13 / 13
+``restatement`` 0.5: an opening that restates the task and adds   Who&When dev only: algo 30 -> 32 / 63 (0.3: 32,
+nothing of its own (stages.drift.bare_opening)                   0.7: 31; found in 31 dev algo logs, labelled at
+                                                                 none), hand unchanged 8 / 29 (no bare opening),
+                                                                 agents 64 -> 65 / 92; zoo unchanged (none)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -205,7 +214,7 @@ from causaltrace.attribution.stages import (
     RelevanceStage,
 )
 from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
-from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage
+from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage, bare_opening
 from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
 from causaltrace.attribution.stages.view import candidate_steps, has_explicit_dependencies, is_execution_output
@@ -231,6 +240,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "unanswered": 0.2,
     "drift": 0.6,
     "fabrication": 0.5,
+    "restatement": 0.5,
 }
 
 
@@ -290,6 +300,7 @@ def rank_candidates(
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
     reports = _execution_reports(run, steps)
     unanswered = _unanswered_reply(anchor, provenance)
+    bare = bare_opening(run) if w["restatement"] != 1.0 else None
     out: list[ScoredCandidate] = []
     for pos, step in enumerate(steps):
         i = step.index
@@ -328,6 +339,10 @@ def rank_candidates(
             reasons.append(f"carries the {author.kind} {author.after!r} step {author.index} changed (the author, "
                            "not its faithful executor, is responsible)")
             score *= w["carrier"]
+        if i == bare and not (err or loop or change or found or ended):
+            reasons.append("restates the task and adds nothing of its own (no code, no figure the task does not "
+                           "give): the task's prompt, not a decision")
+            score *= w["restatement"]
         category = None
         if err_sig is not None and err_sig.category in ERROR_CATEGORIES:
             category = err_sig.category

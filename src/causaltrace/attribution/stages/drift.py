@@ -1,5 +1,5 @@
-"""Task drift at the opening (issue 20 item 4, "a restatement compared with its source"; MAST FM-2.3 Task
-Derailment): a run whose first plan or restatement of the goal is about another task.
+"""The run's opening compared with the task (issue 20 item 4, "a restatement compared with its source"): an opening
+about another task (MAST FM-2.3 Task Derailment), and an opening that merely restates the task.
 
 A team is set on its way by the first substantial statement of what it works on — a planner's plan, a manager's
 restatement of the task, an orchestrator's facts sheet. That statement is a restatement of the run's task, and it
@@ -20,10 +20,19 @@ The rule, deterministic and deliberately narrow:
 Only the opening is judged: later steps legitimately narrow the task down to a sub-problem (a debugging turn, a
 lookup) and share few of its words. A run whose opening quotes the task verbatim never drifts, whatever follows.
 
+The opposite case is an opening that **restates the task and adds nothing** (:func:`bare_opening`): it holds at
+least :data:`RESTATES` of the task's words, carries no code and no figure the task does not give. That is the task's
+prompt — in an Algorithm-Generated log, the manager's "General Task / Plan / Output format / Constraints" template
+spoken by the first expert — not a decision; it shares words with every later step and the first position, so
+relevance and earliness ranked it first whatever the run did. Graph scales such an opening by ``restatement``
+unless a signal of its own (an error, a loop, a changed value, a finding) supports it.
+
 Data: the thresholds were set by reasoning about what a plan is (a plan names the task's entities; 20 tokens is a
 paragraph). On Who&When's dev half (even file numbers) every Algorithm-Generated opening either holds at least 33 %
 of the task's tokens or less than 18 % (six logs whose manager debugs an unrelated exit code — each labelled at
-that opening), and every Hand-Crafted opening (the orchestrator's facts sheet) quotes the task.
+that opening), and every Hand-Crafted opening (the orchestrator's facts sheet) quotes the task. A bare opening
+is found in 31 of the 63 dev Algorithm-Generated logs (labelled at none of them), in no Hand-Crafted log and in no
+zoo run.
 """
 
 from __future__ import annotations
@@ -34,9 +43,9 @@ from typing import Any, ClassVar
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.tokens import salient_tokens
 from causaltrace.attribution.stages.view import candidate_steps, content_of
-from causaltrace.schema import Run
+from causaltrace.schema import Run, Step
 
-__all__ = ["MAX_COVERAGE", "MIN_OPENING_TOKENS", "MIN_TASK_TOKENS", "TaskDrift", "TaskDriftResult", "TaskDriftStage",
+__all__ = ["MAX_COVERAGE", "RESTATES", "bare_opening", "MIN_OPENING_TOKENS", "MIN_TASK_TOKENS", "TaskDrift", "TaskDriftResult", "TaskDriftStage",
            "find_task_drift"]
 
 #: an opening holding less than this share of the task's salient tokens is about another task
@@ -46,6 +55,10 @@ MIN_OPENING_TOKENS = 20
 #: a task needs this many salient tokens to be compared with
 MIN_TASK_TOKENS = 5
 _TEXT_KINDS = frozenset({"message", "reasoning", "planning"})
+#: a step holding this share of the task's salient tokens restates it (relevance's rule too)
+RESTATES = 0.8
+#: numbers up to this are list numbering and counts of the plan's own steps, not figures a step brings in
+_SMALL = 10
 
 
 @dataclass(frozen=True)
@@ -73,17 +86,45 @@ def find_task_drift(run: Run) -> TaskDrift | None:
     task = salient_tokens(run.task or "")
     if len(task) < MIN_TASK_TOKENS:
         return None
+    opening = _opening(run)
+    if opening is None:
+        return None
+    step, tokens = opening
+    shared = task & tokens
+    if len(shared) >= MAX_COVERAGE * len(task):
+        return None
+    examples = tuple(sorted((t for t in task - tokens if not t[0].isdigit()), key=lambda t: (-len(t), t))[:3])
+    return TaskDrift(step.index, step.step_id, len(shared), len(task), examples)
+
+
+def bare_opening(run: Run) -> int | None:
+    """The run's opening (module docstring) when it restates the task and adds nothing of its own: it holds at least
+    :data:`RESTATES` of the task's salient tokens, carries no code, and brings in no figure the task does not give
+    (numbers above :data:`_SMALL`: a plan's numbering is not a figure). Such an opening is the task's prompt — a
+    manager's restatement with its plan template — not a decision: what it says, the task said (graph's
+    ``restatement`` factor). Only the opening: later restatements (an orchestrator restating the task in every
+    instruction) come with a decision of their own, what to do next."""
+    task = salient_tokens(run.task or "")
+    if len(task) < MIN_TASK_TOKENS:
+        return None
+    opening = _opening(run)
+    if opening is None:
+        return None
+    step, tokens = opening
+    if step.inputs.get("code") or "```" in step.content or len(task & tokens) < RESTATES * len(task):
+        return None
+    figures = [t for t in tokens - task if t[0].isdigit() and not (t.isdigit() and int(t) <= _SMALL)]
+    return None if figures else step.index
+
+
+def _opening(run: Run) -> tuple[Step, set[str]] | None:
+    """The earliest text candidate long enough to be a plan or a restatement, with its salient tokens."""
     for step in candidate_steps(run):
         if step.kind not in _TEXT_KINDS:
             continue
         tokens = salient_tokens(content_of(step))
-        if len(tokens) < MIN_OPENING_TOKENS:
-            continue
-        shared = task & tokens
-        if len(shared) >= MAX_COVERAGE * len(task):
-            return None
-        examples = tuple(sorted((t for t in task - tokens if not t[0].isdigit()), key=lambda t: (-len(t), t))[:3])
-        return TaskDrift(step.index, step.step_id, len(shared), len(task), examples)
+        if len(tokens) >= MIN_OPENING_TOKENS:
+            return step, tokens
     return None
 
 
