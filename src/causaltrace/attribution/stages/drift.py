@@ -83,13 +83,10 @@ class TaskDrift:
 
 def find_task_drift(run: Run) -> TaskDrift | None:
     """The run's opening when it drifted from the task (module docstring), else None."""
-    task = salient_tokens(run.task or "")
-    if len(task) < MIN_TASK_TOKENS:
+    found = _task_and_opening(run)
+    if found is None:
         return None
-    opening = _opening(run)
-    if opening is None:
-        return None
-    step, tokens = opening
+    task, step, tokens = found
     shared = task & tokens
     if len(shared) >= MAX_COVERAGE * len(task):
         return None
@@ -104,27 +101,28 @@ def bare_opening(run: Run) -> int | None:
     manager's restatement with its plan template — not a decision: what it says, the task said (graph's
     ``restatement`` factor). Only the opening: later restatements (an orchestrator restating the task in every
     instruction) come with a decision of their own, what to do next."""
-    task = salient_tokens(run.task or "")
-    if len(task) < MIN_TASK_TOKENS:
+    found = _task_and_opening(run)
+    if found is None:
         return None
-    opening = _opening(run)
-    if opening is None:
-        return None
-    step, tokens = opening
+    task, step, tokens = found
     if step.inputs.get("code") or "```" in step.content or len(task & tokens) < RESTATES * len(task):
         return None
     figures = [t for t in tokens - task if t[0].isdigit() and not (t.isdigit() and int(t) <= _SMALL)]
     return None if figures else step.index
 
 
-def _opening(run: Run) -> tuple[Step, set[str]] | None:
-    """The earliest text candidate long enough to be a plan or a restatement, with its salient tokens."""
+def _task_and_opening(run: Run) -> tuple[set[str], Step, set[str]] | None:
+    """The task's salient tokens, the run's opening and its salient tokens — None when the task is too short to
+    compare with or no step is long enough to be an opening."""
+    task = salient_tokens(run.task or "")
+    if len(task) < MIN_TASK_TOKENS:
+        return None
     for step in candidate_steps(run):
         if step.kind not in _TEXT_KINDS:
             continue
         tokens = salient_tokens(content_of(step))
         if len(tokens) >= MIN_OPENING_TOKENS:
-            return step, tokens
+            return task, step, tokens
     return None
 
 
