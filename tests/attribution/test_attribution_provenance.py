@@ -34,6 +34,34 @@ def test_a_restatement_that_changes_a_tool_result_is_a_change_at_the_restating_s
     assert [c.index for c in prov.carriers[5]] == [4]
 
 
+
+def _bare_price_run(analyst: str):
+    # the lookup answers with a bare number (nothing names it); the analyst restates it one too high, beside the
+    # task's 3 boxes and 4 people (whose sentence also says "unit price"); the calculator multiplies the analyst's 22
+    return (RunBuilder("bare").task("Buy 3 boxes of tea for the 4 of us. Look up the unit price, then report "
+                                    "'TOTAL: <dollars>'.")
+            .tool_call("clerk", "lookup_price", {"item": "tea"}, deps=[("task", "saw")])
+            .tool_response("clerk", "21", deps=[("call-1", "tool_result_of")])
+            .message("analyst", analyst, deps=[("task", "saw"), ("resp-1", "saw")])
+            .tool_call("calculator", "multiply", {"a": 22, "b": 3}, deps=[("message-1", "saw")])
+            .tool_response("calculator", "66", deps=[("call-2", "tool_result_of")])
+            .final_answer("calculator", "TOTAL: 66", deps=[("resp-2", "observed")])
+            .build(outcome=Outcome(status="failure", final_answer="TOTAL: 66")))
+
+
+def test_a_restated_bare_tool_result_is_paired_with_it_not_with_a_task_number_sharing_words():
+    # the analyst's 22 shares "unit price" with the task's 3 (the old rule paired them: 3 -> 22), and the tool's
+    # bare 21 has no words to share: the digit slip of the result the step saw is the plausible origin
+    for text in ("The unit price is 22.", "We need 3 boxes for 4 people. The unit price is 22."):
+        prov = build_provenance(_bare_price_run(text))
+        assert [(c.source, c.before, c.after) for c in prov.changes_of("message-1")] == [(2, "21", "22")], text
+        assert [c.index for c in prov.carriers[4]] == [3]  # the calculator only carries the analyst's change
+    # no slip of the bare result, no change charged to it: a number the step adds is not its restatement
+    prov = build_provenance(_bare_price_run("We need 3 boxes for 4 people. The unit price is 21; it ships in 14 "
+                                            "days."))
+    assert prov.changes_of("message-1") == []
+
+
 def test_reach_follows_values_and_requests_back_from_the_answer():
     run = _restated_price_run()
     reach = reaches_answer(run)

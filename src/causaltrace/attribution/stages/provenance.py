@@ -41,7 +41,10 @@ How it works:
    one of the same group the task or an earlier step gave (``lb`` where the task said ``kg``) is a *substitution*
    (a unit written after a number is compared as that number's quantity only: "a 5 min read" on a page is another
    measurement, not the task's hours substituted);
-   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip; a call's number argument that
+   a number a digit away from a given one (``12.05`` for ``12.50``) is a *copy* slip — two-digit numbers too when
+   the source's number is bare (a tool's result ``21``, which has no words to share) — and a slip is the more
+   plausible origin: it outranks a number that merely shares words (the task's ``3 boxes … the unit price`` is no
+   source of ``The unit price is 22`` after the tool's ``21``); a call's number argument that
    no source gave and no arithmetic derives is *unsupported*; a handoff, selection or
    delegation whose target another candidate fits better by the sources' words is a *target substitution*
    (:mod:`.targets`), charged to the step that decided it (for a call made from code, the code); a number the step

@@ -23,28 +23,38 @@ def is_small(key: str) -> bool:
     return key.lstrip("-").isdigit() and len(key.lstrip("-")) == 1
 
 
-def is_copy_slip(before: str, after: str) -> bool:
-    """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude)."""
+def is_copy_slip(before: str, after: str, *, shortest: int = 3) -> bool:
+    """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude), in
+    numbers of at least ``shortest`` digits (two-digit numbers a digit apart are too common to link by form alone,
+    unless nothing else links them: :func:`restated`)."""
     a, b = (x.replace(".", "").replace(",", "").lstrip("-") for x in (before, after))
-    if len(a) != len(b) or len(a) < 3 or a == b:
+    if len(a) != len(b) or len(a) < shortest or a == b:
         return False
     diff = [k for k in range(len(a)) if a[k] != b[k]]
     return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
 
 
 def restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
-    """A number of the step's sources stated in the same words as ``v`` but different (the latest source
-    first), else a given number ``v`` is a copy slip of (:mod:`.provenance`'s docstring, 5)."""
-    slip: Change | None = None
+    """The number of the step's sources that ``v`` most plausibly restates, changed (:mod:`.provenance`'s docstring,
+    5); ``pool`` is latest source first.
+
+    The most plausible origin is the one the number's FORM links to ``v``: a number ``v`` is a copy slip of (a digit
+    changed, two swapped), the latest source first — two-digit numbers too when the source's number is bare (nothing
+    names it: a tool's result ``21``), whose form is then all that links it. Only then one stated in the same
+    WORDS (two shared salient words, half the smaller context): words near a number are weak evidence — a task's
+    ``3 boxes … the unit price`` shares "unit price" with ``The unit price is 22`` though its 3 is not the price —
+    and a bare result has none to share. A slip that also shares the words is a restatement, else a copy."""
+    worded: Change | None = None
     for j, u in pool:
         if u.kind != "number":
             continue
         shared = len(u.context & v.context)
-        if shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and not is_small(v.key):
-            return Change(k, j, "number", u.key, v.key, "restatement")
-        if slip is None and is_copy_slip(u.raw, v.raw):
-            slip = Change(k, j, "number", u.key, v.key, "copy")
-    return slip
+        same_words = shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and not is_small(v.key)
+        if is_copy_slip(u.raw, v.raw, shortest=3 if u.context else 2):
+            return Change(k, j, "number", u.key, v.key, "restatement" if same_words else "copy")
+        if same_words and worded is None:
+            worded = Change(k, j, "number", u.key, v.key, "restatement")
+    return worded
 
 
 def mean_slip(step: Step, v: Value, task_text: str) -> Change | None:
