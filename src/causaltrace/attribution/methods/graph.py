@@ -172,6 +172,10 @@ refitted after ``restatement`` (the row below)                   cross-validated
 nothing of its own (stages.drift.bare_opening)                   0.7: 31; found in 31 dev algo logs, labelled at
                                                                  none), hand unchanged 8 / 29 (no bare opening),
                                                                  agents 64 -> 65 / 92; zoo unchanged (none)
+(fifth pass, TEST read once after its last row, as aggregates:   steps 23 -> 27 / 92 (algo 17 -> 21 / 63 =
+nothing was changed after it)                                    33.3 %, hand 6 / 29 = 20.7 %), agents 51 -> 55
+                                                                 / 92, quartile hits 4 / 6 / 4 / 13 of 23, ECE
+                                                                 0.129; dev 34 -> 40 / 92 (algo 26 -> 32)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
