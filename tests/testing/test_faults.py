@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 from collections import Counter
 
 import pytest
@@ -175,6 +176,26 @@ def test_the_zoo_distractors_are_in_the_recorded_runs(recorded):
     assert len(verdicts) == 2
     picks = [str(s.content) for s in runs["ag-speaker-oslo"].steps if s.kind == "speaker_selection"]
     assert picks[:2] == ["researcher", "researcher"] and "guesser" in picks
+
+
+def test_the_made_up_data_and_the_derailed_plan_are_what_they_claim(recorded):
+    """The made-up data follows an honest retry of the same lookup tool and a second failure of it (the agent gave
+    up on the tool, it was not refused an answer), and every later step carries it; the derailed opening is a plan —
+    several numbered steps — that the executor follows with several different tools."""
+    runs = {case.name: (case, planted) for case, planted, _ in recorded}
+    for name in ("smol-fabricated-sales", "ag-fabricated-sales"):
+        case, run = runs[name]
+        true = case.true_step(run)
+        assert any(fixed < true for _, fixed in recovered_tool_errors(run)), name  # the benign retry comes first
+        lookups = [s for s in run.steps if s.tool_name == "get_sales" and s.kind == "tool_response" and s.index < true]
+        assert [s.status for s in lookups].count("error") == 2 and lookups[-1].status == "error", name
+        assert len({str(s.arguments) for s in run.steps if s.kind == "tool_call" and s.tool_name == "get_sales"}) == 3
+    for name in ("smol-derail-keyerror", "ag-derail-keyerror"):
+        case, run = runs[name]
+        plan = run.step_at(case.true_step(run))
+        assert len(re.findall(r"^\d+\. ", plan.content, re.M)) >= 3, name
+        later = {s.tool_name for s in run.steps if s.kind == "tool_call" and s.index > plan.index}
+        assert {"read_log", "describe_table"} <= later and "count_orders" not in later, name
 
 
 def test_the_suite_report_has_its_keys_offline(report):

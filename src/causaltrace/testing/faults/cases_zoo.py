@@ -1,4 +1,5 @@
-"""The failure zoo's cases (issue 20 item 2) on the teams of :mod:`.zoo_smolagents` and :mod:`.zoo_autogen`.
+"""The failure zoo's cases (issue 20 item 2) on the teams of :mod:`.zoo_smolagents` and :mod:`.zoo_autogen` (and
+their continuations :mod:`.zoo_smolagents_more` and :mod:`.zoo_autogen_more`: made-up data, a derailed plan).
 
 Each case is a team builder bound to one VARIANT (its data), the task that variant answers, a strict verifier and
 the RULE naming the decisive step. The types and what the decisive step is:
@@ -16,6 +17,15 @@ type                       decisive step (the rule)
 ``wrong_speaker``          the selector's choice of the agent that guesses (AutoGen only: smolagents has no
                            speaker selection)
 ``boundary_bug``           (the suite's type, here: a divisor) the code averaging three values by 2
+``fabricated_data``        the first step that makes the data up after its lookup tool failed (code simulating
+                           sample figures, an answer "from what I know", an assumed or hypothetical figure, a
+                           placeholder API key, a synthetic series); every later step computes on it faithfully.
+                           In a CodeAgent it is the code, not the Thought announcing it: the Thought and the code
+                           are one model reply, and replaying an edited Thought leaves the code as it was
+``task_derailment``        the opening plan (a planning step, the planner's first message or the manager's first
+                           delegation) written for another task than the one given — a KeyError the task mentions
+                           in passing, a settled support ticket, a figure the task says checks out; the executors
+                           follow it faithfully
 =========================  ===================================================================================
 """
 
@@ -41,14 +51,16 @@ def _case(framework: str, builders: dict[str, Callable[..., Any]], name: str, bu
 
 def zoo_smolagents_cases() -> list[FaultCase]:
     """The zoo's smolagents cases."""
-    from causaltrace.testing.faults.zoo_smolagents import BUILDERS
+    from causaltrace.testing.faults import zoo_smolagents, zoo_smolagents_more
+
+    builders = {**zoo_smolagents.BUILDERS, **zoo_smolagents_more.BUILDERS}
 
     def case(name: str, builder: str, fault: str, task: str, expected: str, rule: Any, rule_text: str,
              **variant: Any) -> FaultCase:
-        return _case("smolagents", BUILDERS, name, builder, fault, task, answer_is(expected), rule, rule_text,
+        return _case("smolagents", builders, name, builder, fault, task, answer_is(expected), rule, rule_text,
                      **variant)
 
-    return _smolagents_rows(case) + _smolagents_more_rows(case)
+    return _smolagents_rows(case) + _smolagents_more_rows(case) + _smolagents_task_rows(case)
 
 
 def _smolagents_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
@@ -138,17 +150,58 @@ def _smolagents_more_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
     ]
 
 
+#: the tasks of the made-up-data and derailed-plan teams (the same in both frameworks)
+SALES_TASK = "Report the total Q3 revenue of the North, South and West regions as 'TOTAL: <dollars>'."
+CENSUS_TASK = ("How many people live in Lyon, Marseille and Nice together, by the latest census? Answer "
+               "'TOTAL: <n>'.")
+KEYERROR_TASK = ("Heads-up: the nightly_report job failed again last night with KeyError: 'store_id' (the traceback "
+                 "is in its log). Separately, for the quarterly review I need the number of orders the Lisbon store "
+                 "shipped in March. Answer 'SHIPPED: <n>'.")
+REFUND_TASK = ("Customer C-204 complained last week that the app crashes at checkout on Android; support has "
+               "answered that ticket. For the finance report I need the total amount refunded to customer C-204 in "
+               "May. Answer 'REFUNDED: <dollars>'.")
+WAREHOUSE_TASK = ("Last week our intern computed the average delivery time of the Madrid warehouse (4.1 days), and "
+                  "it checks out. Now I need the number of late deliveries — more than 5 days — of the Valencia "
+                  "warehouse last week. Answer 'LATE: <n>'.")
+
+
+def _smolagents_task_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
+    code = "python_interpreter"
+    return [
+        case("smol-fabricated-sales", "fabricated_sales", "fabricated_data", SALES_TASK, "TOTAL: 139850",
+             first_step("tool_call", agent="analyst", tool=code, contains="_monthly = ["),
+             "the analyst's code that simulates West's monthly figures"),
+        case("smol-fabricated-census", "fabricated_census", "fabricated_data", CENSUS_TASK, "TOTAL: 1743411",
+             first_step("tool_call", agent="researcher", tool="final_answer", contains="from what I know"),
+             "the researcher's answer that states Nice's population from memory"),
+        case("smol-fabricated-apikey", "fabricated_apikey", "fabricated_data",
+             "Using the market data API, report ACME's average closing price over the last 5 trading days as "
+             "'AVG: <price>' (2 decimals). The API key is in the secret store under MARKET_API_KEY.", "AVG: 102.50",
+             first_step("tool_call", agent="quant", tool=code, contains="'demo'"),
+             "the quant's code that calls the API with the placeholder demo key"),
+        case("smol-derail-keyerror", "derail_keyerror", "task_derailment", KEYERROR_TASK, "SHIPPED: 57",
+             first_step("planning", agent="engineer"), "the engineer's opening plan (it debugs the KeyError)"),
+        case("smol-derail-refund", "derail_refund", "task_derailment", REFUND_TASK, "REFUNDED: 99.50",
+             first_step("tool_call", agent="manager", tool="support_agent"),
+             "the manager's first delegation (a plan to investigate the old crash)"),
+        case("smol-derail-warehouse", "derail_warehouse", "task_derailment", WAREHOUSE_TASK, "LATE: 3",
+             first_step("planning", agent="manager"), "the manager's opening plan (it re-checks Madrid's average)"),
+    ]
+
+
 def zoo_autogen_cases() -> list[FaultCase]:
     """The zoo's AutoGen cases."""
+    from causaltrace.testing.faults import zoo_autogen, zoo_autogen_more
     from causaltrace.testing.faults.cases_autogen import reports
-    from causaltrace.testing.faults.zoo_autogen import BUILDERS
+
+    builders = {**zoo_autogen.BUILDERS, **zoo_autogen_more.BUILDERS}
 
     def case(name: str, builder: str, fault: str, task: str, field: str, expected: str, rule: Any,
              rule_text: str, **variant: Any) -> FaultCase:
-        return _case("autogen", BUILDERS, name, builder, fault, task, reports(field, expected), rule, rule_text,
+        return _case("autogen", builders, name, builder, fault, task, reports(field, expected), rule, rule_text,
                      **variant)
 
-    return _autogen_rows(case) + _autogen_more_rows(case)
+    return _autogen_rows(case) + _autogen_more_rows(case) + _autogen_task_rows(case)
 
 
 def _autogen_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
@@ -244,4 +297,27 @@ def _autogen_more_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
         case("ag-weather-average", "average", "boundary_bug",
              "What is today's average temperature of Paris, Rome and Oslo? Answer 'AVG: <celsius>'.", "AVG", "20.0",
              first_step("message", agent="coder", contains="```python"), "the coder's averaging code"),
+    ]
+
+
+def _autogen_task_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
+    return [
+        case("ag-fabricated-sales", "fabricated_sales", "fabricated_data", SALES_TASK, "TOTAL", "139850",
+             first_step("message", agent="fetcher"), "the fetcher's message that assumes West's revenue"),
+        case("ag-fabricated-census", "fabricated_census", "fabricated_data", CENSUS_TASK, "TOTAL", "1743411",
+             first_step("message", agent="researcher"),
+             "the researcher's message with a hypothetical population for Nice"),
+        case("ag-fabricated-csv", "fabricated_csv", "fabricated_data",
+             "Download https://data.example.org/visits/april.csv and https://data.example.org/visits/may.csv (daily "
+             "visitors in the first week of each month) and report by how much the mean daily visitors grew from "
+             "April to May, as 'GROWTH: <visitors>' (1 decimal).", "GROWTH", "77.4",
+             first_step("message", agent="coder", contains="```python"),
+             "the coder's code that generates a synthetic May series"),
+        case("ag-derail-keyerror", "derail_keyerror", "task_derailment", KEYERROR_TASK, "SHIPPED", "57",
+             first_step("message", agent="planner"), "the planner's opening plan (it debugs the KeyError)"),
+        case("ag-derail-refund", "derail_refund", "task_derailment", REFUND_TASK, "REFUNDED", "99.50",
+             first_step("message", agent="planning_agent"),
+             "the planning agent's opening plan (it investigates the old crash)"),
+        case("ag-derail-warehouse", "derail_warehouse", "task_derailment", WAREHOUSE_TASK, "LATE", "3",
+             first_step("message", agent="lead"), "the lead's opening plan (it re-checks Madrid's average)"),
     ]

@@ -24,6 +24,9 @@ speaker     SelectorGroupChat: researcher (flaky ``lookup_population``, selected
 average     coder (flaky ``get_temperature`` per city) writes code, executor runs it; planted: ``/ 2`` for
             three cities
 ==========  ================================================================================================
+
+The teams of the made-up-data and derailed-plan types (``fabricated_data``, ``task_derailment``) are in
+:mod:`.zoo_autogen_more`.
 """
 
 from __future__ import annotations

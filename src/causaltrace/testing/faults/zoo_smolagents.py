@@ -23,6 +23,9 @@ unit                ToolCallingAgent: ``shipping_cost(weight, unit)`` once per p
 average             manager CodeAgent asks ``weather_agent`` (flaky ``get_temperature``) once per city, then
                     averages in code; planted: the divisor is 2 for three cities
 ==================  ============================================================================================
+
+The teams of the made-up-data and derailed-plan types (``fabricated_data``, ``task_derailment``) are in
+:mod:`.zoo_smolagents_more`.
 """
 
 from __future__ import annotations
