@@ -160,3 +160,38 @@ def test_an_opening_with_code_or_figures_of_its_own_is_a_decision(tmp_path, extr
     from causaltrace.attribution.stages.drift import bare_opening
 
     assert bare_opening(_restating_team(tmp_path, f"# General Task\n{TASK}\n\n{ON_TASK_PLAN}{extra}")) is None
+
+
+def test_the_request_is_what_the_task_asks_for_not_its_context():
+    from causaltrace.attribution.stages.drift import task_request
+
+    task = ("Heads-up: the nightly job failed again with KeyError: 'store_id'. Separately, for the review I need "
+            "the number of orders the Lisbon store shipped in March. Answer 'SHIPPED: <n>'.")
+    request = task_request(task)
+    assert "Lisbon" in request and "SHIPPED" in request and "KeyError" not in request
+    # a task with no asking sentence is its own request
+    assert task_request("Seven bridges of Königsberg, walked once each.") == "Seven bridges of Königsberg, walked once each."
+
+
+def test_a_managers_first_delegation_is_the_opening_it_is_judged_by():
+    from _builders import RunBuilder
+    from causaltrace.schema import Outcome
+
+    task = ("Our intern's average delivery time for Madrid last week (4.1 days) checks out. Now I need the number "
+            "of late deliveries of the Valencia warehouse last week, more than 5 days. Answer 'LATE: <n>'.")
+    delegation = ("Recompute the intern's average delivery time for Madrid from the raw shipment records: check each "
+                  "shipment's duration, report whether the 4.1 figure holds and name every record that disagrees "
+                  "with it, with its shipment id and its recorded duration.")
+    run = (RunBuilder("r").task(task)
+           .tool_call("manager", "logistics_agent", {"task": delegation})
+           .step("final_answer", "manager", content="LATE: 0", outputs={"text": "LATE: 0"})
+           .build(outcome=Outcome(status="failure")))
+    drift = find_task_drift(run)
+    assert drift is not None and drift.index == 1 and drift.shared <= 1
+    # the same delegation asking for what the task asks is on the task
+    on_task = ("Count the late deliveries of the Valencia warehouse last week (more than 5 days each) from the raw "
+               "shipment records and report the number, with each late shipment's id and its recorded duration.")
+    run2 = (RunBuilder("r").task(task).tool_call("manager", "logistics_agent", {"task": on_task})
+            .step("final_answer", "manager", content="LATE: 0", outputs={"text": "LATE: 0"})
+            .build(outcome=Outcome(status="failure")))
+    assert find_task_drift(run2) is None

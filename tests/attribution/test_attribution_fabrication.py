@@ -89,3 +89,15 @@ def test_after_a_drifted_opening_the_invented_data_is_not_blamed(tmp_path):
     d = causaltrace.diagnose_sync(run, "graph", store=False)
     assert d.decisive_step_index == 0 and d.category == "FM-2.3"
     assert not any("makes up its data" in r for c in d.candidates for r in c.reasons)
+
+
+def test_knowledge_standing_in_for_a_lookup_is_fabrication_a_planners_educated_guess_is_not(tmp_path):
+    recalled = ("The lookup keeps failing, so based on my training data the 1928 delegation sizes were roughly: "
+                "USA 280, CAN 90, CHN 1.\n```python\nprint(min({'USA': 280, 'CAN': 90, 'CHN': 1}.items(), "
+                "key=lambda kv: kv[1]))\n```")
+    found = find_fabrication(_run(tmp_path, _team(recalled)))
+    assert found is not None and found.index == 3 and found.markers == ("based on my training data",)
+    facts_sheet = ("Here is the pre-survey.\n1. GIVEN OR VERIFIED FACTS: the 1928 Summer Olympics.\n2. FACTS TO LOOK "
+                   "UP: the athletes per country.\n3. EDUCATED GUESSES: a small delegation is likely from Asia; a "
+                   "rough estimate is a handful of athletes.")
+    assert find_fabrication(_run(tmp_path, [("Orchestrator", facts_sheet), *_team()[1:3], *_team()[4:]])) is None

@@ -173,9 +173,27 @@ nothing of its own (stages.drift.bare_opening)                   0.7: 31; found 
                                                                  none), hand unchanged 8 / 29 (no bare opening),
                                                                  agents 64 -> 65 / 92; zoo unchanged (none)
 (fifth pass, TEST read once after its last row, as aggregates:   steps 23 -> 27 / 92 (algo 17 -> 21 / 63 =
-nothing was changed after it)                                    33.3 %, hand 6 / 29 = 20.7 %), agents 51 -> 55
+no Who&When tuning after it)                                    33.3 %, hand 6 / 29 = 20.7 %), agents 51 -> 55
                                                                  / 92, quartile hits 4 / 6 / 4 / 13 of 23, ECE
                                                                  0.129; dev 34 -> 40 / 92 (algo 26 -> 32)
+(sixth pass, on the zoo's two new types — fabricated_data, task_derailment, 12 cases written blind to these
+rules by a helper; at their start, graph top-1 tuning 2 / 6, held-out 1 / 6; Who&When TEST not read again)
+drift compares the opening with the task's REQUEST (the         zoo tuning half: derail 1 -> 2 / 3; Who&When dev
+sentences that ask: a question, "I need", the answer format),     unchanged (algo 32 / 63, hand 8 / 29); held-out
+not its context; MAX_COVERAGE 0.25 -> 0.4 of the request; a      derail 1 -> 3 / 3 (the delegation rule was
+delegation's instruction (a tool call's string arguments) can    prompted by a helper's report of a held-out
+be the opening                                                   case: not a clean held-out figure)
+routing targets grounded in the task's request, not its context  zoo tuning half: derail 2 -> 3 / 3; dev unchanged
+(provenance_walk; "support has answered that ticket" is no
+reason to select support_agent first)
+a fabricating thought counts for the code of the same model      zoo tuning half: fabricated 2 -> 3 / 3; dev
+reply; errors its agent met before fabricating count as          unchanged
+recovered (worked around: the invented data reached the answer)
+fabrication markers: knowledge standing in for a lookup ("from   dev: unchanged after dropping "educated guess"
+memory", "based on my training data", "from what I know"),       (Magentic-One's facts sheet: hand 8 -> 7) and
+synthetic / made-up figures, typical or representative values   "based on my data" (algo 32 -> 31); held-out
+                                                                 fabricated 1 -> 2 / 3, NOT clean: the held-out
+                                                                 cases' wording reached the tuner in a report
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -298,7 +316,7 @@ def rank_candidates(
     if not steps:
         return []
     last = max(1, len(steps) - 1)
-    error_of, origin = _errors_by_owner(errors, anchor, relevance, w)
+    error_of, origin = _errors_by_owner(errors, anchor, relevance, w, _worked_around(run, errors, fabrication))
     loop_of = _loops_by_step(loops, w)
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
@@ -424,19 +442,31 @@ def _change_signal(prov: Provenance, index: int, w: Mapping[str, float], reasons
     return 1.0 if reach >= 0.25 else w["recovered"]
 
 
+def _worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrication | None) -> set[int]:
+    """The error signals (by exposing step) the fabricating agent worked around by making its data up: exposed to
+    that agent before its fabrication. What reached the answer is the invented data, not the failure: such an error
+    counts as recovered (the fabrication is the decision that followed it)."""
+    if fabrication is None or not fabrication.agent:
+        return set()
+    return {sig.index for sig in errors if sig.index < fabrication.index
+            and run.step_at(sig.index).agent == fabrication.agent}
+
+
 def _errors_by_owner(
-    errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance, w: Mapping[str, float]
+    errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance, w: Mapping[str, float],
+    worked_around: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[dict[int, list[tuple[float, ErrorSignal]]], set[int]]:
     """Each error signal under the step it is charged to (its introducer, else the step exposing it), with its
-    strength (``recovered`` when recovered or its output never reached the failure); and the exposing steps of
-    errors nobody introduced (a tool's or service's own: the origin, not a mere exposer)."""
+    strength (``recovered`` when recovered, worked around by a fabrication, or its output never reached the
+    failure); and the exposing steps of errors nobody introduced (a tool's or service's own: the origin, not a mere
+    exposer)."""
     error_of: dict[int, list[tuple[float, ErrorSignal]]] = {}
     origin: set[int] = set()
     for sig in errors:
         if sig.transient and sig.recovered:  # the same call succeeded when repeated: no one's decision failed
             continue
         reached = sig.index == anchor.index or relevance.scores.get(sig.index, 0.0) > 0
-        strength = w["recovered"] if (sig.recovered or not reached) else 1.0
+        strength = w["recovered"] if (sig.recovered or not reached or sig.index in worked_around) else 1.0
         owner = sig.introduced_by if sig.introduced_by is not None else sig.index
         if sig.introduced_by is None:
             origin.add(sig.index)

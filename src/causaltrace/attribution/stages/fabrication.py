@@ -10,13 +10,19 @@ provided — and that marker is the evidence: it is the author of the values, no
 The rule, deterministic:
 
 * a step is **marked** when the agent's own decision — its text, or the code it wrote — uses one of the
-  :data:`MARKERS` (simulated / hypothetical / mock / dummy / sample or example data / for demonstration / for
-  illustration / placeholder / "replace with actual" / ``YOUR_API_KEY`` / assuming a file or dataset);
+  :data:`MARKERS`: invention (simulated / hypothetical / mock / dummy / sample, example or synthetic data /
+  made-up values / for demonstration / for illustration / placeholder / "replace with actual" / ``YOUR_API_KEY`` /
+  assuming a file or dataset) or knowledge standing in for a lookup (from memory / from what I know / based on
+  my training data / as of my knowledge cutoff / typical or representative values; not "an educated guess" or "a
+  rough estimate", which planners write of what they will derive: Magentic-One's facts sheet has a section of
+  them);
 * execution outputs (a terminal's, a tool's) are never marked: they report what code did, they decide nothing;
 * steps that paste an observed page are not judged either (a browser agent's reply quoting a site's
   ``placeholder`` attribute is prose it read, not a decision): a step whose speaker observed the web — its text
   carries a screenshot / viewport / page-address preamble — is skipped by :func:`_pastes_a_page`;
-* only the FIRST marked step counts: the later ones carry what it invented.
+* only the FIRST marked step counts: the later ones carry what it invented; a marked thought (``reasoning``)
+  counts for the tool call the same model reply made (the code that builds the data: the action, and what an
+  intervention edits).
 
 Data: the markers are the words agents use when they fabricate, listed by reasoning about what such code and text
 say; checked on Who&When's dev half only (the first marked step is the labelled one in 6 of the 9
@@ -39,9 +45,13 @@ __all__ = ["MARKERS", "Fabrication", "FabricationResult", "FabricationStage", "f
 #: what a step that invents its data says (case-insensitive, whole words)
 MARKERS = re.compile(
     r"\b(simulat(?:e|ed|es|ing|ion)|hypothetical(?:ly)?|mock(?:ed)? (?:data|dataset|response|values?)|dummy "
-    r"(?:data|dataset|values?)|(?:sample|example|fake|synthetic) (?:data|dataset|values?)|for demonstration"
-    r"(?: purposes)?|for illustrati(?:on|ve) purposes|placeholder(?:s| values?| data)?|replace (?:this |it |them )?"
-    r"with (?:the )?actual|your_api_key|assum(?:e|ing) (?:that )?(?:the |a )?(?:file|dataset|data file|csv))\b",
+    r"(?:data|dataset|values?)|(?:sample|example|fake|synthetic) (?:data|dataset|values?)|synthetic (?:\w+ )?"
+    r"(?:series|figures?|numbers?|records?|readings?)|(?:made-up|invented|fabricated|fictitious|fictional) "
+    r"(?:data|values?|figures?|numbers?)|for demonstration(?: purposes)?|for illustrati(?:on|ve) purposes|"
+    r"placeholder(?:s| values?| data)?|replace (?:this |it |them )?with (?:the )?actual|your_api_key|"
+    r"assum(?:e|ing) (?:that )?(?:the |a )?(?:file|dataset|data file|csv)|from (?:my )?memory|from what i (?:know|"
+    r"recall|remember)|based on my (?:training(?: data)?|(?:general )?knowledge)|as of my (?:knowledge |training )?"
+    r"cut-?off|(?:estimated|representative|typical) (?:values|figures))\b",
     re.IGNORECASE,
 )
 _PAGE = re.compile(r"\b(screenshot|viewport|web ?page|https?://)", re.IGNORECASE)
@@ -54,6 +64,8 @@ class Fabrication:
     index: int
     step_id: str
     markers: tuple[str, ...]
+    #: the agent that made the data up
+    agent: str = ""
 
     def describe(self) -> str:
         said = ", ".join(repr(m) for m in self.markers)
@@ -87,8 +99,25 @@ def find_fabrication(run: Run) -> Fabrication | None:
         if not found or _pastes_a_page(text):
             continue
         markers = tuple(dict.fromkeys(m.lower() for m in found))[:3]
-        return Fabrication(step.index, step.step_id, markers)
+        acting = _action_of_reply(run, step)
+        return Fabrication(acting.index, acting.step_id, markers, agent=step.agent)
     return None
+
+
+def _action_of_reply(run: Run, step: Step) -> Step:
+    """The action a marked thought belongs to: a ``reasoning`` step and the tool call (the code) produced by the same
+    model reply are one decision, and the action is what made the data — what an intervention edits; any other
+    step is its own action."""
+    if step.kind != "reasoning":
+        return step
+    replies = {d.step_id for d in step.depends_on if d.kind == "produced_by"}
+    if not replies:
+        return step
+    for other in run.steps:
+        if other.index > step.index and other.kind == "tool_call" and any(
+                d.kind == "produced_by" and d.step_id in replies for d in other.depends_on):
+            return other
+    return step
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from causaltrace.attribution.stages.dependencies import DependencyGraph
+from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import mean_slip, restated, substituted
 from causaltrace.attribution.stages.provenance_derive import derivation, group_derivation, run_totals
 from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
@@ -225,13 +226,20 @@ class ProvenanceWalk:
         candidates = [str(c) for c in listed] if isinstance(listed, list) else [*self.agent_list]
         code = str((self.by_index[owner].arguments or {}).get("code") or "") if owner in self.by_index else ""
         candidates += called_names(code, chosen)
-        texts = [(j, self.run.task or "" if j == TASK else content_of(self.by_index[j]))
+        # the task routes by what it asks for, not by the context beside it ("support has answered that ticket")
+        texts = [(j, task_request(self.run.task or "") if j == TASK else self._routing_text(j))
                  for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
         found = grounded_alternative(chosen, candidates, texts)
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
             if change not in self.prov.changes:
                 self.prov.changes.append(change)
+
+    def _routing_text(self, j: int) -> str:
+        """What source step ``j`` says for routing: the task's request when it is the task (its context is not an
+        instruction), else its content."""
+        step = self.by_index[j]
+        return task_request(content_of(step)) if step.kind == "task" else content_of(step)
 
     def _computed_by_code(self, step: Step, new: list[Value]) -> None:
         """A call that running code made (``produced_by`` a code execution): its new numbers are the code's
