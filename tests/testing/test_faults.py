@@ -119,6 +119,15 @@ def test_every_second_case_of_each_type_is_held_out():
                                                                   if c.framework == "autogen"}
 
 
+def test_the_cases_written_blind_to_the_attribution_come_last():
+    """They were added after the held-out marks were fixed: listed last (smolagents, then AutoGen), they move no
+    earlier case's mark."""
+    from causaltrace.testing.faults.cases_zoo_blind import zoo_blind_autogen_cases, zoo_blind_smolagents_cases
+
+    blind = [c.name for c in zoo_blind_smolagents_cases() + zoo_blind_autogen_cases()]
+    assert len(blind) == 8 and [c.name for c in all_cases()][-len(blind):] == blind
+
+
 def test_the_random_expectation_and_the_aggregates():
     assert random_expectation([2, 5, 6, 9], 5) == {"top1": 0.25, "top3": 0.75, "near": 0.5}
     assert random_expectation([2, 5], 4) == {"top1": 0.0, "top3": 0.0, "near": 0.5}

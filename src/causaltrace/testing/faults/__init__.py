@@ -8,8 +8,9 @@ method's deterministic stages, the mutation proposals of decision 9 and replay),
 causaltrace localises the decisive step (the earliest step whose correction flips the run) and repairs the run.
 
 Issue 20 grows it into a failure ZOO (:mod:`.cases_zoo` on the teams of :mod:`.zoo_smolagents` and
-:mod:`.zoo_autogen`, continued in :mod:`.zoo_smolagents_more` and :mod:`.zoo_autogen_more`): 15 failure types, at
-least 60 cases, every second case of each type held out of all tuning (``FaultCase.held_out``), and localisation scored on the diagnosis alone for ``graph``, the rule baselines and
+:mod:`.zoo_autogen`, continued in :mod:`.zoo_smolagents_more` and :mod:`.zoo_autogen_more`; the cases of
+:mod:`.cases_zoo_blind`, on :mod:`.zoo_smolagents_blind` and :mod:`.zoo_autogen_blind`, were written blind to the
+attribution and come last in suite order): 15 failure types, at least 60 cases, every second case of each type held out of all tuning (``FaultCase.held_out``), and localisation scored on the diagnosis alone for ``graph``, the rule baselines and
 random (:mod:`.scoring`) before repair's replay-verified answer (``bench faults --no-repair`` skips repair).
 
 Layout: :mod:`.cases` (what a case is, rule helpers, strict verifiers); :mod:`.cases_smolagents` and
