@@ -24,7 +24,7 @@ def recorded(tmp_path_factory):
     previous = os.environ.get("CAUSALTRACE_HOME")
     os.environ["CAUSALTRACE_HOME"] = str(tmp_path_factory.mktemp("zoo-findings-home"))
     faults_runner._INSTRUMENTED = False
-    names = {"smol-derail-keyerror", "ag-derail-refund", "smol-fabricated-sales"}
+    names = {"smol-derail-keyerror", "ag-derail-refund", "smol-fabricated-sales", "ag-fabricated-voyage"}
     cases = {c.name: c for c in all_cases() if c.name in names}
     assert set(cases) == names and not any(c.held_out for c in cases.values())
     yield {name: (case, asyncio.run(faults_runner.record(case))) for name, case in cases.items()}
@@ -73,3 +73,11 @@ def test_a_thought_that_simulates_the_data_is_charged_to_its_code(recorded):
     assert d.decisive_step_index == case.rule(run).index and top.kind == "tool_call"
     assert "makes up its data" in " ".join(d.candidates[0].reasons)
     assert d.artifacts["fabrication"]["fabrication"]["index"] == top.index
+
+
+def test_a_figure_recalled_from_training_data_after_a_timeout_is_the_decisive_step(recorded):
+    # the navigator's routing lookup times out; "From my training data, that leg is approximately 110 nautical
+    # miles" stands in for it, and the calculator and the reviewer carry the figure faithfully
+    case, run, d = _diagnosis(recorded, "ag-fabricated-voyage")
+    assert d.decisive_step_index == case.rule(run).index
+    assert "from my training data" in d.artifacts["fabrication"]["fabrication"]["markers"]

@@ -194,6 +194,12 @@ memory", "based on my training data", "from what I know"),       (Magentic-One's
 synthetic / made-up figures, typical or representative values   "based on my data" (algo 32 -> 31); held-out
                                                                  fabricated 1 -> 2 / 3, NOT clean: the held-out
                                                                  cases' wording reached the tuner in a report
+(8 FRESH cases of the two types, written blind by a helper after  fresh, at the frozen code (5233d67): top-1 2 / 8
+the rows above, scored once at the frozen code)                  (held-out 2 / 4: derail-example, fabricated-
+                                                                 footprint; tuning 0 / 4); whole zoo held-out
+                                                                 36 / 40, tuning 36 / 41
+"from / based on / according to my training data / knowledge /  fresh tuning half: voyage -> top-1 (1 / 4); fresh
+memory" as one marker family                                     held-out unchanged 2 / 4; Who&When dev unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

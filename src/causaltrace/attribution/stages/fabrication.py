@@ -49,9 +49,9 @@ MARKERS = re.compile(
     r"(?:series|figures?|numbers?|records?|readings?)|(?:made-up|invented|fabricated|fictitious|fictional) "
     r"(?:data|values?|figures?|numbers?)|for demonstration(?: purposes)?|for illustrati(?:on|ve) purposes|"
     r"placeholder(?:s| values?| data)?|replace (?:this |it |them )?with (?:the )?actual|your_api_key|"
-    r"assum(?:e|ing) (?:that )?(?:the |a )?(?:file|dataset|data file|csv)|from (?:my )?memory|from what i (?:know|"
-    r"recall|remember)|based on my (?:training(?: data)?|(?:general )?knowledge)|as of my (?:knowledge |training )?"
-    r"cut-?off|(?:estimated|representative|typical) (?:values|figures))\b",
+    r"assum(?:e|ing) (?:that )?(?:the |a )?(?:file|dataset|data file|csv)|from what i (?:know|recall|remember)|"
+    r"(?:from|based on|according to) my (?:training(?: data)?|(?:general )?knowledge|memory)|from memory|"
+    r"as of my (?:knowledge |training )?cut-?off|(?:estimated|representative|typical) (?:values|figures))\b",
     re.IGNORECASE,
 )
 _PAGE = re.compile(r"\b(screenshot|viewport|web ?page|https?://)", re.IGNORECASE)
