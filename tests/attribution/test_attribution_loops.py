@@ -6,16 +6,15 @@ true loops that must still be found."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
 pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
+from _zoo import zoo_home
 from causaltrace.attribution.engine import diagnose
 from causaltrace.attribution.stages.loops import detect_loops
-from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.testing.faults import all_cases
 from causaltrace.testing.faults import runner as faults_runner
 
@@ -26,27 +25,10 @@ NAMES = ("ag-speaker-oslo", "ag-selector-choice", "smol-weather-average", "smol-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    previous = os.environ.get("CAUSALTRACE_HOME")
-    os.environ["CAUSALTRACE_HOME"] = str(tmp_path_factory.mktemp("loops-home"))
-    model = os.environ.pop("CAUSALTRACE_MODEL", None)
-    faults_runner._INSTRUMENTED = False
     cases = {c.name: c for c in all_cases() if c.name in NAMES}
     cases["per-account"] = _per_account_case()
-    out = {name: asyncio.run(faults_runner.record(case)) for name, case in cases.items()}
-    yield out
-    from causaltrace.instrumentation.autogen import uninstrument_autogen
-    from causaltrace.instrumentation.smolagents import uninstrument_smolagents
-
-    uninstrument_smolagents()
-    uninstrument_autogen()
-    reset_tracing()
-    faults_runner._INSTRUMENTED = False
-    if previous is None:
-        os.environ.pop("CAUSALTRACE_HOME", None)
-    else:
-        os.environ["CAUSALTRACE_HOME"] = previous
-    if model is not None:
-        os.environ["CAUSALTRACE_MODEL"] = model
+    with zoo_home(tmp_path_factory.mktemp("loops-home")):
+        yield {name: asyncio.run(faults_runner.record(case)) for name, case in cases.items()}
 
 
 def _per_account_case():

@@ -5,7 +5,6 @@ the zoo's TUNING half (``held_out=False``) are used here: the held-out half stay
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
@@ -13,7 +12,7 @@ pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
 import causaltrace
-from causaltrace.instrumentation.tracing import reset_tracing
+from _zoo import zoo_home
 from causaltrace.testing.faults import all_cases
 from causaltrace.testing.faults import runner as faults_runner
 
@@ -21,24 +20,11 @@ from causaltrace.testing.faults import runner as faults_runner
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """The tuning-half cases used below, each recorded once with its planted error."""
-    previous = os.environ.get("CAUSALTRACE_HOME")
-    os.environ["CAUSALTRACE_HOME"] = str(tmp_path_factory.mktemp("zoo-findings-home"))
-    faults_runner._INSTRUMENTED = False
     names = {"smol-derail-keyerror", "ag-derail-refund", "smol-fabricated-sales", "ag-fabricated-voyage"}
     cases = {c.name: c for c in all_cases() if c.name in names}
     assert set(cases) == names and not any(c.held_out for c in cases.values())
-    yield {name: (case, asyncio.run(faults_runner.record(case))) for name, case in cases.items()}
-    from causaltrace.instrumentation.autogen import uninstrument_autogen
-    from causaltrace.instrumentation.smolagents import uninstrument_smolagents
-
-    uninstrument_smolagents()
-    uninstrument_autogen()
-    reset_tracing()
-    faults_runner._INSTRUMENTED = False
-    if previous is None:
-        os.environ.pop("CAUSALTRACE_HOME", None)
-    else:
-        os.environ["CAUSALTRACE_HOME"] = previous
+    with zoo_home(tmp_path_factory.mktemp("zoo-findings-home")):
+        yield {name: (case, asyncio.run(faults_runner.record(case))) for name, case in cases.items()}
 
 
 def _diagnosis(recorded, name: str):
