@@ -38,7 +38,7 @@ from typing import Any
 from causaltrace.schema import Outcome, Verdict
 from causaltrace.testing.faults.cases import FaultCase, answer_is, first_step
 
-__all__ = ["zoo_autogen_cases", "zoo_smolagents_cases"]
+__all__ = ["autogen_case", "smolagents_case", "zoo_autogen_cases", "zoo_smolagents_cases"]
 
 
 def _case(framework: str, builders: dict[str, Callable[..., Any]], name: str, builder: str, fault: str, task: str,
@@ -49,17 +49,38 @@ def _case(framework: str, builders: dict[str, Callable[..., Any]], name: str, bu
                      verify=verify, rule=rule, rule_text=rule_text)
 
 
-def zoo_smolagents_cases() -> list[FaultCase]:
-    """The zoo's smolagents cases."""
-    from causaltrace.testing.faults import zoo_smolagents, zoo_smolagents_more
-
-    builders = {**zoo_smolagents.BUILDERS, **zoo_smolagents_more.BUILDERS}
+def smolagents_case(builders: dict[str, Callable[..., Any]]) -> Callable[..., FaultCase]:
+    """The row maker of smolagents zoo cases on ``builders``:
+    ``case(name, builder, fault, task, expected, rule, rule_text, **variant)``, the final answer verified to be
+    ``expected``."""
 
     def case(name: str, builder: str, fault: str, task: str, expected: str, rule: Any, rule_text: str,
              **variant: Any) -> FaultCase:
         return _case("smolagents", builders, name, builder, fault, task, answer_is(expected), rule, rule_text,
                      **variant)
 
+    return case
+
+
+def autogen_case(builders: dict[str, Callable[..., Any]]) -> Callable[..., FaultCase]:
+    """The row maker of AutoGen zoo cases on ``builders``:
+    ``case(name, builder, fault, task, field, expected, rule, rule_text, **variant)``, the team verified to report
+    ``field`` as ``expected``."""
+    from causaltrace.testing.faults.cases_autogen import reports
+
+    def case(name: str, builder: str, fault: str, task: str, field: str, expected: str, rule: Any,
+             rule_text: str, **variant: Any) -> FaultCase:
+        return _case("autogen", builders, name, builder, fault, task, reports(field, expected), rule, rule_text,
+                     **variant)
+
+    return case
+
+
+def zoo_smolagents_cases() -> list[FaultCase]:
+    """The zoo's smolagents cases."""
+    from causaltrace.testing.faults import zoo_smolagents, zoo_smolagents_more
+
+    case = smolagents_case({**zoo_smolagents.BUILDERS, **zoo_smolagents_more.BUILDERS})
     return _smolagents_rows(case) + _smolagents_more_rows(case) + _smolagents_task_rows(case)
 
 
@@ -192,15 +213,8 @@ def _smolagents_task_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:
 def zoo_autogen_cases() -> list[FaultCase]:
     """The zoo's AutoGen cases."""
     from causaltrace.testing.faults import zoo_autogen, zoo_autogen_more
-    from causaltrace.testing.faults.cases_autogen import reports
 
-    builders = {**zoo_autogen.BUILDERS, **zoo_autogen_more.BUILDERS}
-
-    def case(name: str, builder: str, fault: str, task: str, field: str, expected: str, rule: Any,
-             rule_text: str, **variant: Any) -> FaultCase:
-        return _case("autogen", builders, name, builder, fault, task, reports(field, expected), rule, rule_text,
-                     **variant)
-
+    case = autogen_case({**zoo_autogen.BUILDERS, **zoo_autogen_more.BUILDERS})
     return _autogen_rows(case) + _autogen_more_rows(case) + _autogen_task_rows(case)
 
 

@@ -22,10 +22,8 @@ cases before them (every second case of a type, in suite order) stay what they w
 
 from __future__ import annotations
 
-from typing import Any
-
-from causaltrace.testing.faults.cases import FaultCase, answer_is, first_step
-from causaltrace.testing.faults.cases_zoo import _case
+from causaltrace.testing.faults.cases import FaultCase, first_step
+from causaltrace.testing.faults.cases_zoo import autogen_case, smolagents_case
 
 __all__ = ["zoo_blind_autogen_cases", "zoo_blind_smolagents_cases"]
 
@@ -54,10 +52,7 @@ def zoo_blind_smolagents_cases() -> list[FaultCase]:
     """The blind cases of smolagents."""
     from causaltrace.testing.faults.zoo_smolagents_blind import BUILDERS
 
-    def case(name: str, builder: str, fault: str, task: str, expected: str, rule: Any, rule_text: str
-             ) -> FaultCase:
-        return _case("smolagents", BUILDERS, name, builder, fault, task, answer_is(expected), rule, rule_text)
-
+    case = smolagents_case(BUILDERS)
     code = "python_interpreter"
     return [
         case("smol-fabricated-meters", "fabricated_meters", "fabricated_data", METERS_TASK, "KWH: 58675",
@@ -76,13 +71,9 @@ def zoo_blind_smolagents_cases() -> list[FaultCase]:
 
 def zoo_blind_autogen_cases() -> list[FaultCase]:
     """The blind cases of AutoGen AgentChat."""
-    from causaltrace.testing.faults.cases_autogen import reports
     from causaltrace.testing.faults.zoo_autogen_blind import BUILDERS
 
-    def case(name: str, builder: str, fault: str, task: str, field: str, expected: str, rule: Any,
-             rule_text: str) -> FaultCase:
-        return _case("autogen", BUILDERS, name, builder, fault, task, reports(field, expected), rule, rule_text)
-
+    case = autogen_case(BUILDERS)
     return [
         case("ag-fabricated-voyage", "fabricated_voyage", "fabricated_data", VOYAGE_TASK, "DISTANCE", "830",
              first_step("message", agent="navigator"),

@@ -39,8 +39,8 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, ToolCallSpec, call
 
-__all__ = ["BUILDERS", "agent", "code_message", "errors", "executor", "ok", "round_robin", "said", "tool",
-           "tool_results"]
+__all__ = ["BUILDERS", "agent", "code_message", "errors", "executor", "first_text_of", "ok", "results_of",
+           "round_robin", "said", "texts_of", "tool", "tool_results"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
 
@@ -78,6 +78,26 @@ def _errors(request: ScriptedRequest, tool: str) -> int:
 def _said(request: ScriptedRequest, source: str, pattern: str) -> re.Match[str] | None:
     found = request.last_from(source)
     return re.search(pattern, found[1]) if found else None
+
+
+# The request readers only the zoo's teams use (:mod:`.zoo_autogen`, ``_more``, ``_blind``).
+
+
+def results_of(request: ScriptedRequest, name: str) -> list[tuple[dict[str, Any], str]]:
+    """``(arguments, result)`` of every successful call of tool ``name``, oldest first."""
+    return [(args, content) for tool_name, args, content, err in tool_results(request) if tool_name == name and not err]
+
+
+def texts_of(request: ScriptedRequest, source: str) -> list[str]:
+    """The texts of every message from ``source``, oldest first."""
+    return [m.content for m in request.messages
+            if getattr(m, "source", None) == source and isinstance(getattr(m, "content", None), str)]
+
+
+def first_text_of(request: ScriptedRequest, source: str) -> str:
+    """The text of the first message from ``source`` ("" before it spoke)."""
+    texts = texts_of(request, source)
+    return texts[0] if texts else ""
 
 
 def _flaky(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -481,7 +501,8 @@ BUILDERS: dict[str, Callable[[bool], Any]] = {
 }
 
 
-# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_autogen`) build on, by public names.
+# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_autogen` and its siblings) build on, by public
+# names.
 ok = _ok
 errors = _errors
 said = _said

@@ -48,10 +48,15 @@ __all__ = [
     "find",
     "integer",
     "is_error",
+    "last_is_error",
     "make_tool",
+    "managed_answers",
     "number",
+    "ok",
+    "planning_task",
     "string",
     "tool_agent",
+    "written_plan",
 ]
 
 Reply = str | list[Call]
@@ -77,6 +82,41 @@ def _find(request: ScriptedRequest, pattern: str) -> re.Match[str] | None:
 
 def _errors(request: ScriptedRequest) -> int:
     return sum(1 for o in request.observations if is_error(o))
+
+
+# The request readers only the zoo's teams use (:mod:`.zoo_smolagents`, ``_more``, ``_blind``).
+
+
+def last_is_error(request: ScriptedRequest) -> bool:
+    """True when the request's latest observation is an error (the agent is about to retry)."""
+    return bool(request.observations) and is_error(request.observations[-1])
+
+
+def managed_answers(request: ScriptedRequest, agent: str) -> list[str]:
+    """The answers of managed agent ``agent`` in the request's observations, oldest first."""
+    out = []
+    for text in request.observations:
+        found = re.search(rf"managed agent '{agent}':\s*(.+)", text, re.S)
+        if found:
+            out.append(found.group(1).strip())
+    return out
+
+
+def planning_task(request: ScriptedRequest) -> str:
+    """The task inside smolagents' initial planning prompt ("Here is your task: ```…```")."""
+    for _, text in request.messages:
+        found = re.search(r"Here is your task:\s*```\s*(.*?)\s*```", text, re.S)
+        if found:
+            return found.group(1)
+    return ""
+
+
+def written_plan(request: ScriptedRequest) -> str:
+    """The plan the agent wrote in its planning step (smolagents puts it back into the agent's memory)."""
+    for role, text in request.messages:
+        if role == "assistant" and "plan of action" in text:
+            return text
+    return ""
 
 
 def make_tool(name: str, description: str, inputs: dict[str, dict[str, str]], output_type: str,
@@ -481,7 +521,9 @@ BUILDERS: dict[str, Callable[[bool], Any]] = {
 }
 
 
-# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_smolagents`) build on, by public names.
+# The helpers the zoo's teams (:mod:`causaltrace.testing.faults.zoo_smolagents` and its siblings) build on, by
+# public names.
+ok = _ok
 find = _find
 errors = _errors
 string, number, integer = _s, _n, _i

@@ -42,33 +42,17 @@ from causaltrace.testing.faults.teams_autogen import (
     errors,
     executor,
     ok,
+    results_of,
     round_robin,
     said,
+    texts_of,
     tool,
-    tool_results,
 )
+from causaltrace.testing.faults.zoo_common import FACTORS, fmt
 
 __all__ = ["BUILDERS"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
-
-FACTORS = {"pounds": 0.4536, "ounces": 0.02835, "miles": 1.609, "feet": 0.0003048, "gallons": 3.785,
-           "quarts": 0.9464}
-
-
-def _fmt(value: float) -> str:
-    return f"{round(value, 2):g}"
-
-
-def _all_from(request: ScriptedRequest, source: str) -> list[str]:
-    """The texts of every message from ``source``, oldest first."""
-    return [m.content for m in request.messages
-            if getattr(m, "source", None) == source and isinstance(getattr(m, "content", None), str)]
-
-
-def _results(request: ScriptedRequest, name: str) -> list[tuple[dict[str, Any], str]]:
-    """``(arguments, result)`` of every successful call of tool ``name``, oldest first."""
-    return [(args, content) for tool_name, args, content, err in tool_results(request) if tool_name == name and not err]
 
 
 def _auditor(source: str, label: str) -> Any:
@@ -88,7 +72,7 @@ def build_plan_word(planted: bool, *, items: Sequence[float] = (12, 5), unit: st
                     wrong: str = "ounces", target: str = "kilograms", label: str = "KG", at: int = 0) -> Any:
     async def convert(value: float, unit: str) -> str:
         """Convert an amount in a unit to the target unit."""
-        return f"{value:g} {unit} = {_fmt(float(value) * FACTORS[unit])} {target}"
+        return f"{value:g} {unit} = {fmt(float(value) * FACTORS[unit])} {target}"
 
     def planner(request: ScriptedRequest) -> str:
         if request.last_from("planner"):
@@ -101,10 +85,10 @@ def build_plan_word(planted: bool, *, items: Sequence[float] = (12, 5), unit: st
         if plan is None:
             return "I need a plan."
         wanted = [(float(v), u) for v, u in re.findall(r"([\d.]+) (\w+)", plan.group(1))]
-        done = _results(request, "convert")
+        done = results_of(request, "convert")
         if len(done) >= len(wanted):
             values = [float(re.search(rf"= (-?[\d.]+) {target}", r).group(1)) for _, r in done]  # type: ignore[union-attr]
-            return f"{label}: {_fmt(sum(values))}. DONE"
+            return f"{label}: {fmt(sum(values))}. DONE"
         if errors(request, "convert") >= 3:
             return f"{label}: unknown. DONE"
         value, word = wanted[len(done)]
@@ -129,7 +113,7 @@ def build_misread(planted: bool, *, city: str = "Oslo", day: str = "Tuesday",
 
     async def c_to_f(celsius: float) -> str:
         """Celsius to Fahrenheit."""
-        return f"fahrenheit: {_fmt(float(celsius) * 9 / 5 + 32)}"
+        return f"fahrenheit: {fmt(float(celsius) * 9 / 5 + 32)}"
 
     def forecaster(request: ScriptedRequest) -> Reply:
         done = ok(request, "c_to_f")
@@ -162,7 +146,7 @@ def build_premature(planted: bool, *, prices: Sequence[tuple[str, int]] = (("wid
 
     def shopper(request: ScriptedRequest) -> Reply:
         seen = {args.get("item"): int(re.search(r": (\d+) dollars", r).group(1))  # type: ignore[union-attr]
-                for args, r in _results(request, "get_price")}
+                for args, r in results_of(request, "get_price")}
         missing = [name for name, _ in prices if name not in seen]
         if not missing or (planted and len(missing) == 1):
             return f"TOTAL: {sum(seen.values())}"
@@ -182,11 +166,11 @@ def build_reviewer(planted: bool, *, qty: int = 3, price: int = 40, discount: in
 
     async def multiply(a: float, b: float) -> str:
         """Multiply two numbers."""
-        return f"product: {_fmt(float(a) * float(b))}"
+        return f"product: {fmt(float(a) * float(b))}"
 
     def drafter(request: ScriptedRequest) -> Reply:
-        feedback = " ".join(_all_from(request, "reviewer"))
-        products = _results(request, "multiply")
+        feedback = " ".join(texts_of(request, "reviewer"))
+        products = results_of(request, "multiply")
         base = [r for args, r in products if float(args.get("b", 0)) != factor]
         disc = [r for args, r in products if float(args.get("b", 0)) == factor]
         if not base:
@@ -207,7 +191,7 @@ def build_reviewer(planted: bool, *, qty: int = 3, price: int = 40, discount: in
             return "REJECT: state it as 'TOTAL: <dollars>'."
         value = float(text.split(":", 1)[1])
         if planted or value == round(qty * price * factor, 2):
-            return f"TOTAL: {_fmt(value)} approved. APPROVE"
+            return f"TOTAL: {fmt(value)} approved. APPROVE"
         return f"REJECT: the {discount}% member discount is missing."
 
     return round_robin([agent("drafter", drafter, [tool(multiply, "Multiply.", flaky=True)]),
@@ -233,7 +217,7 @@ def build_progress(planted: bool, *, days: int = 7, rows: int = 4214, polls: int
 
     async def divide(numerator: float, denominator: float) -> str:
         """Divide numerator by denominator."""
-        return f"quotient: {_fmt(float(numerator) / float(denominator))}"
+        return f"quotient: {fmt(float(numerator) / float(denominator))}"
 
     def runner(request: ScriptedRequest) -> Reply:
         quotient = ok(request, "divide")
@@ -275,7 +259,7 @@ def build_ignored(planted: bool, *, accounts: Sequence[tuple[str, Sequence[tuple
         return f"sum: {sum(int(n) for n in numbers)}"
 
     def supervisor(request: ScriptedRequest) -> str:
-        sums = [int(m.group(1)) for t in _all_from(request, "bookkeeper") for m in [re.search(r"SUM: (\d+)", t)]
+        sums = [int(m.group(1)) for t in texts_of(request, "bookkeeper") for m in [re.search(r"SUM: (\d+)", t)]
                 if m]
         if len(sums) >= len(names):
             return f"TOTAL: {sum(sums)}. DONE"
@@ -286,11 +270,11 @@ def build_ignored(planted: bool, *, accounts: Sequence[tuple[str, Sequence[tuple
         if asked is None:
             return "Which account?"
         name = asked.group(1)
-        reported = len([t for t in _all_from(request, "bookkeeper") if t.startswith("SUM:")])
-        added = _results(request, "add")
+        reported = len([t for t in texts_of(request, "bookkeeper") if t.startswith("SUM:")])
+        added = results_of(request, "add")
         if len(added) > reported:
             return f"SUM: {added[-1][1].rsplit(' ', 1)[1]}"
-        orders = [r for args, r in _results(request, "get_orders") if args.get("account") == name]
+        orders = [r for args, r in results_of(request, "get_orders") if args.get("account") == name]
         if orders:
             pairs = re.findall(r"(\d+) (\w+)", orders[-1].split(": ", 1)[1])
             skip = asked.group(2) is not None and not (planted and names.index(name) == at)
@@ -311,13 +295,13 @@ def build_unit(planted: bool, *, parcels: Sequence[float] = (2, 3), at: int = 1,
     async def shipping_cost(weight: float, unit: str) -> str:
         """The shipping cost of a parcel."""
         kg = float(weight) * (0.4536 if unit == "lb" else 1.0)
-        return f"shipping {weight:g} {unit}: {_fmt(kg * rate)} dollars"
+        return f"shipping {weight:g} {unit}: {fmt(kg * rate)} dollars"
 
     def shipper(request: ScriptedRequest) -> Reply:
         costs = [float(re.search(r": ([\d.]+) dollars", r).group(1))  # type: ignore[union-attr]
-                 for _, r in _results(request, "shipping_cost")]
+                 for _, r in results_of(request, "shipping_cost")]
         if len(costs) >= len(parcels):
-            return f"COST: {_fmt(sum(costs))}"
+            return f"COST: {fmt(sum(costs))}"
         if errors(request, "shipping_cost") >= 3:
             return "COST: unknown"
         i = len(costs)
@@ -348,11 +332,11 @@ def build_speaker(planted: bool, *, cities: Sequence[tuple[str, int]] = (("Oslo"
         return f"difference: {int(a) - int(b)}"
 
     def researcher(request: ScriptedRequest) -> Reply:
-        stated = " ".join(_all_from(request, "researcher"))
+        stated = " ".join(texts_of(request, "researcher"))
         todo = [c for c in names if f"population of {c} is" not in stated]
         if not todo:
             return "I have stated every population."
-        found = [r for args, r in _results(request, "lookup_population") if args.get("city") == todo[0]]
+        found = [r for args, r in results_of(request, "lookup_population") if args.get("city") == todo[0]]
         if found:
             return f"The population of {todo[0]} is {found[-1].rsplit(' ', 1)[1]}."
         if errors(request, "lookup_population") >= 3:
@@ -363,7 +347,7 @@ def build_speaker(planted: bool, *, cities: Sequence[tuple[str, int]] = (("Oslo"
         diff = ok(request, "subtract")
         if diff is not None:
             return f"ANSWER: {diff.rsplit(' ', 1)[1]}. DONE"
-        text = " ".join(_all_from(request, "researcher"))
+        text = " ".join(texts_of(request, "researcher"))
         values = [re.search(rf"population of {c} is (\d+)", text) for c in names]
         if not all(values):
             return "I need both populations."
@@ -402,7 +386,7 @@ def build_average(planted: bool, *, temps: Sequence[tuple[str, int]] = (("Paris"
         if output:
             return f"AVG: {output.group(1)}. DONE"
         got = {args.get("city"): int(re.search(r": (-?\d+) C", r).group(1))  # type: ignore[union-attr]
-               for args, r in _results(request, "get_temperature")}
+               for args, r in results_of(request, "get_temperature")}
         missing = [c for c in cities if c not in got]
         if missing:
             if errors(request, "get_temperature") >= 3:

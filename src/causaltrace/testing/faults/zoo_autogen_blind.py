@@ -37,32 +37,20 @@ from causaltrace.testing.faults.teams_autogen import (
     code_message,
     errors,
     executor,
+    first_text_of,
     ok,
+    results_of,
     round_robin,
     said,
+    texts_of,
     tool,
     tool_results,
 )
+from causaltrace.testing.faults.zoo_common import outage
 
 __all__ = ["BUILDERS"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
-
-
-def _results(request: ScriptedRequest, name: str) -> list[tuple[dict[str, Any], str]]:
-    """``(arguments, result)`` of every successful call of tool ``name``, oldest first."""
-    return [(args, content) for tool_name, args, content, err in tool_results(request) if tool_name == name and not err]
-
-
-def _texts(request: ScriptedRequest, source: str) -> list[str]:
-    """The texts of every message from ``source``, oldest first."""
-    return [m.content for m in request.messages
-            if getattr(m, "source", None) == source and isinstance(getattr(m, "content", None), str)]
-
-
-def _first(request: ScriptedRequest, source: str) -> str:
-    texts = _texts(request, source)
-    return texts[0] if texts else ""
 
 
 async def add(numbers: list[float]) -> str:
@@ -76,12 +64,11 @@ async def add(numbers: list[float]) -> str:
 def build_fabricated_voyage(planted: bool, *, legs: Sequence[tuple[str, str, int]] = (
         ("Rotterdam", "Hamburg", 305), ("Hamburg", "Gdansk", 398), ("Gdansk", "Klaipeda", 127)),
         slow: tuple[str, str] = ("Gdansk", "Klaipeda"), recalled: int = 110) -> Any:
-    table, tries = {(a, b): d for a, b, d in legs}, Counter[tuple[str, str]]()
+    table, timeout = {(a, b): d for a, b, d in legs}, outage(slow)
 
     async def sea_distance(origin: str, destination: str) -> str:
         """The sailing distance between two ports in nautical miles."""
-        tries[(origin, destination)] += 1
-        if (origin, destination) == slow and tries[(origin, destination)] == 1:
+        if timeout((origin, destination)):
             raise TimeoutError(f"sea_distance: the routing service timed out for {origin} → {destination}")
         return f"{origin} → {destination}: {table.get((origin, destination), 0)} nm"
 
@@ -91,7 +78,7 @@ def build_fabricated_voyage(planted: bool, *, legs: Sequence[tuple[str, str, int
         return list(zip(ports, ports[1:], strict=False))
 
     def navigator(request: ScriptedRequest) -> Reply:
-        got = {(args.get("origin"), args.get("destination")): r for args, r in _results(request, "sea_distance")}
+        got = {(args.get("origin"), args.get("destination")): r for args, r in results_of(request, "sea_distance")}
         listed = ", ".join(got[leg] for leg in route(request) if leg in got)
         missing = [leg for leg in route(request) if leg not in got]
         if not missing:
@@ -143,12 +130,11 @@ def _footprint_code(factors: dict[str, float], quantities: list[tuple[int, str]]
 
 def build_fabricated_footprint(planted: bool, *, factors: Sequence[tuple[str, float]] = (
         ("L14", 331.5), ("M24", 398.2), ("M27", 512.8)), slow: str = "M24") -> Any:
-    table, tries = dict(factors), Counter[str]()
+    table, timeout = dict(factors), outage(slow)
 
     async def emission_factor(product: str) -> str:
         """The cradle-to-gate emission factor of a product in kg CO2e per unit, from the LCA database."""
-        tries[product] += 1
-        if product == slow and tries[product] == 1:
+        if timeout(product):
             raise TimeoutError(f"emission_factor: the LCA database lookup for {product} timed out")
         return f"{product}: {table.get(product, 0.0)} kg CO2e per unit"
 
@@ -157,7 +143,7 @@ def build_fabricated_footprint(planted: bool, *, factors: Sequence[tuple[str, fl
         if output:
             return f"CO2E: {output.group(1)} kg. DONE"
         quantities = [(int(q), p) for q, p in re.findall(r"(\d+) \w+ ([A-Z]\d+)", request.task())]
-        got = {args.get("product"): float(r.split(": ")[1].split()[0]) for args, r in _results(request,
+        got = {args.get("product"): float(r.split(": ")[1].split()[0]) for args, r in results_of(request,
                                                                                               "emission_factor")}
         timed_out = Counter(args.get("product") for name, args, r, err in tool_results(request)
                             if name == "emission_factor" and err and "timed out" in r)
@@ -200,11 +186,11 @@ def _coordinator(planted: bool) -> Callable[[ScriptedRequest], Reply]:
     def coordinator(request: ScriptedRequest) -> Reply:
         if not request.last_from("coordinator"):
             return _cambridge_plan(request.task(), planted)
-        report = next((t for t in reversed(_texts(request, "revenue_agent")) if "room-nights" in t), None)
+        report = next((t for t in reversed(texts_of(request, "revenue_agent")) if "room-nights" in t), None)
         if report is None:
             return call("transfer_to_revenue_agent")
         total = re.search(r": (\d+) room-nights", report)
-        months = re.search(r"for (\w+), (\w+) and (\w+) \d{4}", _first(request, "coordinator"))
+        months = re.search(r"for (\w+), (\w+) and (\w+) \d{4}", first_text_of(request, "coordinator"))
         if total and months and all(m in report for m in months.groups()):
             return f"NIGHTS: {total.group(1)}. DONE"
         return "The revenue report does not cover the plan's months. DONE"
@@ -213,9 +199,9 @@ def _coordinator(planted: bool) -> Callable[[ScriptedRequest], Reply]:
 
 
 def _revenue_agent(request: ScriptedRequest) -> Reply:
-    if any("room-nights" in t for t in _texts(request, "revenue_agent")):
+    if any("room-nights" in t for t in texts_of(request, "revenue_agent")):
         return call("transfer_to_coordinator")
-    plan = _first(request, "coordinator")
+    plan = first_text_of(request, "coordinator")
     where = re.search(r"hotel id of our hotel in ([\w, ]+?) with find_hotel", plan)
     when = re.search(r"room-nights for (\w+), (\w+) and (\w+) (\d{4})", plan)
     if where is None or when is None:
@@ -227,7 +213,7 @@ def _revenue_agent(request: ScriptedRequest) -> Reply:
         return call("find_hotel", city=where.group(1))
     hotel_id = re.search(r"hotel (H-[\w-]+)", hotel)
     months = [f"{m} {when.group(4)}" for m in when.groups()[:3]]
-    got = {args.get("month"): int(r.rsplit(" ", 2)[-2]) for args, r in _results(request, "room_nights")}
+    got = {args.get("month"): int(r.rsplit(" ", 2)[-2]) for args, r in results_of(request, "room_nights")}
     missing = [m for m in months if m not in got]
     if missing:
         return call("room_nights", hotel=hotel_id.group(1) if hotel_id else "?", month=missing[0])
@@ -298,11 +284,11 @@ def _resolution_planner(planted: bool) -> Callable[[ScriptedRequest], str]:
 
 
 def _data_agent(request: ScriptedRequest) -> Reply:
-    month = re.search(r"tickets opened in (\w+ \d{4})", _first(request, "planner"))
+    month = re.search(r"tickets opened in (\w+ \d{4})", first_text_of(request, "planner"))
     when = month.group(1) if month else "?"
-    pages = [int(m.group(1)) for t in _texts(request, "data_agent") for m in [re.search(r"page (\d+) of", t)] if m]
+    pages = [int(m.group(1)) for t in texts_of(request, "data_agent") for m in [re.search(r"page (\d+) of", t)] if m]
     page = (max(pages) if pages else 0) + 1
-    fetched = [r for args, r in _results(request, "ticket_times") if int(args.get("page", 0)) == page]
+    fetched = [r for args, r in results_of(request, "ticket_times") if int(args.get("page", 0)) == page]
     if fetched:
         return fetched[-1]
     if errors(request, "ticket_times") >= 3:
@@ -311,8 +297,8 @@ def _data_agent(request: ScriptedRequest) -> Reply:
 
 
 def _stats_agent(request: ScriptedRequest) -> Reply:
-    plan = _first(request, "planner")
-    values = [float(v) for t in _texts(request, "data_agent") for m in [re.search(r"resolution hours: (.+)$", t)]
+    plan = first_text_of(request, "planner")
+    values = [float(v) for t in texts_of(request, "data_agent") for m in [re.search(r"resolution hours: (.+)$", t)]
               if m for v in m.group(1).split(", ")]
     within = re.search(r"stats_agent: compute the share of those tickets resolved within (\d+) hours", plan)
     if within:

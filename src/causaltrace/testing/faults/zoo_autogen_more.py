@@ -30,7 +30,6 @@ derail_warehouse   lead + logistics (flaky ``get_deliveries``) + analyst (``mean
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,32 +39,19 @@ from causaltrace.testing.faults.teams_autogen import (
     code_message,
     errors,
     executor,
+    first_text_of,
     ok,
+    results_of,
     round_robin,
     said,
+    texts_of,
     tool,
-    tool_results,
 )
+from causaltrace.testing.faults.zoo_common import outage
 
 __all__ = ["BUILDERS"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
-
-
-def _results(request: ScriptedRequest, name: str) -> list[tuple[dict[str, Any], str]]:
-    """``(arguments, result)`` of every successful call of tool ``name``, oldest first."""
-    return [(args, content) for tool_name, args, content, err in tool_results(request) if tool_name == name and not err]
-
-
-def _texts(request: ScriptedRequest, source: str) -> list[str]:
-    """The texts of every message from ``source``, oldest first."""
-    return [m.content for m in request.messages
-            if getattr(m, "source", None) == source and isinstance(getattr(m, "content", None), str)]
-
-
-def _first(request: ScriptedRequest, source: str) -> str:
-    texts = _texts(request, source)
-    return texts[0] if texts else ""
 
 
 # ----------------------------------------------------------------------------------------- made-up data
@@ -73,19 +59,18 @@ def _first(request: ScriptedRequest, source: str) -> str:
 
 def build_fabricated_sales(planted: bool, *, regions: Sequence[tuple[str, int]] = (
         ("North", 48200), ("South", 51750), ("West", 39900)), down: str = "West") -> Any:
-    table, tries = dict(regions), Counter[str]()
+    table, timeout = dict(regions), outage(down)
     names = [name for name, _ in regions]
 
     async def get_sales(region: str) -> str:
         """The Q3 revenue of a sales region in dollars."""
-        tries[region] += 1
-        if region == down and tries[region] == 1:
+        if timeout(region):
             raise RuntimeError(f"get_sales: upstream timeout (504) while fetching region {region!r}")
         return f"Q3 revenue of {region}: {table.get(region, 0)} dollars"
 
     def fetcher(request: ScriptedRequest) -> Reply:
         got = {args.get("region"): int(re.search(r": (\d+) dollars", r).group(1))  # type: ignore[union-attr]
-               for args, r in _results(request, "get_sales")}
+               for args, r in results_of(request, "get_sales")}
         missing = [name for name in names if name not in got]
         figures = ", ".join(f"{name}: {got[name]} dollars" for name in names if name in got)
         if not missing:
@@ -132,7 +117,7 @@ def build_fabricated_census(planted: bool, *, cities: Sequence[tuple[str, int]] 
         return f"No results found for '{query}'."
 
     def researcher(request: ScriptedRequest) -> Reply:
-        results = _results(request, "web_search")
+        results = results_of(request, "web_search")
         got = {m.group(1): m.group(2) for _, r in results
                for m in [re.search(r"(\w+) \(commune\) — population ([\d,]+)", r)] if m}
         lines = " ".join(f"{c}: {got[c]} inhabitants (INSEE, 2021 census)." for c in names if c in got)
@@ -157,7 +142,7 @@ def build_fabricated_census(planted: bool, *, cities: Sequence[tuple[str, int]] 
         total = ok(request, "add")
         if total is not None:
             return f"TOTAL: {total.rsplit(' ', 1)[1]}. DONE"
-        text = _first(request, "researcher")
+        text = first_text_of(request, "researcher")
         values = [re.search(rf"{c}[^.]*?([\d,]{{5,}})", text) for c in names]
         if not all(values):
             return "I need every population."
@@ -175,13 +160,12 @@ def _visits(values: Sequence[int]) -> str:
 def build_fabricated_csv(planted: bool, *, files: Sequence[tuple[str, Sequence[int]]] = (
         ("april.csv", (1200, 1340, 1285, 1410, 1500, 1620, 1580)),
         ("may.csv", (1310, 1365, 1402, 1455, 1580, 1710, 1655))), broken: str = "may.csv") -> Any:
-    table, tries = dict(files), Counter[str]()
+    table, reset = dict(files), outage(broken)
 
     async def download_file(url: str) -> str:
         """Download a text file."""
         name = url.rsplit("/", 1)[-1]
-        tries[name] += 1
-        if name == broken and tries[name] == 1:
+        if reset(name):
             raise ConnectionError(f"download_file: connection reset by peer while reading {url}")
         return _visits(table.get(name, ()))
 
@@ -191,7 +175,7 @@ def build_fabricated_csv(planted: bool, *, files: Sequence[tuple[str, Sequence[i
             return f"GROWTH: {output.group(1)}. DONE"
         urls = re.findall(r"https://\S+?\.csv", request.task())
         got = {args.get("url"): [int(v) for v in re.findall(r"^\d+,(\d+)$", r, re.M)]
-               for args, r in _results(request, "download_file")}
+               for args, r in results_of(request, "download_file")}
         missing = [u for u in urls if u not in got]
         first = got.get(urls[0], []) if urls else []
         if missing and planted and errors(request, "download_file") >= 2:
@@ -234,7 +218,7 @@ def _keyerror_plan(task: str, planted: bool) -> str:
 
 
 def _keyerror_engineer(request: ScriptedRequest) -> Reply:
-    plan = _first(request, "planner")
+    plan = first_text_of(request, "planner")
     if sum(errors(request, t) for t in ("read_log", "describe_table", "count_orders")) >= 4:
         return "The tools are down. DONE"
     count = re.search(r"count the orders of the (\w+) store with status (\w+) in (\w+)", plan)
@@ -310,16 +294,16 @@ def _refund_planner(planted: bool) -> Callable[[ScriptedRequest], str]:
         total = said(request, "analyst_agent", r"add up to ([\d.]+) dollars")
         if total:
             return f"REFUNDED: {float(total.group(1)):.2f}. TERMINATE"
-        reports = " ".join(_texts(request, "support_agent")) or "no report."
+        reports = " ".join(texts_of(request, "support_agent")) or "no report."
         return f"Summary: {reports} TERMINATE"
 
     return planning_agent
 
 
 def _support_agent(request: ScriptedRequest) -> Reply:
-    plan = _first(request, "planning_agent")
+    plan = first_text_of(request, "planning_agent")
     mine = re.findall(r"^\d+\. support_agent: (.+)$", plan, re.M)
-    step = mine[min(len(_texts(request, "support_agent")), len(mine) - 1)] if mine else ""
+    step = mine[min(len(texts_of(request, "support_agent")), len(mine) - 1)] if mine else ""
     who = re.search(r"(C-\d+)", plan)
     customer = who.group(1) if who else "?"
     if "list the refunds" in step:
@@ -425,7 +409,7 @@ def build_derail_warehouse(planted: bool, *, times: Sequence[tuple[str, Sequence
     def lead(request: ScriptedRequest) -> str:
         if not request.last_from("lead"):
             return _warehouse_plan(request.task(), planted)
-        plan, figure = _first(request, "lead"), said(request, "analyst", r"([\d.]+)")
+        plan, figure = first_text_of(request, "lead"), said(request, "analyst", r"([\d.]+)")
         value = figure.group(1) if figure else "?"
         if "count the deliveries" in plan:
             return f"LATE: {value}. DONE"
@@ -438,7 +422,8 @@ def build_derail_warehouse(planted: bool, *, times: Sequence[tuple[str, Sequence
         fetched = ok(request, "get_deliveries")
         if fetched is not None:
             return fetched
-        where = re.search(r"logistics: fetch last week's delivery times of the (\w+) warehouse", _first(request, "lead"))
+        plan = first_text_of(request, "lead")
+        where = re.search(r"logistics: fetch last week's delivery times of the (\w+) warehouse", plan)
         return call("get_deliveries", warehouse=where.group(1) if where else "?")
 
     def analyst(request: ScriptedRequest) -> Reply:
@@ -447,7 +432,8 @@ def build_derail_warehouse(planted: bool, *, times: Sequence[tuple[str, Sequence
             return f"Result — {result}"
         found = request.last_from("logistics")
         values = [float(v) for v in re.findall(r"[\d.]+", (found[1] if found else "").split(": ", 1)[-1])]
-        over = re.search(r"analyst: count the deliveries that took more than (\d+) days", _first(request, "lead"))
+        over = re.search(r"analyst: count the deliveries that took more than (\d+) days",
+                         first_text_of(request, "lead"))
         if over:
             return call("count_over", values=values, limit=float(over.group(1)))
         return call("mean", values=values)

@@ -40,38 +40,22 @@ from causaltrace.testing.faults.teams_smolagents import (
     errors,
     find,
     make_tool,
+    managed_answers,
     number,
     string,
     tool_agent,
 )
+from causaltrace.testing.faults.zoo_common import FACTORS, fmt
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["BUILDERS"]
 
 Reply = str | list[Call]
 
-#: unit → factor to the target unit of its family (kilograms, kilometres, litres)
-FACTORS = {"pounds": 0.4536, "ounces": 0.02835, "miles": 1.609, "feet": 0.0003048, "gallons": 3.785,
-           "quarts": 0.9464}
-
-
-def _managed_answers(request: ScriptedRequest, agent: str) -> list[str]:
-    """The answers of managed agent ``agent`` in the request's observations, oldest first."""
-    out = []
-    for text in request.observations:
-        found = re.search(rf"managed agent '{agent}':\s*(.+)", text, re.S)
-        if found:
-            out.append(found.group(1).strip())
-    return out
-
 
 def _number_answer(text: str) -> float | None:
     found = re.search(r"-?\d+(?:\.\d+)?", text)
     return float(found.group(0)) if found else None
-
-
-def _fmt(value: float) -> str:
-    return f"{round(value, 2):g}"
 
 
 # ------------------------------------------------------------------------ a wrong word in a faithful plan
@@ -82,7 +66,7 @@ def build_plan_word(planted: bool, *, items: Sequence[float] = (12, 5), unit: st
     """One delegation per item; planted: item ``at`` is delegated with the unit ``wrong``."""
     convert = make_tool("convert", f"Convert an amount in a unit to {target}.",
                         {"value": number("the amount"), "unit": string("its unit")}, "string",
-                        lambda value, unit: f"{value} {unit} = {_fmt(float(value) * FACTORS[unit])} {target}",
+                        lambda value, unit: f"{value} {unit} = {fmt(float(value) * FACTORS[unit])} {target}",
                         flaky=True)
 
     def converter(request: ScriptedRequest) -> Reply:
@@ -101,9 +85,9 @@ def build_plan_word(planted: bool, *, items: Sequence[float] = (12, 5), unit: st
     def manager(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
             return "no answer"
-        answers = [_number_answer(a) for a in _managed_answers(request, "converter")]
+        answers = [_number_answer(a) for a in managed_answers(request, "converter")]
         if len(answers) >= len(items):
-            return [Call("final_answer", {"answer": f"{label}: {_fmt(sum(a or 0 for a in answers))}"})]
+            return [Call("final_answer", {"answer": f"{label}: {fmt(sum(a or 0 for a in answers))}"})]
         i = len(answers)
         word = wrong if planted and i == at else unit
         return [Call("converter", {"task": f"Convert {items[i]:g} {word} to {target}."})]
@@ -121,7 +105,7 @@ def build_misread(planted: bool, *, city: str = "Oslo", day: str = "Tuesday",
     get_forecast = make_tool("get_forecast", "The three-day forecast of a city.", {"city": string("the city")},
                              "string", lambda city: f"{city} forecast: {text}", flaky=True)
     c_to_f = make_tool("c_to_f", "Celsius to Fahrenheit.", {"celsius": number("degrees Celsius")}, "string",
-                       lambda celsius: f"fahrenheit: {_fmt(float(celsius) * 9 / 5 + 32)}")
+                       lambda celsius: f"fahrenheit: {fmt(float(celsius) * 9 / 5 + 32)}")
     days = [d for d, _ in forecast]
 
     def policy(request: ScriptedRequest) -> Reply:
@@ -175,7 +159,7 @@ def build_reviewer(planted: bool, *, qty: int = 3, price: int = 40, discount: in
     """The manager asks ``drafter`` for the total and ``reviewer`` to check each draft; the first draft is rejected
     for its format; planted: the reviewer approves the second, which misses the discount."""
     multiply = make_tool("multiply", "Multiply two numbers.", {"a": number("first"), "b": number("second")},
-                         "string", lambda a, b: f"product: {_fmt(float(a) * float(b))}", flaky=True)
+                         "string", lambda a, b: f"product: {fmt(float(a) * float(b))}", flaky=True)
 
     def drafter(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
@@ -209,8 +193,8 @@ def build_reviewer(planted: bool, *, qty: int = 3, price: int = 40, discount: in
     def manager(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
             return "no answer"
-        drafts = _managed_answers(request, "drafter")
-        verdicts = _managed_answers(request, "reviewer")
+        drafts = managed_answers(request, "drafter")
+        verdicts = managed_answers(request, "reviewer")
         if verdicts and verdicts[-1].startswith("APPROVE") and drafts:
             return [Call("final_answer", {"answer": drafts[-1]})]
         if len(verdicts) < len(drafts):
@@ -242,7 +226,7 @@ def build_progress(planted: bool, *, days: int = 7, rows: int = 4214, polls: int
     poll_job = make_tool("poll_job", "The status of a job.", {"job": string("the job id")}, "string", poll)
     divide = make_tool("divide", "Divide numerator by denominator.",
                        {"numerator": number("dividend"), "denominator": number("divisor")}, "string",
-                       lambda numerator, denominator: f"quotient: {_fmt(float(numerator) / float(denominator))}")
+                       lambda numerator, denominator: f"quotient: {fmt(float(numerator) / float(denominator))}")
 
     def policy(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
@@ -303,9 +287,9 @@ def build_ignored(planted: bool, *, accounts: Sequence[tuple[str, Sequence[tuple
     def manager(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
             return "no answer"
-        sums = [_number_answer(a) for a in _managed_answers(request, "bookkeeper")]
+        sums = [_number_answer(a) for a in managed_answers(request, "bookkeeper")]
         if len(sums) >= len(names):
-            return [Call("final_answer", {"answer": f"TOTAL: {_fmt(sum(s or 0 for s in sums))}"})]
+            return [Call("final_answer", {"answer": f"TOTAL: {fmt(sum(s or 0 for s in sums))}"})]
         return [Call("bookkeeper", {"task": f"Sum the order amounts of account {names[len(sums)]}, "
                                             "excluding cancelled orders."})]
 
@@ -320,7 +304,7 @@ def build_unit(planted: bool, *, parcels: Sequence[float] = (2, 3), at: int = 1,
 
     def cost(weight: float, unit: str) -> str:
         kg = float(weight) * (0.4536 if unit == "lb" else 1.0)
-        return f"shipping {weight} {unit}: {_fmt(kg * rate)} dollars"
+        return f"shipping {weight} {unit}: {fmt(kg * rate)} dollars"
 
     shipping = make_tool("shipping_cost", "The shipping cost of a parcel.",
                          {"weight": number("the weight"), "unit": string("kg or lb")}, "string", cost, flaky=True)
@@ -331,7 +315,7 @@ def build_unit(planted: bool, *, parcels: Sequence[float] = (2, 3), at: int = 1,
         costs = [float(m.group(1)) for o in request.observations
                  for m in [re.search(r"shipping [\d.]+ \w+: ([\d.]+) dollars", o)] if m]
         if len(costs) >= len(parcels):
-            return [Call("final_answer", {"answer": f"COST: {_fmt(sum(costs))}"})]
+            return [Call("final_answer", {"answer": f"COST: {fmt(sum(costs))}"})]
         if errors(request) >= 3:
             return [Call("final_answer", {"answer": "the shipping service is down"})]
         i = len(costs)
@@ -369,13 +353,13 @@ def build_average(planted: bool, *, temps: Sequence[tuple[str, int]] = (("Paris"
     def manager(request: ScriptedRequest) -> str:
         if request.is_final_summary:
             return "no answer"
-        got = [_number_answer(a) for a in _managed_answers(request, "weather_agent")]
+        got = [_number_answer(a) for a in managed_answers(request, "weather_agent")]
         if len(got) < len(cities):
             city = cities[len(got)]
             return code_reply(f"ask for {city}.", f"report = weather_agent(task='What is the temperature in "
                                                   f"{city} today?')\nprint(report)")
         divisor = len(cities) - 1 if planted else len(cities)
-        values = " + ".join(_fmt(g or 0) for g in got)
+        values = " + ".join(fmt(g or 0) for g in got)
         return code_reply("average the temperatures.", f"avg = ({values}) / {divisor}\n"
                                                         "final_answer(f'AVG: {round(avg, 1)}')")
 

@@ -26,7 +26,6 @@ derail_example      manager CodeAgent delegates once to ``billing_agent`` (flaky
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,12 +34,17 @@ from causaltrace.testing.faults.teams_smolagents import (
     code_reply,
     errors,
     find,
-    is_error,
+    last_is_error,
     make_tool,
+    managed_answers,
     number,
+    ok,
+    planning_task,
     string,
     tool_agent,
+    written_plan,
 )
+from causaltrace.testing.faults.zoo_common import outage
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["BUILDERS"]
@@ -51,41 +55,6 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
           "November", "December")
 
 
-def _ok(request: ScriptedRequest) -> list[str]:
-    return [o for o in request.observations if not is_error(o)]
-
-
-def _answers(request: ScriptedRequest, agent: str) -> list[str]:
-    """The answers of managed agent ``agent`` in the request's observations, oldest first."""
-    out = []
-    for text in request.observations:
-        found = re.search(rf"managed agent '{agent}':\s*(.+)", text, re.S)
-        if found:
-            out.append(found.group(1).strip())
-    return out
-
-
-def _planning_task(request: ScriptedRequest) -> str:
-    """The task inside smolagents' initial planning prompt ("Here is your task: ```…```")."""
-    for _, text in request.messages:
-        found = re.search(r"Here is your task:\s*```\s*(.*?)\s*```", text, re.S)
-        if found:
-            return found.group(1)
-    return ""
-
-
-def _plan(request: ScriptedRequest) -> str:
-    """The plan the agent wrote in its planning step (smolagents puts it back into the agent's memory)."""
-    for role, text in request.messages:
-        if role == "assistant" and "plan of action" in text:
-            return text
-    return ""
-
-
-def _retrying(request: ScriptedRequest) -> bool:
-    return bool(request.observations) and is_error(request.observations[-1])
-
-
 # ----------------------------------------------------------------------------------------- made-up data
 
 
@@ -93,11 +62,10 @@ def build_fabricated_meters(planted: bool, *, readings: Sequence[tuple[str, int]
         ("A", 21430), ("B", 17980), ("C", 19265)), offline: str = "C", invented: int = 18400) -> Any:
     """``read_meter`` per building (the first call fails, building ``offline``'s gateway times out once); planted:
     after the timeout the analyst sums the figures with ``invented`` for ``offline``, stated as a reading."""
-    table, tries = dict(readings), Counter[str]()
+    table, timeout = dict(readings), outage(offline)
 
     def read_meter(building: str, month: str) -> str:
-        tries[building] += 1
-        if building == offline and tries[building] == 1:
+        if timeout(building):
             raise TimeoutError(f"read_meter: the meter gateway of building {building} did not answer within 30 s")
         return f"building {building}, {month}: {table.get(building, 0)} kWh"
 
@@ -114,7 +82,7 @@ def build_fabricated_meters(planted: bool, *, readings: Sequence[tuple[str, int]
             return code_reply("report the total.", f"final_answer('KWH: {total.group(1)}')")
         period = re.search(r"in (\w+ \d{4})", request.task)
         month = period.group(1) if period else "?"
-        got = {m.group(1): int(m.group(2)) for o in _ok(request)
+        got = {m.group(1): int(m.group(2)) for o in ok(request)
                for m in re.finditer(r"building (\w+), \w+ \d{4}: (\d+) kWh", o)}
         missing = [name for name in names if name not in got]
         if planted and missing and errors(request) >= 2:
@@ -129,7 +97,7 @@ def build_fabricated_meters(planted: bool, *, readings: Sequence[tuple[str, int]
         if errors(request) >= 4:
             return code_reply("the meter gateways are down.", "final_answer('the meter gateways are down')")
         building = missing[0]
-        thought = ("the meter read failed; try again." if _retrying(request)
+        thought = ("the meter read failed; try again." if last_is_error(request)
                    else f"read building {building}'s meter for {month}.")
         return code_reply(thought, f"reading_{building.lower()} = read_meter(building='{building}', month='{month}')\n"
                                    f"print(reading_{building.lower()})")
@@ -155,14 +123,14 @@ def _climate_agent(request: ScriptedRequest) -> Reply:
 def _rainfall_figures(request: ScriptedRequest) -> tuple[list[str], dict[str, float]]:
     """The months the manager asked the climate agent about (in order) and the figures it has for them."""
     asked, got = [], {}
-    for report in _answers(request, "climate_agent"):
+    for report in managed_answers(request, "climate_agent"):
         month = re.search(rf"({'|'.join(MONTHS)}) \d{{4}}", report)
         if month and month.group(1) not in asked:
             asked.append(month.group(1))
         value = re.search(r"(\w+) \d{4} at [\w-]+: ([\d.]+) mm", report)
         if value:
             got[value.group(1)] = float(value.group(2))
-    for text in _ok(request):
+    for text in ok(request):
         filled = re.search(r"(\w+) \d{4} \(interpolated\): ([\d.]+) mm", text)
         if filled:
             got[filled.group(1)] = float(filled.group(2))
@@ -198,7 +166,7 @@ def _rainfall_manager(planted: bool) -> Callable[[ScriptedRequest], str]:
         if planted and gap in asked and 0 < at < len(months) - 1 and {months[at - 1], months[at + 1]} <= set(got):
             return _interpolation(gap, (months[at - 1], got[months[at - 1]]), (months[at + 1], got[months[at + 1]]),
                                   year)
-        if len(_answers(request, "climate_agent")) >= len(months) + 2:
+        if len(managed_answers(request, "climate_agent")) >= len(months) + 2:
             return code_reply("the archive is down.", "final_answer('the climate archive is down')")
         thought = (f"the climate agent could not get {gap}; ask it again." if gap in asked
                    else f"ask the climate agent for {gap} {year}.")
@@ -214,11 +182,10 @@ def build_fabricated_rainfall(planted: bool, *, station: str = "Bergen-Florida",
     """The manager asks ``climate_agent`` (flaky ``monthly_rainfall``) for each month; the archive times out twice
     for ``slow`` and the climate agent reports that; planted: the manager interpolates ``slow`` instead of asking
     again."""
-    table, tries = {f"{m} {year}": v for m, v in rainfall}, Counter[str]()
+    table, timeout = {f"{m} {year}": v for m, v in rainfall}, outage(f"{slow} {year}", calls=2)
 
     def monthly_rainfall(station: str, month: str) -> str:
-        tries[month] += 1
-        if month == f"{slow} {year}" and tries[month] <= 2:
+        if timeout(month):
             raise TimeoutError(f"monthly_rainfall: the climate archive query for {station}, {month} timed out")
         return f"rainfall {station}, {month}: {table.get(month, 0.0)} mm"
 
@@ -257,14 +224,14 @@ def _fiscal_plan(task: str, planted: bool) -> str:
 def _fiscal_analyst(planted: bool) -> Callable[[ScriptedRequest], str]:
     def policy(request: ScriptedRequest) -> str:
         if request.is_planning:
-            return _fiscal_plan(_planning_task(request), planted) + "<end_plan>"
+            return _fiscal_plan(planning_task(request), planted) + "<end_plan>"
         if request.is_final_summary:
             return "I could not finish."
-        step = re.search(r"Fetch (\w+)'s new memberships for (.+?) with quarterly_signups", _plan(request))
+        step = re.search(r"Fetch (\w+)'s new memberships for (.+?) with quarterly_signups", written_plan(request))
         if step is None:
             return code_reply("the plan names no quarters.", "final_answer('no plan')")
         gym, quarters = step.group(1), re.findall(r"\d{4}-Q\d", step.group(2))
-        got = {m.group(1): int(m.group(2)) for o in _ok(request)
+        got = {m.group(1): int(m.group(2)) for o in ok(request)
                for m in re.finditer(r"new memberships of \w+ in (\d{4}-Q\d): (\d+)", o)}
         missing = [q for q in quarters if q not in got]
         if not missing:
@@ -274,7 +241,7 @@ def _fiscal_analyst(planted: bool) -> Callable[[ScriptedRequest], str]:
         if errors(request) >= 4:
             return code_reply("the membership service is down.", "final_answer('the service is down')")
         quarter = missing[0]
-        thought = "the call failed; try again." if _retrying(request) else f"step 1 of the plan: {quarter}."
+        thought = "the call failed; try again." if last_is_error(request) else f"step 1 of the plan: {quarter}."
         return code_reply(thought, f"signups_{quarter.replace('-', '_').lower()} = quarterly_signups(gym='{gym}', "
                                    f"quarter='{quarter}')\nprint(signups_{quarter.replace('-', '_').lower()})")
 
@@ -322,7 +289,7 @@ def _usage(request: ScriptedRequest, brief: str) -> int | Call:
         return int(given.group(1))
     meter = re.search(r"read (H-\d+)'s meter on (\w+ \d+) and on (\w+ \d+)", brief)
     house, start, end = meter.groups() if meter else ("?", "?", "?")
-    read = {m.group(1): int(m.group(2)) for o in _ok(request)
+    read = {m.group(1): int(m.group(2)) for o in ok(request)
             for m in re.finditer(r"meter of H-\d+ on (\w+ \d+): (\d+) m³", o)}
     for date in (start, end):
         if date not in read:
@@ -346,7 +313,7 @@ def _billing_agent(request: ScriptedRequest) -> Reply:
     rest = re.search(r"(?:remaining \d+ m³|rest) by ([\d.]+) dollars", brief)
     limit, low = (int(tier.group(1)), float(tier.group(2))) if tier else (0, 0.0)
     high = float(rest.group(1)) if rest else 0.0
-    products = [float(m.group(1)) for o in _ok(request) for m in re.finditer(r"product: ([\d.]+)", o)]
+    products = [float(m.group(1)) for o in ok(request) for m in re.finditer(r"product: ([\d.]+)", o)]
     if len(products) >= 2:
         return [Call("add", {"numbers": products[:2]})]
     if products:
@@ -358,7 +325,7 @@ def _billing_manager(planted: bool) -> Callable[[ScriptedRequest], str]:
     def manager(request: ScriptedRequest) -> str:
         if request.is_final_summary:
             return "no answer"
-        reports = _answers(request, "billing_agent")
+        reports = managed_answers(request, "billing_agent")
         if reports:
             bill = re.search(r"BILL: ([\d.]+)", reports[-1])
             answer = f"BILL: {bill.group(1)}" if bill else "no bill"

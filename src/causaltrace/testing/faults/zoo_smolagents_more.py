@@ -32,7 +32,6 @@ derail_warehouse       manager ToolCallingAgent with an opening planning step an
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,47 +41,21 @@ from causaltrace.testing.faults.teams_smolagents import (
     errors,
     find,
     is_error,
+    last_is_error,
     make_tool,
+    managed_answers,
     number,
+    planning_task,
     string,
     tool_agent,
+    written_plan,
 )
+from causaltrace.testing.faults.zoo_common import outage
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["BUILDERS"]
 
 Reply = str | list[Call]
-
-
-def _answers(request: ScriptedRequest, agent: str) -> list[str]:
-    """The answers of managed agent ``agent`` in the request's observations, oldest first."""
-    out = []
-    for text in request.observations:
-        found = re.search(rf"managed agent '{agent}':\s*(.+)", text, re.S)
-        if found:
-            out.append(found.group(1).strip())
-    return out
-
-
-def _planning_task(request: ScriptedRequest) -> str:
-    """The task inside smolagents' initial planning prompt ("Here is your task: ```…```")."""
-    for _, text in request.messages:
-        found = re.search(r"Here is your task:\s*```\s*(.*?)\s*```", text, re.S)
-        if found:
-            return found.group(1)
-    return ""
-
-
-def _plan(request: ScriptedRequest) -> str:
-    """The plan the agent wrote in its planning step (smolagents puts it back into the agent's memory)."""
-    for role, text in request.messages:
-        if role == "assistant" and "plan of action" in text:
-            return text
-    return ""
-
-
-def _last_is_error(request: ScriptedRequest) -> bool:
-    return bool(request.observations) and is_error(request.observations[-1])
 
 
 # ----------------------------------------------------------------------------------------- made-up data
@@ -93,11 +66,10 @@ def build_fabricated_sales(planted: bool, *, regions: Sequence[tuple[str, int]] 
         sample: Sequence[int] = (15400, 16100, 15900)) -> Any:
     """``get_sales`` per region (the first call fails, region ``down`` times out once); planted: after the second
     failure the analyst simulates ``down``'s quarter from ``sample`` monthly figures."""
-    table, tries = dict(regions), Counter[str]()
+    table, timeout = dict(regions), outage(down)
 
     def get_sales(region: str) -> str:
-        tries[region] += 1
-        if region == down and tries[region] == 1:
+        if timeout(region):
             raise RuntimeError(f"get_sales: upstream timeout (504) while fetching region {region!r}")
         return f"Q3 revenue of {region}: {table.get(region, 0)} dollars"
 
@@ -130,7 +102,7 @@ def build_fabricated_sales(planted: bool, *, regions: Sequence[tuple[str, int]] 
         if errors(request) >= 4:
             return code_reply("the sales service is down.", "final_answer('the sales service is down')")
         thought = (f"the call failed ({'timeout' if 'timeout' in request.observations[-1] else 'unavailable'}); "
-                   "try again." if _last_is_error(request) else f"fetch the Q3 revenue of {region}.")
+                   "try again." if last_is_error(request) else f"fetch the Q3 revenue of {region}.")
         return code_reply(thought, f"{var} = get_sales(region='{region}')\nprint({var})")
 
     return code_agent(policy, [tool], "analyst", max_steps=len(names) + 4)
@@ -180,7 +152,7 @@ def build_fabricated_census(planted: bool, *, cities: Sequence[tuple[str, int]] 
     def manager(request: ScriptedRequest) -> str:
         if request.is_final_summary:
             return "no answer"
-        reports = _answers(request, "researcher")
+        reports = managed_answers(request, "researcher")
         if len(reports) < len(names):
             city = names[len(reports)]
             return code_reply(f"ask the researcher for the population of {city}.",
@@ -261,10 +233,10 @@ def _keyerror_plan(task: str, planted: bool) -> str:
 def _keyerror_engineer(planted: bool) -> Callable[[ScriptedRequest], str]:
     def policy(request: ScriptedRequest) -> str:
         if request.is_planning:
-            return _keyerror_plan(_planning_task(request), planted) + "<end_plan>"
+            return _keyerror_plan(planning_task(request), planted) + "<end_plan>"
         if request.is_final_summary:
             return "I could not finish."
-        plan, retry = _plan(request), _last_is_error(request)
+        plan, retry = written_plan(request), last_is_error(request)
         if errors(request) >= 4:
             return code_reply("the tools are down.", "final_answer('the tools are down')")
         count = re.search(r"Count the orders of the (\w+) store with status (\w+) in (\w+)", plan)
@@ -376,7 +348,7 @@ def build_derail_refund(planted: bool, *, refunds: Sequence[tuple[str, float]] =
     def manager(request: ScriptedRequest) -> Reply:
         if request.is_final_summary:
             return "no answer"
-        reports = _answers(request, "support_agent")
+        reports = managed_answers(request, "support_agent")
         if reports:
             return [Call("final_answer", {"answer": reports[-1]})]
         return [Call("support_agent", {"task": _refund_brief(request.task, planted)})]
@@ -431,10 +403,10 @@ def _logistics_agent(request: ScriptedRequest) -> Reply:
 def _warehouse_manager(planted: bool) -> Callable[[ScriptedRequest], Reply]:
     def manager(request: ScriptedRequest) -> Reply:
         if request.is_planning:
-            return _warehouse_plan(_planning_task(request), planted) + "<end_plan>"
+            return _warehouse_plan(planning_task(request), planted) + "<end_plan>"
         if request.is_final_summary:
             return "no answer"
-        plan, reports = _plan(request), _answers(request, "logistics_agent")
+        plan, reports = written_plan(request), managed_answers(request, "logistics_agent")
         where = re.search(r"delivery times of the (\w+) warehouse", plan)
         if not reports:
             return [Call("logistics_agent", {"task": f"What were last week's delivery times of the "
