@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import re
 from collections import Counter
 
@@ -17,8 +16,8 @@ import pytest
 pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
+from _zoo import zoo_home
 from causaltrace.cli import main
-from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.schema import Run
 from causaltrace.testing.faults import FAULT_TYPES, all_cases, run_suite
 from causaltrace.testing.faults import runner as faults_runner
@@ -45,24 +44,8 @@ def subset() -> list:
 @pytest.fixture(scope="module")
 def module_home(tmp_path_factory):
     """One store for the module-scoped recordings (the per-test home of conftest.py is function-scoped)."""
-    previous = os.environ.get("CAUSALTRACE_HOME")
-    os.environ["CAUSALTRACE_HOME"] = str(tmp_path_factory.mktemp("faults-home"))
-    model = os.environ.pop("CAUSALTRACE_MODEL", None)
-    faults_runner._INSTRUMENTED = False
-    yield
-    from causaltrace.instrumentation.autogen import uninstrument_autogen
-    from causaltrace.instrumentation.smolagents import uninstrument_smolagents
-
-    uninstrument_smolagents()
-    uninstrument_autogen()
-    reset_tracing()
-    faults_runner._INSTRUMENTED = False
-    if previous is None:
-        os.environ.pop("CAUSALTRACE_HOME", None)
-    else:
-        os.environ["CAUSALTRACE_HOME"] = previous
-    if model is not None:
-        os.environ["CAUSALTRACE_MODEL"] = model
+    with zoo_home(tmp_path_factory.mktemp("faults-home")):
+        yield
 
 
 @pytest.fixture(scope="module")
