@@ -62,7 +62,9 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
   executes it faithfully; category ``FM-2.3``, Task Derailment);
 * ``fabrication`` — added for the first step that made its data up instead of obtaining it (its own text or code
   says so: a simulated dataset, hypothetical figures, ``YOUR_API_KEY``, an assumed file; words the task itself uses
-  do not count); not counted when the opening drifted (what a derailed run invents serves the other task);
+  do not count); not counted when the opening drifted (what a derailed run invents serves the other task); the
+  errors its agent met before it (the lookup that failed) count as ``recovered``: the invented data, not the
+  failure, is what reached the answer;
 * ``restatement`` — multiplies the run's opening when it merely restates the task (no code, no figure the task
   does not give: the task's prompt, not a decision; :func:`~causaltrace.attribution.stages.drift.bare_opening`)
   unless an error, a loop, a changed value or a finding supports it;
@@ -224,7 +226,7 @@ zoo held-out half, top-1            21 / 30                         29 / 30 (eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -460,7 +462,7 @@ def _worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrica
 
 def _errors_by_owner(
     errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance, w: Mapping[str, float],
-    worked_around: set[int] = frozenset(),  # type: ignore[assignment]
+    worked_around: Collection[int] = frozenset(),
 ) -> tuple[dict[int, list[tuple[float, ErrorSignal]]], set[int]]:
     """Each error signal under the step it is charged to (its introducer, else the step exposing it), with its
     strength (``recovered`` when recovered, worked around by a fabrication, or its output never reached the
