@@ -11,7 +11,10 @@ stage id               what it computes
 ``loop_detect``        action loops (same call, same arguments, no new information), re-issued instructions
                        (:mod:`.loops`)
 ``relevance``          backward relevance from the anchor over the graph and shared information (:mod:`.relevance`)
-``provenance``         where each value came from, what reaches the failure, what a step changed (:mod:`.provenance`)
+``provenance``         where each value came from, what reaches the failure, what a step changed (:mod:`.provenance`,
+                       the facade of its parts: :mod:`.provenance_record`, :mod:`.provenance_walk`,
+                       :mod:`.provenance_derive`, :mod:`.provenance_changes`, :mod:`.provenance_reach`,
+                       :mod:`.provenance_passes`)
 ``task_drift``         the run's opening plan is about another task (:mod:`.drift`)
 ``fabrication``        the first step that made its data up (:mod:`.fabrication`)
 ``segment``            segments within a share of the model's window, oversize steps compressed (:mod:`.segment`)
