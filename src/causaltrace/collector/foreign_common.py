@@ -12,12 +12,16 @@ stays linear in the length of the run. A message that matches nothing adds no ed
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from causaltrace.collector.chatlog_build import ChatBuilder, text_of
-from causaltrace.schema import Dependency, Step
+from causaltrace.exceptions import InvalidInputError
+from causaltrace.schema import Dependency, Step, StepError
 
 __all__ = [
     "InputMessage",
@@ -28,10 +32,13 @@ __all__ = [
     "indexed",
     "json_or_text",
     "message_text",
-    "status_error",
+    "one_line",
+    "read_span",
+    "step_error",
+    "step_status",
 ]
 
-STATUS_ERROR = 2
+STATUS_UNSET, STATUS_ERROR = 0, 2
 
 
 class SpanLike(Protocol):
@@ -46,11 +53,58 @@ class SpanLike(Protocol):
     attrs: dict[str, Any]
     status_code: int
     status_message: str
+    events: Sequence[Any]  # each with ``name`` and ``attrs`` (``otlp_decode.DecodedEvent``)
 
 
-def status_error(span: SpanLike) -> bool:
-    """Whether the span's status is ERROR."""
-    return span.status_code == STATUS_ERROR
+def _exception(span: SpanLike) -> Mapping[str, Any] | None:
+    """The attributes of the span's first ``exception`` event (OTel's ``record_exception``), or None."""
+    for event in getattr(span, "events", None) or ():
+        if event.name == "exception":
+            return event.attrs
+    return None
+
+
+def step_status(span: SpanLike) -> str:
+    """The status of a span's step: ``error`` when the span's status is ERROR, or UNSET with an exception event
+    (an exception recorded and nothing said it was handled); else ``ok``."""
+    if span.status_code == STATUS_ERROR:
+        return "error"
+    return "error" if span.status_code == STATUS_UNSET and _exception(span) is not None else "ok"
+
+
+def step_error(span: SpanLike) -> StepError | None:
+    """The StepError of a span whose step is an error (:func:`step_status`): the type of its exception event (else
+    ``SpanError``), the text of its status message, else of the event's ``exception.message``; cut to 2,000
+    characters. None for a step that is not an error."""
+    if step_status(span) != "error":
+        return None
+    exception = _exception(span) or {}
+    kind = exception.get("exception.type")
+    message = span.status_message or exception.get("exception.message") or ""
+    return StepError(type=str(kind) if kind else "SpanError", message=str(message)[:2000])
+
+
+@contextmanager
+def read_span(span: SpanLike) -> Iterator[None]:
+    """Turn any failure to read ``span`` into one InvalidInputError line naming it (where, span id, name): a span a
+    reader cannot map is the input's fault, never an internal error."""
+    try:
+        yield
+    except InvalidInputError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        where = getattr(span, "where", "")
+        label = f"{where + ': ' if where else ''}span {span.span_id} ({span.name!r})"
+        raise InvalidInputError(f"{label}: cannot be read as a step: {one_line(exc)}") from exc
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (a pydantic ValidationError: its first error's field and message)."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        field_name = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{field_name + ': ' if field_name else ''}{first.get('msg', '')}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def json_or_text(value: Any) -> Any:

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from causaltrace.collector import genai, openinference
-from causaltrace.collector.foreign_common import SpanLike
+from causaltrace.collector.foreign_common import SpanLike, one_line
+from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Run
 
 __all__ = ["CONVENTIONS", "nothing_found", "runs_of_foreign_trace"]
@@ -35,10 +38,14 @@ def runs_of_foreign_trace(trace_id: str, spans: Sequence[SpanLike], where: str) 
     """The Run of one trace of foreign spans (module docstring), or ``[]``."""
     spans = list(spans)
     run: Run | None = None
-    if any(openinference.KIND in s.attrs for s in spans):
-        run = openinference.run_of_trace(trace_id, spans, where)
-    elif any(genai.OPERATION in s.attrs for s in spans):
-        run = genai.run_of_trace(trace_id, spans, where)
+    try:
+        if any(openinference.KIND in s.attrs for s in spans):
+            run = openinference.run_of_trace(trace_id, spans, where)
+        elif any(genai.OPERATION in s.attrs for s in spans):
+            run = genai.run_of_trace(trace_id, spans, where)
+    except ValidationError as exc:  # the steps, each valid, do not form a valid Run
+        raise InvalidInputError(f"{where}: trace {trace_id}: the spans do not form a valid run: {one_line(exc)}"
+                                ) from exc
     return [run] if run is not None else []
 
 

@@ -14,7 +14,8 @@ Mapping, spans in start order (``gen_ai.operation.name``):
   ``gen_ai.tool.call.result`` (empty when the span does not carry it, as autogen-core's does not) ``tool_result_of``
   that call, an error when the span's status is ERROR.
 
-The task is the first user message an LLM span was sent, when there is one.
+The task is the first user message an LLM span was sent, when there is one. A failed span gives a step marked as it
+was, as for OpenInference (:func:`~causaltrace.collector.foreign_common.step_error`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from causaltrace.collector.foreign_common import (
     add_llm_output,
     json_or_text,
     message_text,
-    status_error,
+    read_span,
+    step_error,
+    step_status,
 )
-from causaltrace.schema import Run, Step, StepError, TokenUsage
+from causaltrace.schema import Run, Step, TokenUsage
 
-__all__ = ["LLM_OPERATIONS", "OPERATION", "GenAIReader", "framework_of", "run_of_trace", "step_error", "step_status"]
+__all__ = ["LLM_OPERATIONS", "OPERATION", "GenAIReader", "framework_of", "run_of_trace"]
 
 OPERATION = "gen_ai.operation.name"
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -100,7 +103,8 @@ class GenAIReader:
         operation = span.attrs.get(OPERATION)
         if operation == "invoke_agent":
             name = str(span.attrs.get("gen_ai.agent.name") or span.name.removeprefix("invoke_agent ").strip())
-            self.turns[span.span_id] = self.b.add("agent_turn", name or "agent", "", status=step_status(span))
+            self.turns[span.span_id] = self.b.add("agent_turn", name or "agent", "", status=step_status(span),
+                                                  error=step_error(span))
         elif operation in LLM_OPERATIONS:
             self.llm(span)
         elif operation == "execute_tool":
@@ -138,19 +142,9 @@ class GenAIReader:
                 self.b.calls[call_id] = call
         result = span.attrs.get("gen_ai.tool.call.result", "")
         step = self.b.tool_result([call_id], result if isinstance(result, str) else str(result),
-                                  is_error=status_error(span), agent=agent, error=step_error(span),
+                                  is_error=step_status(span) == "error", agent=agent, error=step_error(span),
                                   parent_step_id=parent)
         self.index.note(step)
-
-
-def step_status(span: SpanLike) -> str:
-    """The status of a span's step: ``error`` when the span's status is ERROR, else ``ok``."""
-    return "error" if status_error(span) else "ok"
-
-
-def step_error(span: SpanLike) -> StepError | None:
-    """The StepError of a span whose status is ERROR (its status message, cut to 2,000 chars), else None."""
-    return StepError(type="SpanError", message=span.status_message[:2000]) if status_error(span) else None
 
 
 def framework_of(spans: list[SpanLike]) -> str:
@@ -165,7 +159,8 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     b = ChatBuilder("trace", trace_id, where, provenance="genai")
     reader = GenAIReader(tree, b)
     for span in tree.spans:
-        reader.read(span)
+        with read_span(span):
+            reader.read(span)
     if not b.steps:
         return None
     return b.build(framework=framework_of(spans), trace_id=trace_id)

@@ -20,6 +20,10 @@ Mapping, spans in start order (``openinference.span.kind``):
   unanswered call of ``tool.name``; a TOOL span whose call no LLM span recorded also gives that ``tool_call``
   (``tool.name``; arguments: the ``kwargs`` of ``input.value``, else ``input.value``, else ``tool.parameters``), marked ``metadata["recovered_from"] = "tool span"``;
 * other kinds (RETRIEVER, EMBEDDING, …) and spans of no convention are not steps;
+* a failed span gives a step marked as it was (:func:`~causaltrace.collector.foreign_common.step_error`): status
+  ``error`` for ERROR, or UNSET with an ``exception`` event; the error's text from the status message, else the
+  event's ``exception.message``, its type from ``exception.type``; a span a reader cannot map is one
+  InvalidInputError line naming it (:func:`~causaltrace.collector.foreign_common.read_span`), never a crash;
 * a trace mixing conventions: a GenAI span (``gen_ai.operation.name``) is read by the GenAI rules
   (:class:`causaltrace.collector.genai.GenAIReader`, into the same run) unless an OpenInference span of the same
   role encloses it or lies inside it (``invoke_agent`` ~ AGENT, ``chat`` ~ LLM, ``execute_tool`` ~ TOOL) — so
@@ -41,16 +45,11 @@ from causaltrace.collector.foreign_common import (
     indexed,
     json_or_text,
     message_text,
-    status_error,
-)
-from causaltrace.collector.genai import (
-    LLM_OPERATIONS,
-    OPERATION,
-    GenAIReader,
-    framework_of,
+    read_span,
     step_error,
     step_status,
 )
+from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader, framework_of
 from causaltrace.schema import Run, Step, TokenUsage
 
 __all__ = ["KIND", "run_of_trace"]
@@ -163,6 +162,7 @@ class _Reader:
         if kind == "AGENT":
             parent = span.attrs.get("graph.node.parent_id")
             self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=step_status(span),
+                                                  error=step_error(span),
                                                   metadata={"graph.node.parent_id": parent} if parent else {})
         elif kind == "LLM":
             self.llm(span)
@@ -205,7 +205,7 @@ class _Reader:
         self.answered.add(call_id)
         output = span.attrs.get("output.value", "")
         result = self.b.tool_result([call_id], output if isinstance(output, str) else str(output),
-                                    is_error=status_error(span), agent=agent, error=step_error(span),
+                                    is_error=step_status(span) == "error", agent=agent, error=step_error(span),
                                     parent_step_id=parent)
         self.index.note(result)
 
@@ -226,7 +226,8 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     b = ChatBuilder("trace", trace_id, where, provenance="openinference")
     reader = _Reader(tree, b)
     for span in tree.spans:
-        reader.read(span)
+        with read_span(span):
+            reader.read(span)
     if not any(s.kind != "task" for s in b.steps):
         return None
     return b.build(framework=framework_of(spans), trace_id=trace_id)

@@ -51,8 +51,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from causaltrace.exceptions import InvalidInputError
 
-__all__ = ["NESTED_TOO_DEEPLY", "STATUS_ERROR", "STATUS_OK", "STATUS_UNSET", "DecodedLink", "DecodedSpan",
-           "documents_of_file", "is_hex", "parse_documents", "spans_of_document"]
+__all__ = ["NESTED_TOO_DEEPLY", "STATUS_ERROR", "STATUS_OK", "STATUS_UNSET", "DecodedEvent", "DecodedLink",
+           "DecodedSpan", "documents_of_file", "is_hex", "parse_documents", "spans_of_document"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 #: Why a document fails when its arrays / objects nest deeper than the JSON decoder (or a decoding walk) can go.
@@ -87,6 +87,15 @@ class DecodedLink:
 
 
 @dataclass(kw_only=True)
+class DecodedEvent:
+    """A span event (``exception`` events carry ``exception.type`` / ``exception.message``)."""
+
+    name: str
+    time: int
+    attrs: dict[str, Any]
+
+
+@dataclass(kw_only=True)
 class DecodedSpan:
     """One span as the run assembly (and :mod:`~causaltrace.collector.foreign_spans`) reads it: ids hex, times
     integer nanoseconds, attributes as Python values."""
@@ -100,6 +109,7 @@ class DecodedSpan:
     end: int
     attrs: dict[str, Any]
     links: list[DecodedLink] = field(default_factory=list)
+    events: list[DecodedEvent] = field(default_factory=list)
     status_code: int = STATUS_UNSET
     status_message: str = ""
 
@@ -337,7 +347,14 @@ def decode_span(raw: Any, where: str) -> DecodedSpan:
     return DecodedSpan(where=where, trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
                        start=message.start_time_unix_nano, end=message.end_time_unix_nano,
                        attrs=_attributes(raw.get("attributes"), "attributes", label),
-                       links=links, status_code=message.status.code, status_message=message.status.message)
+                       links=links, events=[_event(e) for e in message.events], status_code=message.status.code,
+                       status_message=message.status.message)
+
+
+def _event(event: Any) -> DecodedEvent:
+    """A parsed span event (its attributes went through ``ParseDict`` with the span: events are few)."""
+    return DecodedEvent(name=event.name, time=event.time_unix_nano,
+                        attrs={kv.key: _value(kv.value) for kv in event.attributes})
 
 
 def _attributes(raw: Any, what: str, label: str) -> dict[str, Any]:
