@@ -11,8 +11,8 @@ import pytest
 
 import causaltrace
 from causaltrace.attribution import (
+    Conclusion,
     DiagnosisContext,
-    Finding,
     Method,
     Stage,
     VerificationResult,
@@ -79,13 +79,13 @@ class Toy(Method):
     stage_ids: ClassVar[tuple[str, ...]] = ("dependency_graph", "failure_anchor", "counting", "pick")
     default_options: ClassVar[dict[str, Any]] = {"bonus": 0}
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         await ctx.run_stage(DependencyGraphStage())
         value = await ctx.run_stage(CountingStage())
         assert await ctx.run_stage(CountingStage()) == value  # memoised
         step = await ctx.run_stage(Pick())
         step = min(step + self.options["bonus"], ctx.run.steps[-1].index)
-        return Finding(step_index=step, explanation="toy", verified_by="prediction",
+        return Conclusion(step_index=step, explanation="toy", verified_by="prediction",
                        candidates=[Candidate(step_id=ctx.run.step_at(step).step_id, index=step, agent="x", score=1.0)])
 
 

@@ -205,7 +205,7 @@ def test_cli_bench_user_errors(capsys, argv, message):
 def test_ablating_a_stage_removes_it_from_calls_by_stage():
     from typing import Any, ClassVar
 
-    from causaltrace.attribution import DiagnosisContext, Finding, Method
+    from causaltrace.attribution import Conclusion, DiagnosisContext, Method
     from causaltrace.attribution.judge import output_model
     from causaltrace.protocols import register_method
 
@@ -217,12 +217,12 @@ def test_ablating_a_stage_removes_it_from_calls_by_stage():
         stage_ids: ClassVar[tuple[str, ...]] = ("first", "second", "offline")
         llm_stage_ids: ClassVar[tuple[str, ...]] = ("first", "second")
 
-        async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+        async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
             for sid in ("first", "second"):
                 if ctx.enabled(sid):
                     answer: Any = await ctx.ask(sid, [{"role": "user", "content": f"{sid}?"}], Ok)
                     ctx.record(sid, {"ok": answer.ok})
-            return Finding(step_index=0)
+            return Conclusion(step_index=0)
 
     register_method("two-stages", TwoStages)
     fake = FunctionJudge(lambda m, i: {"ok": True})

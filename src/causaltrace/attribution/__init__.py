@@ -10,8 +10,8 @@ Importing this package is light: litellm and llama_cpp are imported only when a 
 """
 
 from causaltrace.attribution.engine import (
+    Conclusion,
     DiagnosisContext,
-    Finding,
     Method,
     MethodFailed,
     Stage,
@@ -26,7 +26,7 @@ from causaltrace.attribution.judge import Judge
 
 __all__ = [
     "DiagnosisContext",
-    "Finding",
+    "Conclusion",
     "Judge",
     "Method",
     "MethodFailed",

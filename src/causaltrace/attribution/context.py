@@ -1,6 +1,6 @@
 """The contracts every attribution method and stage is written against (issue 18: the engine's core, without the
 engine): :class:`DiagnosisContext` (what a method and its stages share during one diagnosis: the run, the judge,
-cost and artifacts), :class:`Stage`, :class:`Method`, :class:`Finding`, :class:`MethodFailed`, and the
+cost and artifacts), :class:`Stage`, :class:`Method`, :class:`Conclusion`, :class:`MethodFailed`, and the
 verification hook that ``replay/`` registers and the ``graph`` method's step 6 calls.
 
 Stages and methods import this module, never :mod:`causaltrace.attribution.engine` (which imports the methods to
@@ -13,7 +13,7 @@ Concepts (issue 5; ARCHITECTURE "The default attribution method", SEEDS §8):
   its LLM calls go through :meth:`DiagnosisContext.ask`, which counts calls and tokens under that id in
   ``Cost.calls_by_stage``; its artifact lands in ``Diagnosis.artifacts[stage_id]``. Deterministic stages are
   memoised per diagnosis (:meth:`DiagnosisContext.run_stage`), so methods that share them compute them once.
-* A method returns a :class:`Finding` (decisive step, agent, category, explanation, evidence, ranked candidates,
+* A method returns a :class:`Conclusion` (decisive step, agent, category, explanation, evidence, ranked candidates,
   ``verified_by``) or raises :class:`MethodFailed`; the engine adds run id, method, model, cost and artifacts.
 """
 
@@ -31,7 +31,7 @@ from causaltrace.schema import Candidate, EvidenceItem, Run, Step, VerifiedBy
 
 __all__ = [
     "DiagnosisContext",
-    "Finding",
+    "Conclusion",
     "Method",
     "MethodFailed",
     "Stage",
@@ -49,7 +49,7 @@ class MethodFailed(AttributionError):
 
 
 @dataclass(kw_only=True)
-class Finding:
+class Conclusion:
     """What a method concludes; the engine turns it into a Diagnosis (``step_index`` or ``step_id`` suffices)."""
 
     step_index: int | None = None
@@ -248,5 +248,5 @@ class Method:
             raise UserError(f"method {self.name!r} has no option(s) {', '.join(map(repr, unknown))}; known: {known}")
         self.options = {**self.default_options, **options}
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         raise NotImplementedError

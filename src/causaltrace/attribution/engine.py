@@ -10,12 +10,12 @@ Concepts (issue 5; ARCHITECTURE "The default attribution method", SEEDS §8):
 
 * A **method** is registered by name with :func:`causaltrace.protocols.register_method` (a factory — usually the
   :class:`Method` subclass itself — called with the method's options, returning an object with an async
-  ``diagnose(ctx) -> Finding``). The engine never changes when a method is added; ``replay/`` registers
+  ``diagnose(ctx) -> Conclusion``). The engine never changes when a method is added; ``replay/`` registers
   ``causalflow`` the same way.
 * A method is a small composition of **stages** (:mod:`causaltrace.attribution.context`: :class:`Stage`,
-  :class:`DiagnosisContext`, :class:`Method`, :class:`Finding`, re-exported here). ``ablate=("stage_id", …)``
+  :class:`DiagnosisContext`, :class:`Method`, :class:`Conclusion`, re-exported here). ``ablate=("stage_id", …)``
   switches stages off (an unknown id is a UserError listing the method's stages).
-* A method returns a :class:`Finding` or raises :class:`MethodFailed`; the engine adds run id, method, model, cost
+* A method returns a :class:`Conclusion` or raises :class:`MethodFailed`; the engine adds run id, method, model, cost
   and artifacts. A :class:`~causaltrace.exceptions.JudgeError` (a failed call, or an answer that stayed invalid
   after the bounded repairs) or ``MethodFailed`` becomes a Diagnosis with ``failed=True`` and ``failure_reason`` —
   never a crash and never a guess. UserErrors (no model for a method that needs one, the kill switch) propagate.
@@ -40,8 +40,8 @@ from typing import Any
 from pydantic import JsonValue
 
 from causaltrace.attribution.context import (
+    Conclusion,
     DiagnosisContext,
-    Finding,
     Method,
     MethodFailed,
     Stage,
@@ -58,7 +58,7 @@ from causaltrace.schema import Cost, Diagnosis, Run, Step, VerifiedBy
 
 __all__ = [
     "DiagnosisContext",
-    "Finding",
+    "Conclusion",
     "Method",
     "MethodFailed",
     "ModelArg",
@@ -156,10 +156,10 @@ async def diagnose(
     ctx.record("settings", {"with_answer": with_answer, "ablate": sorted(ablate),
                             "options": _jsonable(getattr(impl, "options", options))})
     started = time.perf_counter()
-    finding: Finding | None = None
+    conclusion: Conclusion | None = None
     failure: str | None = None
     try:
-        finding = await impl.diagnose(ctx)
+        conclusion = await impl.diagnose(ctx)
     except AttributionError as exc:
         failure = f"{type(exc).__name__}: {exc.message}"
         body = getattr(exc, "body", None)
@@ -170,11 +170,11 @@ async def diagnose(
     model_name = judge.name if (judge is not None and uses_model) else None
     default_verified: VerifiedBy = "prediction" if ctx.model_used else "heuristic"
     now = datetime.now(UTC)
-    if finding is None:
+    if conclusion is None:
         return _stored(Diagnosis(run_id=run.run_id, method=method, model=model_name, failed=True,
                                  failure_reason=failure, verified_by=default_verified, artifacts=ctx.artifacts,
                                  cost=cost, created_at=now), store)
-    found = below_confidence(_to_diagnosis(run, method, model_name, finding, ctx, cost, now), min_confidence)
+    found = below_confidence(_to_diagnosis(run, method, model_name, conclusion, ctx, cost, now), min_confidence)
     return _stored(_assumed_anchor(run, found), store)
 
 
@@ -257,7 +257,7 @@ def _with_humans(run: Run, human_speakers: Iterable[str] | None) -> Run:
 
 
 def _to_diagnosis(
-    run: Run, method: str, model: str | None, f: Finding, ctx: DiagnosisContext, cost: Cost, now: datetime
+    run: Run, method: str, model: str | None, f: Conclusion, ctx: DiagnosisContext, cost: Cost, now: datetime
 ) -> Diagnosis:
     step: Step | None = None
     if f.step_id is not None:

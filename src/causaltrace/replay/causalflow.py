@@ -49,8 +49,8 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from causaltrace.attribution.engine import (
+    Conclusion,
     DiagnosisContext,
-    Finding,
     Method,
     MethodFailed,
     VerificationResult,
@@ -136,7 +136,7 @@ class CausalFlowMethod(Method):
                                                      "consensus_formula": None, "tau_c": TAU_C, "max_seconds": None,
                                                      "exhaustive": True, "max_replays": None}
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         if not has_recording(ctx.run):
             return await self._predicted(ctx)
         inputs = _inputs(self.options)
@@ -162,7 +162,7 @@ class CausalFlowMethod(Method):
                       score=round(0.5 + 0.5 * (a.minimality or 0.0), 4), reasons=("CRS = 1",))
             for a in ranked
         ]
-        return Finding(
+        return Conclusion(
             step_index=first.index,
             agent=first.agent,
             explanation=result.diagnosis.explanation,
@@ -172,7 +172,7 @@ class CausalFlowMethod(Method):
             verified_by="replay",
         )
 
-    async def _predicted(self, ctx: DiagnosisContext) -> Finding:
+    async def _predicted(self, ctx: DiagnosisContext) -> Conclusion:
         """The predictive path (module docstring): LLM proposals, predicted outcomes, the critics' consensus."""
         judge = _CountingJudge(ctx)
         if ctx.run.outcome.status != "failure":
@@ -196,7 +196,7 @@ class CausalFlowMethod(Method):
         if not flagged:
             raise MethodFailed(f"no correction of any of {len(result.attempts)} steps is predicted to flip the "
                                f"outcome ({predictions} predictions)")
-        finding = _predicted_finding(ctx.run, flagged)
+        finding = _predicted_conclusion(ctx.run, flagged)
         if result.budget_exhausted:
             bound = (f"{self.options['max_seconds']} s" if result.budget_exhausted == "seconds"
                      else f"{self.options['max_replays']} predictions")
@@ -233,7 +233,7 @@ def _reason(attempt: Any) -> str:
             f"tau_c {verdict.tau:g} ({said})")
 
 
-def _predicted_finding(run: Run, flagged: list[Any]) -> Finding:
+def _predicted_conclusion(run: Run, flagged: list[Any]) -> Conclusion:
     """The earliest confirmed flagged step (else the earliest flagged, unconfirmed), candidates confirmed first."""
     ranked = sorted(flagged, key=lambda a: (not _confirmed(a), a.index))
     chosen = ranked[0]
@@ -263,7 +263,7 @@ def _predicted_finding(run: Run, flagged: list[Any]) -> Finding:
     candidates = [Candidate(step_id=a.step_id, index=a.index, agent=run.step(a.step_id).agent,
                             score=_score(a) if _score(a) is not None else 0.5, reasons=(_reason(a),))
                   for a in ranked]
-    return Finding(step_index=step.index, agent=step.agent, explanation=explanation, evidence=evidence,
+    return Conclusion(step_index=step.index, agent=step.agent, explanation=explanation, evidence=evidence,
                    candidates=candidates, confidence=score, verified_by="prediction")
 
 

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed
 from causaltrace.attribution.judge import Judge, agent_name, json_schema_for, output_model, short_text, step_index
 from causaltrace.attribution.stages.segment import fit_texts
 from causaltrace.attribution.stages.view import agents_of, base_agent, content_of, speaker, view_steps
@@ -137,7 +137,7 @@ class AllAtOnce(Method):
     needs_model: ClassVar[bool] = True
     stage_ids: ClassVar[tuple[str, ...]] = ("judge",)
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         judge = ctx.require_judge()
         steps = view_steps(ctx.run)
         if not steps:
@@ -159,7 +159,7 @@ class AllAtOnce(Method):
             raise MethodFailed(f"all-at-once: the model named step {answer.step_number}, which the run does not have")
         ctx.record("judge", {"agent": answer.agent_name, "step": answer.step_number, "reason": answer.reason,
                              "compressed_steps": fitter.artifact()})
-        return Finding(
+        return Conclusion(
             step_index=step.index,
             agent=answer.agent_name,
             explanation=answer.reason,
@@ -204,7 +204,7 @@ class StepByStep(Method):
     needs_model: ClassVar[bool] = True
     stage_ids: ClassVar[tuple[str, ...]] = ("step_check",)
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         judge = ctx.require_judge()
         steps = view_steps(ctx.run)
         if not steps:
@@ -235,7 +235,7 @@ class StepByStep(Method):
                 artifact["flagged"] = step.index
                 artifact["compressed_steps"] = fitter.artifact()
                 agent = base_agent(speaker(step)) or step.agent
-                return Finding(
+                return Conclusion(
                     step_index=step.index,
                     agent=agent,
                     explanation=verdict.reason,
@@ -289,7 +289,7 @@ class BinarySearch(Method):
 
             raise UserError("binary-search option on_ambiguous must be 'fail' or 'random'")
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         judge = ctx.require_judge()
         steps = view_steps(ctx.run)
         if not steps:
@@ -328,7 +328,7 @@ class BinarySearch(Method):
         ctx.record("halve", {"ranges": ranges, "result": step.index, "compressed_steps": fitter.artifact()})
         agent = base_agent(speaker(step)) or step.agent
         explanation = reason or "binary search narrowed the log down to this step"
-        return Finding(
+        return Conclusion(
             step_index=step.index,
             agent=agent,
             explanation=explanation,

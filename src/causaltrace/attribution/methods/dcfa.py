@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, Stage
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, Stage
 from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.prompting import (
     SYSTEM_ATTRIBUTION_EXPERT,
@@ -463,7 +463,7 @@ class DCFA(Method):
         spec: SuccessSpec = await ctx.run_stage(SuccessSpecStage())
         return spec.text(), "EMFA's task-success specification C_success"
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         steps = steps_or_fail(ctx, "dcfa")
         by_index = {s.index: s for s in steps}
         dev = await ctx.run_stage(MDIStage())
@@ -506,6 +506,6 @@ class DCFA(Method):
                 evidence.append(EvidenceItem(step_id=by_index[e].step_id, index=e,
                                              role="exposed" if n == len(graph.effects(step_i)[:4]) - 1 else "carried",
                                              note="a CGC effect of the decisive step"))
-        return Finding(step_index=step.index, agent=agent_of(step), explanation=reason, evidence=evidence,
+        return Conclusion(step_index=step.index, agent=agent_of(step), explanation=reason, evidence=evidence,
                        candidates=candidates, verified_by="prediction")
 

@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed, Stage
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed, Stage
 from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.adjudicate import AdjudicateStage, DepEdge, edge_lines
 from causaltrace.attribution.stages.dependencies import Edge, ProtocolRule, interpret_rules
@@ -603,7 +603,7 @@ class DeFA(Method):
     default_options: ClassVar[Mapping[str, Any]] = {"segment_fraction": 0.25, "max_segment_steps": 25,
                                                     "oversize_fraction": 0.5}
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         o = self.options
         steps = steps_or_fail(ctx, "defa")
         normalised = await ctx.run_stage(NormaliseStage(o["segment_fraction"], o["oversize_fraction"]))
@@ -633,7 +633,7 @@ class DeFA(Method):
             role = "exposed" if n == len(downstream[:5]) - 1 else "carried"
             evidence.append(EvidenceItem(step_id=by_index[i].step_id, index=i, role=role,  # type: ignore[arg-type]
                                          note="propagation edge from the decisive step"))
-        return Finding(step_index=step.index, agent=agent_of(step), category=verdict.category,
+        return Conclusion(step_index=step.index, agent=agent_of(step), category=verdict.category,
                        explanation=verdict.explanation, evidence=evidence, candidates=candidates,
                        verified_by="prediction")
 

@@ -64,7 +64,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, Stage
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, Stage
 from causaltrace.attribution.judge import output_model, short_text, step_index
 from causaltrace.attribution.stages.anchor import find_failure_anchor
 from causaltrace.attribution.stages.loops import Loop, LoopDetectStage
@@ -683,7 +683,7 @@ class EMFA(Method):
     llm_stage_ids: ClassVar[tuple[str, ...] | None] = ("success_spec", "final_step", "structure", "annotate",
                                                        "loops", "screen_propagation", "screen_loops", "verify")
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         steps = steps_or_fail(ctx, "emfa")
         by_index = {s.index: s for s in steps}
         spec = await ctx.run_stage(SuccessSpecStage())
@@ -719,6 +719,6 @@ class EMFA(Method):
         if final.index != step.index and final.index in by_index:
             evidence.append(EvidenceItem(step_id=by_index[final.index].step_id, index=final.index, role="exposed",
                                          note=final.symptom or "the final failure step"))
-        return Finding(step_index=step.index, agent=agent_of(step), explanation=verdict.explanation,
+        return Conclusion(step_index=step.index, agent=agent_of(step), explanation=verdict.explanation,
                        evidence=evidence, candidates=candidates, verified_by="prediction")
 

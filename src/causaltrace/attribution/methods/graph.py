@@ -230,7 +230,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed, Stage, verification_hook
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed, Stage, verification_hook
 from causaltrace.attribution.stages import (
     DependencyGraph,
     DependencyGraphStage,
@@ -569,7 +569,7 @@ class GraphMethod(Method):
     default_options: ClassVar[Mapping[str, Any]] = {"weights": {}, "max_candidates": 20, "max_recall_calls": 8,
                                                     "adjudicate_top": 10, "refine_top": 2}
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         await ctx.run_stage(DependencyGraphStage())
         anchor = await ctx.run_stage(FailureAnchorStage())
         relevance = await ctx.run_stage(RelevanceStage())
@@ -577,7 +577,7 @@ class GraphMethod(Method):
         if not ranking:
             raise MethodFailed("graph: the run has no attribution candidate before the failure anchor")
         top = ranking[0]
-        finding = Finding(
+        conclusion = Conclusion(
             step_index=top.index,
             agent=top.agent,
             category=top.category,
@@ -592,21 +592,21 @@ class GraphMethod(Method):
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
-            from causaltrace.attribution.stages.refine import refine_finding
+            from causaltrace.attribution.stages.refine import refine_conclusion
 
-            await refine_with_model(ctx, finding, ranking, anchor, self.options)
-            await refine_finding(ctx, finding, ranking, anchor, self.options)
+            await refine_with_model(ctx, conclusion, ranking, anchor, self.options)
+            await refine_conclusion(ctx, conclusion, ranking, anchor, self.options)
         hook = verification_hook()
         if hook is not None and ctx.run.recording is not None and ctx.enabled("replay_verify"):
-            result = await hook(ctx, list(finding.candidates))
+            result = await hook(ctx, list(conclusion.candidates))
             ctx.record("replay_verify", result.artifact if result is not None else {"verified": None})
             if result is not None:
                 step = ctx.run.step(result.step_id)
-                finding.step_index, finding.agent = step.index, step.agent
-                finding.category = result.category or finding.category
-                finding.explanation = result.explanation or finding.explanation
-                finding.verified_by = "replay"
-        return finding
+                conclusion.step_index, conclusion.agent = step.index, step.agent
+                conclusion.category = result.category or conclusion.category
+                conclusion.explanation = result.explanation or conclusion.explanation
+                conclusion.verified_by = "replay"
+        return conclusion
 
 
 def _explain(top: ScoredCandidate, anchor: FailureAnchor) -> str:

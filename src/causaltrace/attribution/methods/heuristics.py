@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import ClassVar
 
-from causaltrace.attribution.context import DiagnosisContext, Finding, Method, MethodFailed
+from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed
 from causaltrace.attribution.stages.view import base_agent, is_instruction, is_terminal, is_user_input, speaker
 from causaltrace.schema import Candidate, Run, Step
 
@@ -38,12 +38,12 @@ class FirstAgentStep(Method):
 
     name: ClassVar[str] = "first-agent-step"
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         for step in _steps(ctx.run):
             if is_user_input(step) or is_terminal(step) or (is_instruction(step) and step.kind == "message"):
                 continue
             agent = _agent(step)
-            return Finding(
+            return Conclusion(
                 step_index=step.index,
                 agent=agent,
                 explanation=f"heuristic: the first step by an agent ({agent}, step {step.index})",
@@ -59,7 +59,7 @@ class MostActiveAgent(Method):
 
     name: ClassVar[str] = "most-active-agent"
 
-    async def diagnose(self, ctx: DiagnosisContext) -> Finding:
+    async def diagnose(self, ctx: DiagnosisContext) -> Conclusion:
         counts: Counter[str] = Counter()
         first: dict[str, Step] = {}
         for step in _steps(ctx.run):
@@ -72,7 +72,7 @@ class MostActiveAgent(Method):
             raise MethodFailed("most-active-agent: the run has no step by an agent")
         best = max(counts, key=lambda a: (counts[a], -first[a].index))
         step = first[best]
-        return Finding(
+        return Conclusion(
             step_index=step.index,
             agent=best,
             explanation=f"heuristic: {best} has the most steps ({counts[best]}); its first step is {step.index}",

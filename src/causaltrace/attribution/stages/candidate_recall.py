@@ -133,9 +133,9 @@ class RecallStage(Stage[Recall]):
         return Recall({}, [], [])
 
 
-async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequence[Any], anchor: Any,
+async def refine_with_model(ctx: DiagnosisContext, conclusion: Any, ranking: Sequence[Any], anchor: Any,
                             options: Any) -> None:
-    """Run ``recall`` and ``adjudicate`` for ``graph`` and update its Finding in place (module docstring)."""
+    """Run ``recall`` and ``adjudicate`` for ``graph`` and update its Conclusion in place (module docstring)."""
     graph = await ctx.run_stage(DependencyGraphStage())
     evidence = await evidence_of(ctx)
     recall = await ctx.run_stage(RecallStage(ranking, anchor, graph, max_calls=int(options["max_recall_calls"]),
@@ -156,15 +156,15 @@ async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequen
         ctx.record("adjudicate", {"ablated": True})
         recalled = sorted((i for i in recall.steps if i in by_rank), key=lambda i: rank_of[i])
         step_i = recalled[0] if recalled else ranking[0].index
-        category, explanation = by_rank[step_i].category, finding.explanation
+        category, explanation = by_rank[step_i].category, conclusion.explanation
     if not ctx.model_used:
         return
     chosen = by_rank.get(step_i)
     step = ctx.run.step_at(step_i)
-    finding.step_index = step_i
-    finding.agent = chosen.agent if chosen is not None else step.agent
-    finding.category = category if category is not None else (chosen.category if chosen is not None else None)
-    finding.explanation = explanation
+    conclusion.step_index = step_i
+    conclusion.agent = chosen.agent if chosen is not None else step.agent
+    conclusion.category = category if category is not None else (chosen.category if chosen is not None else None)
+    conclusion.explanation = explanation
     ordered = [step_i] + [i for i in [c.index for c in ranking] if i != step_i]
     cands = []
     for i in ordered[: int(options["max_candidates"])]:
@@ -174,5 +174,5 @@ async def refine_with_model(ctx: DiagnosisContext, finding: Any, ranking: Sequen
         reasons = tuple(x for x in [recall.steps.get(i, "")] if x) + tuple(c.reasons)
         cands.append(Candidate(step_id=c.step_id, index=i, agent=c.agent,
                                score=1.0 if i == step_i else round(c.score, 4), reasons=reasons))
-    finding.candidates = cands
-    finding.verified_by = "prediction"
+    conclusion.candidates = cands
+    conclusion.verified_by = "prediction"

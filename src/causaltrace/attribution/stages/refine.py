@@ -48,7 +48,7 @@ from causaltrace.attribution.stages.prompting import (
 )
 from causaltrace.attribution.stages.simulation import EMBEDDING_ENV, Evaluation, Similarity
 
-__all__ = ["GENERIC_FIX", "Refinement", "RefineStage", "expected_outcome", "refine_finding"]
+__all__ = ["GENERIC_FIX", "Refinement", "RefineStage", "expected_outcome", "refine_conclusion"]
 
 GENERIC_FIX = "fix this step: make it correct, complete and supported by the evidence available at that point"
 
@@ -147,10 +147,10 @@ class RefineStage(Stage[Refinement]):
         return Refinement(first, first, "ablated", "none")
 
 
-async def refine_finding(ctx: DiagnosisContext, finding: Any, ranking: Sequence[Any], anchor: Any,
+async def refine_conclusion(ctx: DiagnosisContext, conclusion: Any, ranking: Sequence[Any], anchor: Any,
                          options: Any) -> None:
-    """Run ``refine`` for ``graph`` over the Finding's top candidates and update the Finding in place."""
-    top = [c.index for c in finding.candidates[: int(options["refine_top"])]]
+    """Run ``refine`` for ``graph`` over the conclusion's top candidates and update the Conclusion in place."""
+    top = [c.index for c in conclusion.candidates[: int(options["refine_top"])]]
     if not top:
         return
     if ctx.enabled("refine") and not ctx.model_used:  # recall and adjudicate both ablated: graph stays deterministic
@@ -170,14 +170,14 @@ async def refine_finding(ctx: DiagnosisContext, finding: Any, ranking: Sequence[
     new, old = result.step, result.adjudicated
     ev = next(e for e in result.evaluations if e.step == new)
     chosen = by_rank.get(new)
-    finding.step_index = new
-    finding.agent = chosen.agent if chosen is not None else ctx.run.step_at(new).agent
-    finding.category = chosen.category if chosen is not None else None
-    finding.explanation = (f"Counterfactual refinement overturned step {old}: with step {new} corrected "
+    conclusion.step_index = new
+    conclusion.agent = chosen.agent if chosen is not None else ctx.run.step_at(new).agent
+    conclusion.category = chosen.category if chosen is not None else None
+    conclusion.explanation = (f"Counterfactual refinement overturned step {old}: with step {new} corrected "
                            f"({result.hypotheses.get(new, GENERIC_FIX)}), the simulated run succeeds "
                            f"(ΔS {ev.delta:+.3f}): {ev.reason}")
-    cands = list(finding.candidates)
+    cands = list(conclusion.candidates)
     first = next(c for c in cands if c.index == new)
     rest = [c.model_copy(update={"score": round(by_rank[c.index].score, 4)}) if c.index == old and c.index in by_rank
             else c for c in cands if c.index != new]
-    finding.candidates = [first.model_copy(update={"score": 1.0})] + rest
+    conclusion.candidates = [first.model_copy(update={"score": 1.0})] + rest
