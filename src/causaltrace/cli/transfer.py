@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,11 @@ def add_transfer_commands(sub: Any) -> None:
     """Add ``import``, ``pull`` and ``export`` to the ``causaltrace`` subcommands."""
     p = sub.add_parser("import", help="import runs from files; prints one run id per line")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (read recursively) to import")
-    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json", "chat", "auto"],
-                   help="input format: whowhen, otlp-json, chat (OpenAI messages, Who&When with or without labels, "
-                        "an AutoGen TaskResult, smolagents steps; JSON or JSON lines) or auto (sniffs each file)")
+    p.add_argument("--format", required=True, choices=["whowhen", "otlp-json", "spans", "chat", "auto"],
+                   help="input format: whowhen, otlp-json, spans (OTLP JSON, ClickHouse otel_traces rows, snake_case "
+                        "span records, Phoenix's REST answers and spans dataframe as JSON), chat (OpenAI messages, "
+                        "Who&When with or without labels, an AutoGen TaskResult, smolagents steps; JSON or JSON "
+                        "lines) or auto (sniffs each file); a folder goes file by file")
     p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     p.set_defaults(func=cmd_import)
 
@@ -51,49 +54,70 @@ def add_transfer_commands(sub: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import runs from files and print one run id per line (ids: see :func:`save_imported`)."""
-    runs: list[Any] = []
-    for raw in args.paths:
-        path = Path(raw)
+    """Import runs from files and print one run id per line (ids: see :func:`save_imported`).
+
+    Files named one by one are all or nothing. A folder goes file by file (Who&When folders excepted, read as one
+    benchmark): a file that is refused — malformed, no run in it, a run that clashes with a stored one — is one
+    line on stderr and the others are stored; the last line says "N imported, M refused", and any refusal is
+    exit 2."""
+    paths = [Path(raw) for raw in args.paths]
+    for raw, path in zip(args.paths, paths, strict=True):
         if not path.exists():
             raise UserError(f"no such file or directory: {raw!r}")
-        runs.extend(_load(path, args.format))
-    if not runs:
-        raise UserError("no runs found in the given input")
-    save_imported(args, runs)
-    return 0
+    if args.format == "whowhen" or not any(path.is_dir() for path in paths):
+        if not save_imported(args, (run for path in paths for run in _load(path, args.format))):
+            raise UserError("no runs found in the given input")
+        return 0
+    imported = refused = 0
+    for path in (f for p in paths for f in _files(p)):
+        try:
+            if not save_imported(args, _load(path, args.format)):
+                raise UserError(f"{path}: no runs found")
+        except UserError as exc:
+            refused += 1
+            print(f"causaltrace: error: {exc.message}", file=sys.stderr)
+            continue
+        imported += 1
+    print(f"causaltrace: {imported} imported, {refused} refused", file=sys.stderr)
+    return 2 if refused else 0
 
 
-def save_imported(args: argparse.Namespace, runs: list[Any]) -> None:
-    """Store imported runs and print their ids. A run keeps the id it carries (``causaltrace.run.id``; Who&When
-    ids hold a digest of the log): the same run again changes nothing, a different run of a stored id is refused
-    (exit 2) unless ``--replace``, which also drops the old run's diagnoses and repair pairs. Every run is checked
-    before any is written, so a refused import stores nothing."""
-    seen: set[str] = set()
+def save_imported(args: argparse.Namespace, runs: Iterable[Any]) -> list[str]:
+    """Store imported runs, print their ids and return them. A run keeps the id it carries
+    (``causaltrace.run.id``; Who&When ids hold a digest of the log): the same run again changes nothing, a different
+    run of a stored id is refused (exit 2) unless ``--replace``, which also drops the old run's diagnoses and repair
+    pairs. All runs go in one transaction, so a refused import (or an input that fails half-way: ``runs`` may be
+    read lazily, one trace at a time) stores nothing; only ids are kept, not the runs."""
+    ids: dict[str, None] = {}
     with store(args) as db, db.transaction():
         for run in runs:
-            if run.run_id in seen:
+            if run.run_id in ids:
                 raise UserError(f"the input holds run {run.run_id!r} twice")
-            seen.add(run.run_id)
+            ids[run.run_id] = None
             db.import_run(run, replace=args.replace)
-    for run in runs:
-        sys.stdout.write(run.run_id + "\n")
+    for run_id in ids:
+        sys.stdout.write(run_id + "\n")
+    return list(ids)
 
 
 def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
 
 
-def _load(path: Path, fmt: str) -> list[Any]:
+def _load(path: Path, fmt: str) -> Iterable[Any]:
     """The runs of one input path in one format; ``auto`` sniffs each file (OTLP/JSON spans, else a chat log)."""
     if fmt == "auto":
         from causaltrace.collector.chatlog import sniff_format
 
-        return [run for f in _files(path) for run in _load(f, sniff_format(f))]
+        return (run for f in _files(path) for run in _load(f, sniff_format(f)))
     if fmt == "chat":
         from causaltrace.collector.chatlog import load_chat
 
         return [run for f in _files(path) for run in load_chat(f)]
+    if fmt == "spans":
+        from causaltrace.collector.span_shapes import iter_span_runs
+
+        return (run for f in _files(path) for run in _assembled(f, iter_span_runs))
     if fmt == "whowhen":
         from causaltrace.collector.whowhen import iter_whowhen, load_whowhen
 
@@ -102,13 +126,16 @@ def _load(path: Path, fmt: str) -> list[Any]:
         return [load_whowhen(path, content_id=True)]
     from causaltrace.collector.otlp import load_otlp_json
 
-    out: list[Any] = []
-    for f in _files(path):
-        try:
-            out.extend(load_otlp_json(f))
-        except TraceAssemblyError as exc:  # the file's spans, not causaltrace: a user error (exit 2), named
-            raise InvalidInputError(f"{f}: the spans do not form a run: {exc.message}") from exc
-    return out
+    return [run for f in _files(path) for run in _assembled(f, load_otlp_json)]
+
+
+def _assembled(path: Path, load: Any) -> Iterator[Any]:
+    """``load(path)``'s runs, with steps that do not form a run (the file's spans, not causaltrace) a user error,
+    named."""
+    try:
+        yield from load(path)
+    except TraceAssemblyError as exc:
+        raise InvalidInputError(f"{path}: the spans do not form a run: {exc.message}") from exc
 
 
 def cmd_pull(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ Usage::
     from causaltrace.collector.chatlog import load_chat, sniff_format
 
     runs = load_chat(Path("failed_conversation.jsonl"))   # one Run per conversation
-    sniff_format(Path("trace.jsonl"))                      # "otlp-json" or "chat" (``--format auto``)
+    sniff_format(Path("trace.jsonl"))                      # "otlp-json", "spans" or "chat" (``--format auto``)
 
 A file is one JSON document or JSON lines (one conversation per line). Each document is one of:
 
@@ -202,7 +202,9 @@ def load_chat(path: Path) -> list[Run]:
 
 def sniff_format(path: Path) -> str:
     """``"otlp-json"`` for a file that holds OTLP/JSON spans (``resourceSpans`` / ``resource_spans``, or a Jaeger
-    ``result`` wrapper), else ``"chat"`` — what ``import --format auto`` picks. Reads the first 64 KiB."""
+    ``result`` wrapper), ``"spans"`` for one that names span fields in another shape (rows, records, Phoenix's
+    answers: :mod:`causaltrace.collector.span_shapes`), else ``"chat"`` — what ``import --format auto`` picks.
+    Reads the first 64 KiB."""
     try:
         with Path(path).open("rb") as fh:
             head = fh.read(65536).decode("utf-8", "replace")
@@ -210,4 +212,6 @@ def sniff_format(path: Path) -> str:
         raise InvalidInputError(f"{path}: cannot read the file: {exc.strerror or exc}") from exc
     if '"resourceSpans"' in head or '"resource_spans"' in head or head.lstrip().startswith('{"result"'):
         return "otlp-json"
-    return "chat"
+    from causaltrace.collector.span_shapes import looks_like_spans
+
+    return "spans" if looks_like_spans(head) else "chat"

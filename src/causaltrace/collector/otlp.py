@@ -78,7 +78,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,8 @@ __all__ = [
     "run_to_otlp",
     "runs_from_documents",
     "runs_from_otlp",
+    "runs_from_spans",
+    "iter_runs_from_spans",
 ]
 
 SERVICE_NAME = "causaltrace"
@@ -501,18 +503,32 @@ def runs_from_documents(docs: Iterable[tuple[str, Any]]) -> list[Run]:
 
 
 def _runs_from_parsed(docs: Iterable[tuple[str, Any]]) -> list[Run]:
+    return runs_from_spans(span for where, doc in docs for span in spans_of_document(doc, where))
+
+
+def runs_from_spans(spans: Iterable[DecodedSpan]) -> list[Run]:
+    """The runs of decoded spans in any order (:func:`iter_runs_from_spans`), as a list."""
+    return list(iter_runs_from_spans(spans))
+
+
+def iter_runs_from_spans(spans: Iterable[DecodedSpan]) -> Iterator[Run]:
+    """The runs of decoded spans in any order, grouped by trace (a span repeated under its ids is read once): the
+    assembly every span shape shares (issue 34: ``collector.span_shapes`` hands its spans here). Runs come one
+    trace at a time and each trace's spans are let go once its runs are made, so a caller that stores each run
+    as it comes holds the spans and one run, never all the runs."""
     traces: dict[str, dict[str, DecodedSpan]] = {}
-    for where, doc in docs:
-        for span in spans_of_document(doc, where):
-            traces.setdefault(span.trace_id, {}).setdefault(span.span_id, span)
-    runs: list[Run] = []
-    for trace_id, spans in traces.items():
-        runs.extend(_runs_of_trace(trace_id, list(spans.values())))
-    if traces and not runs:
+    for span in spans:
+        traces.setdefault(span.trace_id, {}).setdefault(span.span_id, span)
+    n_traces, n_spans, found = len(traces), sum(len(s) for s in traces.values()), False
+    while traces:
+        trace_id = next(iter(traces))
+        for run in _runs_of_trace(trace_id, list(traces.pop(trace_id).values())):
+            found = True
+            yield run
+    if n_traces and not found:
         from causaltrace.collector.foreign_spans import nothing_found
 
-        raise InvalidInputError(nothing_found(sum(len(s) for s in traces.values()), len(traces)))
-    return runs
+        raise InvalidInputError(nothing_found(n_spans, n_traces))
 
 
 def runs_from_otlp(data: dict[str, Any] | list[Any]) -> list[Run]:

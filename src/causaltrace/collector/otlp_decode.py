@@ -52,7 +52,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from causaltrace.exceptions import InvalidInputError
 
 __all__ = ["NESTED_TOO_DEEPLY", "STATUS_ERROR", "STATUS_OK", "STATUS_UNSET", "DecodedEvent", "DecodedLink",
-           "DecodedSpan", "documents_of_file", "is_hex", "parse_documents", "spans_of_document"]
+           "DecodedSpan", "attributes_of", "decode_id", "decode_span", "documents_of_file", "is_hex", "parse_documents",
+           "spans_of_document"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 #: Why a document fails when its arrays / objects nest deeper than the JSON decoder (or a decoding walk) can go.
@@ -251,7 +252,7 @@ def spans_of_document(doc: Any, where: str) -> Iterator[DecodedSpan]:
 # ---------------------------------------------------------------------------------------------------- spans
 
 
-def _decode_id(raw: Any, nbytes: int, what: str, where: str) -> str | None:
+def decode_id(raw: Any, nbytes: int, what: str, where: str) -> str | None:
     """Hex (2·nbytes hex digits) or base64 (protojson bytes) → lowercase hex; empty or all-zero → None."""
     if raw is None or raw == "":
         return None
@@ -274,7 +275,7 @@ def _decode_id(raw: Any, nbytes: int, what: str, where: str) -> str | None:
 
 
 def _id(raw: Mapping[str, Any], camel: str, snake: str, nbytes: int, label: str, what: str = "") -> str | None:
-    return _decode_id(raw[camel] if camel in raw else raw.get(snake), nbytes, what or camel, label)
+    return decode_id(raw[camel] if camel in raw else raw.get(snake), nbytes, what or camel, label)
 
 
 def _parsed_part(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -341,12 +342,12 @@ def decode_span(raw: Any, where: str) -> DecodedSpan:
     links = [
         DecodedLink(trace_id=_id(link, "traceId", "trace_id", 16, f"links[{i}].traceId", label),
                     span_id=_id(link, "spanId", "span_id", 8, f"links[{i}].spanId", label),
-                    attrs=_attributes(link.get("attributes"), f"links[{i}].attributes", label))
+                    attrs=attributes_of(link.get("attributes"), f"links[{i}].attributes", label))
         for i, link in enumerate(raw_links)
     ]
     return DecodedSpan(where=where, trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
                        start=message.start_time_unix_nano, end=message.end_time_unix_nano,
-                       attrs=_attributes(raw.get("attributes"), "attributes", label),
+                       attrs=attributes_of(raw.get("attributes"), "attributes", label),
                        links=links, events=[_event(e) for e in message.events], status_code=message.status.code,
                        status_message=message.status.message)
 
@@ -357,7 +358,7 @@ def _event(event: Any) -> DecodedEvent:
                         attrs={kv.key: _value(kv.value) for kv in event.attributes})
 
 
-def _attributes(raw: Any, what: str, label: str) -> dict[str, Any]:
+def attributes_of(raw: Any, what: str, label: str) -> dict[str, Any]:
     """A JSON list of KeyValues as a dict: each value by :func:`_fast_value`, else by ``json_format``."""
     if raw is None:
         return {}

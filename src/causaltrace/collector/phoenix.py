@@ -50,12 +50,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from causaltrace.collector.pulled import Pulled, runs_of_traces
+from causaltrace.collector.span_records import JSON_ATTRIBUTE_SUFFIXES, fold_json_attributes
 from causaltrace.exceptions import InvalidInputError, UserError
 
 __all__ = ["JSON_ATTRIBUTE_SUFFIXES", "pull_from_phoenix", "span_to_otlp"]
 
-#: attribute names whose JSON text Phoenix parses on ingestion (``phoenix.trace.attributes.JSON_STRING_ATTRIBUTES``)
-JSON_ATTRIBUTE_SUFFIXES = ("document.metadata", "llm.prompt_template.variables", "metadata", "tool.parameters")
 _KIND = "openinference.span.kind"
 _GENAI_OPERATION = "gen_ai.operation.name"
 _STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
@@ -180,55 +179,10 @@ def _nanos(value: Any) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
-def _nest(flat: Mapping[str, Any]) -> Any:
-    """``{"a.b": 1, "c.0.d": 2}`` → ``{"a": {"b": 1}, "c": [{"d": 2}]}`` (levels whose keys are 0..n-1 are lists)."""
-    tree: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = tree
-        *path, leaf = key.split(".")
-        for part in path:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = node[part] = {}
-            node = child
-        node[leaf] = value
-
-    def lists(node: Any) -> Any:
-        if not isinstance(node, dict):
-            return node
-        items = {k: lists(v) for k, v in node.items()}
-        if items and sorted(items) == sorted(str(i) for i in range(len(items))):
-            return [items[str(i)] for i in range(len(items))]
-        return items
-
-    return lists(tree)
-
-
-def _json_prefix(key: str) -> str | None:
-    """The shortest dotted prefix of ``key`` (itself included) whose name Phoenix parses as JSON, or None."""
-    parts = key.split(".")
-    for end in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:end])
-        if prefix.endswith(JSON_ATTRIBUTE_SUFFIXES):
-            return prefix
-    return None
-
-
 def _attributes(span: Mapping[str, Any]) -> dict[str, Any]:
     """The span's attributes as they were sent (module docstring: the kind put back, parsed JSON folded back)."""
     raw = span.get("attributes")
-    attrs: dict[str, Any] = {}
-    folded: dict[str, dict[str, Any]] = {}
-    for key, value in (raw.items() if isinstance(raw, Mapping) else ()):
-        prefix = _json_prefix(str(key))
-        if prefix is None:
-            attrs[str(key)] = value
-        elif prefix == key:
-            attrs[prefix] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        else:
-            folded.setdefault(prefix, {})[str(key)[len(prefix) + 1:]] = value
-    for prefix, flat in folded.items():
-        attrs[prefix] = json.dumps(_nest(flat), ensure_ascii=False)
+    attrs = fold_json_attributes({str(k): v for k, v in raw.items()} if isinstance(raw, Mapping) else {})
     kind = span.get("span_kind")
     if isinstance(kind, str) and kind and kind != "UNKNOWN" and _GENAI_OPERATION not in attrs:
         attrs.setdefault(_KIND, kind)

@@ -1,0 +1,67 @@
+"""Phoenix's own exports of a trace (issue 34 item 1), produced by the REAL Phoenix from its own venv: the REST
+answers of ``/v1/projects/{p}/spans`` and ``/spans/otlpv1``, and ``phoenix.client.Client(...).spans
+.get_spans_dataframe(project_identifier=p)`` written with ``to_json(orient="records")`` with and without
+``lines=True`` — each imports as the run the trace's OTLP JSON gives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from _otlp_send import post_otlp, request_of
+from _phoenix import phoenix_python, running_phoenix
+from causaltrace.cli import main
+from causaltrace.collector.otlp import load_otlp_json
+from causaltrace.collector.span_shapes import load_spans
+from conftest import require
+
+OTLP = Path(__file__).resolve().parents[1] / "fixtures" / "spans" / "failed_agent.otlp.json"
+PROJECT = "span-shapes"
+DATAFRAME = """
+import sys
+from phoenix.client import Client
+frame = Client(base_url=sys.argv[1]).spans.get_spans_dataframe(project_identifier=sys.argv[2])
+frame.to_json(sys.argv[3], orient="records")
+frame.to_json(sys.argv[4], orient="records", lines=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """The trace sent to a running Phoenix, and what Phoenix answers for it, one file per shape."""
+    python = phoenix_python()
+    require(python is not None, "Phoenix is not installed (run scripts/install_phoenix.sh)")
+    folder = tmp_path_factory.mktemp("phoenix-exports")
+    with running_phoenix(python, folder / "server") as phoenix:
+        post_otlp(phoenix.otlp_http_traces_url, request_of(json.loads(OTLP.read_text())),
+                  {"openinference.project.name": PROJECT})
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if len(phoenix.spans(PROJECT)) >= 3:
+                    break
+            except OSError:  # the project does not exist yet
+                pass
+            time.sleep(0.5)
+        query = urllib.parse.urlencode({"limit": "1000"})
+        for name, path in (("spans.json", f"/v1/projects/{PROJECT}/spans?{query}"),
+                           ("otlpv1.json", f"/v1/projects/{PROJECT}/spans/otlpv1?{query}")):
+            (folder / name).write_text(json.dumps(phoenix.get_json(path)))
+        done = subprocess.run([str(python), "-c", DATAFRAME, phoenix.url, PROJECT, str(folder / "frame.json"),
+                               str(folder / "frame.jsonl")], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
+@pytest.mark.parametrize("name", ["spans.json", "otlpv1.json", "frame.json", "frame.jsonl"])
+def test_phoenix_exports_import_as_the_otlp_json_run(exports, name, capsys):
+    (expected,) = load_otlp_json(OTLP)
+    assert load_spans(exports / name) == [expected]
+    assert main(["import", str(exports / name), "--format", "auto"]) == 0
+    assert capsys.readouterr().out.split() == [expected.run_id]
