@@ -22,10 +22,20 @@ run's start without polling. Kill moments (seeded): ``early`` — 0–100 ms aft
 0.1–0.5 s after; ``startup`` — 0–1 s after the process was spawned (its imports, the store's opening). A killed
 worker's slot is restarted with its next run; at most N workers run at once.
 
+Two more disturbances (issue 36 item 1), each instead of the kills: ``--chaos restart`` restarts the PostgreSQL
+server (fast shutdown: every connection cut; down for ``--down`` 0.3–1 s, then started) ``--restarts`` times while
+the workers run; ``--chaos lock`` holds the store's write lock for ``--lock-seconds`` (SQLite: a second connection
+in ``BEGIN IMMEDIATE``; PostgreSQL: the writers' advisory lock in a session of its own). In both the workers are a
+long-lived service: they keep running runs until 3 s after the last disturbance ended, then exit (their exit waits,
+bounded, for what is still queued). The added figures: the disturbances and how long each took, the runs entered
+after the first one ended and how many of those are not stored complete, the workers that said at exit that
+something was not stored.
+
 Usage: python benchmarks/bench_chaos.py [--procs 3] [--runs 20] [--kills 15] [--seed 7] [--db PATH|postgresql://…]
        [--postgres] [--max-steps 8] [--early 0.5] [--fsync] [--json]
-(``--postgres``: a temporary cluster on a free loopback port, as tests/_postgres.py starts it.) Exit 0 when every
-target holds, 1 when one is broken.
+       [--chaos kill|restart|lock] [--restarts 3] [--down 0.3 1] [--lock-seconds 15]
+(``--postgres``: a temporary cluster on a free loopback port, as tests/_postgres.py starts it; ``--chaos restart``
+needs it.) Exit 0 when every target holds, 1 when one is broken.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,12 +175,14 @@ def worker_main(args: argparse.Namespace) -> None:
     log = SideLog(Path(args.log), fsync=args.fsync)
     causaltrace.configure().collector.on_commit = _on_commit(log)
     rng = random.Random(f"{args.seed}-{args.slot}-{args.first}")
-    for number in range(args.first, args.runs):
+    number = args.first
+    while number < args.runs or (args.until and not os.path.exists(args.until)):  # a service: on until told
         if number % 2:
             asyncio.run(_run_async(log, rng, args.slot, number, args))
         else:
             _run_sync(log, rng, args.slot, number, args)
         time.sleep(rng.uniform(0, GAP_SLEEP_S))
+        number += 1
     log.write("done")
 
 
@@ -197,7 +210,8 @@ def _spawn(slot: int, first: int, n: int, logs: Path, env: dict[str, str], args:
     log = logs / f"slot{slot}-from{first}-{n}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--slot", str(slot), "--first", str(first),
            "--runs", str(args.runs), "--log", str(log), "--seed", str(args.seed), "--max-steps", str(args.max_steps),
-           "--payload", str(args.payload)] + (["--fsync"] if args.fsync else [])
+           "--payload", str(args.payload)] + (["--fsync"] if args.fsync else []) + (
+           ["--until", args.until] if args.until else [])
     with open(log.with_suffix(".err"), "wb") as stderr:  # the child keeps its own descriptor
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, env=env)
     return Incarnation(slot=slot, first=first, log=log, proc=proc, spawned=time.time())
@@ -307,6 +321,59 @@ class Killer:
             if inc.deadline is not None and inc.killed_at is None and now >= inc.deadline:
                 os.kill(inc.proc.pid, signal.SIGKILL)
                 inc.killed_at = time.time()
+
+
+class Disturber(threading.Thread):
+    """Restarts the PostgreSQL server or holds the store's write lock while the workers run, then tells them to
+    stop (the ``--until`` file) 3 s after the last disturbance ended. ``events``: (kind, start, end) epoch times."""
+
+    def __init__(self, args: argparse.Namespace, target: str, server: Any) -> None:
+        super().__init__(name="chaos-disturber", daemon=True)
+        self.args, self.target, self.server = args, target, server
+        self.events: list[tuple[str, float, float]] = []
+        self.error: str | None = None
+
+    def run(self) -> None:
+        rng = random.Random(self.args.seed)
+        try:
+            time.sleep(1.0)  # the workers are under way
+            if self.args.chaos == "restart":
+                for _ in range(self.args.restarts):
+                    t = time.time()
+                    self.server.restart(down_s=rng.uniform(*self.args.down))
+                    self.events.append(("restart", t, time.time()))
+                    time.sleep(rng.uniform(1.0, 2.0))
+            else:
+                self._hold_lock()
+            time.sleep(3.0)
+        except Exception as exc:  # reported, and the round still ends
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            Path(self.args.until).touch()
+
+    def _hold_lock(self) -> None:
+        if "://" in self.target:
+            import psycopg
+
+            from causaltrace.collector.store_postgres import _WRITE_LOCK
+
+            with psycopg.connect(self.target, autocommit=True) as conn:
+                conn.execute(f"SELECT pg_advisory_lock({_WRITE_LOCK})")
+                t = time.time()
+                time.sleep(self.args.lock_seconds)
+                conn.execute(f"SELECT pg_advisory_unlock({_WRITE_LOCK})")
+        else:
+            import sqlite3
+
+            conn = sqlite3.connect(self.target, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                t = time.time()
+                time.sleep(self.args.lock_seconds)
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        self.events.append(("lock", t, time.time()))
 
 
 # ------------------------------------------------------------------------------------------------- the analysis
@@ -423,7 +490,22 @@ def _ms(values: list[float]) -> dict[str, float | None]:
             "max": round(values[-1], 2)}
 
 
-def analyse(incs: Sequence[Incarnation], target: str, payload: int) -> dict[str, Any]:
+def _disturbed(ev: Events, stored: dict[str, tuple[str, dict[str, str]]], incs: Sequence[Incarnation],
+               events: Sequence[tuple[str, float, float]]) -> dict[str, Any]:
+    """The restart / lock figures: each disturbance's seconds, the runs entered after the first one ended and how
+    many of them are not stored complete, and the workers whose exit said something was not stored."""
+    after = [r for r, (t, _) in ev.entered.items() if events and t >= events[0][2]]
+    said = [i.log.name for i in incs if "not stored" in i.log.with_suffix(".err").read_text(errors="replace")]
+    return {
+        "disturbances": [f"{kind} {end - start:.2f} s" for kind, start, end in events],
+        "runs_entered_after_first_disturbance": len(after),
+        "of_them_not_stored_complete": sorted(r for r in after if stored.get(r, ("",))[0] != "success"),
+        "workers_saying_not_stored_at_exit": said,
+    }
+
+
+def analyse(incs: Sequence[Incarnation], target: str, payload: int,
+            events: Sequence[tuple[str, float, float]] = ()) -> dict[str, Any]:
     """The report: runs, steps, the window at each kill, timings, integrity, and the targets."""
     ev = read_events(incs)
     stored, integrity, total = _stored(target, list(ev.entered))
@@ -474,8 +556,11 @@ def analyse(incs: Sequence[Incarnation], target: str, payload: int) -> dict[str,
         "ack_latency_ms": _ms(latency),
         "integrity_check": integrity,
     }
+    if events:
+        report.update(_disturbed(ev, stored, incs, events))
     report["targets_met"] = not (report["started_runs_missing"] or acked_lost or wrong or report["worker_failures"]
-                                 or report["finished_runs_not_complete"] or integrity not in ("ok", "n/a (PostgreSQL)"))
+                                 or report["finished_runs_not_complete"] or integrity not in ("ok", "n/a (PostgreSQL)")
+                                 or report.get("of_them_not_stored_complete"))
     return report
 
 
@@ -516,17 +601,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--early", type=float, default=0.5, help="share of kills in a run's first 100 ms")
     parser.add_argument("--fsync", action="store_true", help="fsync the side logs after each write")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--chaos", choices=("kill", "restart", "lock"), default="kill",
+                        help="the disturbance: SIGKILLs (default), PostgreSQL restarts, or a held write lock")
+    parser.add_argument("--restarts", type=int, default=3, help="--chaos restart: how many restarts (default 3)")
+    parser.add_argument("--down", type=float, nargs=2, default=(0.3, 1.0), metavar=("MIN", "MAX"),
+                        help="--chaos restart: seconds the server stays down, drawn from MIN..MAX (default 0.3 1; "
+                             "0 0: pg_ctl restart)")
+    parser.add_argument("--lock-seconds", type=float, default=15.0, help="--chaos lock: seconds held (default 15)")
+    parser.add_argument("--until", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--slot", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.kills is None:
-        args.kills = args.procs * args.runs // 4
+        args.kills = args.procs * args.runs // 4 if args.chaos == "kill" else 0
+    if args.chaos == "restart" and not args.postgres:
+        parser.error("--chaos restart restarts a server of its own: add --postgres")
     return args
 
 
-def run_bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def run_bench(args: argparse.Namespace, tmp: Path, server: Any = None) -> dict[str, Any]:
     """One chaos round in ``tmp`` (logs, and the store unless ``args.db`` names one); returns the report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
     env["CAUSALTRACE_HOME"] = str(tmp / "home")
@@ -535,11 +630,24 @@ def run_bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     (tmp / "home").mkdir(exist_ok=True)
     logs = tmp / "logs"
     logs.mkdir(exist_ok=True)
+    disturber = None
+    if args.chaos != "kill":
+        from causaltrace.collector.store import Store
+
+        Store(target).close()  # created before the lock is taken
+        args.until = str(tmp / "stop")
+        disturber = Disturber(args, target, server)
+        disturber.start()
     t = time.perf_counter()
     incs = Killer(args, env, logs).run()
     report = {"procs": args.procs, "runs_per_proc": args.runs, "seed": args.seed, "store": target.split("@")[-1],
-              "seconds": round(time.perf_counter() - t, 1)}
-    report.update(analyse(incs, target, args.payload))
+              "chaos": args.chaos, "seconds": round(time.perf_counter() - t, 1)}
+    if disturber is not None:
+        disturber.join()
+        report["disturber_error"] = disturber.error
+    report.update(analyse(incs, target, args.payload, disturber.events if disturber is not None else ()))
+    if disturber is not None and (disturber.error or not disturber.events):
+        report["targets_met"] = False
     return report
 
 
@@ -554,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.postgres and not args.db:
                 args.db, server = _postgres(Path(tmp))
             load = os.getloadavg()
-            report = run_bench(args, Path(tmp))
+            report = run_bench(args, Path(tmp), server)
             report["load_before"] = " ".join(f"{x:.2f}" for x in load)
         finally:
             if server is not None:

@@ -40,6 +40,7 @@ class PostgresServer:
         self.data = root / "data"
         self.port = _free_port()
         self.pid: int | None = None
+        self._options = ""
         self._names = itertools.count()
         self._as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
 
@@ -47,7 +48,7 @@ class PostgresServer:
         if self._as_user:
             os.chown(self.root, _uid("nobody"), -1)
         self._run(["initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        options = f"-k {self.root} -p {self.port} -h 127.0.0.1 -c fsync=off -c max_connections=60"
+        self._options = options = f"-k {self.root} -p {self.port} -h 127.0.0.1 -c fsync=off -c max_connections=60"
         self._run(["pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"])
         self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
 
@@ -68,6 +69,20 @@ class PostgresServer:
                 break
             time.sleep(0.05)
         self.pid = None
+
+    def restart(self, down_s: float = 0.0) -> float:
+        """Restart the server (fast shutdown: every connection is cut) and wait until it accepts connections again;
+        returns the seconds it was away. ``down_s``: stay down that long between the stop and the start (a slower
+        restart or a failover); 0 is ``pg_ctl restart``. The postmaster gets a new pid."""
+        t = time.perf_counter()
+        if down_s > 0:
+            self._run(["pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop"])
+            time.sleep(down_s)
+            self._run(["pg_ctl", "-D", str(self.data), "-o", self._options, "-l", str(self.root / "log"), "-w", "start"])
+        else:
+            self._run(["pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-m", "fast", "-w", "restart"])
+        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        return time.perf_counter() - t
 
     def url(self, database: str = "postgres", user: str = "postgres") -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"

@@ -7,15 +7,25 @@ the collector directly (:meth:`RunCollector.accept`), beside the step's span goi
 is not a span processor. Spans that arrive from outside (an OTLP file, a Jaeger pull) are rebuilt from their
 attributes by the importers (``collector/otlp.py``, ``collector/jaeger.py``).
 
+A store that does not answer (a PostgreSQL restart, failover or reaped idle connection; a SQLite file write-locked
+by another process) loses nothing the writer can hold: it drops the connection, keeps what it could not write in a
+bounded backlog (``collector/backlog.py``: the oldest run dropped past the bound, counted and said in one line),
+retries with bounded backoff, and at interpreter exit waits up to :attr:`RunCollector.exit_wait_s` for what is
+queued — each run's begin row (its ``incomplete`` crash record) first — then says in one line what it could not
+write. While the store does not answer, nobody waits on it: a run's start and end go on at once.
+
 The collector finalises a Run on the adapter's run-end signal (:meth:`RunCollector.finish_run`), not when the root
 span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open while the diagnosis runs).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -23,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from causaltrace.collector.backlog import Backlog, Op, is_transient, pending_summary
 from causaltrace.config import TraceConfig
 from causaltrace.protocols import RunStore
 from causaltrace.schema import Run, Step
@@ -99,6 +110,21 @@ class RunCollector:
         self.on_commit: Callable[[Commit], None] | None = None
         #: Writer thread, only while ``on_commit`` is set: runs whose begin row is committed and final write not yet.
         self._open_rows: set[str] = set()
+        #: What the writer holds while the store does not answer (bounded; see ``collector/backlog.py``).
+        self.backlog = Backlog()
+        #: How long interpreter exit waits for what is still queued (a store that was never opened: at most 5 s).
+        self.exit_wait_s = _EXIT_WAIT_S
+        self._down = threading.Event()  # the store does not answer: operations are held, nobody waits for them
+        self._stalled = False  # a run's end waited in vain (a long lock): later ones do not wait until it answers
+        self._wake = threading.Event()  # ends the writer's backoff sleep (interpreter exit)
+        self._exiting = False
+        self._opened = False  # the store was opened at least once in this process
+        self._reconnect = False
+        self._backoff_s = _BACKOFF_MIN_S
+        self._inflight: list[Op] = []
+        #: Data operations handed over and neither written, nor dropped: what :meth:`drain` waits for.
+        self._unwritten = 0
+        self._idle = threading.Condition()
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -138,7 +164,7 @@ class RunCollector:
         done = threading.Event()
         self._submit("finish", run, done)
         if self.config.store and wait_s > 0 and not done.wait(wait_s):
-            logger.warning("causaltrace: storing run %s took longer than %.0f s; it is still being written", run_id, wait_s)
+            self._stall(run_id, wait_s)
         return run
 
     def steps_of(self, run_id: str) -> list[Step]:
@@ -159,12 +185,53 @@ class RunCollector:
         live.steps[step.step_id] = step
 
     def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until everything submitted so far is written."""
+        """Wait until everything submitted so far is written — or held for a retry because the store does not
+        answer (the writer said so in its one line; :meth:`drain` waits for the store itself)."""
         if not self.config.store or self._writer is None:
             return True
         done = threading.Event()
         self._submit("flush", None, done)
         return done.wait(timeout_s)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until everything handed over is written (or dropped as unwritable); False when ``timeout_s`` ran
+        out first. The writer retries a store that does not answer meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        with self._idle:
+            while self._unwritten > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(min(left, 0.5))
+        return True
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Interpreter exit (called by ``atexit``): wait a bounded time for what is queued — begin rows first — and
+        say in one line what could not be written. Returns whether everything was written."""
+        _LIVE.discard(self)  # said once: interpreter exit does not wait for it again
+        if self._writer is None or self._unwritten <= 0:
+            return True
+        self._exiting = True
+        self._wake.set()
+        self._urgent.set()
+        wait = self.exit_wait_s if timeout_s is None else timeout_s
+        if not self._opened:  # never reachable in this process: a configuration problem, not an outage
+            wait = min(wait, _NEVER_OPENED_WAIT_S)
+        if self.drain(wait):
+            return True
+        seen: set[int] = set()  # the writer may move a batch between the lists while they are read
+        left = [op for op in [*self._inflight, *self.backlog.snapshot(), *list(self._queue.queue)]
+                if op[0] != "flush" and not (id(op) in seen or seen.add(id(op)))]
+        runs, begins, steps = pending_summary(left)
+        if not runs:
+            return True
+        shown = ", ".join(runs[:3]) + (", …" if len(runs) > 3 else "")
+        logger.warning(
+            "causaltrace: at exit the store at %s had not taken %d run(s) within %.0f s (%s: %d begin row(s), %d "
+            "step(s)); they are not stored%s", self._where(), len(runs), wait, shown, begins, steps,
+            f"; {self.backlog.dropped_runs} older run(s) were dropped before" if self.backlog.dropped_runs else "",
+        )
+        return False
 
     def _submit(self, op: str, payload: Any, done: threading.Event | None = None, *, urgent: bool = False) -> None:
         if not self.config.store:
@@ -172,9 +239,38 @@ class RunCollector:
                 done.set()
             return
         self._ensure_writer()
+        if op != "flush":
+            with self._idle:
+                self._unwritten += 1
         self._queue.put((op, payload, done))
+        if done is not None and (self._down.is_set() or self._stalled):
+            done.set()  # the store does not answer: the operation is held, its submitter does not wait
         if done is not None or urgent:  # someone waits on it, or a run began: end the writer's linger now
             self._urgent.set()
+
+    def _settled(self, items: list[Op]) -> None:
+        """These operations are written or given up: wake their waiters and :meth:`drain`."""
+        n = 0
+        for op, _, event in items:
+            if event is not None:
+                event.set()
+            n += op != "flush"
+        if n:
+            with self._idle:
+                self._unwritten -= n
+                self._idle.notify_all()
+
+    def _stall(self, run_id: str, wait_s: float) -> None:
+        """A run's end waited ``wait_s`` in vain (the store is locked or slow): say so once per episode; until the
+        store answers, later runs do not wait."""
+        first = not self._stalled
+        self._stalled = True
+        if first:
+            logger.warning(
+                "causaltrace: the store at %s has not taken run %s within %.0f s (locked or slow); it stays queued "
+                "and is written when the store answers (at exit causaltrace waits up to %.0f s more)",
+                self._where(), run_id, wait_s, self.exit_wait_s,
+            )
 
     def _ensure_writer(self) -> None:
         if self._writer is not None and self._writer.is_alive():
@@ -184,11 +280,17 @@ class RunCollector:
                 return
             self._writer = threading.Thread(target=self._write_loop, name="causaltrace-store-writer", daemon=True)
             self._writer.start()
+            _LIVE.add(self)
 
     def _open_store(self) -> RunStore:
         """The store of the next batch. One rule for every part of causaltrace (``Store()``, ``repair()``, this
         writer): the store is ``config.db_path``, else ``$CAUSALTRACE_DB`` / ``$CAUSALTRACE_HOME`` resolved at the
         time of use — so when the home changes within a process, later writes follow it (issue 21 item 12)."""
+        if self._reconnect and self._store is not None:  # the last write failed: a fresh connection first
+            reconnect = getattr(self._store, "reconnect", None)
+            if callable(reconnect):
+                reconnect()
+            self._reconnect = False
         if self._store_factory is not None:
             if self._store is None:
                 self._store = self._store_factory()
@@ -212,36 +314,118 @@ class RunCollector:
 
     def _write_loop(self) -> None:
         while True:
-            pending = self._gather()
+            pending = self._next_batch()
             if all(op == "flush" for op, _, _ in pending):  # nothing to write: wake the waiters
-                for _, _, event in pending:
-                    if event is not None:
-                        event.set()
+                self._settled(pending)
                 continue
+            self._inflight = pending
             try:
                 store = self._open_store()
-                try:
-                    with _transaction(store):  # one commit for the whole batch
-                        written = self._apply(store, pending)
-                    self._acknowledge(pending, written)
-                except Exception:
-                    # the batch rolled back: write its operations one by one, so only a failing one is lost
-                    written = {}
-                    for item in pending:
-                        try:
-                            with _transaction(store):
-                                new = self._apply(store, [item], written)
-                            _merge(written, new)
-                            self._acknowledge([item], new)
-                        except Exception as exc:
-                            self._write_failed(exc)
-                self._remember(written)
-            except Exception as exc:  # the store cannot be opened
-                self._write_failed(exc, opening=True)
-            finally:
-                for _, _, event in pending:
-                    if event is not None:
-                        event.set()
+                self._opened = True
+            except Exception as exc:  # the store cannot be opened: not yet (hold, retry later), or never (drop)
+                if is_transient(exc):
+                    self._hold(pending, exc, opening=True)
+                else:
+                    self._inflight = []
+                    self._write_failed(exc, opening=True)
+                    self._settled(pending)
+                continue
+            try:
+                with _transaction(store):  # one commit for the whole batch
+                    written = self._apply(store, pending)
+            except Exception as exc:
+                if is_transient(exc):
+                    self._hold(pending, exc)
+                    continue
+                self._one_by_one(store, pending)  # the batch rolled back: only a failing operation is lost
+                continue
+            self._acknowledge(pending, written)
+            self._remember(written)
+            self._answered()
+            self._settled(pending)
+
+    def _one_by_one(self, store: RunStore, pending: list[Op]) -> None:
+        """Write a batch that failed one operation at a time: a bad operation is dropped and counted; when the
+        store stops answering meanwhile, the rest is held."""
+        written: dict[str, set[str] | None] = {}
+        for i, item in enumerate(pending):
+            try:
+                with _transaction(store):
+                    new = self._apply(store, [item], written)
+            except Exception as exc:
+                if is_transient(exc):
+                    self._remember(written)
+                    self._hold(pending[i:], exc)
+                    return
+                self._write_failed(exc)
+            else:
+                _merge(written, new)
+                self._acknowledge([item], new)
+                self._answered()
+            self._settled([item])
+        self._remember(written)
+
+    def _next_batch(self) -> list[Op]:
+        """The next operations to write: held ones first (with whatever was queued meanwhile, within the
+        backlog's bound), else a fresh batch gathered with the linger."""
+        if not len(self.backlog):
+            return self._gather()
+        new: list[Op] = []
+        while True:
+            try:
+                new.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if self._down.is_set():  # nobody waits for an operation the store does not take
+            for _, _, event in new:
+                if event is not None:
+                    event.set()
+        dropped, subsumed = self.backlog.extend(new)
+        self._settled(subsumed)  # their run's end, queued after them, writes them
+        if dropped:
+            self._dropped(dropped)
+        if self._exiting:
+            self.backlog.begins_first()
+        return self.backlog.take(_MAX_BATCH)
+
+    def _hold(self, items: list[Op], exc: BaseException, *, opening: bool = False) -> None:
+        """The store did not answer: keep ``items`` at the head of the backlog, drop the connection, say it
+        once, and sleep the backoff (cut short at exit)."""
+        self._inflight = []
+        self.backlog.push_front(items)
+        self._reconnect = True
+        self._down.set()
+        for _, _, event in items:
+            if event is not None:
+                event.set()
+        self._write_failed(exc, opening=opening, held=True)
+        if self._exiting:
+            time.sleep(min(self._backoff_s, _BACKOFF_EXIT_S))
+        else:
+            self._wake.wait(self._backoff_s)
+        self._backoff_s = min(self._backoff_s * 2, _BACKOFF_MAX_S)
+
+    def _answered(self) -> None:
+        """A write committed: the store answers again."""
+        self._inflight = []
+        self._backoff_s = _BACKOFF_MIN_S
+        self._stalled = False
+        if self._down.is_set():
+            self._down.clear()
+            logger.info("causaltrace: the store at %s answers again; writing what was held", self._where())
+
+    def _dropped(self, ops: list[Op]) -> None:
+        """Operations dropped past the backlog's bound: counted, said in one line the first time."""
+        global _DROP_WARNED
+        self._settled(ops)
+        with _WARN_LOCK:
+            first, _DROP_WARNED = not _DROP_WARNED, True
+        if first:
+            logger.warning(
+                "causaltrace: the store at %s does not answer and more than %d runs are queued: the oldest run (%s) "
+                "was dropped; later drops are counted", self._where(), self.backlog.max_runs, self.backlog.dropped_ids[0]
+                if self.backlog.dropped_ids else "?",
+            )
 
     def _acknowledge(self, items: list[tuple[str, Any, threading.Event | None]], written: dict[str, set[str] | None]) -> None:
         """Tell :attr:`on_commit` what the transaction that wrote ``items`` made durable. A step counts only when
@@ -262,25 +446,30 @@ class RunCollector:
         except Exception:
             logger.debug("causaltrace: the on_commit hook raised", exc_info=True)
 
-    def _write_failed(self, exc: BaseException, *, opening: bool = False) -> None:
+    def _write_failed(self, exc: BaseException, *, opening: bool = False, held: bool = False) -> None:
         """Count a failed write; warn in ONE line, once per process, naming the store (the host's stderr stays
         readable: an unwritable ``CAUSALTRACE_HOME`` is not a traceback per run)."""
         global _WARNED
         self.write_errors += 1
         with _WARN_LOCK:
             first, _WARNED = not _WARNED, True
-        from causaltrace.collector.store_sql import shown_target  # lazily: only a failure needs it
-
         what = "cannot open the store" if opening else "writing to the store failed"
-        # the open store's own name (a URL without its password), else the target it was to be opened from, masked
+        message = " ".join(f"{exc}".split()) or type(exc).__name__
+        then = (f"runs are kept (up to {self.backlog.max_runs}) and written when it answers" if held
+                else "runs are not stored" if opening else "that write is not stored")
+        if first:
+            logger.warning("causaltrace: %s at %s (%s); %s, later failures are counted", what, self._where(), message, then)
+        else:
+            logger.debug("causaltrace: %s at %s (%s)", what, self._where(), message)
+
+    def _where(self) -> str:
+        """The open store's own name (a URL without its password), else the target it is opened from, masked."""
+        from causaltrace.collector.store_sql import shown_target  # lazily: only a message needs it
+
         where = getattr(self._store, "location", None) if self._store is not None else None
         if where is None:
             where = shown_target(str(self._target_now() if self._store_factory is None else self.config.resolved_db_path()))
-        message = " ".join(f"{exc}".split()) or type(exc).__name__
-        if first:
-            logger.warning("causaltrace: %s at %s (%s); runs are not stored, later failures are counted", what, where, message)
-        else:
-            logger.debug("causaltrace: %s at %s (%s)", what, where, message)
+        return str(where)
 
     def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
         """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what
@@ -351,9 +540,28 @@ _LINGER_S = 0.1
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
 _FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
-#: One warning per process for store failures (every later one is counted in ``write_errors``).
+#: One warning per process for store failures (every later one is counted in ``write_errors``), one for drops.
 _WARNED = False
+_DROP_WARNED = False
 _WARN_LOCK = threading.Lock()
+#: The writer's backoff between attempts on a store that does not answer: doubling from MIN to MAX (at exit EXIT).
+_BACKOFF_MIN_S = 0.1
+_BACKOFF_MAX_S = 5.0
+_BACKOFF_EXIT_S = 0.25
+#: How long interpreter exit waits for queued writes (a store never opened in this process: at most the second).
+_EXIT_WAIT_S = 30.0
+_NEVER_OPENED_WAIT_S = 5.0
+#: The collectors with a writer thread, closed (drained, bounded) at interpreter exit.
+_LIVE: weakref.WeakSet[RunCollector] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for collector in list(_LIVE):
+        try:
+            collector.close()
+        except Exception:  # exit goes on whatever a collector does
+            logger.debug("causaltrace: closing a collector at exit failed", exc_info=True)
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:

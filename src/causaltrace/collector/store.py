@@ -170,6 +170,18 @@ class Store:
             self._conn = self._backend.connect()
 
 
+    def reconnect(self) -> None:
+        """Drop the connection and open a new one (the live writer, after a write failed because the server
+        restarted, failed over or reaped the idle connection); a StoreError when the store does not answer yet."""
+        with self._lock:
+            old, self._conn = self._conn, None
+            if old is not None:
+                try:
+                    old.close()
+                except Exception:  # a broken connection may fail to close: it is dropped either way
+                    logger.debug("causaltrace store: closing a broken connection failed", exc_info=True)
+            self._conn = self._backend.connect()
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
