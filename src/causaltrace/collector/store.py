@@ -25,7 +25,8 @@ Design decisions:
   ``TraceConfig``'s truncation applies to exported spans only. Any single text field of a step (``content``,
   ``action_signature``, an error message, or a string anywhere inside ``inputs`` / ``outputs`` / ``arguments`` /
   ``metadata``) longer than ``max_chars`` is cut to ``max_chars`` characters followed by
-  ``…[causaltrace: truncated N chars]``, and the step is stored with ``truncated=True`` — never an error. Ids and
+  ``…[causaltrace: truncated N chars]``, and the step is stored with ``truncated=True`` — never an error. The
+  run's own texts (the outcome's final answer and reason, the task) are cut the same way. Ids and
   names are not cut. Recordings are kept whole (replay needs them byte for byte), with repeated content kept once:
   a large string a recorded call carries (a tool result every later model request sends again) is stored once as a
   content-addressed chunk and referenced from each call (``recording_chunks.py``, issue 21 item 14).
@@ -96,6 +97,7 @@ from causaltrace.collector.store_sql import (
     now_iso,
     shown_target,
     sort_ts,
+    truncate_run_text,
     truncate_step,
 )
 from causaltrace.collector.store_sqlite import SQLiteBackend
@@ -295,6 +297,7 @@ class Store:
             )
         except ValidationError as exc:
             raise InvalidInputError(f"begin_run({run_id!r}): {explain(exc)}") from exc
+        head = truncate_run_text(head, self.max_chars)
         data = head.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
             old = self._row(conn, run_id)
@@ -350,6 +353,7 @@ class Store:
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
+        run = truncate_run_text(run, self.max_chars)
         split = recording_chunks.split_calls(run.run_id, run.recording.calls) if run.recording is not None else None
         data = run.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
@@ -406,6 +410,7 @@ class Store:
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"import_run/save_run expects a Run, got {type(run).__name__}")
+        run = truncate_run_text(run, self.max_chars)  # compared as it would be stored
         with self.transaction():  # the comparison and the write see the same row
             conn = self._connection()
             old = self._row(conn, run.run_id)

@@ -48,6 +48,7 @@ __all__ = [
     "now_iso",
     "shown_target",
     "sort_ts",
+    "truncate_run_text",
     "truncate_step",
 ]
 
@@ -238,6 +239,37 @@ class RunRow(NamedTuple):
 
 
 
+_CUT_TAIL = re.compile(re.escape(TRUNCATION_MARKER).replace(r"\{n\}", r"\d+") + r"\Z")
+
+
+def _too_long(value: str, limit: int) -> bool:
+    """Longer than ``limit`` and not already cut to it (a cut text stored again is not cut twice)."""
+    return len(value) > limit and _CUT_TAIL.match(value, limit) is None
+
+
+def _cut(value: str, limit: int) -> str:
+    return value[:limit] + TRUNCATION_MARKER.format(n=len(value) - limit)
+
+
+def truncate_run_text(run: Run, limit: int) -> Run:
+    """The run with its own long texts — the outcome's final answer and reason, the task — cut to ``limit`` as a
+    step's fields are (issue 36 item 7: a 50 MB tool result that became the final answer was stored whole in the
+    run's row beside its recording, which keeps the full text once), or ``run`` itself."""
+    outcome = run.outcome
+    answer = outcome.final_answer
+    update: dict[str, Any] = {}
+    cut_outcome: dict[str, Any] = {}
+    if answer is not None and _too_long(answer, limit):
+        cut_outcome["final_answer"] = _cut(answer, limit)
+    if _too_long(outcome.reason, limit):
+        cut_outcome["reason"] = _cut(outcome.reason, limit)
+    if cut_outcome:
+        update["outcome"] = outcome.model_copy(update=cut_outcome)
+    if run.task is not None and _too_long(run.task, limit):
+        update["task"] = _cut(run.task, limit)
+    return run.model_copy(update=update) if update else run
+
+
 def truncate_step(step: Step, limit: int) -> Step:
     """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself."""
     cut = 0
@@ -245,9 +277,9 @@ def truncate_step(step: Step, limit: int) -> Step:
     def walk(value: Any) -> Any:
         nonlocal cut
         if isinstance(value, str):
-            if len(value) > limit:
+            if _too_long(value, limit):
                 cut += 1
-                return value[:limit] + TRUNCATION_MARKER.format(n=len(value) - limit)
+                return _cut(value, limit)
             return value
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}

@@ -79,6 +79,9 @@ class ExportStats:
     truncated: int = 0
     #: Spans with text that was not valid UTF-8 (lone surrogates), exported with U+FFFD in its place.
     text_replaced: int = 0
+    #: Spans still queued or in flight when the processor shut down within its bound (process exit): given up,
+    #: also counted in ``failed``, and said in one line — whatever the exporter's own timeout is.
+    given_up_at_exit: int = 0
 
 
 _STATS = ExportStats()
@@ -104,6 +107,10 @@ class _CountingExporter(SpanExporter):
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
+        #: Spans this exporter sent / lost (its processor tells from them what was given up at exit).
+        self.settled = 0
+        #: Set when its processor gave up what was left: a late result is no longer counted (it was, as given up).
+        self.closed = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -112,6 +119,9 @@ class _CountingExporter(SpanExporter):
             logger.warning("causaltrace: span exporter %s raised; %d spans lost", type(self.inner).__name__, len(spans))
             result = SpanExportResult.FAILURE
         with _STATS_LOCK:
+            if self.closed:
+                return result
+            self.settled += len(spans)
             if result is SpanExportResult.SUCCESS:
                 _STATS.exported += len(spans)
             else:
@@ -252,17 +262,42 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         self._max_queue = max_queue_size
         self._warned_at = 0
         self._keep_framework = _keep_framework_spans()
+        self._counting = self.span_exporter if isinstance(self.span_exporter, _CountingExporter) else None
+        #: Spans this processor put in its queue (a full queue's drop counted apart).
+        self._accepted = 0
 
     def shutdown(self) -> None:
-        """Shut down within the batch export timeout (the SDK's own bound is 30 s), so exit is never held long."""
+        """Shut down within the batch export timeout (the SDK's own bound is 30 s), so exit is never held long; the
+        spans still queued or in flight then are given up: counted and said in one line."""
         processor = getattr(self, "_batch_processor", None)
+        bound_ms = export_timeouts()[1]
         try:
             if processor is not None:
-                processor.shutdown(timeout_millis=export_timeouts()[1])
+                processor.shutdown(timeout_millis=bound_ms)
             else:
                 super().shutdown()
         except Exception:
             logger.debug("causaltrace: span processor shutdown failed", exc_info=True)
+        self._give_up(bound_ms)
+
+    def _give_up(self, bound_ms: int) -> None:
+        exporter = self._counting
+        if exporter is None:
+            return
+        with _STATS_LOCK:
+            if exporter.closed:
+                return
+            exporter.closed = True
+            left = max(0, self._accepted - exporter.settled)
+            _STATS.failed += left
+            _STATS.given_up_at_exit += left
+        if left:
+            endpoint = getattr(exporter.inner, "_endpoint", None) or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "?")
+            logger.warning(
+                "causaltrace: at exit %d span(s) were not exported to %s within %.1f s (OTEL_BSP_EXPORT_TIMEOUT); "
+                "they are given up and counted in export_stats() (runs are still stored)", left, endpoint,
+                bound_ms / 1000,
+            )
 
     def _queue_len(self) -> int:
         # One accessor for the SDK's private queue (opentelemetry-sdk >= 1.30).
@@ -284,6 +319,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         full = self._queue_len() >= self._max_queue
         with _STATS_LOCK:
             _STATS.queued += 1
+            self._accepted += not full
             if full:
                 _STATS.dropped += 1
                 dropped = _STATS.dropped
