@@ -32,36 +32,11 @@ if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = [
-    "CANDIDATE_KINDS",
-    "DEPENDENCY_KINDS",
-    "ERROR_CATEGORIES",
-    "STEP_KINDS",
-    "Annotations",
-    "Candidate",
-    "CodeResult",
-    "Cost",
-    "Dependency",
-    "DependencyKind",
-    "Diagnosis",
-    "EvidenceItem",
-    "Intervention",
-    "Outcome",
-    "OutcomeStatus",
-    "RecordedCall",
-    "Recording",
-    "RepairPair",
-    "ReplayResult",
-    "Run",
-    "Step",
-    "StepError",
-    "StepKind",
-    "StepStatus",
-    "TokenUsage",
-    "Verdict",
-    "VerifiedBy",
-    "action_signature",
-    "utf8_safe",
-    "utf8_safe_value",
+    "CANDIDATE_KINDS", "DEPENDENCY_KINDS", "ERROR_CATEGORIES", "STEP_KINDS", "Annotations", "Candidate",
+    "CodeResult", "Cost", "Dependency", "DependencyKind", "Diagnosis", "DiagnosisBasis", "EvidenceItem",
+    "FINDING_FAMILIES", "Finding", "FindingEvidence", "FindingFamily", "Intervention", "Outcome", "OutcomeStatus",
+    "RecordedCall", "Recording", "RepairPair", "ReplayResult", "Run", "Step", "StepError", "StepKind", "StepSource",
+    "StepStatus", "TokenUsage", "Verdict", "VerifiedBy", "action_signature", "utf8_safe", "utf8_safe_value",
 ]
 
 StepKind = Literal[
@@ -217,6 +192,17 @@ class TokenUsage(_Model):
     output_tokens: int = 0
 
 
+class StepSource(_Model):
+    """The span an imported step was read from (issue 34 item 3), to find "step 7" again in Jaeger or Phoenix;
+    ``span_kind`` is the instrumentor's kind (OpenInference span kind, GenAI operation or OTel kind)."""
+
+    trace_id: str | None = None
+    span_id: str | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    span_kind: str | None = None
+
+
 class Step(_Model):
     """One action in a run: an LLM response, a message, a tool call, a code execution, an agent's turn…
 
@@ -251,6 +237,8 @@ class Step(_Model):
     span_id: str | None = None
     #: Free-form extras an adapter or importer keeps (e.g. the original speaker name of a log entry).
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The span an imported step came from (not unique: one LLM span can give several steps).
+    source: StepSource | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Step:
@@ -552,6 +540,48 @@ class Run(_Model):
         }
 
 
+# ------------------------------------------------------------------------------------------------- findings
+
+#: The finding families (ARCHITECTURE "Verdict rules") and the MAST mode each maps to where one fits (None: none
+#: does; an unrecovered error keeps its SYS-* category): a value changed relative to its source, one taken from a
+#: superseded observation, an omitted item, an unfit routing choice, a plan about another task, made-up data, an
+#: unchecked approval, an unrecovered error, a loop without progress, an ignored instruction, an unsupported value.
+FINDING_FAMILIES: dict[str, str | None] = {
+    "value_changed": "FM-2.6", "superseded_value": "FM-2.5", "omission": "FM-3.1", "unfit_routing": "FM-1.2",
+    "task_drift": "FM-2.3", "made_up_data": None, "unchecked_approval": "FM-3.2", "unrecovered_error": None,
+    "loop_no_progress": "FM-1.3", "ignored_instruction": "FM-1.1", "unsupported_value": None,
+}
+FindingFamily = Literal["value_changed", "superseded_value", "omission", "unfit_routing", "task_drift",
+                        "made_up_data", "unchecked_approval", "unrecovered_error", "loop_no_progress",
+                        "ignored_instruction", "unsupported_value"]
+FindingRole = Literal["source", "changed", "superseded_by", "omitted_item", "chosen_agent", "request", "error",
+                      "repeat", "opening", "marker", "approved", "unchecked"]
+
+
+class FindingEvidence(_Model):
+    """A pointer of a finding to what the run shows: a step (``index`` -1: the task), its value, and its role
+    (``source``: what the step should have carried; ``superseded_by``: the later observation; …)."""
+
+    step_id: str | None = None
+    index: int
+    value: JsonValue = None
+    role: FindingRole
+
+
+class Finding(_Model):
+    """A typed anomaly at one step with pointers to its evidence: the unit of blame (ARCHITECTURE "Verdict rules").
+    Detectors (``attribution.findings``) read kinds, edges and values only, never speaker names or the outcome.
+    ``claim`` names the steps and values compared; ``strength`` is 1 when the finding reaches the failure."""
+
+    family: FindingFamily
+    step_id: str
+    index: int
+    category: str | None = None
+    claim: str
+    evidence: tuple[FindingEvidence, ...] = ()
+    strength: float = 1.0
+
+
 # ----------------------------------------------------------------------------------------- replay and repair
 
 
@@ -563,6 +593,9 @@ class Intervention(_Model):
     replacement: JsonValue
     description: str = ""
     source: Literal["llm", "mutation", "user"] = "user"
+    #: ``correction``: derived from ``finding`` (restore the source's value, …); else an ``alternative``
+    basis: Literal["correction", "alternative"] = "alternative"
+    finding: Finding | None = None
 
 
 class CodeResult(_Model):
@@ -644,6 +677,8 @@ class RepairPair(_Model):
     replays_succeeded: int = 0
     replay_run_id: str | None = None
     created_at: datetime | None = None
+    #: ``alternative``: the flip came from an edit no finding derives (not exported unless asked)
+    basis: Literal["correction", "alternative"] = "correction"
 
 
 # -------------------------------------------------------------------------------------------------- diagnosis
@@ -679,6 +714,11 @@ class Candidate(_Model):
     agent: str
     score: float
     reasons: tuple[str, ...] = ()
+    #: the families of the findings at this step; empty: "no evidence" (ordered by relevance and position only)
+    findings: tuple[str, ...] = ()
+
+
+DiagnosisBasis = Literal["correction", "alternative", "finding", "none"]
 
 
 class Diagnosis(_Model):
@@ -704,6 +744,11 @@ class Diagnosis(_Model):
     artifacts: dict[str, JsonValue] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
     created_at: datetime | None = None
+    #: every finding of the run, in step order (the decisive step's: :attr:`top_findings`)
+    findings: tuple[Finding, ...] = ()
+    #: what the verdict rests on (a replay-verified ``correction`` / ``alternative``, a ``finding`` at the step, or
+    #: ``none``: uncertain); None: stored before findings existed
+    basis: DiagnosisBasis | None = None
 
     @field_validator("category")
     @classmethod
@@ -716,3 +761,13 @@ class Diagnosis(_Model):
     def category_name(self) -> str | None:
         """The human name of the error category."""
         return ERROR_CATEGORIES.get(self.category) if self.category else None
+
+    @property
+    def top_findings(self) -> tuple[Finding, ...]:
+        """The findings at the decisive step (what its blame rests on)."""
+        return tuple(f for f in self.findings if f.step_id == self.decisive_step_id)
+
+    @property
+    def no_evidence(self) -> bool:
+        """Nothing the run shows singles out the decisive step (uncertain whatever the confidence)."""
+        return self.basis == "none"

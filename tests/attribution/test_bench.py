@@ -20,7 +20,8 @@ ONE_METHOD_KEYS = [
     "method", "model", "with_answer", "subset", "split", "split_note", "label_version", "n", "agent_accuracy",
     "step_accuracy", "agent_step_accuracy", "hits", "ci95", "agent_accuracy_official", "step_accuracy_official", "step_within_1", "step_within_3",
     "coverage_at_k", "by_length", "by_subset", "calls_per_trace", "calls_by_stage", "input_tokens_per_trace",
-    "output_tokens_per_trace", "seconds_per_trace", "failed_diagnoses", "calibration",
+    "output_tokens_per_trace", "seconds_per_trace", "failed_diagnoses", "calibration", "uncertain_share",
+    "certain_hits", "certain_step_accuracy",
 ]
 PERCENT_KEYS = ["agent_accuracy", "step_accuracy", "agent_step_accuracy", "agent_accuracy_official",
                 "step_accuracy_official", "step_within_1", "step_within_3"]
@@ -88,6 +89,10 @@ def test_one_method_json_has_exactly_the_architecture_keys():
         assert list(sub) == [k for k in ONE_METHOD_KEYS if k != "by_subset"]
         assert sub["subset"] == key and sub["n"] == {"algo": 3, "hand": 2}[key]
     assert report["calls_per_trace"] == 0 and report["calls_by_stage"] == {} and report["failed_diagnoses"] == 0
+    # issue 32 item 2: beside the top candidate's accuracy, the uncertain share and the others' accuracy
+    certain = report["certain_hits"]
+    assert 0 <= certain["step"] <= certain["n"] <= report["n"]
+    assert report["uncertain_share"] == round(100.0 * (report["n"] - certain["n"]) / report["n"], 2)
     only_algo = asyncio.run(bench_whowhen(DATA, ["graph"], subset="algo"))
     assert "by_subset" not in only_algo and only_algo["n"] == 3
 

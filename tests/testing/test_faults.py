@@ -119,7 +119,9 @@ def test_the_random_expectation_and_the_aggregates():
             {"localization": {"graph": {"top1": False, "top3": True, "near": False}}},
             {"localization": None}]
     agg = aggregate(rows)
-    assert agg["n"] == 3 and agg["graph"] == {"top1": 33.33, "top3": 66.67, "near": 33.33}
+    # rows without "uncertain" (stored before issue 32) count as certain; the row with no localisation as uncertain
+    assert agg["n"] == 3 and agg["graph"] == {"top1": 33.33, "top3": 66.67, "near": 33.33, "uncertain": 33.33,
+                                              "certain_top1": 50.0}
     assert agg["random"]["top1"] == 16.67 and agg["most-active-agent"]["top3"] == 0.0
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from causaltrace.attribution.engine import ModelArg, diagnose, ensure_builtin_methods, resolve_judge
-from causaltrace.attribution.stages.confidence import calibration
+from causaltrace.attribution.stages.confidence import calibration, is_uncertain
 from causaltrace.attribution.stages.view import base_agent
 from causaltrace.collector.whowhen import SUBSET_DIRS, iter_whowhen
 from causaltrace.exceptions import UserError
@@ -310,6 +310,12 @@ def summarise(
     out["seconds_per_trace"] = _mean([c.seconds for c in costs], 3)
     out["failed_diagnoses"] = sum(1 for r in results if r.diagnosis.failed)
     out["calibration"] = calibration([(r.diagnosis.confidence, r.step_ok()) for r in results])
+    # issue 32 item 2: the top candidate is always scored; beside it, how many answers were uncertain and how often
+    # the others (a finding at the top, or a verified repair) were right
+    certain = [r for r in results if not is_uncertain(r.diagnosis)]
+    out["uncertain_share"] = _pct(n - len(certain), n)
+    out["certain_hits"] = {"step": count(TraceResult.step_ok, certain), "n": len(certain)}
+    out["certain_step_accuracy"] = _pct(out["certain_hits"]["step"], len(certain))
     return out
 
 
@@ -458,4 +464,9 @@ def _hits_line(r: Mapping[str, Any]) -> str:
         value = "–" if pct is None else f"{pct:.2f} %"
         return f"{key} {hits.get(key, '–')}/{n} = {value}{band}"
 
-    return f"{one('agent', r.get('agent_accuracy'))} · {one('step', r.get('step_accuracy'))}"
+    line = f"{one('agent', r.get('agent_accuracy'))} · {one('step', r.get('step_accuracy'))}"
+    certain = r.get("certain_hits")
+    if certain is not None and r.get("uncertain_share") is not None:
+        line += (f" · uncertain {r['uncertain_share']:.2f} % · not uncertain: step {certain['step']}/{certain['n']}"
+                 + (f" = {r['certain_step_accuracy']:.2f} %" if r.get("certain_step_accuracy") is not None else ""))
+    return line

@@ -14,7 +14,7 @@ Concepts (issue 5; ARCHITECTURE "The default attribution method", SEEDS §8):
   ``Cost.calls_by_stage``; its artifact lands in ``Diagnosis.artifacts[stage_id]``. Deterministic stages are
   memoised per diagnosis (:meth:`DiagnosisContext.run_stage`), so methods that share them compute them once.
 * A method returns a :class:`Conclusion` (decisive step, agent, category, explanation, evidence, ranked candidates,
-  ``verified_by``) or raises :class:`MethodFailed`; the engine adds run id, method, model, cost and artifacts.
+  ``verified_by``, the findings and the basis) or raises :class:`MethodFailed`; the engine adds run id, method, model, cost and artifacts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pydantic import BaseModel, JsonValue
 
 from causaltrace.attribution.judge import CallRecord, Fallback, Judge
 from causaltrace.exceptions import AttributionError, UserError
-from causaltrace.schema import Candidate, EvidenceItem, Run, Step, VerifiedBy
+from causaltrace.schema import Candidate, DiagnosisBasis, EvidenceItem, Finding, Run, Step, VerifiedBy
 
 __all__ = [
     "DiagnosisContext",
@@ -61,6 +61,10 @@ class Conclusion:
     candidates: Sequence[Candidate] = ()
     confidence: float | None = None
     verified_by: VerifiedBy = "heuristic"
+    #: the findings the method's detectors made (``Diagnosis.findings``); methods without detectors leave it empty
+    findings: Sequence[Finding] = ()
+    #: what the answer rests on (``Diagnosis.basis``); None: the method does not say (no detectors)
+    basis: DiagnosisBasis | None = None
 
 
 @dataclass(kw_only=True)
@@ -71,6 +75,8 @@ class VerificationResult:
     explanation: str = ""
     category: str | None = None
     artifact: JsonValue = None
+    #: ``correction``: the flipping edit was derived from a finding; ``alternative``: any other edit
+    basis: str = "correction"
 
 
 #: ``async hook(ctx, candidates) -> VerificationResult | None``; registered by ``replay/``.

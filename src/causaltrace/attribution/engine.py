@@ -277,6 +277,8 @@ def _to_diagnosis(
         candidates=tuple(f.candidates),
         confidence=f.confidence,
         verified_by=f.verified_by,
+        findings=tuple(f.findings),
+        basis=f.basis,
         artifacts=ctx.artifacts,
         cost=cost,
         created_at=now,

@@ -66,6 +66,9 @@ def _add_faults(bench: Any) -> None:
                    help="store the runs and replays in DIR (default: a temporary store, removed afterwards)")
     b.add_argument("--from-store", dest="from_store", default=None, metavar="DIR",
                    help="score the runs an earlier --home DIR recorded instead of running the teams again")
+    b.add_argument("--twins", action="store_true",
+                   help="also record each case's fixed team and diagnose it with the failing run's outcome "
+                        "substituted: the twin 'no finding at the top' rate and the confidence's AUROC")
     b.set_defaults(func=cmd_bench_faults)
 
 

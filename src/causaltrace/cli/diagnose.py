@@ -80,19 +80,22 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def _render_uncertain(d: Any, out: Any) -> bool:
-    """Below the confidence threshold (or with no decisive step): say "uncertain" and show the top 3 with their
-    evidence instead of one verdict (issue 20 item 6). False when the answer is confident enough."""
+    """No finding at the top, a confidence below the threshold, or no decisive step: say "uncertain" and show the
+    top 3 with their evidence ("no evidence" where a candidate has no finding) instead of one verdict (issue 20
+    item 6, issue 32 item 2). False when the answer rests on evidence."""
     from rich.markup import escape
 
-    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+    from causaltrace.attribution.stages.confidence import is_uncertain
 
-    low = d.confidence is not None and d.confidence < UNCERTAIN_BELOW and d.verified_by == "heuristic"
-    if not (low or (d.decisive_step_index is None and d.candidates)):
+    if not is_uncertain(d) or not d.candidates:
         return False
     conf = f"confidence {d.confidence:.2f}" if d.confidence is not None else "no confidence"
-    out.print(f"[bold yellow]uncertain[/] ({conf}): the evidence does not single out one step; the top 3:")
+    why = ("no step shows evidence of an error" if d.basis == "none"
+           else "the evidence does not single out one step")
+    out.print(f"[bold yellow]uncertain[/] ({conf}): {why}; the top 3:")
     for n, c in enumerate(d.candidates[:3], 1):
-        out.print(f"  {n}. step {c.index} by [yellow]{escape(c.agent)}[/] (score {c.score:.3f}): "
+        label = ", ".join(c.findings) if c.findings else "no evidence"
+        out.print(f"  {n}. step {c.index} by [yellow]{escape(c.agent)}[/] ({escape(label)}; score {c.score:.3f}): "
                   f"{escape('; '.join(c.reasons))}")
     return True
 
@@ -111,6 +114,11 @@ def _render_verdict(run: Any, d: Any, out: Any) -> None:
         out.print(f"[dim]step text:[/] {escape(short(step.content, 200))}")
     if d.explanation:
         out.print(f"[bold]why:[/] {escape(d.explanation)}")
+    for f in d.top_findings[:3]:
+        pointers = ", ".join(f"{e.role} {'the task' if e.index < 0 else '#' + str(e.index)}"
+                             + (f" = {short(str(e.value), 40)!r}" if e.value not in (None, "", []) else "")
+                             for e in f.evidence)
+        out.print(f"[bold]finding:[/] {escape(f.family)} — {escape(pointers)}")
     if d.evidence:
         path = " → ".join(f"#{e.index} {e.role}" for e in d.evidence)
         out.print(f"[bold]evidence path:[/] {path}")

@@ -173,7 +173,7 @@ def _diagnosis_line(run: Any, d: Any) -> str:
     """One line under ``show``'s head: the run's strongest diagnosis, or how to get one."""
     from rich.markup import escape
 
-    from causaltrace.attribution.stages.confidence import UNCERTAIN_BELOW
+    from causaltrace.attribution.stages.confidence import is_uncertain
 
     if d is None:
         return f"[dim]diagnosis: none yet — causaltrace diagnose {run.run_id[:8]}[/]"
@@ -181,8 +181,7 @@ def _diagnosis_line(run: Any, d: Any) -> str:
     if d.failed:
         return f"{how} [red]failed[/] — {escape(short(d.failure_reason or 'no reason given', 120))}"
     conf = f" · confidence {d.confidence:.2f}" if d.confidence is not None else ""
-    low = d.confidence is not None and d.confidence < UNCERTAIN_BELOW and d.verified_by == "heuristic"
-    if d.decisive_step_index is None or low:
+    if is_uncertain(d):
         top = ", ".join(f"#{c.index} {escape(c.agent)}" for c in d.candidates[:3]) or "no candidate"
         return f"{how} [yellow]uncertain[/]{conf} — top 3: {top}"
     who = "the environment (a tool / data fault)" if d.fault_source == "environment" else escape(d.agent or "-")

@@ -161,6 +161,7 @@ def build_step(data: dict[str, Any]) -> Step:
             data[key] = utf8_safe(value)
     data["truncated"] = False
     data.setdefault("action_signature", None)
+    data.setdefault("source", None)  # a live step was not read from another instrumentor's span
     if data.keys() != _STEP_FIELDS:
         unknown = sorted(data.keys() - _STEP_FIELDS)
         missing = sorted(_STEP_FIELDS - data.keys())

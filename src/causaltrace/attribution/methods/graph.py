@@ -231,6 +231,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed, Stage, verification_hook
+from causaltrace.attribution.findings import Findings, FindingsStage
+from causaltrace.attribution.findings.errors import worked_around
 from causaltrace.attribution.stages import (
     DependencyGraph,
     DependencyGraphStage,
@@ -243,12 +245,12 @@ from causaltrace.attribution.stages import (
     Relevance,
     RelevanceStage,
 )
-from causaltrace.attribution.stages.confidence import NO_SIGNAL, calibrated_confidence
+from causaltrace.attribution.stages.confidence import NO_EVIDENCE_CONFIDENCE, NO_SIGNAL, calibrated_confidence
 from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage, bare_opening
 from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
 from causaltrace.attribution.stages.view import candidate_steps, has_explicit_dependencies, is_execution_output
-from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Run
+from causaltrace.schema import ERROR_CATEGORIES, Candidate, EvidenceItem, Finding, Run
 
 __all__ = ["DEFAULT_WEIGHTS", "GraphMethod", "RankStage", "ScoredCandidate", "rank_candidates"]
 
@@ -271,6 +273,8 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
     "drift": 0.6,
     "fabrication": 0.5,
     "restatement": 0.5,
+    # 1: candidates with a finding rank before those without (issue 32 item 2); 0: one ranking by score
+    "evidence_first": 1.0,
 }
 
 
@@ -290,15 +294,19 @@ class ScoredCandidate:
     unanswered: bool = False
     #: a whole-run finding singles this step out: the drifted opening or the first fabricating step
     finding: bool = False
+    #: the findings at this step (``attribution.findings``): what its blame may rest on; none: "no evidence"
+    findings: list[Finding] = field(default_factory=list)
 
     def to_candidate(self) -> Candidate:
         """The Diagnosis candidate; every ranked candidate has a reason (``NO_SIGNAL`` when nothing supports it)."""
         return Candidate(step_id=self.step_id, index=self.index, agent=self.agent, score=round(self.score, 4),
-                         reasons=tuple(self.reasons) or (NO_SIGNAL,))
+                         reasons=tuple(self.reasons) or (NO_SIGNAL,),
+                         findings=tuple(dict.fromkeys(f.family for f in self.findings)))
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "agent": self.agent, "score": round(self.score, 4), "reasons": self.reasons,
-                "category": self.category, "signals": self.signals()}
+                "category": self.category, "signals": self.signals(),
+                "findings": [f.family for f in self.findings] or "no evidence"}
 
     def signals(self) -> dict[str, bool]:
         """Which kinds of evidence support the candidate: what the confidence model of imported logs reads."""
@@ -317,14 +325,17 @@ def rank_candidates(
     provenance: Provenance | None = None,
     drift: TaskDrift | None = None,
     fabrication: Fabrication | None = None,
+    findings: Findings | None = None,
 ) -> list[ScoredCandidate]:
-    """Score and rank every attribution candidate of ``run`` (module docstring), best first."""
+    """Score and rank every attribution candidate of ``run`` (module docstring), best first: the candidates with a
+    finding first, then the others ("no evidence") by the same score."""
     w = {**DEFAULT_WEIGHTS, **weights}
     steps = [s for s in candidate_steps(run) if s.index <= anchor.index]
     if not steps:
         return []
+    found_at = findings if findings is not None else Findings()
     last = max(1, len(steps) - 1)
-    error_of, origin = _errors_by_owner(errors, anchor, relevance, w, _worked_around(run, errors, fabrication))
+    error_of, origin = _errors_by_owner(errors, anchor, relevance, w, worked_around(run, errors, fabrication))
     loop_of = _loops_by_step(loops, w)
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}
@@ -356,7 +367,7 @@ def rank_candidates(
             if strength > loop:
                 loop, loop_sig = strength, lp
             reasons.append(why)
-        change = _change_signal(provenance, i, w, reasons) if provenance is not None else 0.0
+        change = _change_signal(found_at.at(i), w, reasons)
         found = _finding_signal(i, drift, fabrication, w, reasons)
         reach = provenance.reaches(i) if provenance is not None else 1.0
         early *= 1 - w["early_reach"] * (1 - reach)
@@ -373,17 +384,24 @@ def rank_candidates(
             reasons.append("restates the task and adds nothing of its own (no code, no figure the task does not "
                            "give): the task's prompt, not a decision")
             score *= w["restatement"]
-        category = None
-        if err_sig is not None and err_sig.category in ERROR_CATEGORIES:
-            category = err_sig.category
-        elif loop_sig is not None and loop_sig.kind == "action" and loop_sig.start == i:
-            category = "FM-1.3"
-        elif drift is not None and drift.index == i:
-            category = "FM-2.3"
+        category = _category(i, err_sig, loop_sig, drift)
         out.append(ScoredCandidate(i, step.step_id, step.agent, score, reasons, category, err_sig, loop_sig,
-                                   unanswered=ended, finding=found > 0))
-    out.sort(key=lambda c: (-round(c.score, 9), c.index))
+                                   unanswered=ended, finding=found > 0, findings=found_at.at(i)))
+    tiers = w["evidence_first"] > 0
+    out.sort(key=lambda c: (0 if (c.findings or not tiers) else 1, -round(c.score, 9), c.index))
     return out
+
+
+def _category(i: int, err_sig: ErrorSignal | None, loop_sig: Loop | None, drift: TaskDrift | None) -> str | None:
+    """The category the evidence fixes for step ``i`` (module docstring): a system error it introduced, the start of
+    an action loop (FM-1.3), a drifted opening (FM-2.3); else none (never guessed from text)."""
+    if err_sig is not None and err_sig.category in ERROR_CATEGORIES:
+        return err_sig.category
+    if loop_sig is not None and loop_sig.kind == "action" and loop_sig.start == i:
+        return "FM-1.3"
+    if drift is not None and drift.index == i:
+        return "FM-2.3"
+    return None
 
 
 def _strongest_error(i: int, owned: Sequence[tuple[float, ErrorSignal]], relevance: Relevance,
@@ -438,26 +456,20 @@ def _execution_reports(run: Run, steps: Sequence[Any]) -> set[int]:
     return out
 
 
-def _change_signal(prov: Provenance, index: int, w: Mapping[str, float], reasons: list[str]) -> float:
-    """The provenance signal of a step: 1 when it changed a value of its source and the change reaches the failure,
-    ``recovered`` when it does not reach it; its reason names the change."""
-    changes = prov.changes_of(index)
+#: the families the provenance walk's comparisons give (graph's ``change`` signal)
+CHANGE_FAMILIES = frozenset({"value_changed", "unsupported_value", "unfit_routing", "omission", "unchecked_approval",
+                             "ignored_instruction"})
+
+
+def _change_signal(found: Sequence[Finding], w: Mapping[str, float], reasons: list[str]) -> float:
+    """The provenance signal of a step: 1 when a related comparison found it changed a value of its source and the
+    change reaches the failure, ``recovered`` when it does not reach it; its reason is the finding's claim (which
+    names the steps and values compared)."""
+    changes = [f for f in found if f.family in CHANGE_FAMILIES]
     if not changes:
         return 0.0
-    reach = prov.reaches(index)
-    reasons.append(changes[0].describe() + (f", reaching the failure (reach {reach:.2f})" if reach > 0
-                                            else ", though it never reaches the failure"))
-    return 1.0 if reach >= 0.25 else w["recovered"]
-
-
-def _worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrication | None) -> set[int]:
-    """The error signals (by exposing step) the fabricating agent worked around by making its data up: exposed to
-    that agent before its fabrication. What reached the answer is the invented data, not the failure: such an error
-    counts as recovered (the fabrication is the decision that followed it)."""
-    if fabrication is None or not fabrication.agent:
-        return set()
-    return {sig.index for sig in errors if sig.index < fabrication.index
-            and run.step_at(sig.index).agent == fabrication.agent}
+    reasons.append(changes[0].claim)
+    return 1.0 if changes[0].strength >= 1.0 else w["recovered"]
 
 
 def _errors_by_owner(
@@ -538,8 +550,9 @@ class RankStage(Stage[Ranking]):
         drift = (await ctx.run_stage(TaskDriftStage())).drift
         # a run sent after another task from its opening: what its steps invent serves that other task (carried)
         fabrication = None if drift is not None else (await ctx.run_stage(FabricationStage())).fabrication
+        findings = await ctx.run_stage(FindingsStage())
         return Ranking(rank_candidates(ctx.run, anchor, errors, loops, relevance, self.weights, graph,
-                                       provenance if provenance.anchor >= 0 else None, drift, fabrication))
+                                       provenance if provenance.anchor >= 0 else None, drift, fabrication, findings))
 
 
 class GraphMethod(Method):
@@ -556,6 +569,7 @@ class GraphMethod(Method):
         "provenance",
         "task_drift",
         "fabrication",
+        "findings",
         "rank",
         "evidence",
         "recall",
@@ -577,6 +591,11 @@ class GraphMethod(Method):
         if not ranking:
             raise MethodFailed("graph: the run has no attribution candidate before the failure anchor")
         top = ranking[0]
+        findings = await ctx.run_stage(FindingsStage())
+        confidence = calibrated_confidence([c.score for c in ranking], top.reasons,
+                                           explicit=has_explicit_dependencies(ctx.run),
+                                           error=top.error is not None, loop=top.loop is not None,
+                                           unanswered=top.unanswered, finding=top.finding)
         conclusion = Conclusion(
             step_index=top.index,
             agent=top.agent,
@@ -585,10 +604,9 @@ class GraphMethod(Method):
             evidence=_evidence(ctx.run, top, anchor, relevance),
             candidates=[c.to_candidate() for c in ranking[: int(self.options["max_candidates"])]],
             verified_by="heuristic",
-            confidence=calibrated_confidence([c.score for c in ranking], top.reasons,
-                                             explicit=has_explicit_dependencies(ctx.run),
-                                             error=top.error is not None, loop=top.loop is not None,
-                                             unanswered=top.unanswered, finding=top.finding),
+            confidence=confidence if top.findings else min(confidence, NO_EVIDENCE_CONFIDENCE),
+            findings=findings.items,
+            basis="finding" if top.findings else "none",
         )
         if ctx.judge is not None:  # issue 6: the LLM stages (recall, adjudicate, refine)
             from causaltrace.attribution.stages.candidate_recall import refine_with_model
@@ -596,6 +614,7 @@ class GraphMethod(Method):
 
             await refine_with_model(ctx, conclusion, ranking, anchor, self.options)
             await refine_conclusion(ctx, conclusion, ranking, anchor, self.options)
+            _model_pick_basis(conclusion, findings)
         hook = verification_hook()
         if hook is not None and ctx.run.recording is not None and ctx.enabled("replay_verify"):
             result = await hook(ctx, list(conclusion.candidates))
@@ -606,15 +625,37 @@ class GraphMethod(Method):
                 conclusion.category = result.category or conclusion.category
                 conclusion.explanation = result.explanation or conclusion.explanation
                 conclusion.verified_by = "replay"
+                conclusion.basis = "correction" if result.basis == "correction" else "alternative"
         return conclusion
 
 
+def _model_pick_basis(conclusion: Conclusion, findings: Findings) -> None:
+    """A model's pick rests on a finding only when the detectors found one at that step; else it stays uncertain:
+    a model judgment with no deterministic evidence (issue 32 item 9)."""
+    if conclusion.step_index is not None and findings.at(conclusion.step_index):
+        conclusion.basis = "finding"
+        return
+    conclusion.basis = "none"
+    if conclusion.confidence is not None:
+        conclusion.confidence = min(conclusion.confidence, NO_EVIDENCE_CONFIDENCE)
+    if "no deterministic evidence" not in conclusion.explanation:
+        conclusion.explanation = ("Model judgment, no deterministic evidence: " + conclusion.explanation).strip()
+
+
 def _explain(top: ScoredCandidate, anchor: FailureAnchor) -> str:
-    head = f"Step {top.index} by {top.agent or 'an unnamed agent'} ranks first among the candidates"
-    body = "; ".join(top.reasons) if top.reasons else "no specific signal; earliest candidate"
     tail = f". The failure shows at step {anchor.index}"
     if anchor.symptom:
         tail += f": {anchor.symptom[:200]}"
+    if not top.findings:
+        head = ("No step shows evidence of an error (no finding: no changed value, unrecovered error, loop, omission "
+                "or invented data); uncertain. The candidates are ordered by relevance and position only; first is "
+                f"step {top.index} by {top.agent or 'an unnamed agent'}")
+        body = "; ".join(top.reasons) if top.reasons else "earliest candidate"
+        return f"{head}: {body}{tail}."
+    head = f"Step {top.index} by {top.agent or 'an unnamed agent'} ranks first among the candidates"
+    claims = [f.claim for f in top.findings]
+    others = [r for r in top.reasons if r not in claims]
+    body = "; ".join([*claims, *others])
     return f"{head} (deterministic stages, no model): {body}{tail}."
 
 

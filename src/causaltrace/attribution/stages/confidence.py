@@ -35,8 +35,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CEILING", "FLOOR", "IMPORTED", "INTERCEPT", "LIVE", "NO_SIGNAL", "SLOPE", "UNCERTAIN_BELOW",
-           "calibrated_confidence", "calibration"]
+__all__ = ["CEILING", "FLOOR", "IMPORTED", "INTERCEPT", "LIVE", "NO_EVIDENCE_CONFIDENCE", "NO_SIGNAL", "SLOPE",
+           "UNCERTAIN_BELOW", "calibrated_confidence", "calibration", "is_uncertain"]
 
 #: imported logs: intercept, error, loop, ln(1 + n), unanswered of the logistic model (module docstring)
 IMPORTED = (0.8410, 0.6070, -1.3026, -0.4965, 0.7188, 0.5246)
@@ -51,8 +51,26 @@ CEILING = 0.95
 #: pick supported by a repetition only, or by nothing in a long log; a live run's confidence is above it unless its
 #: ranking is a near tie with no supporting signal
 UNCERTAIN_BELOW = 0.41
+#: the most a diagnosis whose decisive step has no finding may claim (issue 32 item 2: no evidence, no verdict):
+#: below :data:`UNCERTAIN_BELOW`, so every surface says "uncertain"
+NO_EVIDENCE_CONFIDENCE = 0.25
 #: the reason a candidate gets when no signal supports it (it never counts as agreement)
 NO_SIGNAL = "no error, repetition or relevance signal: ranked by position (earliness) only"
+
+
+def is_uncertain(diagnosis: Any) -> bool:
+    """Whether a :class:`~causaltrace.schema.Diagnosis` is *uncertain* — what every surface shows as "uncertain"
+    with the top 3 instead of "decisive error": no decisive step, no finding at it (``basis == "none"``), a flip by
+    an alternative only, or a heuristic confidence below :data:`UNCERTAIN_BELOW`. A replay-verified correction (or
+    tool / data fault) is never uncertain."""
+    if diagnosis.failed or diagnosis.decisive_step_index is None:
+        return True
+    if diagnosis.basis in ("none", "alternative"):  # nothing shows the step was wrong
+        return True
+    if diagnosis.verified_by == "replay":
+        return False
+    conf = diagnosis.confidence
+    return conf is not None and conf < UNCERTAIN_BELOW and diagnosis.verified_by == "heuristic"
 
 
 def calibrated_confidence(scores: Sequence[float], top_reasons: Sequence[str], *, explicit: bool = True,

@@ -86,6 +86,8 @@ class CaseResult:
     localization: dict[str, dict[str, Any]] | None = None
     run_seconds: float = 0.0
     repair_seconds: float = 0.0
+    #: with ``--twins``: graph's diagnosis of the fixed team with this run's outcome (:mod:`.twins`)
+    twin: dict[str, Any] | None = None
 
     @property
     def localized(self) -> bool:
@@ -107,6 +109,7 @@ class CaseResult:
             "run_seconds": self.run_seconds,
             "repair_seconds": self.repair_seconds,
             "error": self.error,
+            **({"twin": self.twin} if self.twin is not None else {}),
         }
 
 
@@ -163,9 +166,10 @@ async def record(case: FaultCase) -> Any:
     return handle.run
 
 
-def stored_run(case: FaultCase, home: str) -> Any:
+def stored_run(case: FaultCase, home: str, *, suffix: str = "") -> Any:
     """The run recorded for ``case`` in the store under ``home`` (a ``--home`` of an earlier ``bench faults``): the
-    oldest run named after the case (its replays, stored later, carry the same name)."""
+    oldest run named after the case (its replays, stored later, carry the same name); ``suffix``: the run stored
+    under the case's name plus it (its twin)."""
     from pathlib import Path
 
     from causaltrace.collector.store import Store
@@ -173,19 +177,21 @@ def stored_run(case: FaultCase, home: str) -> Any:
 
     store = Store(default_db_path({"CAUSALTRACE_HOME": str(Path(home))}), readonly=True)
     try:
-        named = [r["run_id"] for r in store.list_runs() if r["name"] == case.name]
+        named = [r["run_id"] for r in store.list_runs() if r["name"] == case.name + suffix]
         if not named:
-            raise LookupError(f"no run named {case.name!r} in the store under {home}")
+            raise LookupError(f"no run named {case.name + suffix!r} in the store under {home}")
         return store.get_run(named[-1])
     finally:
         store.close()
 
 
 async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = True,
-                   on_replay: Callable[[Any, Any], None] | None = None, from_store: str | None = None) -> CaseResult:
+                   on_replay: Callable[[Any, Any], None] | None = None, from_store: str | None = None,
+                   twins: bool = False) -> CaseResult:
     """Record one case (or take its run from the store under ``from_store``: module docstring), score the
-    diagnosis-only localisation (:func:`~.scoring.localize`), then (unless ``repair_run=False``) repair it guided
-    by ``graph``'s ranking."""
+    diagnosis-only localisation (:func:`~.scoring.localize`), with ``twins`` also its fixed twin with the failing
+    outcome substituted (:mod:`.twins`), then (unless ``repair_run=False``) repair it guided by ``graph``'s
+    ranking."""
     from causaltrace.testing.faults.scoring import localize
 
     started = time.perf_counter()
@@ -200,6 +206,13 @@ async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = T
         if run.outcome.status != "failure":
             raise RuntimeError(f"the planted run did not fail ({run.outcome.status}: {run.outcome.final_answer!r})")
         result.localization = await localize(run, result.true_step)
+        if twins and case.fixed_factory is not None:
+            from causaltrace.testing.faults.twins import TWIN_SUFFIX, record_twin, score_twin
+
+            _instrument()
+            twin = await record_twin(case) if from_store is None else stored_run(case, from_store,
+                                                                                 suffix=TWIN_SUFFIX)
+            result.twin = await score_twin(case, run, twin)
         if repair_run:
             repair_started = time.perf_counter()
             await _repair_case(case, run, result, sandbox, on_replay)
@@ -242,24 +255,24 @@ async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: A
             result.found_in = where
 
 
-def _run_named(name: str, repair_run: bool = True, from_store: str | None = None) -> CaseResult:
+def _run_named(name: str, repair_run: bool = True, from_store: str | None = None, twins: bool = False) -> CaseResult:
     os.environ.pop("CAUSALTRACE_MODEL", None)
     case = next(c for c in all_cases() if c.name == name)
-    return asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store))
+    return asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store, twins=twins))
 
 
 def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1, repair_run: bool = True,
               progress: Callable[[CaseResult, int, int], None] | None = None,
-              from_store: str | None = None) -> dict[str, Any]:
+              from_store: str | None = None, twins: bool = False) -> dict[str, Any]:
     """Run the cases (all by default) and return the benchmark JSON (ARCHITECTURE "Benchmark JSON");
     ``repair_run=False`` scores localisation only (no replay); ``from_store`` scores the runs stored under that
-    home instead of running the teams (module docstring)."""
+    home instead of running the teams (module docstring); ``twins`` adds each case's fixed twin (:mod:`.twins`)."""
     cases = list(cases) if cases is not None else all_cases()
     results: list[CaseResult] = []
     if jobs <= 1:
         os.environ.pop("CAUSALTRACE_MODEL", None)
         for case in cases:
-            res = asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store))
+            res = asyncio.run(run_case(case, repair_run=repair_run, from_store=from_store, twins=twins))
             results.append(res)
             if progress:
                 progress(res, len(results), len(cases))
@@ -270,7 +283,8 @@ def run_suite(cases: Sequence[FaultCase] | None = None, *, jobs: int = 1, repair
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             by_name: dict[str, CaseResult] = {}
-            for res in pool.map(_run_named, names, [repair_run] * len(names), [from_store] * len(names)):
+            for res in pool.map(_run_named, names, [repair_run] * len(names), [from_store] * len(names),
+                                [twins] * len(names)):
                 by_name[res.name] = res
                 if progress:
                     progress(res, len(by_name), len(names))
@@ -321,6 +335,10 @@ def summarize(results: Sequence[CaseResult], *, repair_run: bool = True) -> dict
         "errors": sum(1 for r in results if r.error),
         "calibration": _graph_calibration([r for r in rows if r["held_out"]]),
     }
+    if any(r.get("twin") for r in rows):
+        from causaltrace.testing.faults.twins import summarize_twins
+
+        report["twins"] = summarize_twins(rows)
     report_details[id(report)] = list(results)
     return report
 
@@ -436,12 +454,17 @@ def bench_faults_command(args: Any) -> int:
         status = "localized" if result.localized else ("repaired" if result.repaired else "missed")
         status += f", graph ranks it #{_cell(graph.get('rank'))}"
         extra = f" — {result.error}" if result.error else ""
+        if result.twin is not None:
+            twin = result.twin
+            extra += (f"; twin: {'finding ' + ','.join(twin['families']) if twin['finding_at_top'] else 'no finding'}"
+                      f" at #{_cell(twin['first'])}, confidence {twin['confidence']}")
         print(f"[{done}/{total}] {result.name}: true #{_cell(result.true_step)}, found #{_cell(result.found_step)}, "
               f"{status}, {result.replays} replays, {result.seconds:.1f} s{extra}", file=sys.stderr, flush=True)
 
     try:
         report = run_suite(cases, jobs=args.jobs, repair_run=getattr(args, "repair", True), progress=progress,
-                           from_store=str(Path(from_store).resolve()) if from_store is not None else None)
+                           from_store=str(Path(from_store).resolve()) if from_store is not None else None,
+                           twins=getattr(args, "twins", False))
     finally:
         if previous is None:
             os.environ.pop("CAUSALTRACE_HOME", None)

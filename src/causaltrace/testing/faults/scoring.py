@@ -37,6 +37,7 @@ def random_expectation(candidate_indices: Sequence[int], true_index: int) -> dic
 async def localize(run: Any, true_index: int) -> dict[str, dict[str, Any]]:
     """Score every method of :data:`METHODS` on ``run`` (no model, no replay) and the random expectation."""
     from causaltrace.attribution.engine import diagnose
+    from causaltrace.attribution.stages.confidence import is_uncertain
 
     out: dict[str, dict[str, Any]] = {}
     for method in METHODS:
@@ -55,7 +56,8 @@ async def localize(run: Any, true_index: int) -> dict[str, dict[str, Any]]:
         first = ranked[0] if ranked else None
         out[method] = {"rank": rank, "top1": rank == 1, "top3": rank is not None and rank <= 3,
                        "near": first is not None and abs(first - true_index) <= 1, "first": first,
-                       "confidence": diagnosis.confidence}
+                       "confidence": diagnosis.confidence, "uncertain": is_uncertain(diagnosis),
+                       "finding_at_top": bool(diagnosis.top_findings)}
     candidates = [s.index for s in run.candidate_steps()]
     out["random"] = random_expectation(candidates, true_index)
     return out
@@ -74,6 +76,12 @@ def aggregate(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             for key in sums:
                 sums[key] += float(scores.get(key) or 0)
         out[method] = {key: round(100.0 * value / n, 2) if n else 0.0 for key, value in sums.items()}
+    # issue 32 item 2: graph's uncertain share, and the top-1 of its answers that are not uncertain
+    graph = [(row.get("localization") or {}).get("graph") or {} for row in rows]
+    certain = [g for g in graph if g and not g.get("uncertain", False)]
+    out["graph"]["uncertain"] = round(100.0 * (n - len(certain)) / n, 2) if n else 0.0
+    out["graph"]["certain_top1"] = round(100.0 * sum(bool(g.get("top1")) for g in certain) / len(certain), 2) \
+        if certain else None
     return out
 
 

@@ -1,0 +1,49 @@
+"""Family ``unrecovered_error``: an error a step introduced (or a tool exposed on its own) that was never recovered
+and whose output reached the failure (:mod:`causaltrace.attribution.stages.errors` finds them from statuses, exit
+codes and exceptions). A recovered error — the agent retried and went on, or the same call simply succeeded when
+repeated — is no finding: the run shows it was handled. Neither is one whose output never reached the failing
+answer."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from causaltrace.attribution.findings._common import evidence, finding
+from causaltrace.attribution.stages.anchor import FailureAnchor
+from causaltrace.attribution.stages.errors import ErrorSignal
+from causaltrace.attribution.stages.fabrication import Fabrication
+from causaltrace.attribution.stages.relevance import Relevance
+from causaltrace.schema import ERROR_CATEGORIES, Finding, Run
+
+__all__ = ["detect_unrecovered_errors", "worked_around"]
+
+
+def worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrication | None) -> set[int]:
+    """The error signals (by exposing step) the fabricating agent worked around by making its data up: exposed to
+    that agent before its fabrication. What reached the answer is the invented data, not the failure: such an error
+    counts as recovered (the fabrication is the decision that followed it)."""
+    if fabrication is None or not fabrication.agent:
+        return set()
+    return {sig.index for sig in errors if sig.index < fabrication.index
+            and run.step_at(sig.index).agent == fabrication.agent}
+
+
+def detect_unrecovered_errors(run: Run, errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance,
+                              worked_around: Collection[int] = frozenset()) -> list[Finding]:
+    """One finding per error never recovered whose output reached the failure, at the step that introduced it
+    (else at the step exposing it: a tool's or service's own failure); ``worked_around``: exposing steps of errors
+    an agent answered by making its data up (the made-up data, not the error, reached the answer)."""
+    out = []
+    for sig in errors:
+        reached = sig.index == anchor.index or relevance.scores.get(sig.index, 0.0) > 0
+        if sig.recovered or sig.transient or not reached or sig.index in worked_around:
+            continue
+        owner = sig.introduced_by if sig.introduced_by is not None else sig.index
+        what = (f"introduced the error step {sig.index} exposed" if owner != sig.index
+                else "exposed an error nobody introduced")
+        items = [evidence(run, sig.index, "error", sig.message[:200])]
+        category = sig.category if sig.category in ERROR_CATEGORIES else None
+        out.append(finding(run, "unrecovered_error", owner,
+                           f"step {owner} {what} ({sig.source}: {sig.message[:120]}); it was never recovered and its "
+                           f"output reached the failure at step {anchor.index}", items, category=category))
+    return out

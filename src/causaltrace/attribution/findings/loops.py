@@ -1,0 +1,34 @@
+"""Family ``loop_no_progress``: a loop without progress (EMFA's persistent-loop branch; MAST FM-1.3). An action
+loop — the same call with equal arguments and no new information — blames the step that started it; an
+instruction re-issued to an agent blames the first reply that did not follow it (the first failure to follow).
+:mod:`causaltrace.attribution.stages.loops` finds both from action signatures and observations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from causaltrace.attribution.findings._common import evidence, finding
+from causaltrace.attribution.stages.loops import Loop
+from causaltrace.schema import Finding, Run
+
+__all__ = ["detect_loops_without_progress"]
+
+
+def detect_loops_without_progress(run: Run, loops: Sequence[Loop]) -> list[Finding]:
+    """One finding per loop: at its start (an action loop) or at the first reply to a re-issued instruction."""
+    out = []
+    for lp in loops:
+        repeats = [evidence(run, m, "repeat") for m in lp.members[1:6]]
+        if lp.kind == "action":
+            out.append(finding(run, "loop_no_progress", lp.start,
+                               f"step {lp.start} starts a loop of {len(lp.members)} near-identical actions without "
+                               f"progress (steps {', '.join(map(str, lp.members[:6]))})", repeats))
+        elif lp.replies:
+            first = lp.replies[0]
+            items = [evidence(run, lp.start, "request"), *repeats]
+            out.append(finding(run, "loop_no_progress", first,
+                               f"step {first} is the first reply to an instruction {lp.agent} re-issued to "
+                               f"{lp.addressee} {len(lp.members) - 1} time(s) (steps "
+                               f"{', '.join(map(str, lp.members[:6]))}): it did not do what was asked", items,
+                               category="FM-1.3"))
+    return out
