@@ -213,6 +213,14 @@ def test_openinference_smolagents_trace(tmp_path, monkeypatch, capsys):
     result = next(s for s in run.steps if s.kind == "tool_response" and s.tool_name == "sum_of_powers")
     assert call.call_id == "call_0_0" and call.arguments == {"numbers": [1, 2, 3, 4, 5], "power": 2}
     assert result.depends_on[0].step_id == call.step_id and result.content == "55" and call.agent == "math_agent"
-    planted = next(s for s in run.steps if s.kind == "message" and "range(1, 6)" in s.content)
-    assert planted.agent == "manager"
+    planted = next(s for s in run.steps if s.kind == "tool_call" and "range(1, 6)" in s.arguments.get("code", ""))
+    assert planted.agent == "manager" and planted.tool_name == "python_interpreter"
+    by_id = {s.step_id: s for s in run.steps}
+    # the code's run (the "Step 1" span's observations), the managed agent's call made by that code and answered
+    execution = next(s for s in run.steps if s.kind == "code_execution" and s.depends_on[0].step_id == planted.step_id)
+    assert "managed agent 'math_agent'" in execution.outputs["stdout"]
+    delegated = next(s for s in run.steps if s.kind == "task" and s.agent == "math_agent")
+    (call,) = [by_id[d.step_id] for d in delegated.depends_on if d.kind == "delegated_by"]
+    assert call.tool_name == "math_agent" and by_id[call.depends_on[0].step_id] == execution
+    assert [s.content for s in run.steps if s.kind == "final_answer"] == ["55", "55"]
     assert planted.step_id in [c["step_id"] for c in diagnosis["candidates"][:3]]

@@ -106,16 +106,17 @@ class ChatBuilder:
         """A message / reasoning / planning / final_answer step: outputs ``{text}``."""
         return self.add(kind, agent, content, outputs={"text": content}, **fields)
 
-    def tool_call(self, agent: str, name: str, arguments: Any, call_id: str | None, by: Step | None,
-                  **fields: Any) -> Step:
-        """A tool_call step ``produced_by`` ``by`` (when given); its call id is remembered for its result."""
+    def tool_call(self, agent: str, name: str, arguments: Any, call_id: str | None, by: Step | None, *,
+                  key: str | None = None, **fields: Any) -> Step:
+        """A tool_call step ``produced_by`` ``by`` (when given); it is remembered for its result under ``key``, else
+        its call id (span readers key calls by agent too: two agents' models may give the same ids)."""
         args = decode_arguments(arguments)
         deps = (Dependency(step_id=by.step_id, kind="produced_by"),) if by is not None else ()
         content = f"{name}({json.dumps(args, sort_keys=True, default=str)})"
         step = self.add("tool_call", agent, content, tool_name=name, arguments=args, call_id=call_id,
                         depends_on=deps, **fields)
-        if call_id:
-            self.calls[call_id] = step
+        if key or call_id:
+            self.calls[key or call_id] = step  # type: ignore[index]
         return step
 
     def tool_result(self, call_ids: list[str], result: Any, *, is_error: bool = False, agent: str | None = None,
@@ -142,7 +143,7 @@ class ChatBuilder:
             outputs={"result": text, "is_error": is_error},
             depends_on=tuple(Dependency(step_id=c.step_id, kind="tool_result_of") for c in calls),
             tool_name=calls[0].tool_name if calls else None,
-            call_id=call_ids[0] if len(call_ids) == 1 else None,
+            call_id=(calls[0].call_id or call_ids[0]) if len(call_ids) == 1 else None,
             status="error" if is_error else "ok",
             error=error,
             **fields,

@@ -29,6 +29,7 @@ __all__ = [
     "SpanLike",
     "TraceTree",
     "add_llm_output",
+    "call_key",
     "indexed",
     "json_or_text",
     "message_text",
@@ -138,6 +139,11 @@ class TraceTree:
             parent = self.by_id.get(parent.parent_span_id or "")
 
 
+def call_key(agent: str, call_id: str) -> str:
+    """The key of a call in the builder and the index: its agent and id (two agents' models may give one id)."""
+    return f"{agent}\u241f{call_id}"
+
+
 @dataclass
 class InputMessage:
     """One message an LLM span was sent, in a convention-neutral shape."""
@@ -156,19 +162,21 @@ class MessageIndex:
     results: dict[str, Step] = field(default_factory=dict)
     result_texts: dict[str, Step] = field(default_factory=dict)
     producers: dict[str, Step] = field(default_factory=dict)  # call id or message step id -> its llm_response
+    recent: list[Step] = field(default_factory=list)  # results in order (the last few are searched inside texts)
 
     def note(self, step: Step, by: Step | None = None) -> None:
         """Remember a step an input message may quote (``by``: the llm_response that produced it)."""
         key = step.content.strip()
-        if step.kind == "tool_response":
-            if step.call_id:
-                self.results[step.call_id] = step
+        if step.kind in ("tool_response", "code_execution"):
+            if step.call_id and step.kind == "tool_response":
+                self.results[call_key(step.agent, step.call_id)] = step
             if key:
                 self.result_texts[key] = step
+                self.recent.append(step)
         elif step.kind in ("task", "message", "final_answer", "handoff") and key:
             self.texts[key] = step
         if by is not None:
-            self.producers[step.call_id or step.step_id] = by
+            self.producers[call_key(by.agent, step.call_id) if step.call_id else step.step_id] = by
 
     def dependencies(self, agent: str, messages: Sequence[InputMessage], before: int) -> tuple[Dependency, ...]:
         """The recovered edges of an llm_response of ``agent`` sent ``messages`` (producers before index
@@ -178,6 +186,8 @@ class MessageIndex:
             producer = self._producer(message, agent)
             if producer is not None and producer.index < before:
                 found.append(producer)
+            if message.role in ("tool", "function"):
+                found.extend(self._quoted(message.text, agent, before))
         own = [p for p in found if p.kind == "llm_response" and p.agent == agent]
         continued = max(own, key=lambda s: s.index) if own else None
         deps = [Dependency(step_id=continued.step_id, kind="continues")] if continued else []
@@ -186,17 +196,25 @@ class MessageIndex:
         for step in sorted((p for p in found if p.kind != "llm_response"), key=lambda s: s.index):
             if step.index > floor and step.step_id not in seen:
                 seen.add(step.step_id)
-                deps.append(Dependency(step_id=step.step_id, kind="observed" if step.kind == "tool_response" else "saw"))
+                observed = step.kind in ("tool_response", "code_execution")
+                deps.append(Dependency(step_id=step.step_id, kind="observed" if observed else "saw"))
         return tuple(deps)
+
+    def _quoted(self, text: str, agent: str, before: int) -> list[Step]:
+        """The agent's latest results (up to 20) whose whole text a tool message quotes inside its own — a code
+        step's observations hold what the tools and managed agents it called returned."""
+        return [s for s in self.recent[-20:] if s.index < before and s.agent == agent and len(s.content.strip()) > 1
+                and s.content.strip() != text.strip() and s.content.strip() in text]
 
     def _producer(self, message: InputMessage, agent: str) -> Step | None:
         if message.role in ("system", "developer"):
             return None
         if message.result_of is not None or message.role in ("tool", "function"):
-            return self.results.get(message.result_of or "") or self.result_texts.get(message.text.strip())
+            return (self.results.get(call_key(agent, message.result_of or "")) or
+                    self.result_texts.get(message.text.strip()))
         for call_id in message.tool_call_ids:
-            if call_id in self.producers and self.producers[call_id].agent == agent:
-                return self.producers[call_id]
+            if call_key(agent, call_id) in self.producers:
+                return self.producers[call_key(agent, call_id)]
         step = self.texts.get(message.text.strip()) if message.text.strip() else None
         llm = self.producers.get(step.step_id) if step is not None and message.role == "assistant" else None
         return llm if llm is not None and llm.agent == agent else step
@@ -209,7 +227,8 @@ def add_llm_output(b: ChatBuilder, index: MessageIndex, llm: Step, agent: str, t
         index.note(b.text("message", agent, text, parent_step_id=parent, status="ok",
                           depends_on=(Dependency(step_id=llm.step_id, kind="produced_by"),)), llm)
     for name, arguments, call_id in calls:
-        index.note(b.tool_call(agent, name, arguments, call_id, llm, parent_step_id=parent, status="ok"), llm)
+        index.note(b.tool_call(agent, name, arguments, call_id, llm, parent_step_id=parent, status="ok",
+                               key=call_key(agent, call_id) if call_id else None), llm)
 
 
 def message_text(content: Any) -> str:

@@ -29,6 +29,7 @@ from causaltrace.collector.foreign_common import (
     SpanLike,
     TraceTree,
     add_llm_output,
+    call_key,
     json_or_text,
     message_text,
     read_span,
@@ -133,10 +134,12 @@ class GenAIReader:
     def tool(self, span: SpanLike) -> None:
         agent, parent = self.agent_of(span)
         name = str(span.attrs.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool ").strip())
-        call_id = str(span.attrs.get("gen_ai.tool.call.id") or "") or None
+        raw_id = str(span.attrs.get("gen_ai.tool.call.id") or "") or None
+        call_id = call_key(agent, raw_id) if raw_id else None
         if call_id is None or call_id not in self.b.calls:
-            call = self.b.tool_call(agent, name, span.attrs.get("gen_ai.tool.call.arguments"), call_id, None,
-                                    parent_step_id=parent, status="ok", metadata={"recovered_from": "tool span"})
+            call = self.b.tool_call(agent, name, span.attrs.get("gen_ai.tool.call.arguments"), raw_id, None,
+                                    parent_step_id=parent, status="ok", metadata={"recovered_from": "tool span"},
+                                    key=call_id)
             if call_id is None:
                 call_id = f"{call.step_id}-call"
                 self.b.calls[call_id] = call

@@ -8,7 +8,8 @@ Mapping, spans in start order (``openinference.span.kind``):
 
 * the first ``CHAIN`` or ``AGENT`` span without an OpenInference ancestor → the ``task`` (its ``input.value``: the
   ``task`` key of a JSON object, else the text); other CHAIN spans are not steps;
-* ``AGENT`` → ``agent_turn`` of the agent ``graph.node.id`` (else the span name before its first ``.``); its
+* ``AGENT`` → ``agent_turn`` of the agent ``graph.node.id`` (else the name smolagents' managed-agent prompt gives,
+  else the span name before its first ``.``); its
   ``graph.node.parent_id`` is kept in the step's metadata (an ordering, not a data dependency);
 * ``LLM`` → ``llm_response`` (agent: the nearest AGENT ancestor; ``llm.model_name``, token counts,
   ``llm.input_messages`` as inputs ``{messages}``, ``llm.output_messages`` as outputs ``{text, tool_calls}``; a
@@ -18,7 +19,18 @@ Mapping, spans in start order (``openinference.span.kind``):
 * ``TOOL`` → ``tool_response`` of ``output.value`` (``is_error`` from the span status) ``tool_result_of`` its call:
   the call id of a child ``execute_tool`` span (``gen_ai.tool.call.id``, what autogen-core writes), else the latest
   unanswered call of ``tool.name``; a TOOL span whose call no LLM span recorded also gives that ``tool_call``
-  (``tool.name``; arguments: the ``kwargs`` of ``input.value``, else ``input.value``, else ``tool.parameters``), marked ``metadata["recovered_from"] = "tool span"``;
+  (``tool.name``; arguments: smolagents' ``{"args", "kwargs"}`` of ``input.value`` with positional arguments named by
+  ``tool.parameters``, else ``input.value``, else ``tool.parameters``), marked ``metadata["recovered_from"] =
+  "tool span"``;
+* smolagents (:mod:`~causaltrace.collector.span_smolagents`): a CodeAgent's model output inside a ``Step N`` CHAIN
+  span gives its thought (``reasoning``), its code (a ``python_interpreter`` ``tool_call``) and the code's run (a
+  ``code_execution`` of the step's ``output.value``, marked as the step span was), and the TOOL spans and managed
+  agents run inside that step are calls ``produced_by`` it; a managed agent's AGENT span (below its manager's, or
+  — its parent lost — inside a manager that lists it in ``smolagents.managed_agents.<i>.name``) is its manager's
+  call of it (the call the manager's model made, else one recovered), its ``task`` ``delegated_by`` that call and,
+  when the span ends, that call's result (``output.value``); a ``final_answer`` tool's result is also the agent's
+  ``final_answer``; ``tool-call`` / ``tool-response`` messages are read for their call ids and results; calls are
+  paired with results per agent (two agents' models may give the same ids);
 * other kinds (RETRIEVER, EMBEDDING, …) and spans of no convention are not steps;
 * a failed span gives a step marked as it was (:func:`~causaltrace.collector.foreign_common.step_error`): status
   ``error`` for ERROR, or UNSET with an ``exception`` event; the error's text from the status message, else the
@@ -33,6 +45,7 @@ Mapping, spans in start order (``openinference.span.kind``):
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from causaltrace.collector.chatlog_build import ChatBuilder
@@ -42,6 +55,7 @@ from causaltrace.collector.foreign_common import (
     SpanLike,
     TraceTree,
     add_llm_output,
+    call_key,
     indexed,
     json_or_text,
     message_text,
@@ -50,7 +64,16 @@ from causaltrace.collector.foreign_common import (
     step_status,
 )
 from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader, framework_of
-from causaltrace.schema import Run, Step, TokenUsage
+from causaltrace.collector.span_smolagents import (
+    STEP_SPAN,
+    code_of,
+    managed_agent,
+    managed_task,
+    observation_parts,
+    positional_arguments,
+    smolagents_message,
+)
+from causaltrace.schema import Dependency, Run, Step, TokenUsage
 
 __all__ = ["KIND", "run_of_trace"]
 
@@ -67,8 +90,18 @@ def _role_of_operation(operation: Any) -> str | None:
 
 
 def _agent_name(span: SpanLike) -> str:
+    """``graph.node.id``, else the name smolagents' managed-agent prompt gives (``input.value``), else the span
+    name before its first ``.`` (``<name or class>.run``)."""
     node = span.attrs.get("graph.node.id")
-    return str(node) if node else span.name.split(".", 1)[0]
+    if node:
+        return str(node)
+    value = json_or_text(span.attrs.get("input.value"))
+    return managed_agent(value.get("task") if isinstance(value, dict) else value) or span.name.split(".", 1)[0]
+
+
+def _managed_names(span: SpanLike) -> set[str]:
+    """The names of the managed agents an AGENT span lists (``smolagents.managed_agents.<i>.name``)."""
+    return {str(v) for k, v in span.attrs.items() if k.startswith("smolagents.managed_agents.") and k.endswith(".name")}
 
 
 def _content(raw: dict[str, Any]) -> str:
@@ -81,12 +114,12 @@ def _content(raw: dict[str, Any]) -> str:
 
 
 def _arguments(span: SpanLike) -> Any:
-    """A TOOL span's call arguments: the ``kwargs`` of its ``input.value`` (smolagents), else ``input.value``,
-    else ``tool.parameters``."""
+    """A TOOL span's call arguments: smolagents' ``{"args", "kwargs"}`` of its ``input.value`` (positional ones
+    named by ``tool.parameters``), else ``input.value``, else ``tool.parameters``."""
     value = json_or_text(span.attrs.get("input.value"))
-    if isinstance(value, dict) and isinstance(value.get("kwargs"), dict):
-        return value["kwargs"]
-    return value if value is not None else span.attrs.get("tool.parameters")
+    if value is not None:
+        return positional_arguments(value, span.attrs.get("tool.parameters"))
+    return span.attrs.get("tool.parameters")
 
 
 def _input_messages(attrs: dict[str, Any]) -> list[InputMessage]:
@@ -102,6 +135,9 @@ def _input_messages(attrs: dict[str, Any]) -> list[InputMessage]:
                 fn = fn if isinstance(fn, dict) else {"content": fn}
                 out.append(InputMessage(role="tool", text=str(fn.get("content", "")), result_of=fn.get("call_id")))
             continue
+        if role in ("tool-call", "tool-response", "user"):  # smolagents' roles and prefixes
+            role, text, ids, answered = smolagents_message(role, text)
+            calls, result_of = calls or ids, result_of or answered
         out.append(InputMessage(role=role, text=text, tool_call_ids=calls,
                                 result_of=str(result_of) if result_of else None))
     return out
@@ -126,7 +162,9 @@ class _Reader:
         self.index = MessageIndex()
         self.turns: dict[str, Step] = {}  # AGENT span id -> its agent_turn step
         self.answered: set[str] = set()
-        self.open: dict[str, list[str]] = {}  # tool name -> its calls' ids, oldest first (answered ones skipped)
+        self.open: dict[tuple[str, str], list[str]] = {}  # (agent, tool) -> its calls' ids, oldest first
+        self.code: dict[str, Step] = {}  # smolagents "Step N" span id -> the code_execution of its code
+        self.later: list[tuple[int, int, Any]] = []  # (end time, order, action): what happens when a span ends
         self.genai = GenAIReader(tree, b, index=self.index, turns=self.turns)
         self.kinds_below: dict[str, set[str]] = {}  # span id -> the OpenInference kinds of the spans inside it
         mixed = any(OPERATION in s.attrs and KIND not in s.attrs for s in tree.spans)
@@ -151,7 +189,35 @@ class _Reader:
                 return str(parent.attrs["gen_ai.agent.name"]), None
         return "agent", None
 
+    def flush(self, until: int | None = None) -> None:
+        """Run the actions due when spans ended (at or before ``until``; all when None), in end order."""
+        while self.later and (until is None or self.later[0][0] <= until):
+            heapq.heappop(self.later)[2]()
+
+    def step_span(self, span: SpanLike) -> SpanLike | None:
+        """The nearest smolagents ``Step N`` CHAIN span enclosing ``span`` (below its agent), or None."""
+        for parent in self.tree.ancestors(span):
+            if parent.attrs.get(KIND) == "AGENT":
+                return None
+            if parent.attrs.get(KIND) == "CHAIN" and STEP_SPAN.fullmatch(parent.name):
+                return parent
+        return None
+
+    def manager_of(self, span: SpanLike, name: str) -> SpanLike | None:
+        """The AGENT span that ran ``span``'s agent as a managed agent: its nearest AGENT ancestor, else (the
+        parents missing: traced beside another instrumentor, or cut) the innermost AGENT span that lists ``name``
+        among its managed agents and encloses it in time."""
+        for parent in self.tree.ancestors(span):
+            if parent.attrs.get(KIND) == "AGENT":
+                return parent
+        if span.parent_span_id is None:
+            return None
+        around = [a for a in self.tree.spans if a.span_id in self.turns and name in _managed_names(a)
+                  and a.start <= span.start and (not a.end or not span.end or span.end <= a.end)]
+        return max(around, key=lambda a: a.start) if around else None
+
     def read(self, span: SpanLike) -> None:
+        self.flush(span.start)
         kind = span.attrs.get(KIND)
         if kind in ("CHAIN", "AGENT") and self.b.task is None and not any(KIND in p.attrs
                                                                           for p in self.tree.ancestors(span)):
@@ -160,16 +226,98 @@ class _Reader:
             if isinstance(task, str) and task:
                 self.index.note(self.b.add("task", "user", task, status="ok"))
         if kind == "AGENT":
-            parent = span.attrs.get("graph.node.parent_id")
-            self.turns[span.span_id] = self.b.add("agent_turn", _agent_name(span), "", status=step_status(span),
-                                                  error=step_error(span),
-                                                  metadata={"graph.node.parent_id": parent} if parent else {})
+            self.agent(span)
         elif kind == "LLM":
             self.llm(span)
         elif kind == "TOOL":
             self.tool(span)
         elif kind is None and OPERATION in span.attrs and not self.covered(span):
             self.genai.read(span)
+
+    def agent(self, span: SpanLike) -> None:
+        """An ``agent_turn``; a smolagents managed agent's run is also its manager's call of it (the call its
+        manager's model made, else one recovered from the run), its task ``delegated_by`` that call, and, when it
+        ends, the result of that call."""
+        name, node_parent = _agent_name(span), span.attrs.get("graph.node.parent_id")
+        manager = self.manager_of(span, name) if span.span_id not in self.turns else None
+        call: Step | None = None
+        if manager is not None and name in _managed_names(manager) and manager.span_id in self.turns:
+            boss = self.turns[manager.span_id]
+            call_id = self.pending(boss.agent, name)
+            if call_id is None:
+                value = json_or_text(span.attrs.get("input.value"))
+                prompt = value.get("task") if isinstance(value, dict) else value
+                call = self.b.tool_call(boss.agent, name, {"task": managed_task(str(prompt or ""))}, None,
+                                        self.running_code(span, boss.agent),
+                                        parent_step_id=boss.step_id, status="ok",
+                                        metadata={"recovered_from": "agent span"})
+                call_id = f"{call.step_id}-call"
+                self.b.calls[call_id] = call
+            call = self.b.calls[call_id]
+            self.answered.add(call_id)
+            self.later_at(span, lambda: self.managed_result(span, boss, call_id))
+        self.turns[span.span_id] = self.b.add("agent_turn", name, "", status=step_status(span),
+                                              error=step_error(span),
+                                              metadata={"graph.node.parent_id": node_parent} if node_parent else {})
+        if call is not None:
+            value = json_or_text(span.attrs.get("input.value"))
+            task = value.get("task") if isinstance(value, dict) else value
+            self.index.note(self.b.add("task", name, str(task or ""), status="ok",
+                                       parent_step_id=self.turns[span.span_id].step_id,
+                                       depends_on=(Dependency(step_id=call.step_id, kind="delegated_by"),)))
+
+    def running_code(self, span: SpanLike, agent: str) -> Step | None:
+        """The code_execution of ``agent`` whose step span holds ``span`` (by ancestry, else by time: the managed
+        agent's own span may have lost its parent), or None."""
+        step = self.step_span(span)
+        if step is not None:
+            return self.code.get(step.span_id)
+        around = [self.tree.by_id[i] for i, run in self.code.items() if run.agent == agent and i in self.tree.by_id]
+        around = [s for s in around if s.start <= span.start and (not s.end or not span.end or span.end <= s.end)]
+        return self.code[max(around, key=lambda s: s.start).span_id] if around else None
+
+    def later_at(self, span: SpanLike, action: Any) -> None:
+        heapq.heappush(self.later, (span.end or span.start, len(self.b.steps) * 1000 + len(self.later), action))
+
+    def managed_result(self, span: SpanLike, boss: Step, call_id: str) -> None:
+        output = span.attrs.get("output.value", "")
+        self.index.note(self.b.tool_result([call_id], output if isinstance(output, str) else str(output),
+                                           is_error=step_status(span) == "error", agent=boss.agent,
+                                           error=step_error(span), parent_step_id=boss.step_id))
+
+    def pending(self, agent: str, name: str) -> str | None:
+        """The latest unanswered call of tool ``name`` that ``agent``'s model made, or None."""
+        waiting = self.open.get((agent, name), [])
+        while waiting and waiting[-1] in self.answered:  # each id is popped once: linear in the trace
+            waiting.pop()
+        return waiting[-1] if waiting else None
+
+    def code_step(self, span: SpanLike, llm: Step, agent: str, text: str, parent: str | None) -> bool:
+        """A smolagents CodeAgent's model output in a ``Step N`` span: its thought (``reasoning``), its code (a
+        ``python_interpreter`` call) and the code's run (``code_execution`` of the step's observations, marked as
+        the step span was). False when the output holds no code or sits in no step span."""
+        step = self.step_span(span)
+        code = code_of(text) if step is not None else None
+        if step is None or code is None:
+            return False
+        thought, source = code
+        if thought:
+            self.b.text("reasoning", agent, thought, parent_step_id=parent, status="ok",
+                        depends_on=(Dependency(step_id=llm.step_id, kind="produced_by"),))
+        call = self.b.tool_call(agent, "python_interpreter", {"code": source}, None, llm, parent_step_id=parent,
+                                status="ok")
+        observed = step.attrs.get("output.value")
+        observed = observed if isinstance(observed, str) else "" if observed is None else str(observed)
+        stdout, result = observation_parts(observed)
+        status = step_status(step)
+        execution = self.b.add("code_execution", agent, observed, parent_step_id=parent, status=status,
+                               error=step_error(step), outputs={"stdout": stdout, "result": result,
+                                                                "is_error": status == "error"},
+                               depends_on=(Dependency(step_id=call.step_id, kind="executes"),))
+        self.code[step.span_id] = execution
+        self.index.note(execution)
+        self.index.texts[text.strip()] = llm  # the next request quotes the whole output: it continues this call
+        return True
 
     def llm(self, span: SpanLike) -> None:
         agent, turn = self.agent_of(span)
@@ -186,19 +334,20 @@ class _Reader:
             usage=usage, parent_step_id=parent, status=step_status(span), error=step_error(span),
             depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
         )
-        add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
+        if calls or not self.code_step(span, llm, agent, text, parent):
+            add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
         for name, _, call_id in calls:
             if call_id:
-                self.open.setdefault(name, []).append(call_id)
+                self.open.setdefault((agent, name), []).append(call_key(agent, call_id))
 
     def tool(self, span: SpanLike) -> None:
         agent, turn = self.agent_of(span)
         parent = turn.step_id if turn else None
         name = str(span.attrs.get("tool.name") or span.name.rsplit(".", 1)[-1])
-        call_id = self._call_id(span, name)
+        call_id = self._call_id(span, agent, name)
         if call_id is None:
-            arguments = _arguments(span)
-            call = self.b.tool_call(agent, name, arguments, None, None, parent_step_id=parent, status="ok",
+            by = self.code.get(getattr(self.step_span(span), "span_id", ""))
+            call = self.b.tool_call(agent, name, _arguments(span), None, by, parent_step_id=parent, status="ok",
                                     metadata={"recovered_from": "tool span"})
             call_id = f"{call.step_id}-call"
             self.b.calls[call_id] = call
@@ -208,16 +357,20 @@ class _Reader:
                                     is_error=step_status(span) == "error", agent=agent, error=step_error(span),
                                     parent_step_id=parent)
         self.index.note(result)
+        if name == "final_answer" and result.status == "ok":  # smolagents' answer: the agent's final_answer
+            call = self.b.calls[call_id]
+            maker = next((d.step_id for d in call.depends_on if d.kind == "produced_by"), None)
+            deps = ((Dependency(step_id=maker, kind="produced_by"),) if maker else ()) + (
+                Dependency(step_id=result.step_id, kind="answer_of"),)
+            self.index.note(self.b.text("final_answer", agent, result.content, parent_step_id=parent, status="ok",
+                                        depends_on=deps))
 
-    def _call_id(self, span: SpanLike, name: str) -> str | None:
+    def _call_id(self, span: SpanLike, agent: str, name: str) -> str | None:
         for child in self.tree.children.get(span.span_id, ()):
             call_id = child.attrs.get("gen_ai.tool.call.id")
-            if call_id and str(call_id) in self.b.calls:
-                return str(call_id)
-        pending = self.open.get(name, [])
-        while pending and pending[-1] in self.answered:  # each id is popped once: linear in the trace
-            pending.pop()
-        return pending[-1] if pending else None
+            if call_id and call_key(agent, str(call_id)) in self.b.calls:
+                return call_key(agent, str(call_id))
+        return self.pending(agent, name)
 
 
 def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
@@ -228,6 +381,7 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     for span in tree.spans:
         with read_span(span):
             reader.read(span)
+    reader.flush()
     if not any(s.kind != "task" for s in b.steps):
         return None
     return b.build(framework=framework_of(spans), trace_id=trace_id)
