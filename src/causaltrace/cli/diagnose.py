@@ -10,9 +10,10 @@ import argparse
 from typing import Any
 
 from causaltrace._cli_replay import add_keep_server
-from causaltrace.cli.common import console, csv_values, print_json, short, store
+from causaltrace.cli.common import console, csv_values, short, store
 from causaltrace.cli.fleet import add_diagnose_all_arguments, cmd_diagnose_all
 from causaltrace.exceptions import UserError
+from causaltrace.report.terminal import guarded, write_json
 
 __all__ = ["HUMAN_SPEAKERS_HELP", "add_diagnose_command", "cmd_diagnose", "render_diagnosis"]
 
@@ -73,7 +74,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                                       min_confidence=args.min_confidence, force=args.force, store=False)
         db.save_diagnosis(diagnosis)
     if args.json:
-        print_json(diagnosis.model_dump(mode="json"))
+        write_json(diagnosis.model_dump(mode="json"))
         return 0
     render_diagnosis(run, diagnosis, console())
     return 0
@@ -138,7 +139,8 @@ def render_diagnosis(run: Any, d: Any, out: Any) -> None:
     """Print the diagnosis ``d`` of ``run`` on the rich console ``out``, then its cost line."""
     from rich.markup import escape
 
-    head = f"[bold]diagnosis of run {run.run_id}[/] · method {d.method}"
+    out = guarded(out)  # stored and model-written text: no control character reaches the terminal
+    head = f"[bold]diagnosis of run {escape(run.run_id)}[/] · method {escape(d.method)}"
     if d.model:
         head += f" · model {escape(d.model)}"
     head += f" · verified by [cyan]{d.verified_by}[/]"

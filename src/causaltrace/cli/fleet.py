@@ -14,8 +14,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from causaltrace.cli.common import console, print_json, store
+from causaltrace.cli.common import console, store
 from causaltrace.exceptions import UserError
+from causaltrace.report.terminal import guarded, safe_text, write_json
 
 __all__ = ["add_diagnose_all_arguments", "add_pull_fleet_arguments", "add_stats_command", "cmd_diagnose_all",
            "cmd_pull_many", "cmd_report_fleet", "cmd_stats", "parse_time"]
@@ -64,7 +65,7 @@ def _report_skipped(skipped: list[Any]) -> None:
     from causaltrace.collector.pulled import skipped_lines
 
     for line in skipped_lines(skipped):
-        print(f"causaltrace: {line}", file=sys.stderr)
+        print(f"causaltrace: {safe_text(line)}", file=sys.stderr)
 
 
 def cmd_pull_many(args: argparse.Namespace, save: Any) -> int:
@@ -118,7 +119,7 @@ def _progress_bar() -> tuple[Any, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     bar = Progress(TextColumn("diagnosing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                   console=console(sys.stderr), transient=False)
+                   console=guarded(console(sys.stderr)), transient=False)
     return bar, bar.add_task("diagnose", total=None)
 
 
@@ -168,7 +169,7 @@ def cmd_diagnose_all(args: argparse.Namespace) -> int:
         print("causaltrace: nothing to diagnose (every selected run has a diagnosis of this method; --redo "
               "diagnoses them again)", file=sys.stderr)
         if args.json:
-            print_json(_batch_json(args, selection, None, []))
+            write_json(_batch_json(args, selection, None, []))
         return 0
     bar, task = _progress_bar()
     runs: list[dict[str, Any]] = []
@@ -184,12 +185,12 @@ def cmd_diagnose_all(args: argparse.Namespace) -> int:
                               human_speakers=csv_values(args.human_speakers) or None,
                               min_confidence=args.min_confidence)
     if args.json:
-        print_json(_batch_json(args, selection, result, runs))
+        write_json(_batch_json(args, selection, result, runs))
     else:
         for run in runs:
-            sys.stdout.write(run["run_id"] + "\n")
+            sys.stdout.write(safe_text(run["run_id"]) + "\n")
     for run_id, error in result.errors:
-        print(f"causaltrace: could not diagnose {run_id}: {error}", file=sys.stderr)
+        print(f"causaltrace: could not diagnose {safe_text(run_id)}: {safe_text(error)}", file=sys.stderr)
     print(f"causaltrace: diagnosed {result.diagnosed} run{'s' if result.diagnosed != 1 else ''} in "
           f"{result.seconds:.1f} s ({result.runs_per_second:.1f} runs/s, {args.jobs} job{'s' if args.jobs != 1 else ''})"
           + (f"; {len(selection.done)} already diagnosed" if selection.done else "")
@@ -212,6 +213,7 @@ def add_stats_command(sub: Any) -> None:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print the aggregate of the stored diagnoses (``causaltrace.collector.fleet_stats``) as tables or JSON."""
+    from rich.markup import escape
     from rich.table import Table
 
     from causaltrace.collector.fleet_stats import GROUPS, fleet_stats
@@ -219,9 +221,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with store(args, readonly=True) as db:
         stats = fleet_stats(db, since=_since(args))
     if args.json:
-        print_json(stats.to_json())
+        write_json(stats.to_json())
         return 0
-    out = console()
+    out = guarded(console())
     out.print(f"{stats.runs} runs, {stats.failed} failed, {stats.diagnosed} diagnosed"
               + (f", {stats.diagnosis_failed} diagnoses failed or uncertain" if stats.diagnosis_failed else "")
               + (f", {stats.undiagnosed} failed runs not yet diagnosed (causaltrace diagnose --all)"
@@ -231,7 +233,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for column, justify in ((heading, "left"), ("runs", "right"), ("share", "right"), ("examples", "left")):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for bucket in getattr(stats, name):
-            table.add_row(bucket.key, str(bucket.count), f"{bucket.share:.0%}", " ".join(bucket.examples))
+            table.add_row(escape(bucket.key), str(bucket.count), f"{bucket.share:.0%}", escape(" ".join(bucket.examples)))
         out.print(table)
     return 0
 
@@ -250,5 +252,5 @@ def cmd_report_fleet(args: argparse.Namespace) -> int:
         path = write_fleet_report(stats, args.html)
     except OSError as exc:
         raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
-    print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {safe_text(path)}", file=sys.stderr)
     return 0

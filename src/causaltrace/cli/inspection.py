@@ -9,9 +9,10 @@ import argparse
 import sys
 from typing import Any
 
-from causaltrace.cli.common import STATUS_STYLE, console, print_json, short, store
+from causaltrace.cli.common import STATUS_STYLE, console, short, store
 from causaltrace.cli.fleet import SINCE_HELP, cmd_report_fleet
 from causaltrace.exceptions import UserError
+from causaltrace.report.terminal import guarded, safe_text, write_json
 
 __all__ = ["add_inspection_commands", "add_report_command", "cmd_report", "cmd_runs", "cmd_show", "render_run",
            "unique_prefixes"]
@@ -65,13 +66,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = every if args.replays else [r for r in every if not _is_replay_name(r.get("name"))]
     rows = rows[: args.limit]
     if args.json:
-        print_json(rows)
+        write_json(rows)
         return 0
     prefixes = {} if args.wide else unique_prefixes([r["run_id"] for r in every])
-    out = console()
+    out = guarded(console())
     table, needs = _runs_table(rows, prefixes, wide=args.wide, width=out.width)
     if args.wide and out.width < needs:  # --wide never cuts: lines longer than the terminal wrap in it
-        out = console(width=needs)
+        out = guarded(console(width=needs))
         table, _ = _runs_table(rows, prefixes, wide=True, width=needs)
     out.print(table)
     return 0
@@ -163,7 +164,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         data["steps"] = [s.model_dump(mode="json") for s in run.steps]
         data["recorded_calls"] = len(run.recording.calls) if run.recording else 0
         data["diagnosis"] = diagnosis.model_dump(mode="json") if diagnosis is not None else None
-        print_json(data)
+        write_json(data)
         return 0
     render_run(run, console(), max_chars=args.width, diagnosis=diagnosis)
     return 0
@@ -195,7 +196,7 @@ def _render_head(run: Any, out: Any) -> None:
 
     status = run.outcome.status
     head = (
-        f"[bold]run {run.run_id}[/] · {run.framework} · "
+        f"[bold]run {escape(run.run_id)}[/] · {escape(run.framework)} · "
         f"[{STATUS_STYLE.get(status, '')}]{status}[/] · {len(run.steps)} steps"
     )
     out.print(head)
@@ -209,7 +210,8 @@ def _render_head(run: Any, out: Any) -> None:
         out.print(f"[dim]reason:[/] {escape(short(run.outcome.reason, 160))}")
     if run.annotations is not None and run.annotations.mistake_step is not None:
         out.print(
-            f"[dim]labelled decisive error:[/] step {run.annotations.mistake_step} by {run.annotations.mistake_agent}"
+            f"[dim]labelled decisive error:[/] step {run.annotations.mistake_step} by "
+            f"{escape(str(run.annotations.mistake_agent))}"
         )
 
 
@@ -243,6 +245,7 @@ def render_run(run: Any, out: Any, *, max_chars: int | None = None, diagnosis: A
     decisive step is marked in the tree."""
     from rich.tree import Tree
 
+    out = guarded(out)  # stored text: no control character reaches the terminal
     _render_head(run, out)
     out.print(_diagnosis_line(run, diagnosis))
     decisive = None if diagnosis is None or diagnosis.failed else diagnosis.decisive_step_index
@@ -280,6 +283,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
     if diagnosis is None:
-        print(f"no diagnosis yet: run causaltrace diagnose {run.run_id}", file=sys.stderr)
-    print(f"wrote {path}", file=sys.stderr)
+        print(f"no diagnosis yet: run causaltrace diagnose {safe_text(run.run_id)}", file=sys.stderr)
+    print(f"wrote {safe_text(path)}", file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ from causaltrace._cli_replay import write_output
 from causaltrace.cli.common import store
 from causaltrace.cli.fleet import add_pull_fleet_arguments, cmd_pull_many
 from causaltrace.exceptions import InvalidInputError, TraceAssemblyError, UserError
+from causaltrace.report.terminal import safe_text
 
 __all__ = ["add_transfer_commands", "cmd_export", "cmd_import", "cmd_pull", "save_imported"]
 
@@ -75,7 +76,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 raise UserError(f"{path}: no runs found")
         except UserError as exc:
             refused += 1
-            print(f"causaltrace: error: {exc.message}", file=sys.stderr)
+            print(f"causaltrace: error: {safe_text(exc.message)}", file=sys.stderr)
             continue
         imported += 1
     print(f"causaltrace: {imported} imported, {refused} refused", file=sys.stderr)
@@ -96,7 +97,7 @@ def save_imported(args: argparse.Namespace, runs: Iterable[Any]) -> list[str]:
             ids[run.run_id] = None
             db.import_run(run, replace=args.replace)
     for run_id in ids:
-        sys.stdout.write(run_id + "\n")
+        sys.stdout.write(safe_text(run_id) + "\n")
     return list(ids)
 
 

@@ -1,0 +1,107 @@
+"""Nothing injected (issue 36 item 4): a stored run whose texts carry terminal control sequences — OSC 52 (write the
+clipboard), OSC 8 (a disguised link), OSC 0 (the window title), CSI 2J (clear the screen), an 8-bit CSI (U+009B),
+a BEL and a right-to-left override — prints none of them through any CLI surface: ``runs`` (table, wide, JSON),
+``show`` (tree, JSON), ``diagnose`` (text, JSON, ``--all``), ``stats`` (tables, JSON) and ``report``'s terminal
+lines. The CLI runs as a user runs it (a subprocess on pipes; with ``FORCE_COLOR`` rich writes its own colour codes,
+which are the only escapes allowed). The HTML report escapes the same run's markup.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _builders import RunBuilder
+from causaltrace.collector.store import Store
+from causaltrace.report.terminal import guarded, safe_json, safe_text
+from causaltrace.schema import Candidate, Diagnosis, Outcome, StepError
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+EVIL = ("\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\ \x1b]0;pwned\x07"
+        " \x1b[2J\x1b[H \x9b31m \u202etxt.exe\u202c \x07 <script>alert(1)</script>")
+RUN_ID = "evil-run-0001"
+#: Any control character but newline and tab, besides the sequences rich writes itself under FORCE_COLOR (colours,
+#: and the progress bar's cursor hide / show, line erase and cursor up) — never J (clear), H, ] (OSC) or ``\x9b``.
+UNSAFE = re.compile(r"(?!\x1b\[\??[0-9;]*[mlhAK])[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _hostile_store(db: Path) -> None:
+    run = (RunBuilder(RUN_ID).task("do it " + EVIL)
+           .turn("agent" + EVIL).llm("agent" + EVIL, "I fetched " + EVIL).end_turn()
+           .tool_call("agent" + EVIL, "fetch" + EVIL, {"url": EVIL},
+                      status="error", error=StepError(type="Err" + EVIL, message="failed " + EVIL))
+           .build(name="name " + EVIL, framework="autogen",
+                  outcome=Outcome(status="failure", final_answer="answer " + EVIL, reason="reason " + EVIL)))
+    with Store(db) as store:
+        store.save_run(run)
+        store.save_diagnosis(Diagnosis(
+            run_id=RUN_ID, method="graph" + EVIL, verified_by="heuristic", decisive_step_index=2,
+            decisive_step_id=run.steps[2].step_id, agent="agent" + EVIL, confidence=0.9,
+            explanation="because " + EVIL,
+            candidates=(Candidate(step_id=run.steps[2].step_id, index=2, agent="agent" + EVIL, score=0.9,
+                                  reasons=("r " + EVIL,)),)))
+
+
+def _cli(db: Path, *argv: str, color: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "TERM")}
+    env.update(PYTHONPATH=str(SRC), CAUSALTRACE_DB=str(db), COLUMNS="200")
+    if color:
+        env["FORCE_COLOR"] = "1"
+    return subprocess.run([sys.executable, "-m", "causaltrace.cli", *argv], env=env, capture_output=True, text=True,
+                          timeout=120, encoding="utf-8", errors="surrogateescape")
+
+
+COMMANDS = [
+    ("runs",), ("runs", "--wide"), ("runs", "--json"),
+    ("show", RUN_ID), ("show", RUN_ID, "--json"), ("show", RUN_ID, "--width", "400"),
+    ("diagnose", RUN_ID), ("diagnose", RUN_ID, "--json"), ("diagnose", "--all", "--redo"),
+    ("stats",), ("stats", "--json"),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("hostile") / "store.db"
+    _hostile_store(db)
+    return db
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("color", [False, True], ids=["pipe", "color"])
+def test_no_control_sequence_of_a_stored_run_reaches_the_terminal(hostile_db: Path, argv: tuple[str, ...],
+                                                                  color: bool) -> None:
+    proc = _cli(hostile_db, *argv, color=color)
+    assert proc.returncode == 0, proc.stderr
+    assert "pwned" in proc.stdout or "--json" in argv or argv[:2] == ("diagnose", "--all") or argv[0] == "stats" \
+        or "runs" == argv[0], proc.stdout  # the text itself is shown, only its control characters are not
+    for stream in (proc.stdout, proc.stderr):
+        assert not UNSAFE.findall(stream), [m for m in UNSAFE.findall(stream)]
+
+
+def test_report_prints_no_control_sequence_and_its_html_escapes(hostile_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    proc = _cli(hostile_db, "report", RUN_ID, "--html", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert not UNSAFE.findall(proc.stdout + proc.stderr)
+    page = out.read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_shared_helper() -> None:
+    """Plain output shows each control character as a visible escape; JSON stays the same data."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    assert safe_text("a\x1b]0;t\x07b\u202e\n\t") == "a\\x1b]0;t\\x07b\\u202e\n\t"
+    assert json.loads(safe_json({"k": EVIL})) == {"k": EVIL} and not UNSAFE.findall(safe_json({"k": EVIL}))
+    buf = io.StringIO()
+    console = guarded(guarded(Console(file=buf, width=80)))  # guarding twice adds one hook
+    console.print("[bold]x[/] " + EVIL.replace("[", "\\["))
+    assert len(console._render_hooks) == 1 and not UNSAFE.findall(buf.getvalue()) and "pwned" in buf.getvalue()
