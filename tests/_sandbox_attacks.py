@@ -17,14 +17,17 @@ Decisions written down here:
 * setuid binaries (su, mount) are powerless: nosuid mounts, no_new_privs, and host root is not mapped;
 * a fork bomb is contained by the pids cgroup (pids.max=64) and ends at the wall-clock timeout (measured: ~3.1 s
   for timeout_s=3 on a 2-core machine), leaving nothing behind;
+* the work dir is a tmpfs in both sandboxes (240 MiB): a disk bomb is ENOSPC at its size, an inode bomb ENOSPC at
+  its nr_inodes (the unshare fallback, 65,536; Docker) or killed by the memory cgroup its inodes are charged to
+  (bubblewrap, which cannot set nr_inodes: ~280,000 files at 256 MB, 4 s) — never the host's disk;
 * the unshare fallback does not forbid nested user namespaces (bubblewrap's ``--disable-userns`` does), so that
   row runs on bubblewrap only.
 
 Where a container answers otherwise: memory is bounded by the memory cgroup alone (no RLIMIT_AS), so a memory bomb
 is OOM-killed (-9) instead of raising MemoryError; ``kill(-1)`` reaches nothing but the code itself and its init,
 so the code survives it; the parent's pid and files do not exist inside; starting a container takes longer (a
-larger default bound on a row's seconds). Rows of the container's own: the host's address, the work dir is
-size-limited (a tmpfs), a 2 GiB allocation, and an output flood (capped, never on the engine's disk).
+larger default bound on a row's seconds). Rows of the container's own: the host's address, a 2 GiB allocation,
+and an output flood (capped, never on the engine's disk).
 """
 
 from __future__ import annotations
@@ -249,8 +252,21 @@ ATTACKS = [
         "work-dir-is-size-limited",
         BLOCKED + "def fill():\n    for i in range(40):\n        open(f'f{i}', 'wb').write(b'0' * (10 << 20))\n"
         "attempt('fill-work', fill)",
-        None,
-        docker=Expect(stdout_has=("blocked fill-work OSError",), never=_NOTHING_ALLOWED, memory_mb=512),
+        Expect(stdout_has=("blocked fill-work OSError",), never=_NOTHING_ALLOWED, memory_mb=512),
+    ),
+    Attack(  # was: 2 GiB of the host's disk in 4.8 s; now the work dir's 240 MiB tmpfs, then ENOSPC at once
+        "disk-bomb-in-the-work-dir",
+        BLOCKED + "import os\ndef bomb():\n    for i in range(128):\n"
+        "        with open(f'b{i}', 'wb') as f:\n            f.write(b'0' * (16 << 20))\n"
+        "attempt('2GiB-in-work', bomb)\nprint('written MiB', sum(os.path.getsize(n) for n in os.listdir('.')) >> 20)",
+        Expect(stdout_has=("blocked 2GiB-in-work OSError",), never=_NOTHING_ALLOWED, memory_mb=512, max_seconds=10),
+    ),
+    Attack(  # was: ~200,000 host inodes in 6 s; now ENOSPC at nr_inodes (unshare fallback) or, where bubblewrap
+        # cannot set nr_inodes, the inodes' kernel memory charged to the memory cgroup ends it (killed, -9)
+        "inode-bomb-in-the-work-dir",
+        BLOCKED + "def bomb():\n    for i in range(2_000_000):\n        open(f'f{i}', 'w').close()\n"
+        "attempt('2M-files-in-work', bomb)",
+        Expect(exit_code=None, never=_NOTHING_ALLOWED, timeout_s=30, max_seconds=25),
     ),
     Attack(
         "open-files-limit",

@@ -2,7 +2,7 @@
 
 ``unshare --net --ipc --uts --pid --fork --kill-child --mount --propagation private`` starts this script as root
 in fresh namespaces; it then does by hand what bubblewrap would: mounts a tmpfs as the new root, bind-mounts the
-allowed paths read-only (``nosuid,nodev``) and the work dir read-write, mounts ``/proc`` (of the new pid
+allowed paths read-only (``nosuid,nodev``), mounts the work dir's bounded tmpfs and copies the staged files in, mounts ``/proc`` (of the new pid
 namespace), a minimal ``/dev`` and a size-limited ``/tmp``, brings nothing up in the empty network namespace (not
 even ``lo``), ``chroot``s into the new root, drops every privilege (``setgroups([])``, uid/gid 65534, which clears
 all capabilities, ``PR_SET_NO_NEW_PRIVS``) and ``execve``s the command with the given environment.
@@ -12,7 +12,8 @@ cannot leave a chroot; the host mounts stay listed in ``/proc/self/mountinfo``) 
 runs as the host's uid 65534, so host DAC permissions apply on top of the narrow binds).
 
 Usage: ``python -I -S _launcher.py CONFIG_JSON``; CONFIG has ``root`` (an empty directory to mount the new root
-on), ``binds`` ([source, destination, writable]), ``symlinks`` ([target, destination]), ``tmp_size``, ``uid``,
+on), ``binds`` ([source, destination, writable]), ``symlinks`` ([target, destination]), ``tmp_size``, ``work``
+(``staging``, ``dest``, ``size``, ``inodes``: the work dir tmpfs and the files copied into it), ``uid``,
 ``gid``, ``hostname``, ``cwd``, ``env`` and ``argv``.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import sys
 
 MS_RDONLY = 1
@@ -63,6 +65,19 @@ def _bind(root: str, source: str, dest: str, writable: bool, *, nodev: bool = Tr
     _mount(None, target, None, flags)
 
 
+def _work_dir(root: str, work: dict, uid: int, gid: int) -> None:
+    """The work dir: a tmpfs bounded in size and inodes, owned by the sandbox's uid, with the staged files copied
+    in (they stay on the host only in the staging dir the sandbox never sees)."""
+    target = root + work["dest"]
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=0700,uid={uid},gid={gid},size={int(work['size'])},nr_inodes={int(work['inodes'])}")
+    shutil.copytree(work["staging"], target, dirs_exist_ok=True)
+    for here, dirs, files in os.walk(target):
+        for name in dirs + files:
+            os.lchown(os.path.join(here, name), uid, gid)
+
+
 def main(config: dict) -> None:
     root = config["root"]
     os.makedirs(root, exist_ok=True)
@@ -90,6 +105,7 @@ def main(config: dict) -> None:
         os.symlink(target, root + dest)
     for source, dest, writable in config["binds"]:
         _bind(root, source, dest, writable)
+    _work_dir(root, config["work"], config["uid"], config["gid"])
     _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     name = config["hostname"].encode()
     _libc.sethostname(name, len(name))  # best effort: the uts namespace is private anyway

@@ -15,9 +15,10 @@ ARCHITECTURE decision 7; FACTS.md "Isolation primitives that work here". What on
   links of a merged-/usr host), ``/etc/ld.so.cache``, ``/etc/alternatives``, a synthetic ``/etc/passwd``,
   ``/etc/group`` and ``/etc/hosts``, the code file and the worker program read-only under ``/opt/causaltrace``, and
   the caller's ``allow_paths`` read-only. Never ``/`` as a whole, ``/root``, ``$HOME``, the repository or ``/sys``.
-  The only writable places: a fresh temporary work dir bound at ``/work`` (the cwd; ``files`` are written there
-  first; ``/sandbox`` instead when a read-only bind lives under ``/work`` — see ``work_dir``) and size-limited
-  tmpfs ``/tmp`` and ``/dev/shm``. ``/proc`` is the sandbox's own, with ``/proc/sys``
+  The only writable places: a fresh work dir at ``/work`` (the cwd; ``/sandbox`` instead when a read-only bind
+  lives under ``/work`` — see ``work_dir``), a tmpfs of ``work_mb`` MiB made inside the sandbox with the run's
+  ``files`` copied in (``_workdir.py``: nothing of it is on the host's disk; its inodes are bounded too), and
+  size-limited tmpfs ``/tmp`` and ``/dev/shm``. ``/proc`` is the sandbox's own, with ``/proc/sys``
   read-only: sysctl writes are checked by uid alone and, when the caller is root, the sandbox's uid maps back to
   host root — without it ``kernel.core_pattern`` was writable from inside (host-root code execution). ``/dev`` is
   bubblewrap's minimal one, read-only. No ``/sys``.
@@ -87,6 +88,7 @@ from causaltrace.replay.sandbox._common import (
     exit_code_of,
     write_files,
 )
+from causaltrace.replay.sandbox._workdir import bwrap_work_args
 from causaltrace.replay.sandbox._worker import FramedChannel, FramedWorker, watchdog
 from causaltrace.schema import CodeResult
 
@@ -328,6 +330,9 @@ class SubprocessSandbox:
         max_file_mb: ``RLIMIT_FSIZE``, the largest file the code may write.
         max_open_files: ``RLIMIT_NOFILE``.
         tmp_mb: size of the tmpfs ``/tmp`` (its pages are also charged to the memory cgroup).
+        work_mb: size of the tmpfs work dir (``files`` must fit in it; its pages are charged to the memory cgroup).
+        work_inodes: the work dir's ``nr_inodes`` in the unshare fallback (bubblewrap cannot set it: there the
+            inodes' kernel memory, charged to the memory cgroup, bounds them).
         max_output_bytes: how much of each of stdout and stderr a run keeps.
     """
 
@@ -342,6 +347,8 @@ class SubprocessSandbox:
         max_file_mb: int = 64,
         max_open_files: int = 256,
         tmp_mb: int = 64,
+        work_mb: int = 240,
+        work_inodes: int = 65536,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self.python = python
@@ -368,6 +375,8 @@ class SubprocessSandbox:
         self.max_file_mb = max_file_mb
         self.max_open_files = max_open_files
         self.tmp_mb = tmp_mb
+        self.work_mb = work_mb
+        self.work_inodes = work_inodes
         self.max_output_bytes = max_output_bytes
         #: The work dir's path inside the sandbox: ``/work``, or ``/sandbox`` when a read-only bind lives under
         #: ``/work`` (e.g. a virtualenv inside a repository checked out under ``/work``).
@@ -468,12 +477,13 @@ class SubprocessSandbox:
     # --------------------------------------------------------------------------------------------- internals
 
     def _make_work_dir(self, root: Path, files: Mapping[str, bytes] | None) -> Path:
+        """The host staging dir of ``files`` (copied into the sandbox's own work dir tmpfs at start)."""
         work = root / "work"
         work.mkdir()
-        owner = (SANDBOX_UID, SANDBOX_UID) if self.mode == "unshare" else None
-        write_files(work, files, owner=owner)
-        if owner is not None:
-            os.chown(work, *owner)
+        write_files(work, files)
+        total = sum(p.stat().st_size for p in work.rglob("*") if p.is_file())
+        if total > self.work_mb * MIB:
+            raise InvalidInputError(f"the files of the run ({total} bytes) do not fit the work dir ({self.work_mb} MiB)")
         return work
 
     def _env(self, layout: _PythonLayout) -> dict[str, str]:
@@ -502,7 +512,6 @@ class SubprocessSandbox:
         binds += [(str(etc / name), f"/etc/{name}", False) for name in ("passwd", "group", "hosts")]
         binds.append((str(_PYWORKER_SOURCE), PYWORKER_PATH, False))
         binds += [(source, dest, False) for source, dest in extra]
-        binds.append((str(work), self.work_dir, True))
         return binds, list(symlinks)
 
     def _limits(self, memory_mb: int, cpu_seconds: int | None, cgroup: RunCgroup) -> list[tuple[int, int, int]]:
@@ -535,11 +544,13 @@ class SubprocessSandbox:
         layout = _python_layout(self.python)
         env = self._env(layout)
         binds, symlinks = self._binds(layout, work, extra_binds)
+        fds: list[int] = []
         if self.mode == "bwrap":
-            command = self._bwrap_command(argv, binds, symlinks)
+            work_args, fds = bwrap_work_args(work, self.work_dir, self.work_mb * MIB)
+            command = self._bwrap_command(argv, binds, symlinks, work_args)
             popen_env = env
         else:
-            command = self._unshare_command(argv, binds, symlinks, env, root, layout)
+            command = self._unshare_command(argv, binds, symlinks, env, root, layout, work)
             popen_env = {"PATH": "/usr/bin:/bin"}
         cgroup = RunCgroup(
             pids_max=self.pids_max,
@@ -556,15 +567,19 @@ class SubprocessSandbox:
                 cwd=str(root),
                 close_fds=True,
                 start_new_session=True,
+                pass_fds=fds,
                 preexec_fn=_Preexec(cgroup, self._limits(memory_mb, cpu_seconds, cgroup)),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             cgroup.remove()
             raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+        finally:
+            for fd in fds:  # the child has its copies; bubblewrap reads them before the code starts
+                os.close(fd)
         return proc, cgroup
 
     def _bwrap_command(
-        self, argv: list[str], binds: list[tuple[str, str, bool]], symlinks: list[tuple[str, str]]
+        self, argv: list[str], binds: list[tuple[str, str, bool]], symlinks: list[tuple[str, str]], work: list[str]
     ) -> list[str]:
         command = [
             self._tool,
@@ -588,6 +603,7 @@ class SubprocessSandbox:
             command += ["--symlink", target, path]
         for source, dest, writable in binds:
             command += ["--bind" if writable else "--ro-bind", source, dest]
+        command += work  # the work dir: a tmpfs of its own, the staged files copied in
         command += ["--chdir", self.work_dir, "--remount-ro", "/", "--"]
         return command + argv
 
@@ -599,12 +615,15 @@ class SubprocessSandbox:
         env: dict[str, str],
         root: Path,
         layout: _PythonLayout,
+        work: Path,
     ) -> list[str]:
         config = {
             "root": str(root / "newroot"),
             "binds": binds,
             "symlinks": symlinks,
             "tmp_size": self.tmp_mb * MIB,
+            "work": {"staging": str(work), "dest": self.work_dir, "size": self.work_mb * MIB,
+                     "inodes": self.work_inodes},
             "uid": SANDBOX_UID,
             "gid": SANDBOX_UID,
             "hostname": "sandbox",
