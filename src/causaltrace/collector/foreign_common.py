@@ -12,7 +12,7 @@ stays linear in the length of the run. A message that matches nothing adds no ed
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -129,14 +129,36 @@ class TraceTree:
             if span.parent_span_id:
                 self.children.setdefault(span.parent_span_id, []).append(span)
 
+        self.adopted: dict[str, SpanLike] = {}
+
+    def adopt(self, holders: Callable[[SpanLike], bool],
+              owner: Callable[[SpanLike, list[SpanLike]], SpanLike | None] | None = None) -> None:
+        """Give each span whose parent is missing (another instrumentor's span, traced at once; or lost) a parent
+        its ancestry goes on from: among the spans ``holders`` accepts that enclose it in time, the one ``owner``
+        picks (what the span itself says), else the innermost (spans running in parallel overlap: the latest
+        started encloser is taken)."""
+        candidates = [s for s in self.spans if holders(s)]
+        for span in self.spans:
+            if span.parent_span_id and span.parent_span_id not in self.by_id:
+                around = [c for c in candidates if c.span_id != span.span_id and c.start <= span.start
+                          and (not c.end or (span.end and span.end <= c.end))
+                          and (c.start, -c.end) < (span.start, -span.end)]
+                chosen = owner(span, around) if owner is not None and around else None
+                if chosen is not None or around:
+                    self.adopted[span.span_id] = chosen or max(around, key=lambda c: (c.start, -c.end))
+
+    def parent(self, span: SpanLike) -> SpanLike | None:
+        """The span's parent, else the span :meth:`adopt` gave it, else None."""
+        return self.by_id.get(span.parent_span_id or "") or self.adopted.get(span.span_id)
+
     def ancestors(self, span: SpanLike) -> Iterable[SpanLike]:
-        """The span's ancestors, nearest first (a missing parent ends the walk; a cycle is cut)."""
+        """The span's ancestors, nearest first (a missing, unadopted parent ends the walk; a cycle is cut)."""
         seen = {span.span_id}
-        parent = self.by_id.get(span.parent_span_id or "")
+        parent = self.parent(span)
         while parent is not None and parent.span_id not in seen:
             seen.add(parent.span_id)
             yield parent
-            parent = self.by_id.get(parent.parent_span_id or "")
+            parent = self.parent(parent)
 
 
 def call_key(agent: str, call_id: str) -> str:
@@ -152,6 +174,7 @@ class InputMessage:
     text: str = ""
     tool_call_ids: tuple[str, ...] = ()
     result_of: str | None = None  # the call id a tool / function message answers
+    is_error: bool = False  # a tool result the framework told the model had failed
 
 
 @dataclass
@@ -163,6 +186,7 @@ class MessageIndex:
     result_texts: dict[str, Step] = field(default_factory=dict)
     producers: dict[str, Step] = field(default_factory=dict)  # call id or message step id -> its llm_response
     recent: list[Step] = field(default_factory=list)  # results in order (the last few are searched inside texts)
+    said: list[Step] = field(default_factory=list)  # texts in order (the last few are searched inside prompts)
 
     def note(self, step: Step, by: Step | None = None) -> None:
         """Remember a step an input message may quote (``by``: the llm_response that produced it)."""
@@ -175,6 +199,7 @@ class MessageIndex:
                 self.recent.append(step)
         elif step.kind in ("task", "message", "final_answer", "handoff") and key:
             self.texts[key] = step
+            self.said.append(step)
         if by is not None:
             self.producers[call_key(by.agent, step.call_id) if step.call_id else step.step_id] = by
 
@@ -188,6 +213,9 @@ class MessageIndex:
                 found.append(producer)
             if message.role in ("tool", "function"):
                 found.extend(self._quoted(message.text, agent, before))
+            elif message.role == "user" and producer is None:  # a prompt quoting the conversation (a selector's)
+                found.extend(s for s in self.said[-20:] if s.index < before and len(s.content.strip()) > 1
+                             and s.content.strip() in message.text)
         own = [p for p in found if p.kind == "llm_response" and p.agent == agent]
         continued = max(own, key=lambda s: s.index) if own else None
         deps = [Dependency(step_id=continued.step_id, kind="continues")] if continued else []

@@ -31,6 +31,15 @@ Mapping, spans in start order (``openinference.span.kind``):
   when the span ends, that call's result (``output.value``); a ``final_answer`` tool's result is also the agent's
   ``final_answer``; ``tool-call`` / ``tool-response`` messages are read for their call ids and results; calls are
   paired with results per agent (two agents' models may give the same ids);
+* AutoGen AgentChat (:mod:`~causaltrace.collector.span_autogen`): a model call in a team's run (``<Team>.run_stream``
+  CHAIN span) but in no agent's turn is the team manager's (``SelectorGroupChatManager``,
+  ``MagenticOneOrchestrator``…); when the team span ends, its ``TaskResult`` gives the run's ``final_answer``
+  (``answer_of`` the message that said it) as AutoGen's run ended; a tool result the framework told the model had
+  failed (``is_error`` in the next request) is marked ``error``; a prompt that quotes earlier messages verbatim
+  (a selector's) ``saw`` them;
+* a span whose parent is missing — traced beside causaltrace, whose spans become the current context, or cut — is
+  adopted by the AGENT / CHAIN span around it in time (of two managed agents running in parallel, the one its
+  model calls name) before the mapping above;
 * other kinds (RETRIEVER, EMBEDDING, …) and spans of no convention are not steps;
 * a failed span gives a step marked as it was (:func:`~causaltrace.collector.foreign_common.step_error`): status
   ``error`` for ERROR, or UNSET with an ``exception`` event; the error's text from the status message, else the
@@ -64,6 +73,7 @@ from causaltrace.collector.foreign_common import (
     step_status,
 )
 from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader, framework_of
+from causaltrace.collector.span_autogen import final_answer, manager_of_team, team_name
 from causaltrace.collector.span_smolagents import (
     STEP_SPAN,
     code_of,
@@ -73,7 +83,7 @@ from causaltrace.collector.span_smolagents import (
     positional_arguments,
     smolagents_message,
 )
-from causaltrace.schema import Dependency, Run, Step, TokenUsage
+from causaltrace.schema import Dependency, Run, Step, StepError, TokenUsage
 
 __all__ = ["KIND", "run_of_trace"]
 
@@ -133,7 +143,8 @@ def _input_messages(attrs: dict[str, Any]) -> list[InputMessage]:
         if functions:  # autogen's FunctionExecutionResultMessage: one JSON object per result
             for fn in functions:
                 fn = fn if isinstance(fn, dict) else {"content": fn}
-                out.append(InputMessage(role="tool", text=str(fn.get("content", "")), result_of=fn.get("call_id")))
+                out.append(InputMessage(role="tool", text=str(fn.get("content", "")), result_of=fn.get("call_id"),
+                                        is_error=fn.get("is_error") is True))
             continue
         if role in ("tool-call", "tool-response", "user"):  # smolagents' roles and prefixes
             role, text, ids, answered = smolagents_message(role, text)
@@ -187,6 +198,9 @@ class _Reader:
                 return self.turns[parent.span_id].agent, self.turns[parent.span_id]
             if parent.attrs.get("gen_ai.agent.name"):
                 return str(parent.attrs["gen_ai.agent.name"]), None
+            team = team_name(parent.name) if parent.attrs.get(KIND) == "CHAIN" else None
+            if team is not None:  # in a team's run, in no agent's turn: the team's manager
+                return manager_of_team(team), None
         return "agent", None
 
     def flush(self, until: int | None = None) -> None:
@@ -219,6 +233,8 @@ class _Reader:
     def read(self, span: SpanLike) -> None:
         self.flush(span.start)
         kind = span.attrs.get(KIND)
+        if kind == "CHAIN" and team_name(span.name) and not any(KIND in p.attrs for p in self.tree.ancestors(span)):
+            self.later_at(span, lambda: self.team_answer(span))
         if kind in ("CHAIN", "AGENT") and self.b.task is None and not any(KIND in p.attrs
                                                                           for p in self.tree.ancestors(span)):
             value = json_or_text(span.attrs.get("input.value"))
@@ -276,6 +292,28 @@ class _Reader:
         around = [s for s in around if s.start <= span.start and (not s.end or not span.end or span.end <= s.end)]
         return self.code[max(around, key=lambda s: s.start).span_id] if around else None
 
+    def team_answer(self, span: SpanLike) -> None:
+        """An AutoGen team run's final answer (:func:`~causaltrace.collector.span_autogen.final_answer`),
+        ``answer_of`` the message step that said it."""
+        answer = final_answer(json_or_text(span.attrs.get("output.value")))
+        if answer is None:
+            return
+        agent, text = answer
+        said = next((s for s in reversed(self.b.steps) if s.kind == "message" and s.agent == agent), None)
+        self.b.text("final_answer", agent, text, status="ok",
+                    depends_on=(Dependency(step_id=said.step_id, kind="answer_of"),) if said else ())
+
+    def failed_results(self, agent: str, messages: list[InputMessage]) -> None:
+        """Tool results an agent's model was told had failed (AutoGen's ``is_error``), marked as they were."""
+        for message in messages:
+            result = self.index.results.get(call_key(agent, message.result_of or "")) if message.is_error else None
+            if result is not None and result.status == "ok":
+                failed = result.model_copy(update={
+                    "status": "error", "outputs": {**result.outputs, "is_error": True},
+                    "error": StepError(type="ToolError", message=result.content[:2000])})
+                self.b.steps[result.index] = failed
+                self.index.note(failed)
+
     def later_at(self, span: SpanLike, action: Any) -> None:
         heapq.heappush(self.later, (span.end or span.start, len(self.b.steps) * 1000 + len(self.later), action))
 
@@ -323,6 +361,7 @@ class _Reader:
         agent, turn = self.agent_of(span)
         parent = turn.step_id if turn else None
         messages = _input_messages(span.attrs)
+        self.failed_results(agent, messages)
         text, calls = _output(span.attrs)
         prompt, completion = span.attrs.get("llm.token_count.prompt"), span.attrs.get("llm.token_count.completion")
         usage = TokenUsage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0)) if prompt else None
@@ -373,9 +412,25 @@ class _Reader:
         return self.pending(agent, name)
 
 
+def _owner(span: SpanLike, around: list[SpanLike], tree: TraceTree) -> SpanLike | None:
+    """Of the spans enclosing a span whose parent is lost, the AGENT span of the agent its model calls name
+    (smolagents' managed-agent prompt in their first messages): two managed agents running in parallel overlap."""
+    agents = [a for a in around if a.attrs.get(KIND) == "AGENT"]
+    if len(agents) < 2:
+        return None
+    for llm in (span, *tree.children.get(span.span_id, ())):
+        for raw in indexed(llm.attrs, "llm.input_messages.")[:3]:
+            name = managed_agent(_content(raw))
+            if name is not None:
+                return next((a for a in reversed(agents) if _agent_name(a) == name), None)
+    return None
+
+
 def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
     """The Run of one trace's OpenInference spans; ``None`` when none of them is an AGENT, LLM or TOOL span."""
     tree = TraceTree(spans)
+    # traced beside causaltrace (or cut), spans lose their parents: they are adopted by the spans around them
+    tree.adopt(lambda s: s.attrs.get(KIND) in ("AGENT", "CHAIN"), lambda s, around: _owner(s, around, tree))
     b = ChatBuilder("trace", trace_id, where, provenance="openinference")
     reader = _Reader(tree, b)
     for span in tree.spans:

@@ -25,7 +25,7 @@ __all__ = ["STEP_SPAN", "code_of", "managed_agent", "managed_task", "observation
 
 STEP_SPAN = re.compile(r"Step \d+")
 _CODE = re.compile(r"<code>\s*\n?(.*?)\n?\s*</code>|```(?:py|python)?\s*\n(.*?)\n?```", re.DOTALL)
-_LOGS = re.compile(r"Execution logs:\n(.*?)(?:\nLast output from code snippet:\n(.*))?\Z", re.DOTALL)
+_LOGS = re.compile(r"Execution logs:\n(.*?)(?:\n?Last output from code snippet:\n(.*))?\Z", re.DOTALL)
 _CALL_IDS = re.compile(r"""['"]id['"]\s*:\s*['"]([^'"]+)['"]""")
 _CALL_ID_LINE = re.compile(r"Call id:\s*(\S+)\s*\n")
 _NAMED = re.compile(r"You're a helpful agent named '([^']+)'")
