@@ -13,26 +13,34 @@ Shared helpers (cli.py imports them from here, so the two halves never import ea
   read-only directory can be read and nothing is ever migrated or written by them.
 * :func:`write_output` creates the parent directories of ``-o FILE`` and turns an OSError into a one-line
   ``UserError``.
+
+The demo's status line (:func:`live_status`) and the commands' consoles write to fixed files and redirect nothing:
+a display proxy on ``sys.stdout`` and the replays' output capture wrapped each other and froze ``demo`` in a
+terminal (issue 33; :mod:`causaltrace.replay.concurrency`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 from causaltrace.exceptions import UserError
 
-__all__ = ["EXIT_USER_ERROR", "Parser", "add_keep_server", "add_replay_commands", "load_callable", "open_store",
-           "write_output"]
+__all__ = ["EXIT_NO_REPAIR", "EXIT_USER_ERROR", "Parser", "add_keep_server", "add_replay_commands", "live_status",
+           "load_callable", "open_store", "write_output"]
 
 EXIT_USER_ERROR = 2
+#: ``repair``'s exit code when the search found no repair (0: one was found)
+EXIT_NO_REPAIR = 1
 
 
 class Parser(argparse.ArgumentParser):
@@ -113,7 +121,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     factory = load_callable(args.factory, "--factory")
     verify = load_callable(args.verify, "--verify")
-    err = Console(stderr=True, highlight=False)
+    err = Console(file=sys.stderr, highlight=False)  # a fixed file: never the replays' routed stream
     with Store(args.db) as store:
         run = store.get_run(args.run_id)
         candidates = [int(i) for i in args.steps.split(",")] if args.steps else None
@@ -137,7 +145,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
                    max_replays=args.max_replays or None, max_seconds=args.max_seconds or None,
                    concurrency=args.concurrency, prune=not args.no_prune)
         )
-    out = Console(highlight=False)
+    out = Console(file=sys.stdout, highlight=False)
     printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
     if printed:
         err.print(f"[dim]the framework printed {printed} lines during the replays (kept in the diagnosis's "
@@ -150,7 +158,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if result.decisive is None:
         why = f"; the {result.budget_exhausted} budget ran out" if result.budget_exhausted else ""
         out.print(f"[yellow]no repair found[/] in {tried} ({result.seconds:.1f} s){why}{pruned}", soft_wrap=True)
-        return 0
+        return EXIT_NO_REPAIR
     step = run.step(result.decisive.step_id)
     how = escape(result.decisive.best.intervention.description if result.decisive.best else "")
     if result.decisive.phase == "environment":
@@ -193,15 +201,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.db:
         os.environ["CAUSALTRACE_DB"] = args.db
     frameworks = ["autogen", "smolagents"] if args.framework == "both" else [args.framework]
-    err = Console(stderr=True, highlight=False)
-    out = Console(highlight=False)
+    # fixed files: the consoles never write through the replays' routed streams, and the status line redirects
+    # nothing (the two wrapping each other froze the demo in a terminal, issue 33)
+    err = Console(file=sys.stderr, highlight=False)
+    out = Console(file=sys.stdout, highlight=False)
     out_dir = Path(args.out) if args.out else causaltrace_home() / "demo"
     started = time.perf_counter()
-    with err.status("causaltrace demo") as status:
+    with live_status(err, "causaltrace demo") as update:
 
         def say(message: str) -> None:
-            status.update(message)
-            err.print(f"[dim]{message}[/]")
+            update(message)
+            err.print(f"[dim]{escape(message)}[/]")
 
         results = run_demo(frameworks, model=args.model, out_dir=out_dir, say=say)
     # The table fits an 80-column terminal; the fixes, which are long, and the paths go on lines of their own,
@@ -236,6 +246,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if hasattr(provider, "force_flush"):
             provider.force_flush()
     return 0 if all(r.repaired for r in results) else 1
+
+
+@contextlib.contextmanager
+def live_status(console: Any, text: str) -> Iterator[Callable[[str], None]]:
+    """A transient spinner line on ``console`` (which must write to a fixed file) for the block; yields the function
+    that changes its text. Nothing is redirected: ``sys.stdout`` / ``sys.stderr`` stay what they were. ASCII
+    spinner frames when the console's encoding is not UTF; the text is cut, never wrapped, on a narrow terminal."""
+    from rich.live import Live
+    from rich.spinner import Spinner
+    from rich.text import Text
+
+    def line(message: str) -> Text:
+        return Text(message, no_wrap=True, overflow="ellipsis")
+
+    spinner = Spinner("dots" if console.encoding.lower().startswith("utf") else "line", text=line(text))
+    with Live(spinner, console=console, transient=True, redirect_stdout=False, redirect_stderr=False,
+              refresh_per_second=10):
+        yield lambda message: spinner.update(text=line(message))
 
 
 def add_replay_commands(sub: Any) -> None:

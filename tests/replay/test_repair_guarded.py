@@ -158,7 +158,7 @@ def test_cli_prints_one_line_per_marked_replay_and_no_traceback(capsys):
     step = _add_call(run)
     code = main(["repair", run.run_id, "--factory", f"{__file__}:broken_factory", "--verify",
                  f"{EXAMPLES / 'autogen_team.py'}:verify", "--steps", str(step.index), "--max-replays", "3", "-k", "0"])
-    assert code == 0
+    assert code == 1  # no repair found (issue 33: repair's exit code says so)
     out, err = capsys.readouterr()
     progress = [line for line in err.splitlines() if "· step #" in line]
     assert len(progress) == 3 and all("(RuntimeError)" in line for line in progress), err

@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 
 from causaltrace._cli_replay import EXIT_USER_ERROR, Parser, add_replay_commands
 from causaltrace.cli.bench import add_bench_commands
+from causaltrace.cli.common import guard_output
 from causaltrace.cli.diagnose import add_diagnose_command
 from causaltrace.cli.fleet import add_stats_command
 from causaltrace.cli.inspection import add_inspection_commands, add_report_command
+from causaltrace.cli.interrupt import stop_on_signals
 from causaltrace.cli.local import add_local_commands, release_local_server
 from causaltrace.cli.run_team import add_run_command
 from causaltrace.cli.transfer import add_transfer_commands
@@ -61,17 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``causaltrace`` command; returns the exit code."""
+    """Entry point of the ``causaltrace`` command; returns the exit code.
+
+    Run as the command (``argv`` None: the process's own arguments), it also guards the process's output streams
+    (:func:`~causaltrace.cli.common.guard_output`: an unwritable or non-UTF output is never a traceback) and stops
+    on SIGINT / SIGTERM as :mod:`~causaltrace.cli.interrupt` says (exit 130 / 143 within 2 s)."""
+    finish = guard_output() if argv is None else None
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR
     func: Callable[[argparse.Namespace], int] = args.func
+    signals = stop_on_signals(keep_server=bool(getattr(args, "keep_server", False))) if argv is None else nullcontext()
     try:
-        return _run(func, args)
+        with signals:
+            code = _run(func, args)
     finally:
         release_local_server(args)
+    return finish(code) if finish is not None else code
 
 
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -1,5 +1,12 @@
 """What the command modules of :mod:`causaltrace.cli` share: the store of ``--db``, consoles, JSON output, the
-status colours and text shortening.
+status colours and text shortening, and the guard on the process's own output streams.
+
+Output that cannot be written never becomes a traceback (issue 33, "Bad input"): :func:`guard_output` makes
+``sys.stdout`` / ``sys.stderr`` replace what their encoding cannot show (an ASCII or Latin-1 terminal gets ``?``
+for ``→``), and turns a write error into a note instead of an exception — a closed pipe (``| head -1``) drops the
+rest of the output and the command finishes with its own exit code; a full device (``> /dev/full``) is one line
+on stderr at the end and exit code 1. :func:`live_status` is a spinner line that redirects nothing (the replay
+output capture and a display proxy must never wrap each other, :mod:`causaltrace.replay.concurrency`).
 
 Kept in one place so every command prints the same way (ARCHITECTURE "CLI conventions"); the parser helpers that
 the replay half shares with this package (``Parser``, ``open_store``, ``write_output``) live in
@@ -9,15 +16,18 @@ the replay half shares with this package (``Parser``, ``open_store``, ``write_ou
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from causaltrace._cli_replay import open_store
 
-__all__ = ["STATUS_STYLE", "console", "csv_values", "print_json", "short", "store", "wide_console"]
+__all__ = ["STATUS_STYLE", "GuardedStream", "console", "csv_values", "guard_output", "print_json", "short", "store",
+           "wide_console"]
 
 #: rich style of each run / step status
 STATUS_STYLE = {
@@ -70,3 +80,69 @@ def short(text: str | None, width: int = 80) -> str:
 def csv_values(values: Sequence[str] | None) -> list[str]:
     """The values of a repeatable, comma-separated option (``--ablate a,b --ablate c``)."""
     return [v.strip() for raw in values or () for v in raw.split(",") if v.strip()]
+
+
+class GuardedStream:
+    """A text stream whose write errors are noted, not raised (module docstring): after the first one its file
+    descriptor is pointed at ``/dev/null`` (the interpreter's own flush at exit then succeeds too) and the rest of
+    the output is dropped. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        #: the first write error (None while writing works); EPIPE means the reader went away
+        self.error: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.error is None:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.error = exc
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+    def isatty(self) -> bool:
+        return self.error is None and self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def guard_output() -> Callable[[int], int]:
+    """Guard ``sys.stdout`` and ``sys.stderr`` for the rest of the process (module docstring); returns the function
+    that, given the command's exit code, flushes stdout and gives the code to exit with: the command's, or 1 with
+    one line on stderr when stdout could not be written (a closed pipe is not an error: its reader chose to stop)."""
+    guarded: dict[str, GuardedStream] = {}
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, GuardedStream):
+            continue
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="replace")
+        guarded[name] = GuardedStream(stream)
+        setattr(sys, name, guarded[name])
+
+    def finish(code: int) -> int:
+        out = guarded.get("stdout")  # sys.stdout itself may be a replay router's stream left installed (idle)
+        if out is None:
+            return code
+        out.flush()
+        if out.error is None or out.error.errno == errno.EPIPE:
+            return code
+        print(f"causaltrace: error: cannot write the output: {out.error.strerror or out.error}", file=sys.stderr)
+        return code or 1
+
+    return finish

@@ -34,6 +34,20 @@ the replay running in the current context (:func:`captured`; asyncio tasks and `
 A write from another thread that carries no replay context (a framework's executor thread) goes to the one replay
 running when there is only one, else to a shared buffer counted as unattributed; anything else — the search's own
 progress lines — reaches the terminal as before.
+
+**Never wrapped into a terminal display, and the terminal never gets a replay's late output** (issue 33 item 1).
+A rich live display (``Console.status``, ``Live``) may have replaced ``sys.stdout`` / ``sys.stderr`` by its proxy,
+which writes through its console — and a console without a fixed file writes to ``sys.stdout`` / ``sys.stderr``:
+wrapping that proxy made the proxy and the router write into each other forever (``causaltrace demo`` froze in a
+terminal). The router therefore wraps the stream under such a proxy (``rich_proxied_file``), never the proxy, and
+the CLI's own status display redirects nothing. A replay that outlives the search — cancelled after it ran ahead,
+or past its timeout, its worker thread still running — keeps writing to its own buffer: when the search ends while
+threads it started are still alive, the routing streams stay installed, idle (a write from any other thread passes
+straight through), instead of handing those threads the terminal.
+
+**Stopping** (``causaltrace`` on SIGINT, :mod:`causaltrace.cli.interrupt`): :func:`request_stop` makes every
+:func:`in_order` start nothing more, and :func:`save_interrupted` runs what each search registered with
+:func:`on_interrupt` (the repair search stores what it tried, marked interrupted, in one transaction).
 """
 
 from __future__ import annotations
@@ -43,21 +57,27 @@ import collections
 import contextlib
 import contextvars
 import io
+import logging
 import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["CANCEL_GRACE_S", "OutputRouter", "captured", "default_concurrency", "in_order", "routed_output"]
+__all__ = ["CANCEL_GRACE_S", "OutputRouter", "captured", "default_concurrency", "in_order", "on_interrupt",
+           "request_stop", "routed_output", "save_interrupted", "stop_requested"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("causaltrace")
 
 #: How long cancelled replays that ran ahead are waited for (a framework's cleanup may wait on a stuck call).
 CANCEL_GRACE_S = 2.0
 
 _BUFFER: contextvars.ContextVar[io.StringIO | None] = contextvars.ContextVar("causaltrace_replay_output",
                                                                               default=None)
+_STOP = threading.Event()  # set once: no replay starts any more in this process (module docstring, "Stopping")
+_SAVERS: list[Callable[[], None]] = []  # what the running searches store when the process is stopped
 
 
 def default_concurrency() -> int:
@@ -92,24 +112,48 @@ class _RoutedStream(io.TextIOBase):
         return str(getattr(self.original, "encoding", "utf-8"))
 
 
+def _underlying(stream: Any) -> Any:
+    """The stream under a rich live display's proxy (``rich_proxied_file``) or under another router's stream."""
+    stream = getattr(stream, "rich_proxied_file", stream)
+    return stream.original if isinstance(stream, _RoutedStream) else stream
+
+
 class OutputRouter:
     """Where a write goes while replays run (module docstring): the replay's buffer, else the only replay's, else
-    the unattributed buffer (another thread), else the terminal."""
+    the unattributed buffer (another thread), else the terminal. Idle (no search running), only the threads that
+    wrote for replays are still caught; everything else passes through."""
 
     def __init__(self) -> None:
         self.owner = threading.get_ident()
         self.active: list[io.StringIO] = []
         self.unattributed = io.StringIO()
+        self.searching = False
+        #: threads that wrote, with no replay context, while the search ran: a framework's worker threads
+        self.replay_threads: set[int] = set()
+        self.streams: tuple[_RoutedStream, _RoutedStream] | None = None
         self._lock = threading.Lock()
 
     def target(self) -> io.StringIO | None:
         buffer = _BUFFER.get()
-        if buffer is not None:
+        if buffer is not None:  # a replay's own context — also after its search ended (a thread that outlived it)
             return buffer
-        if threading.get_ident() == self.owner:
+        ident = threading.get_ident()
+        if ident == self.owner and self.searching:
             return None
         with self._lock:
+            if not self.searching:
+                return self.unattributed if ident in self.replay_threads else None
+            self.replay_threads.add(ident)
             return self.active[0] if len(self.active) == 1 else self.unattributed
+
+    def install(self, stdout: Any, stderr: Any) -> None:
+        """Route ``sys.stdout`` / ``sys.stderr`` (over the streams under any live display's proxy) through this
+        router, and start routing for a search run by the calling thread."""
+        if self.streams is None:
+            self.streams = _RoutedStream(self, _underlying(stdout)), _RoutedStream(self, _underlying(stderr))
+        sys.stdout, sys.stderr = self.streams
+        self.owner = threading.get_ident()
+        self.searching = True
 
     @contextlib.contextmanager
     def replay(self) -> Iterator[io.StringIO]:
@@ -126,24 +170,37 @@ class OutputRouter:
             _BUFFER.reset(token)
 
 
-_ROUTER: list[OutputRouter] = []  # the installed router (a stack: a nested search reuses the outer one)
+_ROUTER: list[OutputRouter] = []  # the routers of the searches running (a stack: a nested search reuses the outer)
+
+
+def _idle_router() -> OutputRouter | None:
+    """The router a finished search left installed (idle), when ``sys.stdout`` / ``sys.stderr`` are still its."""
+    out, err = (getattr(s, "rich_proxied_file", s) for s in (sys.stdout, sys.stderr))
+    if isinstance(out, _RoutedStream) and isinstance(err, _RoutedStream) and out.router is err.router:
+        return out.router
+    return None
 
 
 @contextlib.contextmanager
 def routed_output() -> Iterator[OutputRouter]:
-    """Install per-replay output routing on ``sys.stdout`` / ``sys.stderr`` for the block (reentrant)."""
+    """Install per-replay output routing on ``sys.stdout`` / ``sys.stderr`` for the block (reentrant). When the
+    block ends while threads it started still run (a replay that outlived its search), the routing stays
+    installed, idle, so they never write to the terminal (module docstring)."""
     if _ROUTER:
         yield _ROUTER[-1]
         return
-    router = OutputRouter()
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _RoutedStream(router, saved[0]), _RoutedStream(router, saved[1])
+    before = {t.ident for t in threading.enumerate()}
+    router = _idle_router() or OutputRouter()
+    router.install(*saved)
     _ROUTER.append(router)
     try:
         yield router
     finally:
         _ROUTER.pop()
-        sys.stdout, sys.stderr = saved
+        router.searching = False
+        if not any(t.ident not in before for t in threading.enumerate()):
+            sys.stdout, sys.stderr = saved
 
 
 @contextlib.contextmanager
@@ -152,6 +209,39 @@ def captured() -> Iterator[io.StringIO]:
     own it installs one for the block."""
     with routed_output() as router, router.replay() as buffer:
         yield buffer
+
+
+def request_stop() -> None:
+    """From now on no :func:`in_order` of this process starts another replay (module docstring, "Stopping")."""
+    _STOP.set()
+
+
+def stop_requested() -> bool:
+    """Whether :func:`request_stop` was called."""
+    return _STOP.is_set()
+
+
+@contextlib.contextmanager
+def on_interrupt(save: Callable[[], None]) -> Iterator[None]:
+    """Register ``save`` for the block: what :func:`save_interrupted` runs if the process is stopped meanwhile."""
+    _SAVERS.append(save)
+    try:
+        yield
+    finally:
+        _SAVERS.remove(save)
+
+
+def save_interrupted() -> int:
+    """Run what the running searches registered with :func:`on_interrupt` (innermost first); returns how many
+    finished. A failing one is logged and skipped: the process is stopping either way."""
+    done = 0
+    for save in reversed(list(_SAVERS)):
+        try:
+            save()
+            done += 1
+        except Exception as exc:
+            logger.warning("causaltrace: could not store the interrupted search: %s: %s", type(exc).__name__, exc)
+    return done
 
 
 async def in_order(starts: Iterable[Callable[[], Awaitable[T]]], concurrency: int, *,
@@ -165,8 +255,9 @@ async def in_order(starts: Iterable[Callable[[], Awaitable[T]]], concurrency: in
 
     def fill() -> None:
         # asked even when nothing is in flight: a start past the budget would be a replay (or a paid prediction)
-        # whose result the consumer throws away
-        while len(pending) < max(1, concurrency) and (may_start is None or may_start(len(pending))):
+        # whose result the consumer throws away; after a stop (SIGINT) nothing more starts
+        while (len(pending) < max(1, concurrency) and not _STOP.is_set()
+               and (may_start is None or may_start(len(pending)))):
             start = next(source, None)
             if start is None:
                 return

@@ -84,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
-from causaltrace.replay.concurrency import default_concurrency, in_order, routed_output
+from causaltrace.replay.concurrency import default_concurrency, in_order, on_interrupt, routed_output
 from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording
@@ -322,12 +322,13 @@ async def repair(
                                        prune if order_proposals is None else order_proposals)
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
-    with routed_output():
+    tried = _Tried(on_replay, store_obj, run, diagnosis, started, pruned)
+    with routed_output(), on_interrupt(tried.save):
         probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
         attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
             budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
-            measure=measure, on_replay=on_replay, suspicion=suspicion,
+            measure=measure, on_replay=tried, suspicion=suspicion,
         )
     pair, pair_reason = _pair_of(run, decisive)
     replays, predictions = _counts(attempts)
@@ -625,6 +626,48 @@ def _updated_diagnosis(
         verified_by=best.verified_by,
         fault_source="agent",
     )
+
+
+@dataclass
+class _Tried:
+    """The replays the search consumed, in order, passed on to ``on_replay`` — and what a stop stores (the CLI on
+    SIGINT, :func:`causaltrace.replay.concurrency.save_interrupted`): the search so far, marked interrupted, in one
+    write."""
+
+    on_replay: Callable[[Step, ReplayResult], None] | None
+    store: RunStore | None
+    run: Run
+    diagnosis: Diagnosis | None
+    started: float
+    pruned: list[Step]
+    results: list[tuple[Step, ReplayResult]] = field(default_factory=list)
+
+    def __call__(self, step: Step, result: ReplayResult) -> None:
+        self.results.append((step, result))
+        if self.on_replay is not None:
+            self.on_replay(step, result)
+
+    def save(self) -> None:
+        if self.store is not None:
+            self.store.save_diagnosis(_interrupted_diagnosis(self.run, self.diagnosis, list(self.results),
+                                                             self.started, self.pruned))
+
+
+def _interrupted_diagnosis(run: Run, diagnosis: Diagnosis | None, tried: list[tuple[Step, ReplayResult]],
+                           started: float, pruned: list[Step]) -> Diagnosis:
+    """The search's record when the process is stopped mid-search: the replays consumed so far, marked
+    ``artifacts["interrupted"]``; the guiding diagnosis's verdict stands, nothing is proven."""
+    attempts: dict[str, StepAttempt] = {}
+    for step, result in tried:
+        attempts.setdefault(step.step_id, StepAttempt(step_id=step.step_id, index=step.index)).replays.append(result)
+    replays, predictions = _counts(list(attempts.values()))
+    seconds = time.perf_counter() - started
+    updated = _updated_diagnosis(run, diagnosis, list(attempts.values()), None, replays, seconds,
+                                 predictions=predictions, pruned=pruned)
+    note = f"the repair search was interrupted after {replays} replays in {seconds:.1f} s; no step was proven"
+    explanation = f"{diagnosis.explanation} ({note})".strip() if diagnosis is not None else note
+    return updated.model_copy(update={"explanation": explanation, "artifacts": {
+        **updated.artifacts, "interrupted": {"replays": replays, "predictions": predictions, "seconds": seconds}}})
 
 
 def _no_flip_reason(attempts: list[StepAttempt], replays: int, predictions: int, exhausted: str) -> str:
