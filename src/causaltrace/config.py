@@ -34,7 +34,8 @@ from typing import Any
 
 from causaltrace.exceptions import UserError
 
-__all__ = ["TraceConfig", "causaltrace_home", "db_target", "default_db_path", "default_db_target", "env_flag", "is_url"]
+__all__ = ["BackendSettings", "TraceConfig", "causaltrace_home", "db_target", "default_db_path", "default_db_target",
+           "env_flag", "is_url"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -153,3 +154,29 @@ class TraceConfig:
     def resolved_db_path(self) -> Path | str:
         """The store this config writes to (a file path, or a URL kept as its string)."""
         return self.db_path if self.db_path is not None else default_db_path()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendSettings:
+    """Where the trace backends a user reads are (issue 34 item 3: links from imported steps back to their spans;
+    shared with the first-contact issue's annotations). From the environment with :meth:`from_env`."""
+
+    #: The OTLP endpoint spans go to (``OTEL_EXPORTER_OTLP_ENDPOINT``), e.g. ``http://localhost:4318``.
+    otlp_endpoint: str | None = None
+    #: The Phoenix server (``CAUSALTRACE_PHOENIX_URL``), e.g. ``http://localhost:6006``.
+    phoenix_url: str | None = None
+    #: The project (Phoenix) the runs' traces are in (``CAUSALTRACE_PROJECT``).
+    project: str | None = None
+    #: Phoenix's API key (``PHOENIX_API_KEY``), sent as a bearer token when Phoenix asks for one.
+    phoenix_api_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BackendSettings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = env.get(name, "").strip()
+            return value or None
+
+        return cls(otlp_endpoint=get("OTEL_EXPORTER_OTLP_ENDPOINT"), phoenix_url=get("CAUSALTRACE_PHOENIX_URL"),
+                   project=get("CAUSALTRACE_PROJECT"), phoenix_api_key=get("PHOENIX_API_KEY"))

@@ -41,6 +41,7 @@ from causaltrace.schema import (
     Recording,
     Step,
     StepError,
+    StepSource,
     TokenUsage,
 )
 
@@ -190,6 +191,12 @@ STEP_ERROR_MESSAGE = "causaltrace.step.error.message"
 STEP_ACTION_SIGNATURE = "causaltrace.step.action_signature"
 STEP_METADATA = "causaltrace.step.metadata"
 STEP_TRUNCATED = "causaltrace.step.truncated"
+#: where an imported step was read from (``Step.source``; issue 34 item 3): the other instrumentor's span
+SOURCE_TRACE_ID = "causaltrace.source.trace_id"
+SOURCE_SPAN_ID = "causaltrace.source.span_id"
+SOURCE_START_TIME = "causaltrace.source.start_time"
+SOURCE_END_TIME = "causaltrace.source.end_time"
+SOURCE_SPAN_KIND = "causaltrace.source.span_kind"
 DEPENDS_ON_STEP_IDS = "causaltrace.depends_on.step_ids"
 DEPENDS_ON_KINDS = "causaltrace.depends_on.kinds"
 DEPENDENCY_KIND = "causaltrace.dependency.kind"
@@ -420,10 +427,30 @@ def step_attributes(step: Step) -> dict[str, Any]:
         attrs[STEP_METADATA] = _dumps(step.metadata)
     if step.truncated:
         attrs[STEP_TRUNCATED] = True
+    if step.source is not None:
+        attrs.update(_source_attributes(step.source))
     if step.depends_on:
         attrs[DEPENDS_ON_STEP_IDS] = [d.step_id for d in step.depends_on]
         attrs[DEPENDS_ON_KINDS] = [d.kind for d in step.depends_on]
     return attrs
+
+
+def _source_attributes(source: StepSource) -> dict[str, Any]:
+    """``Step.source`` as ``causaltrace.source.*`` attributes (times as ISO text; unset fields left out)."""
+    values = {SOURCE_TRACE_ID: source.trace_id, SOURCE_SPAN_ID: source.span_id, SOURCE_SPAN_KIND: source.span_kind,
+              SOURCE_START_TIME: source.start_time.isoformat() if source.start_time else None,
+              SOURCE_END_TIME: source.end_time.isoformat() if source.end_time else None}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _source_of(attrs: Mapping[str, Any]) -> StepSource | None:
+    """The ``causaltrace.source.*`` attributes back as a StepSource, or None when there are none."""
+    keys = (SOURCE_TRACE_ID, SOURCE_SPAN_ID, SOURCE_START_TIME, SOURCE_END_TIME, SOURCE_SPAN_KIND)
+    if not any(k in attrs for k in keys):
+        return None
+    return StepSource(trace_id=attrs.get(SOURCE_TRACE_ID), span_id=attrs.get(SOURCE_SPAN_ID),
+                      start_time=attrs.get(SOURCE_START_TIME), end_time=attrs.get(SOURCE_END_TIME),
+                      span_kind=attrs.get(SOURCE_SPAN_KIND))
 
 
 def _genai_operation(attrs: dict[str, Any], step: Step, operation: str) -> None:
@@ -626,6 +653,7 @@ def step_from_attributes(
         truncated=_is_truncated(attrs),
         span_id=span_id,
         metadata=_loads(attrs, STEP_METADATA, "metadata") or {},
+        source=_source_of(attrs),
     )
 
 

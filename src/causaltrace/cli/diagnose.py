@@ -12,6 +12,7 @@ from typing import Any
 from causaltrace._cli_replay import add_keep_server
 from causaltrace.cli.common import console, csv_values, short, store
 from causaltrace.cli.fleet import add_diagnose_all_arguments, cmd_diagnose_all
+from causaltrace.collector.span_links import LINK_HELP
 from causaltrace.exceptions import UserError
 from causaltrace.report.terminal import guarded, write_json
 
@@ -30,6 +31,7 @@ def add_diagnose_command(sub: Any) -> None:
                    help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
     p.add_argument("--with-answer", action="store_true", help="put the ground-truth answer in the prompts")
     p.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
+    p.add_argument("--link", metavar="SPEC", default=None, help="with --json, imported runs: " + LINK_HELP)
     p.add_argument("--json", action="store_true", help="print the Diagnosis as JSON (with --all: the batch's "
                    "summary, each run's decisive step)")
     p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway (one "
@@ -74,10 +76,27 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                                       min_confidence=args.min_confidence, force=args.force, store=False)
         db.save_diagnosis(diagnosis)
     if args.json:
-        write_json(diagnosis.model_dump(mode="json"))
+        write_json({**diagnosis.model_dump(mode="json"), **_sources(run, diagnosis, args.link)})
         return 0
     render_diagnosis(run, diagnosis, console())
     return 0
+
+
+def _sources(run: Any, diagnosis: Any, link: str | None) -> dict[str, Any]:
+    """For an imported run (issue 34 item 3): ``sources``, the span each blamed step (decisive, candidates) came
+    from, with its ``link`` when ``--link`` is given; nothing for a run whose steps have no source."""
+    from causaltrace.collector.span_links import Linker
+
+    linker = Linker.parse(link) if link else None
+    by_id = {s.step_id: s for s in run.steps}
+    ids = [diagnosis.decisive_step_id, *(c.step_id for c in diagnosis.candidates)]
+    out = {}
+    for step_id in ids:
+        step = by_id.get(step_id) if step_id else None
+        if step is not None and step.source is not None and step_id not in out:
+            out[step_id] = {**step.source.model_dump(mode="json"),
+                            **({"link": linker.link(step.source)} if linker is not None else {})}
+    return {"sources": out} if out else {}
 
 
 def _render_uncertain(d: Any, out: Any) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from causaltrace.cli.common import STATUS_STYLE, console, short, store
 from causaltrace.cli.fleet import SINCE_HELP, cmd_report_fleet
+from causaltrace.collector.span_links import LINK_HELP, Linker
 from causaltrace.exceptions import UserError
 from causaltrace.report.terminal import guarded, safe_text, write_json
 
@@ -35,6 +36,7 @@ def add_inspection_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--width", type=int, default=None,
                    help="characters of step text to show (default: what fits the terminal's line, at most 120)")
+    p.add_argument("--link", metavar="SPEC", default=None, help=LINK_HELP)
     p.set_defaults(func=cmd_show)
 
 
@@ -159,15 +161,32 @@ def cmd_show(args: argparse.Namespace) -> int:
     with store(args, readonly=True) as db:
         run = db.get_run(args.run_id)
         diagnosis = db.strongest_diagnosis(run.run_id)  # the one the run shows: replay > prediction > heuristic
+    linker = Linker.parse(args.link) if args.link else None
     if args.json:
         data = run.model_dump(mode="json", exclude={"recording"})
         data["steps"] = [s.model_dump(mode="json") for s in run.steps]
+        if linker is not None:
+            for step, out in zip(run.steps, data["steps"], strict=True):
+                out["link"] = linker.link(step.source)
         data["recorded_calls"] = len(run.recording.calls) if run.recording else 0
         data["diagnosis"] = diagnosis.model_dump(mode="json") if diagnosis is not None else None
         write_json(data)
         return 0
     render_run(run, console(), max_chars=args.width, diagnosis=diagnosis)
+    _print_sources(run, linker)
     return 0
+
+
+def _print_sources(run: Any, linker: Linker | None) -> None:
+    """An imported run's steps with the spans they came from (issue 34 item 3), and their links with --link."""
+    rows = [s for s in run.steps if s.source is not None and s.source.span_id]
+    if not rows:
+        return
+    print(f"source spans (trace {rows[0].source.trace_id}):")
+    for step in rows:
+        link = linker.link(step.source) if linker is not None else None
+        kind = f" {step.source.span_kind}" if step.source.span_kind else ""
+        print(f"  #{step.index:<4} {step.kind:<15} span {step.source.span_id}{kind}" + (f"  {link}" if link else ""))
 
 
 def _diagnosis_line(run: Any, d: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from causaltrace.collector.speakers import classify_speaker
 from causaltrace.exceptions import InvalidInputError
-from causaltrace.schema import Dependency, Outcome, Run, Step, StepError, action_signature
+from causaltrace.schema import Dependency, Outcome, Run, Step, StepError, StepSource, action_signature
 
 __all__ = ["HAS_RECORDING_KEY", "PROVENANCE_KEY", "SOURCE_FORMAT_KEY", "ChatBuilder", "chat_digest", "text_of"]
 
@@ -78,11 +78,15 @@ class ChatBuilder:
         self.calls: dict[str, Step] = {}
         self.metadata: dict[str, Any] = {}
         self.task: str | None = None
+        #: where the steps being added come from (span readers set it per span); given to each step as its source
+        self.source: StepSource | None = None
 
     def add(self, kind: str, agent: str, content: str, **fields: Any) -> Step:
         """Append one step (``fields`` are Step fields — outputs, inputs, depends_on, tool_name… — plus ``target``,
         the addressee that goes into the action signature)."""
         target = fields.pop("target", None)
+        if self.source is not None:
+            fields.setdefault("source", self.source)
         payload = fields.get("arguments") if kind == "tool_call" else content
         if self.provenance != "chat":  # spans name their agents: the type follows the kind (no copy at build)
             role = "human" if kind == "task" else "tool" if kind == "tool_response" else "agent"

@@ -15,13 +15,14 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from causaltrace.collector.chatlog_build import ChatBuilder, text_of
 from causaltrace.exceptions import InvalidInputError
-from causaltrace.schema import Dependency, Step, StepError
+from causaltrace.schema import Dependency, Step, StepError, StepSource
 
 __all__ = [
     "InputMessage",
@@ -35,11 +36,13 @@ __all__ = [
     "message_text",
     "one_line",
     "read_span",
+    "source_of",
     "step_error",
     "step_status",
 ]
 
 STATUS_UNSET, STATUS_ERROR = 0, 2
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SpanLike(Protocol):
@@ -83,6 +86,18 @@ def step_error(span: SpanLike) -> StepError | None:
     kind = exception.get("exception.type")
     message = span.status_message or exception.get("exception.message") or ""
     return StepError(type=str(kind) if kind else "SpanError", message=str(message)[:2000])
+
+
+def source_of(span: SpanLike) -> StepSource:
+    """Where a step read from ``span`` came from (issue 34 item 3): its trace and span ids, times and kind (the
+    OpenInference kind, else the GenAI operation)."""
+    kind = span.attrs.get("openinference.span.kind") or span.attrs.get("gen_ai.operation.name")
+    return StepSource(trace_id=span.trace_id, span_id=span.span_id, start_time=_time(span.start),
+                      end_time=_time(span.end), span_kind=str(kind) if kind else None)
+
+
+def _time(nanos: int) -> datetime | None:
+    return _EPOCH + timedelta(microseconds=nanos // 1000) if nanos else None
 
 
 @contextmanager

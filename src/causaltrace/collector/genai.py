@@ -33,6 +33,7 @@ from causaltrace.collector.foreign_common import (
     json_or_text,
     message_text,
     read_span,
+    source_of,
     step_error,
     step_status,
 )
@@ -162,6 +163,7 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     b = ChatBuilder("trace", trace_id, where, provenance="genai")
     reader = GenAIReader(tree, b)
     for span in tree.spans:
+        b.source = source_of(span)
         with read_span(span):
             reader.read(span)
     if not b.steps:

@@ -69,6 +69,7 @@ from causaltrace.collector.foreign_common import (
     json_or_text,
     message_text,
     read_span,
+    source_of,
     step_error,
     step_status,
 )
@@ -231,7 +232,6 @@ class _Reader:
         return max(around, key=lambda a: a.start) if around else None
 
     def read(self, span: SpanLike) -> None:
-        self.flush(span.start)
         kind = span.attrs.get(KIND)
         if kind == "CHAIN" and team_name(span.name) and not any(KIND in p.attrs for p in self.tree.ancestors(span)):
             self.later_at(span, lambda: self.team_answer(span))
@@ -315,7 +315,13 @@ class _Reader:
                 self.index.note(failed)
 
     def later_at(self, span: SpanLike, action: Any) -> None:
-        heapq.heappush(self.later, (span.end or span.start, len(self.b.steps) * 1000 + len(self.later), action))
+        """Do ``action`` when ``span`` ends (its steps come from that span)."""
+
+        def run() -> None:
+            self.b.source = source_of(span)
+            action()
+
+        heapq.heappush(self.later, (span.end or span.start, len(self.b.steps) * 1000 + len(self.later), run))
 
     def managed_result(self, span: SpanLike, boss: Step, call_id: str) -> None:
         output = span.attrs.get("output.value", "")
@@ -435,6 +441,8 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     reader = _Reader(tree, b)
     for span in tree.spans:
         with read_span(span):
+            reader.flush(span.start)  # what the spans that ended before this one started left to do
+            b.source = source_of(span)
             reader.read(span)
     reader.flush()
     if not any(s.kind != "task" for s in b.steps):
