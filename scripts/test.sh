@@ -18,6 +18,9 @@ phoenix_install=$!
 step "peer suites (AutoGen AgentChat 0.7.5, smolagents 1.26) in their own venv ~/.cache/causaltrace/peer-suites (in the background too; cold ~3 min with pip, cached ~0.6 s)"
 bash scripts/install_peer_suites.sh &
 peer_install=$!
+step "every declared lower bound pinned, in its own venv ~/.cache/causaltrace/lower-bounds (in the background too; cold ~1.5 min, cached ~0.5 s)"
+bash scripts/install_lower_bounds.sh &
+lower_install=$!
 step "Jaeger v1.76.0 (built once with Go, cached; in the background too, beside the venv and the local model: cold, the two builds overlap their downloads)"
 bash scripts/install_jaeger.sh &
 jaeger_install=$!
@@ -38,5 +41,7 @@ step "waiting for the Phoenix install"
 wait "${phoenix_install}" || echo "Phoenix install failed: tests/instrumentation/test_phoenix_live.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
 step "waiting for the peer-suite install"
 wait "${peer_install}" || echo "peer-suite install failed: tests/test_peer_suites.py skips (fails under CAUSALTRACE_STRICT=1)" >&2
+step "waiting for the lower-bound install"
+wait "${lower_install}" || echo "lower-bound install failed: tests/test_install.py's lower-bound test skips (fails under CAUSALTRACE_STRICT=1)" >&2
 step "pytest"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

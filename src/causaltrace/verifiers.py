@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from causaltrace.exceptions import MissingExtraError
 from causaltrace.protocols import Sandbox, default_sandbox
 from causaltrace.schema import Outcome, Verdict
 
@@ -112,7 +113,10 @@ def llm_judge(model: str, criteria: str, *, api_base: str | None = None) -> Call
         ):
             return Verdict(passed=False, reason="model requests are disabled (CAUSALTRACE_ALLOW_MODEL_REQUESTS=0)")
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+        try:
+            import litellm
+        except ImportError as exc:  # the model stages' extra is not installed: one line naming it
+            raise MissingExtraError("litellm", "llm") from exc
 
         prompt = (
             f"Criteria: {criteria}\nFinal answer: {outcome.final_answer!r}\n"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from causaltrace.exceptions import JudgeError, UserError
+from causaltrace.exceptions import JudgeError, MissingExtraError, UserError
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS_ENV",
@@ -73,7 +73,10 @@ def import_litellm() -> Any:
     if "litellm" not in sys.modules:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         logging.getLogger("LiteLLM").setLevel(logging.WARNING)
-    import litellm
+    try:
+        import litellm
+    except ImportError as exc:  # the model stages' extra is not installed: one line naming it
+        raise MissingExtraError("litellm", "llm") from exc
 
     litellm.suppress_debug_info = True
     return litellm

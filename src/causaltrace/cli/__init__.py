@@ -38,7 +38,7 @@ __all__ = ["build_parser", "main"]
 EXIT_INTERNAL_ERROR = 1
 #: The pip extra that brings each optional top-level module a command may import (a missing one is a user error).
 _EXTRA_OF = {"autogen_agentchat": "autogen", "autogen_core": "autogen", "autogen_ext": "autogen",
-             "smolagents": "smolagents", "docker": "docker"}
+             "smolagents": "smolagents", "docker": "docker", "litellm": "llm", "psycopg": "postgres"}
 
 
 def build_parser() -> argparse.ArgumentParser:

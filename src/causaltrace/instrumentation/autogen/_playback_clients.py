@@ -15,6 +15,7 @@ from typing import Any
 from autogen_core import FunctionCall
 from autogen_core.models import ChatCompletionClient, CreateResult, RequestUsage
 
+from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation._playback_common import exception_of
 from causaltrace.instrumentation.autogen._access import (
     client_create_args,
@@ -215,7 +216,10 @@ class PlaybackChatCompletionClient(ChatCompletionClient):
 async def acompletion(**kwargs: Any) -> Any:
     """``litellm.acompletion`` (imported on first use, with the price map read from the package: FACTS.md)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    try:
+        import litellm
+    except ImportError as exc:  # the model stages' extra is not installed: one line naming it
+        raise MissingExtraError("litellm", "llm") from exc
 
     return await litellm.acompletion(**kwargs)
 
