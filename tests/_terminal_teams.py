@@ -5,6 +5,9 @@ tests/_terminal_teams.py:NAME``.
 hour): a replay that reaches it hangs in its worker thread, its sandboxed code waiting on the managed agent — what a
 SIGINT must stop without joining. The tool keeps the name, signature and docstring of the recorded one, so the
 replayed requests match the recording up to the corrected step.
+
+``verify_in_docker`` is a verifier that checks the outcome in a Docker sandbox container which never finishes (the
+engine and image from ``$DOCKER_HOST`` / ``$CAUSALTRACE_DOCKER_IMAGE``): a container a SIGINT must remove.
 """
 
 from __future__ import annotations
@@ -35,3 +38,12 @@ def build_stuck() -> Any:
 
     team.managed_agents["math_agent"].tools["sum_of_powers"] = sum_of_powers
     return team
+
+
+def verify_in_docker(outcome: Any) -> bool:
+    """Judge the outcome in a Docker sandbox container that sleeps for an hour (never returns in a test)."""
+    from causaltrace.replay.sandbox import DockerSandbox
+
+    print("docker verifier: starting its container", flush=True)
+    DockerSandbox().run("import time\ntime.sleep(3600)\n", timeout_s=3600, memory_mb=256)
+    return False

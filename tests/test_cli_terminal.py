@@ -24,6 +24,7 @@ import pexpect
 import pytest
 
 from causaltrace.demo import autogen_team, smolagents_team
+from conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-B]")
@@ -195,6 +196,70 @@ def test_ctrl_c_stops_a_repair_whose_replay_hangs_and_stores_what_it_tried(tmp_p
     with Store(str(home / "causaltrace.db")) as store:
         last = store.diagnoses(run_id)[-1]
     assert "interrupted" in last.artifacts and "interrupted" in last.explanation
+
+
+def test_ctrl_c_removes_the_docker_sandbox_container_of_a_stuck_verifier(tmp_path):
+    from _docker import SANDBOX_IMAGE, docker_engine
+
+    home = tmp_path / "home"
+    run_id = _recorded_failure(home, "smolagents")
+    with docker_engine(require) as client:
+        label = {"label": "causaltrace.sandbox=1"}
+        before = {c.id for c in client.containers.list(all=True, filters=label)}
+        socket = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", None)  # a private daemon's
+        env = cli_env(home, DOCKER_HOST=f"unix://{socket}" if socket else os.environ.get("DOCKER_HOST", ""),
+                      CAUSALTRACE_DOCKER_IMAGE=SANDBOX_IMAGE)
+        child = spawn(["repair", run_id, "--factory", f"{smolagents_team.__name__}:build", "--verify",
+                       "tests/_terminal_teams.py:verify_in_docker", "--concurrency", "1"], env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not [
+                c for c in client.containers.list(filters=label) if c.id not in before]:
+            time.sleep(0.2)
+        ours = [c.id for c in client.containers.list(filters=label) if c.id not in before]
+        assert ours, plain(child.before or "")[-2000:]
+        stopped, _ = _interrupt(child, 0.5)
+        print(f"repair with a Docker verifier stopped {stopped:.2f} s after Ctrl-C")
+        assert child.exitstatus == EXIT_SIGINT and stopped < 2.0
+        assert not [c for c in client.containers.list(all=True, filters=label) if c.id in ours]
+        assert "docker verifier" not in plain(child.before)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.local_model
+@pytest.mark.parametrize("keep", [False, True])
+def test_ctrl_c_stops_the_local_model_server_the_command_started_unless_kept(tmp_path, monkeypatch, keep):
+    """Ctrl-C once the server answers (recorded for ``local status`` / ``local stop``): it is killed by pid, or kept
+    with ``--keep-server``."""
+    from causaltrace.attribution.local_model import local_model_available, server_info
+
+    require(local_model_available(), "the local model is not installed (bash scripts/install_local_model.sh)")
+    home = tmp_path / "home"
+    env = cli_env(home)
+    run_id = _recorded_failure(home, "autogen")
+    monkeypatch.setenv("CAUSALTRACE_HOME", str(home))  # server_info() reads the command's home
+    child = spawn(["diagnose", run_id, "--model", "local", *(["--keep-server"] if keep else [])], env)
+    deadline = time.monotonic() + 120
+    server: list[int] = []
+    while time.monotonic() < deadline and not server:
+        recorded = server_info()
+        server = [recorded.pid] if recorded is not None and recorded.pid in descendants(child.pid) else []
+        time.sleep(0.1)
+    assert server, plain(child.before or "")[-2000:]
+    try:
+        stopped, _ = _interrupt(child, 0.2)
+        print(f"diagnose --model local{' --keep-server' if keep else ''} stopped {stopped:.2f} s after Ctrl-C")
+        assert child.exitstatus == EXIT_SIGINT and stopped < 2.0
+        assert alive(server[0]) is keep
+    finally:
+        if alive(server[0]):  # the kept server: stopped by its pid
+            assert piped(["local", "stop"], env).code == 0
+    assert not alive(server[0])
 
 
 # ------------------------------------------------------------------------------- the other commands in a terminal

@@ -6,9 +6,10 @@ The handler runs in the main thread as soon as the signal arrives (Python runs i
 
 1. no replay starts any more (:func:`causaltrace.replay.concurrency.request_stop`);
 2. this process's descendants — the sandboxes' workers and whatever they started, the local model server this
-   command started (spared with ``--keep-server``) — are killed by pid (found in ``/proc``, so nothing a sandbox
-   started inside escapes), reaped, and their empty sandbox cgroups removed; the Docker sandbox containers this
-   process holds are killed through the engine, beside the next steps;
+   command started — are killed by pid (found in ``/proc``, so nothing a sandbox started inside escapes), reaped,
+   and their empty sandbox cgroups removed. ``--keep-server`` spares the server once it answers and is recorded for
+   ``causaltrace local stop``; one still starting is killed (nothing could find it later). The Docker sandbox
+   containers this process holds are removed (``force``: killed) through the engine, beside the next steps;
 3. the running repair search stores what it tried, marked interrupted, in one transaction
    (:func:`causaltrace.replay.concurrency.save_interrupted`). It is bounded: when the interrupted main thread holds
    the store at that instant, the save is skipped and the unfinished transaction rolls back, so the store is
@@ -152,14 +153,17 @@ def kill_descendants(*, spare: set[int] | frozenset[int] = frozenset(), reap_s: 
 
 
 def _kill_containers() -> None:
-    """Kill the Docker sandbox containers this process holds (a worker's container; the engine removes nothing
-    else of ours)."""
-    docker_sandbox = sys.modules.get("causaltrace.replay.sandbox.docker_sandbox")
-    if docker_sandbox is None:
+    """Remove (``force``: kill first) the Docker sandbox containers this process holds — a worker's, or a one-shot
+    run's still in its call — found among this process's objects by the sandbox's label; their ``finally`` that
+    would remove them never runs after ``os._exit``."""
+    if "causaltrace.replay.sandbox.docker_sandbox" not in sys.modules or "docker.models.containers" not in sys.modules:
         return
-    for worker in [o for o in gc.get_objects() if isinstance(o, docker_sandbox.DockerWorker)]:
+    from docker.models.containers import Container
+
+    for container in [o for o in gc.get_objects() if isinstance(o, Container)]:
         with contextlib.suppress(Exception):
-            worker.container.kill()
+            if container.labels.get("causaltrace.sandbox") == "1":
+                container.remove(force=True, v=True)
 
 
 def _flush_spans() -> None:
