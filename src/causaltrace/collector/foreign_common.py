@@ -97,7 +97,8 @@ def source_of(span: SpanLike) -> StepSource:
 
 
 def _time(nanos: int) -> datetime | None:
-    return _EPOCH + timedelta(microseconds=nanos // 1000) if nanos else None
+    """Nanoseconds as a datetime, rounded to the microsecond (as Phoenix rounds them: a pulled span's times match)."""
+    return _EPOCH + timedelta(microseconds=(nanos + 500) // 1000) if nanos else None
 
 
 @contextmanager

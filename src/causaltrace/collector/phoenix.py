@@ -30,7 +30,7 @@ What Phoenix changes on the way, and how it is undone (FACTS.md "Arize Phoenix")
   flattened (``tool.parameters.city``): folded back into one JSON string (an all-digits level is a list). A key
   inside such an object that itself holds a dot cannot be told from nesting and comes back nested.
 * It drops span links (causaltrace's dependencies travel as attributes as well) and answers times as ISO text
-  (read back to the microsecond).
+  (read back to the microsecond); span events (a failed span's ``exception``) come back with their attributes.
 
 Errors (one line, exit 2 on the CLI): an invalid URL, an unreachable server (``cannot reach Phoenix at URL: …``,
 or ``no answer within N s``), an unknown project (HTTP 404), another HTTP error (its status and the start of its
@@ -203,6 +203,10 @@ def _value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def span_to_otlp(span: Mapping[str, Any]) -> dict[str, Any]:
     """One span of Phoenix's REST answer as an OTLP/JSON span (module docstring)."""
     context = span.get("context") if isinstance(span.get("context"), Mapping) else {}
@@ -218,6 +222,12 @@ def span_to_otlp(span: Mapping[str, Any]) -> dict[str, Any]:
     }
     if span.get("parent_id"):
         out["parentSpanId"] = str(span["parent_id"])
+    events = [e for e in span.get("events") or () if isinstance(e, Mapping)]
+    if events:  # an exception event carries a failed step's error (issue 34 item 4)
+        out["events"] = [{"name": str(e.get("name") or ""), "timeUnixNano": str(_nanos(e.get("timestamp"))),
+                          "attributes": [{"key": str(k), "value": _value(v)}
+                                         for k, v in _mapping(e.get("attributes")).items() if v is not None]}
+                         for e in events]
     return out
 
 
