@@ -132,6 +132,12 @@ def test_duplicated_span_ids_are_read_once_and_a_parent_in_another_file_leaves_a
     (b'{"trace_id": "' + b"ab" * 16 + b'", "span_id": "zz", "span_name": "x"}\n', "span id"),
     (b'{"trace_id": "' + b"ab" * 16 + b'", "span_id": "' + b"a1" * 8 + b'", "status_code": "MAYBE"}\n',
      "status code"),
+    (b'{"trace_id": "' + b"ab" * 16 + b'", "span_id": "' + b"a1" * 8 + b'", "start_time": 1' + b"0" * 40 + b'}\n',
+     "start time"),  # a huge integer (issue 36's bad input)
+    (b'{"trace_id": "' + b"ab" * 16 + b'", "span_id": "' + b"a1" * 8 + b'", "start_time": "' + b"9" * 5000 + b'"}\n',
+     "start time"),
+    (b'{"trace_id": "' + b"ab" * 16 + b'", "span_id": "' + b"a1" * 8 + b'", "start_time": 1, "duration": -5}\n',
+     "duration"),
 ])
 def test_bad_rows_are_one_line_and_nothing_stored_is_lost(tmp_path, capsys, text, needle):
     code, out, err = run_cli(capsys, "import", str(OTLP), "--format", "otlp-json")

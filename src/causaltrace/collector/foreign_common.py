@@ -109,7 +109,7 @@ def read_span(span: SpanLike) -> Iterator[None]:
         yield
     except InvalidInputError:
         raise
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
         where = getattr(span, "where", "")
         label = f"{where + ': ' if where else ''}span {span.span_id} ({span.name!r})"
         raise InvalidInputError(f"{label}: cannot be read as a step: {one_line(exc)}") from exc

@@ -67,6 +67,7 @@ _JSON_SUFFIXES = (".value", "metadata", "tool.parameters", "llm.invocation_param
 #: attribute names whose JSON text Phoenix parses on ingestion (``phoenix.trace.attributes.JSON_STRING_ATTRIBUTES``)
 JSON_ATTRIBUTE_SUFFIXES = ("document.metadata", "llm.prompt_template.variables", "metadata", "tool.parameters")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MAX_NANOS = 2**64  # OTLP's fixed64 times: 1970 to 2554
 _FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})[.,](\d+)")
 _ISO_DURATION = re.compile(r"-?P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
@@ -119,13 +120,15 @@ def nanos(value: Any, what: str, label: str) -> int:
     below 1e11 seconds, 1e14 milliseconds, 1e17 microseconds, else nanoseconds); ``None`` / ``""`` / 0 → 0."""
     if value is None or value == "" or value == 0:
         return 0
-    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"\d{1,25}(\.\d{1,25})?", value.strip()):
         value = float(value) if "." in value else int(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InvalidInputError(f"{label}: {what} must be a time (ISO text or an epoch number), got "
                                 f"{type(value).__name__}")
     if isinstance(value, (int, float)):
         size = abs(value)
+        if not size < _MAX_NANOS or value < 0:  # NaN and infinities fail the first test
+            raise InvalidInputError(f"{label}: {what} {value!r} is not a time (an epoch number from 1970 to 2554)")
         scale = 10**9 if size < 1e11 else 10**6 if size < 1e14 else 10**3 if size < 1e17 else 1
         return int(value * scale) if isinstance(value, float) else value * scale
     text = value.strip().replace(" ", "T", 1) if "T" not in value else value.strip()
@@ -147,18 +150,20 @@ def _duration(value: Any, label: str) -> int:
     """A duration in nanoseconds: a number (ns), numeric text, or ISO-8601 (``PT1.5S``, ``P0DT0H0M2S``)."""
     if isinstance(value, bool):
         raise InvalidInputError(f"{label}: duration must be nanoseconds or ISO-8601, got a boolean")
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and 0 <= value < _MAX_NANOS:
         return int(value)
     if isinstance(value, str):
         text = value.strip()
-        if re.fullmatch(r"\d+", text):
+        if re.fullmatch(r"\d{1,20}", text) and int(text) < _MAX_NANOS:
             return int(text)
         match = _ISO_DURATION.fullmatch(text)
         if match and text not in ("P", "PT", "-P", "-PT"):
             days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-            total = round((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1e9)
-            return -total if text.startswith("-") else total
-    raise InvalidInputError(f"{label}: duration {value!r} is neither nanoseconds nor ISO-8601 (like PT1.5S)")
+            total = (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1e9
+            if total < _MAX_NANOS and not text.startswith("-"):
+                return round(total)
+    raise InvalidInputError(f"{label}: duration {value!r} is neither nanoseconds nor ISO-8601 (like PT1.5S), "
+                            "from 0 to 2^64 ns")
 
 
 def _status_code(value: Any, label: str) -> int:
