@@ -341,16 +341,21 @@ def _conditions(home: Path, argv: list[str]) -> dict[str, Done]:
     return runs
 
 
-@pytest.mark.parametrize("command", ["runs", "show", "diagnose", "export", "unknown run", "demo"])
+EXIT_CODES = {"runs": 0, "show": 0, "diagnose": 0, "export": 0, "unknown run": 2, "demo": 0, "run": 3, "repair": 0}
+
+
+@pytest.mark.parametrize("command", list(EXIT_CODES))
 def test_every_command_finishes_with_its_exit_code_on_bad_output(stored, tmp_path, command):
     home, run_id = stored
+    team = autogen_team.__name__
     argv = {"runs": ["runs"], "show": ["show", run_id], "diagnose": ["diagnose", run_id],
             "export": ["export", run_id], "unknown run": ["show", "ffffffff"],
-            "demo": ["demo", "--framework", "autogen", "--out", str(tmp_path / "out")]}[command]
+            "demo": ["demo", "--framework", "autogen", "--out", str(tmp_path / "out")],
+            "run": ["run", f"{team}:build", "--task", autogen_team.TASK, "--verify", f"{team}:verify"],
+            "repair": ["repair", run_id, "--factory", f"{team}:build", "--verify", f"{team}:verify"]}[command]
     normal = piped(argv, cli_env(home))
     no_traceback(normal)
-    assert normal.code in (0, 2)
-    assert (normal.code == 2) is (command == "unknown run")
+    assert normal.code == EXIT_CODES[command], normal.text[-2000:]
     for condition, done in _conditions(home, argv).items():
         no_traceback(done)
         expected = normal.code
