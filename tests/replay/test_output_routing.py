@@ -76,11 +76,14 @@ def test_a_replay_thread_that_outlives_its_search_writes_to_the_replay_never_the
     release.set()
     replay_thread.join(5)
     worker.join(5)
+    later = threading.Thread(target=print, args=("a later thread's line",))  # may reuse the worker's ident
+    later.start()
+    later.join(5)
     out = capsys.readouterr().out
     assert "late replay line" in buffer.getvalue()
     assert "worker line during the search" in buffer.getvalue()  # the one replay running took it
     assert "worker line after the search" in router.unattributed.getvalue()
-    assert out == "the search is over\n"
+    assert out == "the search is over\na later thread's line\n"
 
 
 def test_a_stop_starts_no_further_replay_and_runs_what_the_search_registered(monkeypatch):

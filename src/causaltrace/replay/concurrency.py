@@ -61,6 +61,7 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -128,8 +129,9 @@ class OutputRouter:
         self.active: list[io.StringIO] = []
         self.unattributed = io.StringIO()
         self.searching = False
-        #: threads that wrote, with no replay context, while the search ran: a framework's worker threads
-        self.replay_threads: set[int] = set()
+        #: threads that wrote, with no replay context, while the search ran: a framework's worker threads (the
+        #: Thread objects, not their idents: an ident is reused by a later, unrelated thread)
+        self.replay_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self.streams: tuple[_RoutedStream, _RoutedStream] | None = None
         self._lock = threading.Lock()
 
@@ -137,13 +139,13 @@ class OutputRouter:
         buffer = _BUFFER.get()
         if buffer is not None:  # a replay's own context — also after its search ended (a thread that outlived it)
             return buffer
-        ident = threading.get_ident()
-        if ident == self.owner and self.searching:
+        if threading.get_ident() == self.owner and self.searching:
             return None
+        thread = threading.current_thread()
         with self._lock:
             if not self.searching:
-                return self.unattributed if ident in self.replay_threads else None
-            self.replay_threads.add(ident)
+                return self.unattributed if thread in self.replay_threads else None
+            self.replay_threads.add(thread)
             return self.active[0] if len(self.active) == 1 else self.unattributed
 
     def install(self, stdout: Any, stderr: Any) -> None:
