@@ -213,7 +213,7 @@ class MessageIndex:
             if key:
                 self.result_texts[key] = step
                 self.recent.append(step)
-        elif step.kind in ("task", "message", "final_answer", "handoff") and key:
+        elif step.kind in ("task", "message", "final_answer", "handoff", "planning") and key:
             self.texts[key] = step
             self.said.append(step)
         if by is not None:

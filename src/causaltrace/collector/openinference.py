@@ -74,7 +74,15 @@ from causaltrace.collector.foreign_common import (
     step_status,
 )
 from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader, framework_of
-from causaltrace.collector.span_autogen import final_answer, manager_of_team, team_name
+from causaltrace.collector.span_autogen import (
+    ORCHESTRATOR,
+    final_answer,
+    handoff_target,
+    ledger_answer,
+    ledger_of,
+    manager_of_team,
+    team_name,
+)
 from causaltrace.collector.span_smolagents import (
     STEP_SPAN,
     code_of,
@@ -177,6 +185,8 @@ class _Reader:
         self.open: dict[tuple[str, str], list[str]] = {}  # (agent, tool) -> its calls' ids, oldest first
         self.code: dict[str, Step] = {}  # smolagents "Step N" span id -> the code_execution of its code
         self.later: list[tuple[int, int, Any]] = []  # (end time, order, action): what happens when a span ends
+        self.plain, self.answered_request = 0, False  # MagenticOne's orchestrator: its outputs so far
+        self.handoffs: dict[str, Step] = {}  # agent -> the handoff its next turn starts from
         self.genai = GenAIReader(tree, b, index=self.index, turns=self.turns)
         self.kinds_below: dict[str, set[str]] = {}  # span id -> the OpenInference kinds of the spans inside it
         mixed = any(OPERATION in s.attrs and KIND not in s.attrs for s in tree.spans)
@@ -272,9 +282,12 @@ class _Reader:
             call = self.b.calls[call_id]
             self.answered.add(call_id)
             self.later_at(span, lambda: self.managed_result(span, boss, call_id))
+        handoff = self.handoffs.pop(name, None)
         self.turns[span.span_id] = self.b.add("agent_turn", name, "", status=step_status(span),
                                               error=step_error(span),
-                                              metadata={"graph.node.parent_id": node_parent} if node_parent else {})
+                                              metadata={"graph.node.parent_id": node_parent} if node_parent else {},
+                                              depends_on=(Dependency(step_id=handoff.step_id, kind="handoff_from"),)
+                                              if handoff is not None else ())
         if call is not None:
             value = json_or_text(span.attrs.get("input.value"))
             task = value.get("task") if isinstance(value, dict) else value
@@ -336,6 +349,29 @@ class _Reader:
             waiting.pop()
         return waiting[-1] if waiting else None
 
+    def orchestrator(self, llm: Step, agent: str, text: str, parent: str | None) -> None:
+        """MagenticOne's orchestrator's output (:mod:`~causaltrace.collector.span_autogen`): its plan, the next
+        speaker and instruction of a progress ledger, or the final answer's message; its facts give no step."""
+        made = (Dependency(step_id=llm.step_id, kind="produced_by"),)
+        ledger = ledger_of(text)
+        if ledger is not None:
+            self.plain = 0
+            satisfied = ledger_answer(ledger, "is_request_satisfied") is True
+            self.answered_request = satisfied
+            speaker, instruction = ledger_answer(ledger, "next_speaker"), ledger_answer(ledger, "instruction_or_question")
+            if not satisfied and speaker:
+                self.b.text("speaker_selection", agent, str(speaker), parent_step_id=parent, status="ok", depends_on=made)
+            if not satisfied and instruction:
+                self.index.note(self.b.text("message", agent, str(instruction), parent_step_id=parent, status="ok",
+                                            depends_on=made), llm)
+        elif self.answered_request:
+            add_llm_output(self.b, self.index, llm, agent, text, [], parent)
+        else:
+            self.plain += 1
+            if self.plain == 2:  # facts, then the plan (again after a re-plan)
+                self.index.note(self.b.text("planning", agent, text, parent_step_id=parent, status="ok",
+                                            depends_on=made), llm)
+
     def code_step(self, span: SpanLike, llm: Step, agent: str, text: str, parent: str | None) -> bool:
         """A smolagents CodeAgent's model output in a ``Step N`` span: its thought (``reasoning``), its code (a
         ``python_interpreter`` call) and the code's run (``code_execution`` of the step's observations, marked as
@@ -379,7 +415,9 @@ class _Reader:
             usage=usage, parent_step_id=parent, status=step_status(span), error=step_error(span),
             depends_on=self.index.dependencies(agent, messages, len(self.b.steps)),
         )
-        if calls or not self.code_step(span, llm, agent, text, parent):
+        if agent == ORCHESTRATOR and not calls:
+            self.orchestrator(llm, agent, text, parent)
+        elif calls or not self.code_step(span, llm, agent, text, parent):
             add_llm_output(self.b, self.index, llm, agent, text, calls, parent)
         for name, _, call_id in calls:
             if call_id:
@@ -402,6 +440,14 @@ class _Reader:
                                     is_error=step_status(span) == "error", agent=agent, error=step_error(span),
                                     parent_step_id=parent)
         self.index.note(result)
+        target = handoff_target(name) if result.status == "ok" else None
+        if target is not None:  # an AutoGen handoff: the next turn of the target starts from it
+            call = self.b.calls[call_id]
+            maker = next((d.step_id for d in call.depends_on if d.kind == "produced_by"), None)
+            handoff = self.b.text("handoff", agent, result.content, parent_step_id=parent, status="ok",
+                                  depends_on=(Dependency(step_id=maker, kind="produced_by"),) if maker else ())
+            self.index.note(handoff)
+            self.handoffs[target] = handoff
         if name == "final_answer" and result.status == "ok":  # smolagents' answer: the agent's final_answer
             call = self.b.calls[call_id]
             maker = next((d.step_id for d in call.depends_on if d.kind == "produced_by"), None)

@@ -219,30 +219,29 @@ def _flatten(key: str, value: Any, out: dict[str, Any]) -> None:
     out[key] = value
 
 
-def _events(record: Mapping[str, Any], raw: Any, label: str) -> list[DecodedEvent]:
-    items = raw if isinstance(raw, list) else _rows(_nested(record, "events"))
-    events = []
+def _entries(record: Mapping[str, Any], raw: Any, what: str, label: str) -> list[dict[str, Any]]:
+    """A span's events or links as dicts of normalised field names: a list of objects, else ClickHouse's Nested
+    columns (``Events.Name`` …) as parallel arrays."""
+    items = raw if isinstance(raw, list) else _rows(_nested(record, what))
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
-            raise InvalidInputError(f"{label}: events[{i}] must be an object")
-        fields = {normal(k): v for k, v in item.items()}
-        when = next((fields[k] for k in ("timestamp", "time", "timeunixnano") if k in fields), None)
-        events.append(DecodedEvent(name=str(fields.get("name") or ""), time=nanos(when, f"events[{i}] time", label),
-                                   attrs=flat_attributes(fields.get("attributes"), label)))
-    return events
+            raise InvalidInputError(f"{label}: {what}[{i}] must be an object")
+    return [{normal(str(k)): v for k, v in item.items()} for item in items]
+
+
+def _events(record: Mapping[str, Any], raw: Any, label: str) -> list[DecodedEvent]:
+    return [DecodedEvent(name=str(e.get("name") or ""),
+                         time=nanos(next((e[k] for k in ("timestamp", "time", "timeunixnano") if k in e), None),
+                                    f"events[{i}] time", label),
+                         attrs=flat_attributes(e.get("attributes"), label))
+            for i, e in enumerate(_entries(record, raw, "events", label))]
 
 
 def _links(record: Mapping[str, Any], raw: Any, label: str) -> list[DecodedLink]:
-    items = raw if isinstance(raw, list) else _rows(_nested(record, "links"))
-    links = []
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise InvalidInputError(f"{label}: links[{i}] must be an object")
-        fields = {normal(k): v for k, v in item.items()}
-        links.append(DecodedLink(trace_id=decode_id(fields.get("traceid"), 16, f"links[{i}].trace_id", label),
-                                 span_id=decode_id(fields.get("spanid"), 8, f"links[{i}].span_id", label),
-                                 attrs=flat_attributes(fields.get("attributes"), label)))
-    return links
+    return [DecodedLink(trace_id=decode_id(e.get("traceid"), 16, f"links[{i}].trace_id", label),
+                        span_id=decode_id(e.get("spanid"), 8, f"links[{i}].span_id", label),
+                        attrs=flat_attributes(e.get("attributes"), label))
+            for i, e in enumerate(_entries(record, raw, "links", label))]
 
 
 def spans_of_record(record: Any, where: str, *, trace_id: str | None = None, parent: str | None = None
