@@ -78,3 +78,13 @@ def test_a_project_id_template_needs_the_phoenix_settings():
         linker.link(run.steps[0].source)
     assert BackendSettings.from_env({"CAUSALTRACE_PHOENIX_URL": " http://p ", "PHOENIX_API_KEY": "k"}) == \
         BackendSettings(phoenix_url="http://p", phoenix_api_key="k")
+
+
+def test_the_report_names_each_imported_steps_span(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "import", str(OTLP), "--format", "auto")
+    assert code == 0, err
+    page = tmp_path / "report.html"
+    code, _, err = run_cli(capsys, "report", out.split()[0], "--html", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert f'from span <span class="mono">{TOOL}</span> (TOOL) of trace <span class="mono">{TRACE}</span>' in html

@@ -364,6 +364,10 @@ def _step_row(s: Step, by_id: Mapping[str, Step], marks: Marks, turns: Turns, t0
         body += f'<div class="err small">{e(s.error.type)}: {e(short(s.error.message, 400))}</div>'
     if s.truncated:
         body += '<div class="small muted">(payload truncated at capture)</div>'
+    if s.source is not None and s.source.span_id:  # an imported step: the span it was read from (issue 34)
+        kind = f" ({e(s.source.span_kind)})" if s.source.span_kind else ""
+        body += (f'<div class="small muted">from span <span class="mono">{e(s.source.span_id)}</span>{kind} of '
+                 f'trace <span class="mono">{e(s.source.trace_id or "—")}</span></div>')
     size = len(turns.members.get(s.step_id, ()))
     if size:
         default = " data-default-fold" if fold else ""
