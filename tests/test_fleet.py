@@ -82,7 +82,6 @@ def test_diagnose_all_json_summarises_the_batch(imported, capsys):
     (("diagnose", "--all", "--force"), "--force (analyse a successful run) takes one run"),
     (("diagnose",), "diagnose needs a RUN_ID or --all"),
     (("diagnose", "abcd1234", "--all"), "a RUN_ID or --all, not both"),
-    (("diagnose", "--all", "--jobs", "0"), "--jobs must be at least 1"),
     (("diagnose", "--all", "--since", "yesterday-ish"), "--since 'yesterday-ish': expected a duration"),
     (("report", "--html", "x.html"), "report needs a RUN_ID or --fleet"),
     (("stats", "--since", "6 hours"), "expected a duration (90m, 6h, 2d)"),

@@ -44,6 +44,7 @@ from typing import Any
 from causaltrace.attribution.engine import diagnose_sync
 from causaltrace.collector.fleet_stats import is_replay_name
 from causaltrace.collector.store import Store
+from causaltrace.collector.store_sql import CorruptRecordError
 from causaltrace.exceptions import CausaltraceError, UserError
 from causaltrace.schema import Diagnosis
 
@@ -102,13 +103,21 @@ def select_runs(store: Store, *, method: str = "graph", failed_only: bool = Fals
         started = _started(row.get("started_at"))
         if since is not None and (started is None or started < since):
             continue
-        if not redo and any(d.method == method and not d.failed for d in store.diagnoses(row["run_id"])):
+        if not redo and any(d.method == method and not d.failed for d in _diagnoses(store, row["run_id"])):
             done.append(row["run_id"])
             continue
         todo.append(row["run_id"])
     todo.reverse()
     done.reverse()
     return Selection(todo[:limit] if limit is not None else todo, done)
+
+
+def _diagnoses(store: Store, run_id: str) -> list[Diagnosis]:
+    """The run's stored diagnoses; none when one of them is damaged (the run is diagnosed again)."""
+    try:
+        return store.diagnoses(run_id)
+    except CorruptRecordError:
+        return []
 
 
 def runs_to_diagnose(store: Store, *, method: str = "graph", failed_only: bool = False,
@@ -138,6 +147,8 @@ def _diagnose_here(run_id: str) -> tuple[str, Diagnosis | None, str | None]:
     try:
         run = _worker["store"].get_run(run_id)
         diagnosis = diagnose_sync(run, _worker["method"], _worker["model"], store=False, **_worker["options"])
+    except CorruptRecordError as exc:  # one damaged run is skipped and counted, never the end of the batch
+        return run_id, None, exc.message
     except UserError:
         raise
     except CausaltraceError as exc:

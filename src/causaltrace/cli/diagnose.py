@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from causaltrace._cli_replay import add_keep_server
+from causaltrace.cli.arguments import fraction
 from causaltrace.cli.common import console, csv_values, short, store
 from causaltrace.cli.fleet import add_diagnose_all_arguments, cmd_diagnose_all
 from causaltrace.collector.span_links import LINK_HELP
@@ -36,7 +37,7 @@ def add_diagnose_command(sub: Any) -> None:
                    "summary, each run's decisive step)")
     p.add_argument("--force", action="store_true", help="diagnose a run whose outcome is success anyway (one "
                    "RUN_ID, not --all)")
-    p.add_argument("--min-confidence", type=float, default=None, metavar="C",
+    p.add_argument("--min-confidence", type=fraction, default=None, metavar="C",
                    help="below this confidence (0-1) name no decisive step, only the ranked candidates")
     p.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)
     p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")

@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from causaltrace.cli.arguments import int_at_least
 from causaltrace.cli.common import console, store
 from causaltrace.exceptions import UserError
 from causaltrace.report.terminal import guarded, safe_text, write_json
@@ -57,7 +58,7 @@ def add_pull_fleet_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"traces started since then: 90m, 6h, 2d or an ISO date/time (--service default: "
                         f"{DEFAULT_SERVICE_SINCE}; --phoenix default: all)")
     p.add_argument("--until", metavar="WHEN", default=None, help="traces started before then (default: now)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N traces (the newest)")
+    p.add_argument("--limit", type=int_at_least(1), default=None, metavar="N", help="at most N traces (the newest)")
     p.add_argument("--failed", action="store_true", help="only traces whose root span has status ERROR")
 
 
@@ -70,7 +71,15 @@ def _report_skipped(skipped: list[Any]) -> None:
 
 def cmd_pull_many(args: argparse.Namespace, save: Any) -> int:
     """``pull --phoenix URL --project P`` or ``pull --jaeger URL --service S``: store every matching trace's run,
-    printing one run id per line; ``save(args, runs)`` stores a batch (the ``import`` rule: same run → unchanged)."""
+    printing one run id per line; ``save(args, runs)`` stores a batch (the ``import`` rule: same run → unchanged).
+    A hostile answer (a 5,000-digit integer, nesting deeper than the stack) is one line naming the server."""
+    from causaltrace.collector.safe_input import reading
+
+    with reading(f"the answer of {'Phoenix at ' + args.phoenix if args.phoenix else 'Jaeger at ' + args.jaeger}"):
+        return _pull_many(args, save)
+
+
+def _pull_many(args: argparse.Namespace, save: Any) -> int:
     until = parse_time(args.until, "--until") if args.until else None
     if args.phoenix:
         from causaltrace.collector.phoenix import pull_from_phoenix
@@ -111,7 +120,8 @@ def add_diagnose_all_arguments(p: argparse.ArgumentParser) -> None:
                         "(resumes where a stopped batch ended)")
     p.add_argument("--failed", action="store_true", help="with --all: only runs whose outcome is a failure")
     p.add_argument("--since", metavar="WHEN", default=None, help="with --all: " + SINCE_HELP)
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="with --all: diagnose in N processes (default 1)")
+    p.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N",
+                   help="with --all: diagnose in N processes (default 1)")
     p.add_argument("--redo", action="store_true", help="with --all: diagnose runs that already have a diagnosis too")
 
 
@@ -220,6 +230,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     with store(args, readonly=True) as db:
         stats = fleet_stats(db, since=_since(args))
+    _report_unreadable(stats)
     if args.json:
         write_json(stats.to_json())
         return 0
@@ -238,6 +249,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_unreadable(stats: Any) -> None:
+    """One line per run a fleet aggregate left out because a stored record of it is damaged (``--json`` counts
+    them in ``unreadable``)."""
+    for run_id, why in stats.unreadable:
+        print(f"causaltrace: skipped run {safe_text(run_id)}: {safe_text(why)}", file=sys.stderr)
+
+
 # ------------------------------------------------------------------------------------------------- report --fleet
 
 
@@ -248,6 +266,7 @@ def cmd_report_fleet(args: argparse.Namespace) -> int:
 
     with store(args, readonly=True) as db:
         stats = fleet_stats(db, since=_since(args))
+    _report_unreadable(stats)
     try:
         path = write_fleet_report(stats, args.html)
     except OSError as exc:

@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from causaltrace.cli.arguments import int_at_least
 from causaltrace.cli.common import STATUS_STYLE, console, short, store
 from causaltrace.cli.fleet import SINCE_HELP, cmd_report_fleet
 from causaltrace.collector.span_links import LINK_HELP, Linker
@@ -23,7 +24,7 @@ def add_inspection_commands(sub: Any) -> None:
     """Add ``runs`` and ``show`` to the ``causaltrace`` subcommands."""
     p = sub.add_parser("runs", help="list stored runs")
     p.add_argument("--failed", action="store_true", help="only runs whose outcome is a failure")
-    p.add_argument("--limit", type=int, default=None, help="at most N runs")
+    p.add_argument("--limit", type=int_at_least(0), default=None, help="at most N runs")
     p.add_argument("--replays", action="store_true", help="also list the runs that replays produced")
     p.add_argument("--wide", action="store_true",
                    help="full ids, times and tasks (by default the table fits the terminal: ids cut to a unique "
@@ -34,7 +35,7 @@ def add_inspection_commands(sub: Any) -> None:
     p = sub.add_parser("show", help="show a run's steps as a tree")
     p.add_argument("run_id", metavar="RUN_ID", help="a run id or a unique prefix of one")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--width", type=int, default=None,
+    p.add_argument("--width", type=int_at_least(1), default=None,
                    help="characters of step text to show (default: what fits the terminal's line, at most 120)")
     p.add_argument("--link", metavar="SPEC", default=None, help=LINK_HELP)
     p.set_defaults(func=cmd_show)

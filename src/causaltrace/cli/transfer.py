@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace._cli_replay import write_output
+from causaltrace.cli.arguments import seconds
 from causaltrace.cli.common import store
 from causaltrace.cli.fleet import add_pull_fleet_arguments, cmd_pull_many
+from causaltrace.collector.safe_input import check_run_id, reading, refuse_special_file
 from causaltrace.exceptions import InvalidInputError, TraceAssemblyError, UserError
 from causaltrace.report.terminal import safe_text
 
@@ -42,7 +44,8 @@ def add_transfer_commands(sub: Any) -> None:
                    help="the trace id in Jaeger (up to 32 hex digits); without it, --service or --phoenix")
     p.add_argument("--jaeger", metavar="URL", help="Jaeger query base URL, e.g. http://localhost:16686")
     add_pull_fleet_arguments(p)
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--timeout", type=seconds, default=10.0,
+                   help="seconds to wait for each complete answer (default 10)")
     p.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     p.set_defaults(func=cmd_pull)
 
@@ -65,14 +68,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     for raw, path in zip(args.paths, paths, strict=True):
         if not path.exists():
             raise UserError(f"no such file or directory: {raw!r}")
+        refuse_special_file(path)  # a FIFO would wait for a writer forever, /dev/zero never ends
     if args.format == "whowhen" or not any(path.is_dir() for path in paths):
-        if not save_imported(args, (run for path in paths for run in _load(path, args.format))):
+        if not save_imported(args, (run for path in paths for run in _read(path, args.format))):
             raise UserError("no runs found in the given input")
         return 0
     imported = refused = 0
     for path in (f for p in paths for f in _files(p)):
         try:
-            if not save_imported(args, _load(path, args.format)):
+            if not save_imported(args, _read(path, args.format)):
                 raise UserError(f"{path}: no runs found")
         except UserError as exc:
             refused += 1
@@ -92,6 +96,7 @@ def save_imported(args: argparse.Namespace, runs: Iterable[Any]) -> list[str]:
     ids: dict[str, None] = {}
     with store(args) as db, db.transaction():
         for run in runs:
+            check_run_id(run.run_id, f"run {run.run_id[:40]!r}" if isinstance(run.run_id, str) else "a run")
             if run.run_id in ids:
                 raise UserError(f"the input holds run {run.run_id!r} twice")
             ids[run.run_id] = None
@@ -103,6 +108,13 @@ def save_imported(args: argparse.Namespace, runs: Iterable[Any]) -> list[str]:
 
 def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+
+
+def _read(path: Path, fmt: str) -> Iterator[Any]:
+    """:func:`_load` with what a hostile file makes a parser raise (a 5,000-digit integer, nesting deeper than the
+    stack, text that is not Unicode) one line naming the file."""
+    with reading(str(path)):
+        yield from _load(path, fmt)
 
 
 def _load(path: Path, fmt: str) -> Iterable[Any]:
@@ -152,7 +164,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if not args.trace_id:
         raise UserError("pull --jaeger needs a TRACE_ID or --service S")
     try:
-        runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
+        with reading(f"the answer of Jaeger at {args.jaeger}"):
+            runs = pull_from_jaeger(args.trace_id, args.jaeger, timeout_s=args.timeout)
     except TraceAssemblyError as exc:
         raise InvalidInputError(f"trace {args.trace_id} in Jaeger at {args.jaeger}: the spans do not form a run: "
                                 f"{exc.message}") from exc

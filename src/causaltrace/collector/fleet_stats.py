@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from causaltrace.collector.store_sql import CorruptRecordError
 from causaltrace.schema import ERROR_CATEGORIES, Diagnosis, Run
 
 __all__ = ["GROUPS", "Bucket", "FleetStats", "StatsStore", "fleet_stats", "is_replay_name"]
@@ -77,6 +78,8 @@ class FleetStats:
     by_step_kind: list[Bucket] = field(default_factory=list)
     by_category: list[Bucket] = field(default_factory=list)
     by_framework: list[Bucket] = field(default_factory=list)
+    #: Runs left out because a stored record of theirs is damaged: (run id, why) — each said in one line by the CLI.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (``stats --json``): buckets as objects, ``since`` as ISO text."""
@@ -84,6 +87,7 @@ class FleetStats:
         out["since"] = self.since.isoformat() if self.since else None
         for name, _ in GROUPS:
             out[name] = [{**b, "examples": list(b["examples"])} for b in out[name]]
+        out["unreadable"] = [{"run_id": run_id, "error": why} for run_id, why in self.unreadable]
         return out
 
 
@@ -137,25 +141,30 @@ def fleet_stats(store: StatsStore, *, since: datetime | None = None) -> FleetSta
     if since is not None and since.tzinfo is None:
         since = since.astimezone(UTC)
     stats = FleetStats(since=since)
-    rows: list[tuple[Mapping[str, Any], Diagnosis]] = []
+    rows: list[tuple[Mapping[str, Any], Diagnosis, str]] = []
     for row in store.list_runs():  # newest first: the examples are the newest runs
         if is_replay_name(row.get("name")):
             continue
         started = _started(row)
         if since is not None and (started is None or started < since):
             continue
+        try:  # a damaged record leaves its run out, counted, instead of refusing the whole store
+            best = store.strongest_diagnosis(str(row["run_id"]))
+            kind = _step_kind(store, best) if best is not None and not best.failed and best.decisive_step_id else ""
+        except CorruptRecordError as exc:
+            stats.unreadable.append((str(row["run_id"]), exc.message))
+            continue
         stats.runs += 1
         stats.failed += row.get("status") == "failure"
-        best = store.strongest_diagnosis(str(row["run_id"]))
-        if best is not None and not best.failed and best.decisive_step_id is not None:
-            rows.append((row, best))
+        if best is not None and kind:
+            rows.append((row, best, kind))
         elif best is not None:
             stats.diagnosis_failed += 1
         elif row.get("status") == "failure":
             stats.undiagnosed += 1
     stats.diagnosed = total = len(rows)
-    stats.by_agent = _buckets(((_agent_of(d), d.run_id) for _, d in rows), total)
-    stats.by_step_kind = _buckets(((_step_kind(store, d), d.run_id) for _, d in rows), total)
-    stats.by_category = _buckets(((_category_of(d), d.run_id) for _, d in rows), total)
-    stats.by_framework = _buckets(((str(row.get("framework") or "unknown"), d.run_id) for row, d in rows), total)
+    stats.by_agent = _buckets(((_agent_of(d), d.run_id) for _, d, _ in rows), total)
+    stats.by_step_kind = _buckets(((kind, d.run_id) for _, d, kind in rows), total)
+    stats.by_category = _buckets(((_category_of(d), d.run_id) for _, d, _ in rows), total)
+    stats.by_framework = _buckets(((str(row.get("framework") or "unknown"), d.run_id) for row, d, _ in rows), total)
     return stats

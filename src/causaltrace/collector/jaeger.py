@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from causaltrace.collector.otlp import parse_documents, runs_from_documents
+from causaltrace.collector.safe_input import fetch
 from causaltrace.exceptions import InvalidInputError, UserError
 from causaltrace.schema import Run
 
@@ -82,8 +83,8 @@ def _get(url: str, base: str, timeout_s: float, retries: int = DEFAULT_RETRIES) 
         for attempt in range(max(retries, 0) + 1):
             if attempt:
                 time.sleep(_BACKOFF_S * 2 ** (attempt - 1))
-            try:
-                response = client.get(url)
+            try:  # the whole answer within timeout_s and max_answer_bytes (issue 36 item 6)
+                response = fetch(client, url, source=f"Jaeger at {base}", timeout_s=timeout_s)
             except httpx.TimeoutException as exc:
                 raise UserError(f"cannot reach Jaeger at {base}: {_why(exc, timeout_s)}") from exc
             except httpx.TransportError as exc:  # refused, DNS, reset mid-answer: worth another try

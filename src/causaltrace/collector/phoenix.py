@@ -42,6 +42,7 @@ which forms a run one saying how many spans and traces were read and which conve
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -50,6 +51,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from causaltrace.collector.pulled import Pulled, runs_of_traces
+from causaltrace.collector.safe_input import max_answer_bytes, read_bounded, within
 from causaltrace.collector.span_records import JSON_ATTRIBUTE_SUFFIXES, fold_json_attributes
 from causaltrace.exceptions import InvalidInputError, UserError
 
@@ -74,9 +76,14 @@ def _base(base_url: str) -> str:
 def _get_json(url: str, base: str, project: str, timeout_s: float) -> Any:
     """GET ``url`` and decode its JSON; every failure is one UserError line."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
+    deadline = time.monotonic() + timeout_s
+
+    def answer() -> bytes:  # the whole answer within timeout_s and max_answer_bytes (issue 36 item 6)
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            body = response.read()
+            return read_bounded(lambda: response.read(1 << 16), f"Phoenix at {base}", deadline, max_answer_bytes())
+
+    try:
+        body = within(timeout_s, answer, f"cannot reach Phoenix at {base}")
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise UserError(f"project {project!r} not found in Phoenix at {base}") from exc
@@ -84,7 +91,8 @@ def _get_json(url: str, base: str, project: str, timeout_s: float) -> Any:
             detail = " ".join(exc.read().decode("utf-8", errors="replace").split())[:200]
         except OSError:
             detail = ""
-        raise UserError(f"Phoenix at {base} answered HTTP {exc.code} {exc.reason}" + (f": {detail}" if detail else "")
+        reason = str(exc.reason).splitlines()[0]  # urllib's redirect-loop reason spans lines
+        raise UserError(f"Phoenix at {base} answered HTTP {exc.code} {reason}" + (f": {detail}" if detail else "")
                         ) from exc
     except urllib.error.URLError as exc:
         reason = exc.reason

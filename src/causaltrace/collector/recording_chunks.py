@@ -44,8 +44,7 @@ from typing import Any
 
 import pydantic_core
 
-from causaltrace.collector.store_sql import REC_INSERT, Connection
-from causaltrace.exceptions import StoreError
+from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError
 from causaltrace.schema import RecordedCall, utf8_safe
 
 __all__ = [
@@ -304,7 +303,7 @@ def _parse_refs(where: str, seq: int, chunks: str) -> list[list[Any]]:
         ):
             raise ValueError("expected a list of [digest or [digests], field, …] references")
     except ValueError as exc:
-        raise StoreError(f"{where}: the chunk references of recorded call #{seq} are corrupt ({exc})") from exc
+        raise CorruptRecordError(f"{where}: the chunk references of recorded call #{seq} are corrupt ({exc})") from exc
     return refs
 
 
@@ -320,7 +319,7 @@ def _chunk_texts(conn: Connection, where: str, digests: set[str]) -> dict[str, s
             except ValueError:
                 text = None
             if not isinstance(text, str):
-                raise StoreError(f"{where}: the stored chunk {digest} is corrupt (not a JSON string)")
+                raise CorruptRecordError(f"{where}: the stored chunk {digest} is corrupt (not a JSON string)")
             texts[digest] = text
     return texts
 
@@ -350,11 +349,11 @@ def resolve_calls(
                 if text is None:
                     missing = next((d for d in ([ref] if isinstance(ref, str) else ref) if d not in texts), None)
                     if missing is not None:
-                        raise StoreError(
+                        raise CorruptRecordError(
                             f"{where}: recorded call #{seq} references the chunk {missing} the store lacks")
                     text = joined[mark] = texts[ref] if isinstance(ref, str) else "".join(texts[d] for d in ref)
                 _place(call, mark, path, text)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise StoreError(f"{where}: recorded call #{seq} is corrupt ({exc})") from exc
+            raise CorruptRecordError(f"{where}: recorded call #{seq} is corrupt ({exc})") from exc
         out.append((seq, call))
     return out

@@ -88,6 +88,7 @@ from causaltrace.collector.store_sql import (
     TRUNCATION_MARKER,
     Backend,
     Connection,
+    CorruptRecordError,
     ImportOutcome,
     NoStoreYetError,
     RunRow,
@@ -411,6 +412,13 @@ class Store:
         if not isinstance(run, Run):
             raise InvalidInputError(f"import_run/save_run expects a Run, got {type(run).__name__}")
         run = truncate_run_text(run, self.max_chars)  # compared as it would be stored
+        try:
+            return self._import(run, replace)
+        except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800" in an imported JSON) SQLite cannot store
+            raise InvalidInputError(f"run {run.run_id[:80]!r}: its text is not valid Unicode ({exc.reason}: "
+                                    f"{exc.object[max(exc.start - 20, 0):exc.end + 20]!r})") from None
+
+    def _import(self, run: Run, replace: bool) -> ImportOutcome:
         with self.transaction():  # the comparison and the write see the same row
             conn = self._connection()
             old = self._row(conn, run.run_id)
@@ -652,7 +660,7 @@ class Store:
             try:
                 out.append(Diagnosis.model_validate_json(data))
             except ValidationError as exc:
-                raise StoreError(
+                raise CorruptRecordError(
                     f"diagnosis #{row_id} of run {run_id!r} in the store {self.location!r} is corrupt "
                     f"({explain(exc)})"
                 ) from exc
@@ -708,7 +716,7 @@ class Store:
             try:
                 out.append(RepairPair.model_validate_json(data))
             except ValidationError as exc:
-                raise StoreError(
+                raise CorruptRecordError(
                     f"repair pair {pair_id!r} in the store {self.location!r} is corrupt ({explain(exc)})"
                 ) from exc
         return out

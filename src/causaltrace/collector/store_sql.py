@@ -28,6 +28,7 @@ from causaltrace.schema import RecordedCall, Recording, Run, Step
 
 __all__ = [
     "CHILD_TABLES",
+    "CorruptRecordError",
     "DEP_INSERT",
     "DERIVED_TABLES",
     "REC_INSERT",
@@ -56,6 +57,11 @@ logger = logging.getLogger("causaltrace.collector.store")
 
 #: What replaces the cut-off tail of a text field longer than the store's ``max_chars``.
 TRUNCATION_MARKER = "…[causaltrace: truncated {n} chars]"
+
+
+class CorruptRecordError(StoreError):
+    """A stored record (a run row, a step, a recorded call, a diagnosis, a repair pair) cannot be read back: the
+    store itself answers, only that record is damaged — a fleet command skips its run with one line and goes on."""
 
 
 class NoStoreYetError(StoreError):
@@ -325,14 +331,14 @@ def build_run(
         base = Run.model_validate(fields)
     except (ValueError, TypeError) as exc:
         detail = explain(exc) if isinstance(exc, ValidationError) else str(exc)
-        raise StoreError(f"{where}: the stored run record is corrupt ({detail})") from exc
+        raise CorruptRecordError(f"{where}: the stored run record is corrupt ({detail})") from exc
     with gc_paused():
         parsed: list[Step] = []
         for step_id, data in steps:
             try:
                 parsed.append(Step.model_validate_json(data))
             except ValidationError as exc:
-                raise StoreError(f"{where}: stored step {step_id!r} is corrupt ({explain(exc)})") from exc
+                raise CorruptRecordError(f"{where}: stored step {step_id!r} is corrupt ({explain(exc)})") from exc
         recording = None
         if recs is not None:
             calls = []
@@ -343,7 +349,7 @@ def build_run(
                     else:
                         calls.append(RecordedCall.model_validate(data))
                 except ValidationError as exc:
-                    raise StoreError(f"{where}: recorded call #{seq} is corrupt ({explain(exc)})") from exc
+                    raise CorruptRecordError(f"{where}: recorded call #{seq} is corrupt ({explain(exc)})") from exc
             recording = Recording(run_id=row.run_id, calls=tuple(calls))
         values = {name: getattr(base, name) for name in Run.model_fields}
         values.update(steps=tuple(parsed), recording=recording)
@@ -352,7 +358,7 @@ def build_run(
         except (ValidationError, TraceAssemblyError) as exc:
             detail = explain(exc) if isinstance(exc, ValidationError) else exc.message
             if row.state == "finished":
-                raise StoreError(f"{where}: the stored steps do not form a valid run ({detail})") from exc
+                raise CorruptRecordError(f"{where}: the stored steps do not form a valid run ({detail})") from exc
             # A live or crashed run may lack a step that was never sent (a parent sent only at its end).
             logger.debug("causaltrace store: %s is partial (%s); returning it unvalidated", where, detail)
             return Run.model_construct(**values)

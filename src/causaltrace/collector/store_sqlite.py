@@ -58,6 +58,7 @@ class SQLiteBackend:
         """The open connection (created and migrated unless read-only)."""
         if self._empty:
             return self._in_memory(None)
+        self._refuse_special()
         if self.readonly:
             return self._open_readonly()
         try:
@@ -78,6 +79,16 @@ class SQLiteBackend:
             conn.close()
             raise
         return conn
+
+    def _refuse_special(self) -> None:
+        """A FIFO, a device or a socket as the store is refused: SQLite would wait for a FIFO's writer forever."""
+        from causaltrace.collector.safe_input import refuse_special_file
+        from causaltrace.exceptions import InvalidInputError
+
+        try:
+            refuse_special_file(self.path, "the store path")
+        except InvalidInputError as exc:
+            raise StoreError(exc.message.replace("causaltrace reads files only", "give a file path")) from None
 
     # -- the statements SQLite spells its own way --------------------------------------------------------------
 
