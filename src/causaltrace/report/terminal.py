@@ -15,29 +15,18 @@ imported text goes through this one helper:
 * :func:`safe_json` — JSON text with the characters JSON does not escape by itself (C1, direction overrides)
   written as ``\\uXXXX`` escapes: the same data, inert on a terminal.
 
-Two more for the CLI's entry point (issue 36 item 6: an ASCII-only, closed or full stdout was an internal error):
-:func:`prepare_output` before a command (a closed stream becomes ``/dev/null``; an encoding that cannot show a
-character writes it as an escape instead of raising), :func:`output_error` for an ``OSError`` a command raised
-writing its output and :func:`finish_output` after it (a stdout that cannot take the output — ``> /dev/full`` — is
-one line, and nothing is left for the interpreter to fail on at exit).
-
 The HTML report escapes its own way (``report/_page.py``: everything taken from the run is HTML-escaped).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import io
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["UNSAFE", "finish_output", "guarded", "output_error", "prepare_output", "safe_json", "safe_text", "strip_unsafe",
-           "write_json"]
+__all__ = ["UNSAFE", "guarded", "safe_json", "safe_text", "strip_unsafe", "write_json"]
 
 #: C0 controls but tab and newline, DEL, C1 controls, and the Unicode direction overrides / isolates.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -69,7 +58,6 @@ def safe_json(value: Any) -> str:
 
 def write_json(value: Any) -> None:
     """``value`` as :func:`safe_json` on stdout (``--json``)."""
-    import sys
 
     sys.stdout.write(safe_json(value) + "\n")
 
@@ -110,42 +98,3 @@ def guarded(console: Any) -> Any:
         console._causaltrace_guarded = True
     return console
 
-
-def prepare_output() -> None:
-    """Make stdout / stderr writable whatever they are: a closed one (``>&-``) becomes ``/dev/null``; one whose
-    encoding cannot show a character (``PYTHONIOENCODING=ascii``) writes ``\\xb7`` instead of raising."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
-        elif isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-            stream.reconfigure(errors="backslashreplace")
-
-
-def output_error(exc: BaseException) -> str | None:
-    """The one line for an error writing the output (a full disk, a closed pipe, a device error: what ``> /dev/full``
-    raises mid-command), after pointing stdout's descriptor at ``/dev/null`` so the interpreter's own flush at exit
-    has nothing left to fail on; None for any other error."""
-    if isinstance(exc, OSError):
-        if exc.errno not in _WRITE_ERRNOS:
-            return None
-    elif not (isinstance(exc, ValueError) and "closed file" in str(exc)):
-        return None
-    with contextlib.suppress(OSError, ValueError):
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return f"cannot write the output: {why}"
-
-
-def finish_output() -> str | None:
-    """Flush stdout at the end of a command: :func:`output_error`'s line when it cannot take the output, else None."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError) as exc:
-        return output_error(exc) or f"cannot write the output: {exc}"
-    return None
-
-
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EBADF, errno.EDQUOT, errno.EFBIG})
