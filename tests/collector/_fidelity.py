@@ -38,6 +38,8 @@ from causaltrace.schema import Run, Step
 ROOT = Path(__file__).resolve().parents[2]
 MATCHED = ("llm_response", "message", "tool_call", "tool_response", "code_execution", "final_answer")
 CRITICAL = ("tool_call", "tool_response", "code_execution")
+#: autogen-core's GenAI spans hold agent turns and tool executions, no model calls: what their goal covers
+GENAI = {"matched": ("agent_turn", "tool_call", "tool_response"), "edges_of": ("tool_result_of",), "contents": False}
 EDGES = ("observed", "saw", "tool_result_of", "delegated_by")
 
 
@@ -78,24 +80,28 @@ def _code(run: Run, step: Step) -> str:
     return str((call.arguments or {}).get("code", call.content)) if call is not None else ""
 
 
-def _agrees(native: Run, n: Step, imported: Run, i: Step, n_keys: dict, i_keys: dict) -> bool:
+def _agrees(native: Run, n: Step, imported: Run, i: Step, n_keys: dict, i_keys: dict, contents: bool) -> bool:
     if n.kind == "tool_call":
-        return n.tool_name == i.tool_name and _canonical(n.arguments) == _canonical(i.arguments)
+        return n.tool_name == i.tool_name and (not contents or _canonical(n.arguments) == _canonical(i.arguments))
     if n.kind == "tool_response":
         n_calls = [n_keys[d.step_id] for d in n.depends_on if d.kind == "tool_result_of"]
         i_calls = [i_keys[d.step_id] for d in i.depends_on if d.kind == "tool_result_of"]
-        return _same_text(n.content, i.content) and n_calls == i_calls and n.status == i.status
+        return (not contents or _same_text(n.content, i.content)) and n_calls == i_calls and n.status == i.status
     if n.kind == "code_execution":
         stdout = (str(n.outputs.get("stdout", "")).strip(), str(i.outputs.get("stdout", "")).strip())
         return _code(native, n).strip() == _code(imported, i).strip() and stdout[0] == stdout[1] \
             and n.status == i.status
-    if n.kind == "llm_response":
+    if n.kind in ("llm_response", "agent_turn"):
         return n.status == i.status
     return _same_text(n.content, i.content)
 
 
-def fidelity(native: Run, imported: Run) -> Fidelity:
-    """The three percentages of the module docstring, for one team's native and imported runs."""
+def fidelity(native: Run, imported: Run, *, matched: tuple[str, ...] = MATCHED,
+             edges_of: tuple[str, ...] = EDGES, contents: bool = True) -> Fidelity:
+    """The three percentages of the module docstring, for one team's native and imported runs (``matched`` /
+    ``edges_of``: the kinds and edges counted, narrower for GenAI spans, which hold no model calls; ``contents``
+    False: tool calls and results agree by tool, pairing and status — autogen-core records no arguments or
+    results)."""
     n_keys, _ = _keys(native)
     i_keys, i_by_key = _keys(imported)
     misses: list[str] = []
@@ -104,8 +110,8 @@ def fidelity(native: Run, imported: Run) -> Fidelity:
     for step in native.steps:
         key = n_keys[step.step_id]
         other = i_by_key.get(key)
-        if step.kind in MATCHED:
-            found = other is not None and _agrees(native, step, imported, other, n_keys, i_keys)
+        if step.kind in matched:
+            found = other is not None and _agrees(native, step, imported, other, n_keys, i_keys, contents)
             kinds[0] += found
             kinds[1] += 1
             if step.kind in CRITICAL:
@@ -123,7 +129,7 @@ def fidelity(native: Run, imported: Run) -> Fidelity:
     edges = [0, 0]
     for step in native.steps:
         for dep in step.depends_on:
-            if dep.kind in EDGES:
+            if dep.kind in edges_of:
                 edge = (n_keys[step.step_id], n_keys[dep.step_id], dep.kind)
                 edges[0] += edge in i_edges
                 edges[1] += 1
@@ -158,7 +164,7 @@ def _openai_client(policy: Any, model: str = "scripted") -> Any:
 
 @dataclass(frozen=True)
 class Team:
-    framework: str  # "smolagents" or "autogen"
+    framework: str  # "smolagents", "autogen" (OpenInference's instrumentors) or "genai" (autogen-core's own spans)
     run: Callable[[], Any]  # builds the team and runs it once (offline)
 
 
@@ -233,34 +239,55 @@ TEAMS: dict[str, Team] = {
     "autogen Selector": Team("autogen", _autogen_zoo("build_selector")),
     "autogen Swarm": Team("autogen", _autogen_zoo("build_swarm")),
     "autogen MagenticOne": Team("autogen", _autogen_magentic),
+    "autogen RoundRobin (autogen-core GenAI spans)": Team("genai", _autogen_round_robin),
     "smolagents ToolCallingAgent": Team("smolagents", _smol_tool_calling),
     "smolagents CodeAgent": Team("smolagents", _smol_code),
     "smolagents manager + 2 managed (one class)": Team("smolagents", _smol_two_managed),
 }
 
 
-def traced_both(team: Team, collector_runs: Callable[[], list[Run]]) -> tuple[Run, list[Any]]:
-    """Run ``team`` once, traced by OpenInference's instrumentor (own provider, in-memory exporter) while the
-    caller has causaltrace instrumented; the native Run (the last one ``collector_runs`` holds) and OI's spans."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+@contextmanager
+def _other_instrumentor(framework: str, provider: Any) -> Iterator[None]:
+    """OpenInference's instrumentor of ``framework`` on ``provider``; for ``genai``, ``provider`` as the global
+    tracer provider, which autogen-core's own GenAI spans go to."""
+    if framework == "genai":
+        from opentelemetry import trace
 
-    provider, exporter = TracerProvider(), InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    if team.framework == "smolagents":
+        saved = trace._TRACER_PROVIDER  # the SDK keeps the global provider here; set once per process otherwise
+        trace._TRACER_PROVIDER = provider
+        try:
+            yield
+        finally:
+            trace._TRACER_PROVIDER = saved
+        return
+    if framework == "smolagents":
         from openinference.instrumentation.smolagents import SmolagentsInstrumentor as Instrumentor
     else:
         from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor as Instrumentor
     instrumentor = Instrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
-        team.run()
-    except Exception as exc:  # a failing team may raise; both traces are what the failure left
-        if "Agent" not in type(exc).__name__:
-            raise
+        yield
     finally:
         instrumentor.uninstrument()
+
+
+def traced_both(team: Team, collector_runs: Callable[[], list[Run]]) -> tuple[Run, list[Any]]:
+    """Run ``team`` once, traced by OpenInference's instrumentor (own provider, in-memory exporter) while the
+    caller has causaltrace instrumented (or, for ``genai``, with autogen-core's own spans captured); the native Run
+    (the last one ``collector_runs`` holds) and the other instrumentor's spans."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with _other_instrumentor(team.framework, provider):
+        try:
+            team.run()
+        except Exception as exc:  # a failing team may raise; both traces are what the failure left
+            if "Agent" not in type(exc).__name__:
+                raise
     runs = collector_runs()
     assert runs, "causaltrace recorded no run"
     return runs[-1], list(exporter.get_finished_spans())

@@ -138,7 +138,8 @@ class GenAIReader:
         raw_id = str(span.attrs.get("gen_ai.tool.call.id") or "") or None
         call_id = call_key(agent, raw_id) if raw_id else None
         if call_id is None or call_id not in self.b.calls:
-            call = self.b.tool_call(agent, name, span.attrs.get("gen_ai.tool.call.arguments"), raw_id, None,
+            arguments = span.attrs.get("gen_ai.tool.call.arguments")  # opt-in: autogen-core never writes it
+            call = self.b.tool_call(agent, name, {} if arguments is None else arguments, raw_id, None,
                                     parent_step_id=parent, status="ok", metadata={"recovered_from": "tool span"},
                                     key=call_id)
             if call_id is None:
@@ -160,6 +161,7 @@ def framework_of(spans: list[SpanLike]) -> str:
 def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None:
     """The Run of one trace's GenAI spans; ``None`` when none is an agent, LLM or tool span."""
     tree = TraceTree(spans)
+    tree.adopt(lambda s: s.attrs.get(OPERATION) == "invoke_agent")  # parents lost beside causaltrace: the agent around
     b = ChatBuilder("trace", trace_id, where, provenance="genai")
     reader = GenAIReader(tree, b)
     for span in tree.spans:
