@@ -234,8 +234,9 @@ def test_show_cuts_step_text_to_the_line_of_an_80_column_terminal(capsys, monkey
 
 
 def test_show_names_the_strongest_diagnosis_and_marks_its_step(capsys, monkeypatch):
-    """``show`` says what the run's strongest diagnosis found (replay-verified over heuristic, issue 19 item 5) and
-    marks its decisive step in the tree; ``--json`` carries it; a run without one says how to get it."""
+    """``show`` says what the run's verdict found (a replay-verified correction over a finding-backed ranking,
+    issue 32 item 7) and marks its decisive step in the tree; ``--json`` carries it; a run without one says how to
+    get it."""
     from causaltrace.schema import Diagnosis
 
     monkeypatch.setenv("COLUMNS", "160")
@@ -247,11 +248,13 @@ def test_show_names_the_strongest_diagnosis_and_marks_its_step(capsys, monkeypat
     run = db.get_run(run_id)
     step7, step9 = run.step_at(7), run.step_at(9)
     db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step9.step_id,
-                                decisive_step_index=9, agent=step9.agent, confidence=0.9))
+                                decisive_step_index=9, agent=step9.agent, confidence=0.9, basis="finding"))
     db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step7.step_id,
-                                decisive_step_index=7, agent=step7.agent, confidence=1.0, verified_by="replay"))
+                                decisive_step_index=7, agent=step7.agent, confidence=1.0, verified_by="replay",
+                                basis="correction"))
     db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step9.step_id,
-                                decisive_step_index=9, agent=step9.agent, confidence=0.8))  # newer, weaker
+                                decisive_step_index=9, agent=step9.agent, confidence=0.8,
+                                basis="finding"))  # newer, weaker
     code, out, _ = run_cli(capsys, "show", run_id)
     assert "diagnosis (graph, verified by replay): decisive error at #7 by" in out
     marked = [line for line in out.splitlines() if "◀ decisive" in line]

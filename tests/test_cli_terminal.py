@@ -275,8 +275,9 @@ def test_run_repair_and_diagnose_all_in_a_terminal(tmp_path):
     run_id = re.search(r"run ([0-9a-f]{32})", run.text).group(1)
     repaired = in_pty(["repair", run_id, "--factory", f"{team}:build", "--verify", f"{team}:verify"], env)
     assert repaired.code == 0 and "decisive step #" in repaired.text, repaired.text[-2000:]
-    none = in_pty(["repair", run_id, "--factory", f"{team}:build", "--verify", f"{team}:verify",
-                   "--max-replays", "1", "--no-prune", "--no-environment"], env)
+    # a verifier no answer passes: nothing can flip (with the team's own, the correction flips at the first replay)
+    none = in_pty(["repair", run_id, "--factory", f"{team}:build", "--verify", "text:no such answer",
+                   "--max-replays", "3", "--no-prune", "--no-environment"], env)
     assert none.code == 1 and "no repair found" in none.text, none.text[-2000:]
     batch = in_pty(["diagnose", "--all"], env)
     assert batch.code == 0, batch.text[-2000:]

@@ -59,24 +59,48 @@ def test_the_cli_refuses_a_successful_run_in_one_line(capsys):
     assert main(["diagnose", "ok-run", "--force", "--json"]) == 0
 
 
-def test_the_strongest_diagnosis_is_the_one_a_run_shows():
+def test_the_verdict_is_the_one_diagnosis_a_run_shows():
+    """Issue 32 item 7: a replay-verified correction, then a tool / data fault, a finding-backed ranking (a model's
+    before the heuristic), a replay-verified alternative, uncertain; newest within a level."""
     run = make_run("failure", "strong-run")
     now = datetime.now(UTC)
 
-    def d(verified_by: str, minutes: int, failed: bool = False, step: int = 1) -> Diagnosis:
+    def d(verified_by: str, minutes: int, basis: str | None, failed: bool = False, step: int = 1,
+          fault: str | None = None, confidence: float | None = None) -> Diagnosis:
         return Diagnosis(run_id=run.run_id, method="graph", verified_by=verified_by, failed=failed,  # type: ignore[arg-type]
-                         decisive_step_index=None if failed else step, created_at=now + timedelta(minutes=minutes))
+                         decisive_step_index=None if failed else step, created_at=now + timedelta(minutes=minutes),
+                         basis=basis, fault_source=fault, confidence=confidence)  # type: ignore[arg-type]
 
     with Store() as store:
         store.save_run(run)
-        assert store.strongest_diagnosis(run.run_id) is None
-        store.save_diagnosis(d("heuristic", 0))
-        store.save_diagnosis(d("replay", 1, step=2))
-        store.save_diagnosis(d("prediction", 2))
-        store.save_diagnosis(d("heuristic", 3))  # a newer but weaker answer does not win
-        store.save_diagnosis(d("replay", 4, failed=True))
-        best = store.strongest_diagnosis(run.run_id)
-        assert best is not None and best.verified_by == "replay" and best.decisive_step_index == 2
-        store.save_diagnosis(d("replay", 5, step=1))  # newest within the level
-        assert store.strongest_diagnosis(run.run_id).decisive_step_index == 1  # type: ignore[union-attr]
-        assert len(store.diagnoses(run.run_id)) == 6  # all are kept
+        assert store.verdict(run.run_id) is None
+        store.save_diagnosis(d("heuristic", 0, "none", step=3))
+        assert store.verdict(run.run_id).basis == "none"  # type: ignore[union-attr]
+        store.save_diagnosis(d("replay", 1, "alternative", step=2))
+        assert store.verdict(run.run_id).basis == "alternative"  # type: ignore[union-attr]
+        store.save_diagnosis(d("heuristic", 2, "finding", step=4))
+        store.save_diagnosis(d("replay", 3, None, failed=True))
+        best = store.verdict(run.run_id)
+        assert best is not None and best.basis == "finding" and best.decisive_step_index == 4  # over an alternative
+        store.save_diagnosis(d("prediction", 4, "finding", step=5))
+        store.save_diagnosis(d("heuristic", 5, "finding", step=6))  # a newer heuristic does not beat the model's
+        assert store.verdict(run.run_id).decisive_step_index == 5  # type: ignore[union-attr]
+        store.save_diagnosis(d("replay", 6, "alternative", step=7, fault="environment"))
+        assert store.verdict(run.run_id).fault_source == "environment"  # type: ignore[union-attr]
+        store.save_diagnosis(d("replay", 7, "correction", step=1))
+        assert store.verdict(run.run_id).decisive_step_index == 1  # type: ignore[union-attr]
+        store.save_diagnosis(d("replay", 8, "correction", step=2))  # newest within the level
+        assert store.verdict(run.run_id).decisive_step_index == 2  # type: ignore[union-attr]
+        assert store.strongest_diagnosis(run.run_id) == store.verdict(run.run_id)
+        assert len(store.diagnoses(run.run_id)) == 9  # all are kept
+
+
+def test_a_diagnosis_stored_before_findings_keeps_a_conservative_place():
+    """basis None (an older store): a replay is an alternative (the old search did not tell), a confident ranking a
+    finding, a low one uncertain."""
+    from causaltrace.collector.verdict import verdict_level
+
+    old = Diagnosis(run_id="r", method="graph", decisive_step_index=1, verified_by="replay")
+    assert verdict_level(old)[0] == 4
+    assert verdict_level(old.model_copy(update={"verified_by": "heuristic", "confidence": 0.9}))[0] == 3
+    assert verdict_level(old.model_copy(update={"verified_by": "heuristic", "confidence": 0.2}))[0] == 5

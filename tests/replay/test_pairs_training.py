@@ -100,10 +100,16 @@ def _repair_cases(asyncio: Any) -> list[tuple[Any, Any, Any]]:
     return [asyncio.run(one(cases[name])) for name in CASES]
 
 
+def _pair(result):
+    """The repair's pair: a correction's, else the one an alternative's flip keeps for `--include-alternatives` (the
+    shape of a pair does not depend on what the edit rests on; issue 32 item 5)."""
+    return result.pair if result.pair is not None else result.alternative_pair
+
+
 def test_every_repair_yields_a_pair_that_differs_only_in_the_edited_part(repaired):
     for case, run, result in repaired:
         assert result.repaired, case.name
-        pair = result.pair
+        pair = _pair(result)
         assert pair is not None, f"{case.name}: {result.pair_reason}"
         chosen, rejected = pair.chosen, pair.rejected
         assert chosen != rejected, case.name
@@ -132,7 +138,7 @@ def _as_llm_replacement(turn: dict[str, Any]) -> Any:
 
 async def test_substituting_chosen_as_the_turns_response_reproduces_the_flip(repaired):
     for case, run, result in repaired:
-        pair = result.pair
+        pair = _pair(result)
         llm = producing_llm(run, run.step(pair.step_id))
         intervention = Intervention(step_id=llm.step_id, replacement=_as_llm_replacement(pair.chosen),
                                     description="the pair's chosen turn", source="mutation")
@@ -142,8 +148,8 @@ async def test_substituting_chosen_as_the_turns_response_reproduces_the_flip(rep
 
 def test_trl_rows_render_through_a_tool_aware_chat_template_and_load_with_datasets(repaired, tmp_path):
     template = chatml()
-    pairs = [result.pair for _, _, result in repaired]
-    rows = list(pair_rows(pairs, format="trl-dpo"))
+    pairs = [_pair(result) for _, _, result in repaired]
+    rows = list(pair_rows(pairs, format="trl-dpo", include_alternatives=True))
     assert len(rows) == len(pairs)
     with_tools = 0
     for row in rows:
@@ -161,13 +167,13 @@ def test_trl_rows_render_through_a_tool_aware_chat_template_and_load_with_datase
     assert with_tools >= 3  # the AutoGen teams and the ToolCallingAgent carry their tool schemas
 
     path = tmp_path / "pairs.jsonl"
-    path.write_text(export_pairs(pairs, format="trl-dpo"))
+    path.write_text(export_pairs(pairs, format="trl-dpo", include_alternatives=True))
     import datasets  # the dev extra installs it
     loaded = datasets.load_dataset("json", data_files=str(path), split="train")
     assert loaded.num_rows == len(pairs)
     assert set(loaded.column_names) >= {"prompt", "chosen", "rejected", "tools"}
 
-    openai_rows = list(pair_rows(pairs, format="openai-dpo"))
+    openai_rows = list(pair_rows(pairs, format="openai-dpo", include_alternatives=True))
     for row in openai_rows:
         for m in row["preferred_output"] + row["input"]["messages"]:
             for call in m.get("tool_calls", []):
@@ -195,6 +201,7 @@ def test_the_template_refuses_what_a_trainer_could_not_use():
 
 def test_a_turn_of_tool_calls_only_has_empty_text_not_the_steps_summary(repaired):
     for case, run, result in repaired:
-        llm = producing_llm(run, run.step(result.pair.step_id))
+        pair = _pair(result)
+        llm = producing_llm(run, run.step(pair.step_id))
         if llm.outputs.get("tool_calls") and not llm.outputs.get("text"):
-            assert result.pair.rejected["content"] == "" and result.pair.chosen["content"] == "", case.name
+            assert pair.rejected["content"] == "" and pair.chosen["content"] == "", case.name

@@ -168,9 +168,14 @@ async def test_predictive_replay_and_repair_of_an_imported_run():
         await replay(run, None, Intervention(step_id=call.step_id, replacement={}), "55")
     result = await repair(run, None, "55", [call.step_id], model=judge, store=False)
     assert result.repaired and result.diagnosis.verified_by == "prediction"
-    assert result.pair is not None and result.pair.verified_by == "prediction"
-    assert result.pair.consensus == pytest.approx((1 + 0.9 + 0.9) / 3, abs=1e-4)
-    assert list(pair_rows([result.pair])) == []  # predicted pairs are exported only on request
+    # the model's edit is derived from no finding (the run shows nothing wrong with stop=10): an alternative
+    assert result.pair is None and result.diagnosis.basis == "alternative"
+    pair = result.alternative_pair
+    assert pair is not None and pair.verified_by == "prediction" and pair.basis == "alternative"
+    assert pair.consensus == pytest.approx((1 + 0.9 + 0.9) / 3, abs=1e-4)
+    assert list(pair_rows([pair])) == []  # predicted pairs and alternatives are exported only on request
+    assert list(pair_rows([pair], include_predicted=True)) == []
+    assert len(list(pair_rows([pair], include_predicted=True, include_alternatives=True))) == 1
 
 
 async def test_llm_proposals_follow_causalflow_and_bad_answers_are_skipped():

@@ -51,7 +51,8 @@ async def test_replays_that_ran_ahead_are_stopped_not_left_running_in_the_backgr
     run = await _record(lambda: build(restate_wrong=True), verify)
     before = asyncio.all_tasks()
     result = await repair(run, factory, verify, k=0, sandbox=default_sandbox(), store=False, concurrency=4,
-                          probe=False, replay_timeout_s=3, order_proposals=False)  # the minimality order: 23, 21
+                          probe=False, replay_timeout_s=3, order_proposals=False,
+                          corrections=False)  # the minimality order of the alternatives: 23, 21
     assert result.repaired
     tried = result.decisive.replays  # the first proposal hung (stopped at its timeout), the second flipped, and
     assert [r.error.type if r.error else r.flipped for r in tried] == ["ReplayTimeout", True]  # two ran ahead

@@ -107,16 +107,26 @@ async def test_provenance_tries_the_restated_value_first_same_decisive_step_fewe
     rest = [p.description for p in ordered if not p.description.startswith("number 22")]
     assert rest == [p.description for p in plain if not p.description.startswith("number 22")]
 
-    guided = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False)
-    unguided = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False, order_proposals=False)
+    # the alternatives' order (corrections off: every edit is an alternative)
+    guided = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False, corrections=False)
+    unguided = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False, order_proposals=False,
+                            corrections=False)
     assert guided.repaired and unguided.repaired
     assert guided.decisive.step_id == unguided.decisive.step_id == analyst.step_id
-    assert guided.pair is not None and guided.pair.chosen["content"].endswith("tea is 21 dollars.")
+    assert guided.pair is None and guided.alternative_pair.chosen["content"].endswith("tea is 21 dollars.")
     assert guided.decisive.best.intervention.replacement == unguided.decisive.best.intervention.replacement
     assert len(guided.decisive.replays) == 1 < len(unguided.decisive.replays)
     assert guided.replays < unguided.replays
+    # with corrections (the default) the restored price is the finding's correction: one replay, a pair
+    corrected = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False)
+    assert corrected.decisive.step_id == analyst.step_id and corrected.decisive.basis == "correction"
+    assert corrected.decisive.best.intervention.basis == "correction"
+    assert corrected.decisive.best.intervention.finding.family == "value_changed"
+    assert corrected.pair is not None and corrected.pair.chosen["content"].endswith("tea is 21 dollars.")
+    assert corrected.diagnosis.basis == "correction" and corrected.diagnosis.confidence == 1.0
     # prune=False uses no provenance at all (the published CausalFlow search passes it): the minimality order
-    bare = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False, prune=False)
+    bare = await repair(run, build, verify, k=0, sandbox=default_sandbox(), store=False, prune=False,
+                        corrections=False)
     assert len(bare.decisive.replays) == len(unguided.decisive.replays)
 
 

@@ -671,13 +671,18 @@ class Store:
         with self._read() as conn:
             return self._row(conn, run_id) is not None
 
+    def verdict(self, run_id: str) -> Diagnosis | None:
+        """The run's verdict: the one diagnosis every surface shows (issue 32 item 7; :mod:`.verdict` orders them:
+        a replay-verified correction, a tool / data fault, a finding-backed ranking, a replay-verified
+        alternative, uncertain; newest within a level); None when it has none. All stay stored
+        (:meth:`diagnoses`)."""
+        from causaltrace.collector.verdict import verdict_of
+
+        return verdict_of(self.diagnoses(run_id))
+
     def strongest_diagnosis(self, run_id: str) -> Diagnosis | None:
-        """The diagnosis a run shows (issue 19 item 5): the strongest it has — replay-verified over prediction over
-        heuristic, newest within a level, an answer over a failed diagnosis; None when it has none. All stay
-        stored (:meth:`diagnoses`)."""
-        level = {"replay": 2, "prediction": 1, "heuristic": 0}
-        ranked = [(not d.failed, level.get(d.verified_by, 0), i, d) for i, d in enumerate(self.diagnoses(run_id))]
-        return max(ranked, key=lambda t: t[:3])[3] if ranked else None
+        """The former name of :meth:`verdict` (kept for callers)."""
+        return self.verdict(run_id)
 
     def save_repair_pair(self, p: RepairPair) -> None:
         """Store a repair pair (saving the same ``pair_id`` again replaces it, keeping its place in the order)."""

@@ -107,9 +107,12 @@ async def _verification_hook(ctx: DiagnosisContext, candidates: Sequence[Candida
         step_id=step.step_id,
         explanation=(
             f"Replay verified: correcting step {step.index} ({best.intervention.description}) flips the run to "
-            "success; no earlier top candidate's correction does."
+            "success; no earlier top candidate's correction does." if best.intervention.basis == "correction" else
+            f"Replay: the run succeeds if step {step.index} does this instead ({best.intervention.description}); "
+            "nothing shows the step was wrong (no finding derives the edit): an alternative, not a verified error."
         ),
         artifact=artifact,
+        basis=best.intervention.basis,
     )
 
 
@@ -157,6 +160,9 @@ class CausalFlowMethod(Method):
                                f"({result.replays} replays)")
         ranked = sorted(flagged, key=lambda a: (a.index, -(a.minimality or 0.0)))
         first = ctx.run.step(ranked[0].step_id)
+        # issue 32 item 5: the published search's flips are labelled like repair's — a correction proves an error,
+        # an alternative only another way
+        first_basis = ranked[0].best.intervention.basis if ranked[0].best is not None else "alternative"
         candidates = [
             Candidate(step_id=a.step_id, index=a.index, agent=ctx.run.step(a.step_id).agent,
                       score=round(0.5 + 0.5 * (a.minimality or 0.0), 4), reasons=("CRS = 1",))
@@ -168,8 +174,9 @@ class CausalFlowMethod(Method):
             explanation=result.diagnosis.explanation,
             evidence=list(result.diagnosis.evidence),
             candidates=candidates,
-            confidence=1.0,
+            confidence=1.0 if first_basis == "correction" else None,
             verified_by="replay",
+            basis="correction" if first_basis == "correction" else "alternative",
         )
 
     async def _predicted(self, ctx: DiagnosisContext) -> Conclusion:

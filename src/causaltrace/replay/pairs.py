@@ -15,7 +15,9 @@ them to a model. Tool schemas become OpenAI function schemas (``{"type": "functi
   "non_preferred_output": [...]}``: OpenAI's preference fine-tuning format, tool-call arguments as JSON strings
   (as the OpenAI API writes them); metadata kept under ``metadata``.
 
-Only replay-verified pairs are exported unless ``include_predicted=True``.
+Only replay-verified pairs are exported unless ``include_predicted=True``, and only pairs of a *correction* (an edit
+derived from a finding, issue 32 item 5) unless ``include_alternatives=True``: a flip by an alternative shows the
+run could have gone otherwise, not that the rejected turn was wrong, so training on it teaches a guess.
 """
 
 from __future__ import annotations
@@ -162,6 +164,7 @@ def _metadata(pair: RepairPair) -> dict[str, Any]:
         "replays_run": pair.replays_run,
         "replays_succeeded": pair.replays_succeeded,
         "replay_run_id": pair.replay_run_id,
+        "basis": pair.basis,
     }
 
 
@@ -170,12 +173,16 @@ def pair_rows(
     *,
     format: Literal["trl-dpo", "openai-dpo"] = "trl-dpo",
     include_predicted: bool = False,
+    include_alternatives: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """One export row per pair (replay-verified only, unless ``include_predicted``)."""
+    """One export row per pair (replay-verified corrections only, unless ``include_predicted`` /
+    ``include_alternatives``)."""
     if format not in ("trl-dpo", "openai-dpo"):
         raise UserError(f"unknown pair format {format!r}; use trl-dpo or openai-dpo")
     for pair in pairs:
         if pair.verified_by != "replay" and not include_predicted:
+            continue
+        if pair.basis == "alternative" and not include_alternatives:
             continue
         prompt = normalise_messages(pair.prompt)
         tools = tool_schemas(pair.tools)

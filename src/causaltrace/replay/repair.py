@@ -77,7 +77,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -85,19 +85,19 @@ from typing import TYPE_CHECKING, Any
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
 from causaltrace.replay.concurrency import default_concurrency, in_order, on_interrupt, routed_output
-from causaltrace.replay.consensus import confirm_flagged, consensus_artifact
+from causaltrace.replay.consensus import confirm_flagged
+from causaltrace.replay.corrections import classify, corrections_for, findings_of
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording
 from causaltrace.replay.guarded import bounded, captured_output, guarded_replay
 from causaltrace.replay.minimality import minimality
 from causaltrace.replay.probe import probe_models
 from causaltrace.replay.proposals import proposals_for
+from causaltrace.replay.repair_diagnosis import updated_diagnosis
 from causaltrace.replay.turns import assistant_turn, corrected_turn, producing_llm
 from causaltrace.schema import (
-    Candidate,
-    Cost,
     Diagnosis,
-    EvidenceItem,
+    Finding,
     RepairPair,
     ReplayResult,
     Run,
@@ -137,6 +137,9 @@ class StepAttempt:
     index: int
     #: ``agent`` (an agent's decision) or ``environment`` (a tool result, tried in the last phase)
     phase: str = "agent"
+    #: which proposals were tried: ``correction`` (derived from findings), ``alternative`` or ``any`` (the
+    #: published every-proposal search of ``agent_first=False``)
+    basis: str = "any"
     crs: float = 0.0
     replays: list[ReplayResult] = field(default_factory=list)
     best: ReplayResult | None = None
@@ -166,6 +169,10 @@ class RepairResult:
     predictions: int = 0
     #: indices of the candidate steps provenance ruled out (reach 0: nothing they decided reaches the answer)
     pruned: list[int] = field(default_factory=list)
+    #: the pair of a flip by an ALTERNATIVE (stored with ``basis="alternative"``, exported only when asked)
+    alternative_pair: RepairPair | None = None
+    #: corrections the search had not tried when its budget ran out
+    corrections_untried: int = 0
 
     @property
     def repaired(self) -> bool:
@@ -254,26 +261,6 @@ def _resolve_candidates(run: Run, candidates: Iterable[str | int | Step] | None,
     return sorted({s.step_id: s for s in steps}.values(), key=lambda s: s.index)
 
 
-def _replay_artifact(result: ReplayResult, step: Step, output: str = "") -> dict[str, Any]:
-    lines = output.splitlines()
-    return {
-        "output_lines": len(lines),
-        "output_tail": lines[-20:],
-        "step_id": step.step_id,
-        "index": step.index,
-        "description": result.intervention.description,
-        "source": result.intervention.source,
-        "replacement": json.loads(json.dumps(result.intervention.replacement, default=str)),
-        "flipped": result.flipped,
-        "status": result.outcome.status,
-        "replay_run_id": result.run.run_id if result.run is not None else None,
-        "divergence": result.divergence,
-        "error": result.error.model_dump(mode="json") if result.error is not None else None,
-        "verified_by": result.verified_by,
-        "live_calls_before_intervention": result.live_calls_before_intervention,
-    }
-
-
 async def repair(
     run: Run,
     factory: Factory,
@@ -299,6 +286,7 @@ async def repair(
     concurrency: int | None = None,
     prune: bool = True,
     order_proposals: bool | None = None,
+    corrections: bool = True,
 ) -> RepairResult:
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
@@ -311,15 +299,18 @@ async def repair(
     ``concurrency`` replays of one step's proposals run at once (default :func:`default_concurrency`); the result is
     that of one at a time (:mod:`causaltrace.replay.concurrency`). ``prune`` skips the candidate steps provenance
     rules out (reach 0; module docstring); ``order_proposals`` tries each step's suspicious edits first (module
-    docstring; None: as ``prune`` — provenance guides both or neither).
+    docstring; None: as ``prune`` — provenance guides both or neither). ``corrections=False`` skips the corrections'
+    pass (every proposal is then an alternative: a flip proves no error).
     """
     judge = _repairable(run, model)
     started = time.perf_counter()
     store_obj = _open_store(store)
     if diagnosis is None and store_obj is not None:
         diagnosis = _guide(store_obj, run.run_id)
+    findings = findings_of(run, diagnosis.findings if diagnosis is not None else None) if corrections else []
     steps, pruned, suspicion = _guided(run, _resolve_candidates(run, candidates, diagnosis), prune,
-                                       prune if order_proposals is None else order_proposals)
+                                       prune if order_proposals is None else order_proposals,
+                                       keep=_ends_work_before_an_omission(run, findings))
     budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
     tried = _Tried(on_replay, store_obj, run, diagnosis, started, pruned)
@@ -328,31 +319,38 @@ async def repair(
         attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
             budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
-            measure=measure, on_replay=tried, suspicion=suspicion,
+            measure=measure, on_replay=tried, suspicion=suspicion, findings=findings,
         )
-    pair, pair_reason = _pair_of(run, decisive)
+    pair, alternative_pair, pair_reason = _pairs(run, decisive)
     replays, predictions = _counts(attempts)
     exhausted = budget.exhausted(spent) if decisive is None else ""
-    updated = _updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
+    updated = updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
                                  exhausted=exhausted, predictions=predictions, pruned=pruned)
-    if store_obj is not None:
-        store_obj.save_diagnosis(updated)
+    _save(store_obj, updated, pair, alternative_pair)
+    untried = _untried_corrections(run, steps, attempts, findings) if exhausted else 0
+    return RepairResult(run_id=run.run_id, attempts=attempts, decisive=decisive, diagnosis=updated, pair=pair,
+                        replays=replays, seconds=time.perf_counter() - started, pair_reason=pair_reason,
+                        budget_exhausted=exhausted, probe=probed, predictions=predictions,
+                        pruned=[s.index for s in pruned], alternative_pair=alternative_pair,
+                        corrections_untried=untried)
+
+
+def _save(store: RunStore | None, diagnosis: Diagnosis, *pairs: RepairPair | None) -> None:
+    """Store the updated diagnosis and the pairs the search made (none without a store)."""
+    if store is None:
+        return
+    store.save_diagnosis(diagnosis)
+    for pair in pairs:
         if pair is not None:
-            store_obj.save_repair_pair(pair)
-    return RepairResult(
-        run_id=run.run_id,
-        attempts=attempts,
-        decisive=decisive,
-        diagnosis=updated,
-        pair=pair,
-        replays=replays,
-        seconds=time.perf_counter() - started,
-        pair_reason=pair_reason,
-        budget_exhausted=exhausted,
-        probe=probed,
-        predictions=predictions,
-        pruned=[s.index for s in pruned],
-    )
+            store.save_repair_pair(pair)
+
+
+def _untried_corrections(run: Run, steps: list[Step], attempts: list[StepAttempt], findings: list[Finding]) -> int:
+    """How many corrections of the candidate steps the search never replayed (it ran out of budget first)."""
+    tried = {(r.intervention.step_id, json.dumps(r.intervention.replacement, sort_keys=True, default=str))
+             for a in attempts for r in a.replays}
+    return sum(1 for step in steps for c in corrections_for(step, run, findings)
+               if (step.step_id, json.dumps(c.replacement, sort_keys=True, default=str)) not in tried)
 
 
 def _repairable(run: Run, model: str | Any) -> Any:
@@ -368,13 +366,26 @@ def _repairable(run: Run, model: str | Any) -> Any:
     return Judge(model)
 
 
+def _pairs(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None, RepairPair | None, str]:
+    """``(pair, alternative_pair, reason)``: the pair of a correction's flip, or the pair an alternative's flip
+    keeps for ``pairs export --include-alternatives`` only (issue 32 item 5), and why there is no pair."""
+    pair, reason = _pair_of(run, decisive)
+    if pair is not None and pair.basis == "alternative":
+        return None, pair, ("the flip came from an alternative (no finding derives the edit): its pair is kept for "
+                            "`pairs export --include-alternatives` only")
+    return pair, None, reason
+
+
 def _pair_of(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None, str]:
     """The repair pair of the decisive flip, or None and why (an environment flip yields none)."""
     if decisive is not None and decisive.phase == "environment":
         return None, "the flip edits a tool result (the environment), not a model's turn"
     if decisive is not None and decisive.best is not None:
-        return repair_pair_or_reason(run, decisive.best, crs=decisive.crs,
-                                     minimality_score=decisive.minimality or 0.0)
+        pair, reason = repair_pair_or_reason(run, decisive.best, crs=decisive.crs,
+                                             minimality_score=decisive.minimality or 0.0)
+        if pair is not None and decisive.best.intervention.basis == "alternative":
+            pair = pair.model_copy(update={"basis": "alternative"})
+        return pair, reason
     return None, ""
 
 
@@ -391,21 +402,27 @@ async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s:
 async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *, agent_first: bool,
                   environment: bool, exhaustive: bool, budget: _Budget, judge: Any, k: int, sandbox: Sandbox | None,
                   policy: ReplayPolicy | None, mutation_budget: int, measure: str,
-                  on_replay: Callable[[Step, ReplayResult], None] | None, suspicion: SuspicionIndex | None = None
-                  ) -> tuple[list[StepAttempt], StepAttempt | None, int]:
-    """The phases in order, each step's proposals in order, until the earliest flip (or the budget's end); returns
-    the attempts, the decisive one and what the budget was charged (replays and predictions, :func:`_cost`)."""
+                  on_replay: Callable[[Step, ReplayResult], None] | None, suspicion: SuspicionIndex | None = None,
+                  findings: list[Finding] | None = None) -> tuple[list[StepAttempt], StepAttempt | None, int]:
+    """The passes in order — the corrections of every candidate step (earliest first), then, only if none flipped,
+    the alternatives, then the environment — each step's proposals in order, until the earliest flip (or the
+    budget's end); returns the attempts, the decisive one and what the budget was charged (replays and
+    predictions, :func:`_cost`)."""
     attempts: list[StepAttempt] = []
     decisive: StepAttempt | None = None
     replays = 0
-    for phase, phase_steps in _phases(steps, agent_first=agent_first, environment=environment):
+    for phase, basis, phase_steps in _phases(steps, agent_first=agent_first, environment=environment):
         for step in phase_steps:
             if budget.exhausted(replays):
                 break
-            attempt = await _try_step(run, step, factory, verify, phase=phase, judge=judge, k=k, sandbox=sandbox,
-                                      policy=policy, mutation_budget=mutation_budget, measure=measure,
-                                      on_replay=on_replay, budget=budget, replays_so_far=replays,
-                                      suspicion=suspicion.of(step) if suspicion is not None else None)
+            proposals = await _proposals(run, step, basis, findings or [], judge=judge, k=k,
+                                         mutation_budget=mutation_budget,
+                                         suspicion=suspicion.of(step) if suspicion is not None else None)
+            if not proposals and basis == "correction":  # a step with nothing to correct: no attempt
+                continue
+            attempt = await _try_step(run, step, factory, verify, proposals, phase=phase, basis=basis,
+                                      sandbox=sandbox, policy=policy, judge=judge, measure=measure,
+                                      on_replay=on_replay, budget=budget, replays_so_far=replays)
             attempts.append(attempt)
             replays += sum(_cost(r) for r in attempt.replays)
             if attempt.crs == 1.0 and await confirm_flagged(run, attempt, judge) and decisive is None:  # issue 20.8
@@ -415,6 +432,22 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
         if (decisive is not None and not exhaustive) or budget.exhausted(replays):
             break
     return attempts, decisive, replays
+
+
+async def _proposals(run: Run, step: Step, basis: str, findings: list[Finding], *, judge: Any, k: int,
+                     mutation_budget: int, suspicion: StepSuspicion | None) -> list[Any]:
+    """The proposals of one pass at ``step``: its corrections (``correction``), the other edits, labelled
+    alternatives (``alternative``), or every edit with the corrections among them labelled as such (``any``: the
+    published search, in its own order)."""
+    corrections = corrections_for(step, run, findings) if not is_environment_step(step) else []
+    if basis == "correction":
+        return corrections
+    others = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget, suspicion=suspicion)
+    if basis == "alternative":
+        return classify(others, corrections)
+    by_key = {json.dumps(c.replacement, sort_keys=True, default=str): c for c in corrections}
+    return [by_key.get(json.dumps(p.replacement, sort_keys=True, default=str))
+            or p.model_copy(update={"basis": "alternative"}) for p in others]
 
 
 def is_environment_step(step: Step) -> bool:
@@ -448,12 +481,29 @@ def _provenance(run: Run) -> Provenance | None:
         return None
 
 
-def _guided(run: Run, steps: list[Step], prune: bool, order: bool
+_TERMINATION = ("TERMINATE", "final answer", "FINAL ANSWER")
+
+
+def _ends_work_before_an_omission(run: Run, findings: list[Finding]) -> set[str]:
+    """Issue 32 item 6: when the answer lacks an item the task named (an ``omission`` finding), the steps that END
+    an agent's work at or before it — a final answer, a hand-back or handoff, a termination, a ``final_answer``
+    call — reach the failure through what is missing, so provenance's reach (which follows what steps said, not what
+    they left out) must not prune them."""
+    omitted = [f.index for f in findings if f.family == "omission"]
+    if not omitted:
+        return set()
+    last = max(omitted)
+    return {s.step_id for s in run.steps if s.index <= last and (
+        s.kind in ("final_answer", "handoff") or (s.kind == "tool_call" and s.tool_name == "final_answer")
+        or (s.kind == "message" and any(word in (s.content or "") for word in _TERMINATION)))}
+
+
+def _guided(run: Run, steps: list[Step], prune: bool, order: bool, keep: set[str] | None = None
             ) -> tuple[list[Step], list[Step], SuspicionIndex | None]:
     """``(kept, pruned, suspicion)``: provenance built once (when pruning or ordering asks for it) prunes the
-    candidate steps and indexes what is suspicious in each (module docstring)."""
+    candidate steps — never those in ``keep`` — and indexes what is suspicious in each (module docstring)."""
     prov = _provenance(run) if steps and (prune or order) else None
-    kept, pruned = _pruned(steps, prov if prune else None)
+    kept, pruned = _pruned(steps, prov if prune else None, keep or set())
     if prov is None or not order:
         return kept, pruned, None
     from causaltrace.replay.suspicion import SuspicionIndex
@@ -461,23 +511,28 @@ def _guided(run: Run, steps: list[Step], prune: bool, order: bool
     return kept, pruned, SuspicionIndex(prov)
 
 
-def _pruned(steps: list[Step], prov: Provenance | None) -> tuple[list[Step], list[Step]]:
-    """``(kept, pruned)``: the candidate steps whose provenance reach is 0 are pruned (module docstring); a step
-    provenance does not score is kept, and no provenance (not asked for, or failed) prunes nothing."""
+def _pruned(steps: list[Step], prov: Provenance | None, keep: Collection[str] = ()
+            ) -> tuple[list[Step], list[Step]]:
+    """``(kept, pruned)``: the candidate steps whose provenance reach is 0 are pruned (module docstring) unless in
+    ``keep``; a step provenance does not score is kept, and no provenance (not asked for, or failed) prunes
+    nothing."""
     if prov is None:
         return steps, []
     reach = {sid: prov.reach.get(i, 0.0) for i, sid in prov.step_ids.items()}
-    pruned = [s for s in steps if reach.get(s.step_id) == 0.0]
-    return [s for s in steps if reach.get(s.step_id) != 0.0], pruned
+    pruned = [s for s in steps if reach.get(s.step_id) == 0.0 and s.step_id not in keep]
+    return [s for s in steps if s not in pruned], pruned
 
 
-def _phases(steps: list[Step], *, agent_first: bool, environment: bool) -> list[tuple[str, list[Step]]]:
-    """The search order: the agents' decisions, then (last, labelled) the tool results."""
+def _phases(steps: list[Step], *, agent_first: bool, environment: bool) -> list[tuple[str, str, list[Step]]]:
+    """The search order as ``(phase, basis, steps)``: the corrections of the agents' decisions, then their
+    alternatives, then (last, labelled) the tool results; without ``agent_first`` the published search (every step,
+    every proposal, in step order)."""
     if not agent_first:
-        return [("agent", [s for s in steps if environment or not is_environment_step(s)])]
+        return [("agent", "any", [s for s in steps if environment or not is_environment_step(s)])]
     agent = [s for s in steps if not is_environment_step(s)]
     env = [s for s in steps if is_environment_step(s)]
-    return [("agent", agent)] + ([("environment", env)] if environment and env else [])
+    return ([("agent", "correction", agent), ("agent", "alternative", agent)]
+            + ([("environment", "alternative", env)] if environment and env else []))
 
 
 @dataclass
@@ -499,18 +554,15 @@ class _Budget:
         return ""
 
 
-async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, *, phase: str, judge: Any, k: int,
-                    sandbox: Sandbox | None, policy: ReplayPolicy | None, mutation_budget: int, measure: str,
+async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, proposals: list[Any], *, phase: str,
+                    basis: str, sandbox: Sandbox | None, policy: ReplayPolicy | None, judge: Any, measure: str,
                     on_replay: Callable[[Step, ReplayResult], None] | None, budget: _Budget,
-                    replays_so_far: int, suspicion: StepSuspicion | None = None) -> StepAttempt:
-    """Replay the proposals for one step — provenance's suspicious edits first, then most minimal first — until
-    one flips the run (CRS = 1) or the budget runs out."""
+                    replays_so_far: int) -> StepAttempt:
+    """Replay ``proposals`` for one step, in order, until one flips the run (CRS = 1) or the budget runs out."""
     attempt = StepAttempt(step_id=step.step_id, index=step.index,
-                          phase="environment" if is_environment_step(step) else phase)
+                          phase="environment" if is_environment_step(step) else phase, basis=basis)
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
-    proposals = await proposals_for(step, run, judge=judge, k=k, mutation_budget=mutation_budget,
-                                    suspicion=suspicion)
     starts = [functools.partial(guarded_replay, run, factory, p, verify, sandbox=sandbox, policy=policy,
                                 model=judge, timeout_s=budget.replay_timeout_s) for p in proposals]
     # started in proposal order, consumed in proposal order: the stopping rules below are the sequential search's
@@ -553,81 +605,6 @@ def _open_store(store: RunStore | bool | None) -> RunStore | None:
     return store
 
 
-def _updated_diagnosis(
-    run: Run,
-    diagnosis: Diagnosis | None,
-    attempts: list[StepAttempt],
-    decisive: StepAttempt | None,
-    replays: int,
-    seconds: float,
-    *,
-    exhausted: str = "",
-    predictions: int = 0,
-    pruned: list[Step] | None = None,
-) -> Diagnosis:
-    pruned = pruned or []
-    artifacts: dict[str, Any] = dict(diagnosis.artifacts) if diagnosis is not None else {}
-    artifacts["replays"] = [
-        _replay_artifact(r, run.step(a.step_id), out)
-        for a in attempts
-        for r, out in zip(a.replays, a.outputs + [""] * (len(a.replays) - len(a.outputs)), strict=True)
-    ]
-    artifacts["crs"] = {a.step_id: a.crs for a in attempts}
-    artifacts["pruned"] = {"steps": [s.index for s in pruned], "rule": "provenance reach 0: nothing the step "
-                           "decided reaches the failing answer"}
-    artifacts.update(consensus_artifact(attempts))  # predicted flips: the critics' consensus (issue 20 item 8)
-    cost = diagnosis.cost if diagnosis is not None else Cost()
-    cost = cost.model_copy(update={"seconds": cost.seconds + seconds})
-    base = {
-        "run_id": run.run_id,
-        "method": diagnosis.method if diagnosis is not None else "repair",
-        "model": diagnosis.model if diagnosis is not None else None,
-        "artifacts": artifacts,
-        "cost": cost,
-        "created_at": datetime.now(UTC),
-    }
-    if decisive is None:
-        reason = _no_flip_reason(attempts, replays, predictions, exhausted) + _pruned_note(pruned)
-        if diagnosis is not None:
-            return diagnosis.model_copy(update={**base, "explanation": f"{diagnosis.explanation} ({reason})".strip()})
-        return Diagnosis(**base, explanation=reason, verified_by="heuristic")
-    step = run.step(decisive.step_id)
-    best = decisive.best
-    assert best is not None
-    if decisive.phase == "environment":
-        return _environment_diagnosis(run, step, best, base, diagnosis, note=_pruned_note(pruned, sentence=True))
-    if best.verified_by == "prediction":
-        how = "is PREDICTED to flip the run to success (no recording to replay)"
-    else:
-        how = f"flips the run to success in replay ({best.replays_flipped} of {best.replays_run} replays)"
-    explanation = (
-        f"Correcting step #{step.index} ({step.kind} by {step.agent or '-'}) — {best.intervention.description} — "
-        f"{how}; it is the earliest step whose correction does.{_pruned_note(pruned, sentence=True)}"
-    )
-    evidence = [EvidenceItem(step_id=step.step_id, index=step.index, role="introduced", note=best.intervention.description)]
-    downstream = [s for s in run.steps if s.index > step.index and s.kind in ("message", "final_answer")]
-    if downstream:
-        last = downstream[-1]
-        evidence.append(EvidenceItem(step_id=last.step_id, index=last.index, role="exposed", note="final output"))
-    candidates = list(diagnosis.candidates) if diagnosis is not None else []
-    if step.step_id not in {c.step_id for c in candidates}:
-        candidates.insert(0, Candidate(step_id=step.step_id, index=step.index, agent=step.agent, score=1.0,
-                                       reasons=("replay flip",)))
-    return Diagnosis(
-        **base,
-        decisive_step_id=step.step_id,
-        decisive_step_index=step.index,
-        agent=step.agent,
-        category=(diagnosis.category if diagnosis is not None and diagnosis.decisive_step_id == step.step_id else None),
-        explanation=explanation,
-        evidence=tuple(evidence),
-        candidates=tuple(candidates),
-        confidence=1.0 if best.verified_by == "replay" else (best.consensus.score if best.consensus else None),
-        verified_by=best.verified_by,
-        fault_source="agent",
-    )
-
-
 @dataclass
 class _Tried:
     """The replays the search consumed, in order, passed on to ``on_replay`` — and what a stop stores (the CLI on
@@ -662,69 +639,12 @@ def _interrupted_diagnosis(run: Run, diagnosis: Diagnosis | None, tried: list[tu
         attempts.setdefault(step.step_id, StepAttempt(step_id=step.step_id, index=step.index)).replays.append(result)
     replays, predictions = _counts(list(attempts.values()))
     seconds = time.perf_counter() - started
-    updated = _updated_diagnosis(run, diagnosis, list(attempts.values()), None, replays, seconds,
+    updated = updated_diagnosis(run, diagnosis, list(attempts.values()), None, replays, seconds,
                                  predictions=predictions, pruned=pruned)
     note = f"the repair search was interrupted after {replays} replays in {seconds:.1f} s; no step was proven"
     explanation = f"{diagnosis.explanation} ({note})".strip() if diagnosis is not None else note
     return updated.model_copy(update={"explanation": explanation, "artifacts": {
         **updated.artifacts, "interrupted": {"replays": replays, "predictions": predictions, "seconds": seconds}}})
-
-
-def _no_flip_reason(attempts: list[StepAttempt], replays: int, predictions: int, exhausted: str) -> str:
-    """Why no step was found: what was tried (replays, predictions, or both), flips the critics rejected, the
-    budget."""
-    tried = " and ".join(part for part in (f"{replays} replays" if replays or not predictions else "",
-                                           f"{predictions} predictions" if predictions else "") if part)
-    reason = f"no correction among {tried} flipped the outcome"
-    rejected = [a for a in attempts if a.crs == 1.0 and a.best is not None and a.best.consensus is not None
-                and not a.best.consensus.confirmed]
-    if rejected:
-        reason += ("; the critics' consensus rejected the predicted flip" + ("s" if len(rejected) > 1 else "")
-                   + " at " + ", ".join(f"step #{a.index} ({a.best.consensus.score:.2f})" for a in rejected
-                                        if a.best is not None and a.best.consensus is not None))
-    if exhausted:
-        reason += f"; the search stopped when its budget of {exhausted} ran out"
-    return reason
-
-
-def _pruned_note(pruned: list[Step], *, sentence: bool = False) -> str:
-    """What provenance ruled out, for an explanation ("" when nothing was pruned)."""
-    if not pruned:
-        return ""
-    shown = ", ".join(f"#{s.index}" for s in pruned[:12]) + (", …" if len(pruned) > 12 else "")
-    what = (f"provenance ruled out {len(pruned)} candidate step{'s' if len(pruned) > 1 else ''} ({shown}): nothing "
-            f"{'they' if len(pruned) > 1 else 'it'} decided reaches the failing answer")
-    return f" {what[0].upper()}{what[1:]}." if sentence else f"; {what}"
-
-
-def _environment_diagnosis(run: Run, step: Step, best: ReplayResult, base: dict[str, Any],
-                           diagnosis: Diagnosis | None, *, note: str = "") -> Diagnosis:
-    """A flip found by editing a tool result: a tool / data fault, never an agent's decisive error."""
-    tool = step.tool_name or "the tool"
-    replacement = best.intervention.replacement
-    shown = replacement if isinstance(replacement, str) else json.dumps(replacement, default=str)
-    how = ("is PREDICTED to succeed" if best.verified_by == "prediction"
-           else f"succeeds in replay ({best.replays_flipped} of {best.replays_run} replays)")
-    explanation = (
-        f"No correction of an agent's decision flipped the run. The run {how} if {tool} had returned "
-        f"{shown[:200]!r} at step #{step.index} ({best.intervention.description}): a tool or data fault "
-        f"(the environment's output), not an agent's decisive error.{note}"
-    )
-    evidence = (EvidenceItem(step_id=step.step_id, index=step.index, role="introduced",
-                             note=f"tool result of {tool}"),)
-    return Diagnosis(
-        **base,
-        decisive_step_id=step.step_id,
-        decisive_step_index=step.index,
-        agent=None,
-        category="SYS-ENVIRONMENT",
-        explanation=explanation,
-        evidence=evidence,
-        candidates=tuple(diagnosis.candidates) if diagnosis is not None else (),
-        confidence=1.0 if best.verified_by == "replay" else None,
-        verified_by=best.verified_by,
-        fault_source="environment",
-    )
 
 
 def repair_sync(run: Run, factory: Factory, verify: Any, candidates: Any = None, k: int = 3, **kwargs: Any) -> RepairResult:

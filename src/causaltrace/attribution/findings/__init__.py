@@ -54,7 +54,30 @@ from causaltrace.attribution.stages.fabrication import FabricationStage
 from causaltrace.attribution.stages.provenance import ProvenanceStage
 from causaltrace.schema import Finding
 
-__all__ = ["Findings", "FindingsStage"]
+__all__ = ["Findings", "FindingsStage", "missed_changes"]
+
+#: how strongly an approval that missed an earlier finding's change still blames its step (the introducer of the
+#: change is responsible; the approval failed to catch it — graph's ``recovered`` weight applies)
+MISSED = 0.3
+
+
+def missed_changes(items: list[Finding]) -> list[Finding]:
+    """The responsibility boundary "introduces vs fails to catch" (DCFA, EMFA): an unchecked approval whose unchecked
+    value is the source value an EARLIER finding's step changed (the solver copied 26 for the task's 25; the reviewer
+    approved a result that never used 25) missed that change — the earlier step introduced the error, so the
+    approval's finding keeps strength :data:`MISSED` and says which change it missed."""
+    changed = [f for f in items if f.family in ("value_changed", "ignored_instruction")]
+    out = []
+    for f in items:
+        if f.family == "unchecked_approval":
+            unchecked = {str(e.value) for e in f.evidence if e.role == "unchecked"}
+            earlier = next((c for c in changed if c.index < f.index and any(
+                e.role in ("source", "request") and str(e.value) in unchecked for e in c.evidence)), None)
+            if earlier is not None:
+                f = f.model_copy(update={"strength": min(f.strength, MISSED),
+                                         "claim": f"{f.claim}; it missed the change step {earlier.index} made"})
+        out.append(f)
+    return out
 
 
 @dataclass
@@ -100,7 +123,7 @@ class FindingsStage(Stage[Findings]):
             items += [*detect_changed_values(run, prov, graph), *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph)]
-        return Findings(items)
+        return Findings(missed_changes(items))
 
     def skipped(self, ctx: DiagnosisContext) -> Findings:
         return Findings()

@@ -619,13 +619,16 @@ class GraphMethod(Method):
         if hook is not None and ctx.run.recording is not None and ctx.enabled("replay_verify"):
             result = await hook(ctx, list(conclusion.candidates))
             ctx.record("replay_verify", result.artifact if result is not None else {"verified": None})
-            if result is not None:
+            # a flip by an alternative never overrides a pick that rests on a finding (issue 32 item 5)
+            if result is not None and not (result.basis != "correction" and conclusion.basis == "finding"):
                 step = ctx.run.step(result.step_id)
                 conclusion.step_index, conclusion.agent = step.index, step.agent
                 conclusion.category = result.category or conclusion.category
                 conclusion.explanation = result.explanation or conclusion.explanation
                 conclusion.verified_by = "replay"
                 conclusion.basis = "correction" if result.basis == "correction" else "alternative"
+                if conclusion.basis == "alternative" and conclusion.confidence is not None:
+                    conclusion.confidence = min(conclusion.confidence, NO_EVIDENCE_CONFIDENCE)
         return conclusion
 
 

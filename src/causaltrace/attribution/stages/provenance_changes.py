@@ -15,7 +15,7 @@ from causaltrace.attribution.stages.values import Value
 from causaltrace.attribution.stages.view import content_of
 from causaltrace.schema import Step
 
-__all__ = ["is_copy_slip", "is_small", "mean_slip", "restated", "substituted"]
+__all__ = ["is_copy_slip", "is_small", "mean_slip", "restated", "rounds_to", "substituted"]
 
 
 def is_small(key: str) -> bool:
@@ -34,6 +34,18 @@ def is_copy_slip(before: str, after: str, *, shortest: int = 3) -> bool:
     return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
 
 
+def rounds_to(source: str, stated: str) -> bool:
+    """``stated`` is ``source`` rounded to the decimals ``stated`` shows (``-4.9361`` for ``-4.936104757``; not
+    ``4.9`` for ``4.9`` itself): a faithful restatement, not a changed value."""
+    if "." not in stated or source == stated:
+        return False
+    try:
+        digits = len(stated.split(".", 1)[1])
+        return len(source.split(".", 1)[-1]) > digits and round(float(source), digits) == float(stated)
+    except ValueError:
+        return False
+
+
 def restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
     """The number of the step's sources that ``v`` most plausibly restates, changed (:mod:`.provenance`'s docstring,
     5); ``pool`` is latest source first.
@@ -45,6 +57,8 @@ def restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
     ``3 boxes … the unit price`` shares "unit price" with ``The unit price is 22`` though its 3 is not the price —
     and a bare result has none to share. A slip that also shares the words is a restatement, else a copy."""
     worded: Change | None = None
+    if any(u.kind == "number" and rounds_to(u.key, v.key) for _, u in pool):
+        return None  # a source's number stated with fewer decimals: the same value, rounded
     for j, u in pool:
         if u.kind != "number":
             continue

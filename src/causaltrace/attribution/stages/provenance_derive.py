@@ -16,10 +16,15 @@ __all__ = ["derivation", "group_derivation", "run_totals"]
 
 def derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
     """The introducers of two numbers of ``pool`` whose sum, difference, product or quotient is ``x`` (linear in the
-    pool: each number's partner is looked up in ``exact``, the pool by rounded value)."""
+    pool: each number's partner is looked up in ``exact``, the pool by rounded value). Neither operand may be 0 or
+    1: every number is some other number plus one (a list's "step 1" beside the task's 25 "derived" the 26 of a copy
+    slip, hiding it — issue 32), so an increment, a product by one or a sum with zero is no evidence of a
+    computation."""
     for a, i in pool.items():
+        if a in (0.0, 1.0):
+            continue
         for b in (x - a, a - x, x + a, x / a if a else None, a / x if a and x else None, x * a):
-            if b is None:
+            if b is None or b in (0.0, 1.0):
                 continue
             j = exact.get(round(b, 6))
             if j is not None and (j != i or b == a):

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
-from causaltrace.attribution.stages.provenance_changes import mean_slip, restated, substituted
+from causaltrace.attribution.stages.provenance_changes import is_copy_slip, mean_slip, restated, substituted
 from causaltrace.attribution.stages.provenance_derive import derivation, group_derivation, run_totals
 from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
 from causaltrace.attribution.stages.targets import called_names, grounded_alternative
@@ -320,7 +320,12 @@ class ProvenanceWalk:
             change = (restated(k, v, pool) if v.kind == "number"
                       else substituted(k, v, given_pool if bare else pool))
             if change is None and v.kind == "number" and v.key in arguments:
-                change = Change(k, TASK, "number", "", v.key, "unsupported")
+                # a call's number no source gave: a copy slip of a source's two-digit number when one is a digit
+                # away (``add(17, 26)`` after "17 + 25"), else unsupported (issue 32: a finding with its source)
+                slip = next(((j, u) for j, u in pool if u.kind == "number"
+                             and is_copy_slip(u.raw, v.raw, shortest=2)), (None, None))
+                change = (Change(k, slip[0], "number", slip[1].key, v.key, "copy") if slip[1] is not None
+                          else Change(k, TASK, "number", "", v.key, "unsupported"))
             if change is not None and not any((c.index, c.kind, c.before, c.after) == (
                     k, change.kind, change.before, change.after) for c in self.prov.changes[-8:]):
                 self.prov.changes.append(change)

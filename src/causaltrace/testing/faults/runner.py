@@ -88,6 +88,12 @@ class CaseResult:
     repair_seconds: float = 0.0
     #: with ``--twins``: graph's diagnosis of the fixed team with this run's outcome (:mod:`.twins`)
     twin: dict[str, Any] | None = None
+    #: what repair's flip rests on (``correction`` / ``alternative``), the pair it made, its budget and the
+    #: corrections it had not tried when the budget ran out (issue 32 item 5)
+    found_basis: str | None = None
+    pair: str | None = None
+    budget_exhausted: str = ""
+    corrections_untried: int = 0
 
     @property
     def localized(self) -> bool:
@@ -109,6 +115,10 @@ class CaseResult:
             "run_seconds": self.run_seconds,
             "repair_seconds": self.repair_seconds,
             "error": self.error,
+            "found_basis": self.found_basis,
+            "pair": self.pair,
+            "budget_exhausted": self.budget_exhausted,
+            "corrections_untried": self.corrections_untried,
             **({"twin": self.twin} if self.twin is not None else {}),
         }
 
@@ -249,10 +259,16 @@ async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: A
     for where, rep in attempts:
         result.replays += rep.replays
         result.live_calls_before_intervention += rep.live_calls_before_intervention
+        result.budget_exhausted = result.budget_exhausted or rep.budget_exhausted
+        result.corrections_untried += rep.corrections_untried
         if rep.repaired and rep.decisive is not None:
             result.repaired = True
             result.found_step = rep.decisive.index
             result.found_in = where
+            best = rep.decisive.best
+            result.found_basis = best.intervention.basis if best is not None else None
+            result.pair = "correction" if rep.pair is not None else (
+                "alternative" if rep.alternative_pair is not None else None)
 
 
 def _run_named(name: str, repair_run: bool = True, from_store: str | None = None, twins: bool = False) -> CaseResult:
@@ -333,6 +349,13 @@ def summarize(results: Sequence[CaseResult], *, repair_run: bool = True) -> dict
         "seconds_per_case": spread([r.seconds for r in results]),
         "repair_run_ratio": spread(ratios),
         "errors": sum(1 for r in results if r.error),
+        # issue 32 item 5: what repair's flips rest on, the pairs exported by default, budgets that ran out
+        "flips_by_basis": {b: sum(1 for r in results if r.found_basis == b) for b in ("correction", "alternative")},
+        "pairs_by_basis": {b: sum(1 for r in results if r.pair == b) for b in ("correction", "alternative")},
+        "localized_by_correction": sum(1 for r in results if r.localized and r.found_basis == "correction"),
+        "budget_exhausted": sum(1 for r in results if r.budget_exhausted),
+        "budget_exhausted_with_corrections_untried": sum(1 for r in results if r.budget_exhausted
+                                                         and r.corrections_untried),
         "calibration": _graph_calibration([r for r in rows if r["held_out"]]),
     }
     if any(r.get("twin") for r in rows):

@@ -1,0 +1,238 @@
+"""Corrections: the repair proposals derived from a finding (issue 32 item 5; ARCHITECTURE "Verdict rules").
+
+A *correction* undoes what a finding shows went wrong at its step — it restores the value the step's source held
+(a number restated or copied with a slip, a substituted unit, operator or word, a value the task excluded), or
+routes to the agent the request names instead of the one chosen. Any other edit (±1, ±10 %, another word or
+target) is an *alternative*: a run that succeeds after it proves only that the step could have been otherwise, not
+that it was wrong. Repair tries the corrections of every candidate first (earliest step first), the alternatives
+only when none flips; only a flip by a correction is a replay-verified error with a repair pair.
+
+The findings come from the guiding diagnosis (``Diagnosis.findings``) or, when it has none, from the detectors
+run on the recorded run (:class:`causaltrace.attribution.findings.FindingsStage`, deterministic, no model).
+
+An omitted item (the answer stated before every item the task named was handled) is corrected in place of the early
+answer: the producing model reply's tool calls are replaced wholesale by a call of the tool that handled the earlier
+items, for the missing item (both adapters rewrite a reply's tool calls). Not derived (their steps fall back to
+alternatives): a missing element of a retyped list, a loop, an unrecovered error, made-up data, a drifted plan —
+their corrections are not a value the run already holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from causaltrace.replay.edits import original_value, replacement_kind
+from causaltrace.schema import Finding, Intervention, Run, Step
+
+__all__ = ["CORRECTABLE", "classify", "corrections_for", "findings_of"]
+
+logger = logging.getLogger("causaltrace")
+
+#: the families whose correction is a value the run already holds (module docstring)
+CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission"})
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
+
+
+def findings_of(run: Run, findings: Sequence[Finding] | None = None) -> list[Finding]:
+    """``findings`` when given (a guiding diagnosis's), else the detectors' findings on ``run`` (none when they
+    fail: repair then searches alternatives only, as before)."""
+    if findings:
+        return list(findings)
+    try:
+        from causaltrace.attribution.context import DiagnosisContext
+        from causaltrace.attribution.findings import FindingsStage
+
+        ctx = DiagnosisContext(run, method="graph", judge=None)
+        return list(_run_coroutine(ctx.run_stage(FindingsStage())).items)
+    except Exception as exc:  # a detector failure costs the corrections, never the repair
+        logger.info("causaltrace: findings failed (%s: %s); repair tries alternatives only", type(exc).__name__, exc)
+        return []
+
+
+def _run_coroutine(coro: Any) -> Any:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _values(f: Finding) -> tuple[str, str] | None:
+    """``(before, after)``: what the source held and what the step states, from the finding's evidence."""
+    before = next((e.value for e in f.evidence if e.role in ("source", "request")), None)
+    after = next((e.value for e in f.evidence if e.role in ("changed", "chosen_agent")), None)
+    if before in (None, "") or after in (None, "") or before == after:
+        return None
+    return str(before), str(after)
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return float(a.replace(",", "")) == float(b.replace(",", ""))
+    except ValueError:
+        return False
+
+
+_SPAN = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+_COMPARISON = re.compile(r"^(<=|>=|==|!=|<|>) (-?[\d.]+)$")
+
+
+def _operator_substitute(text: str, before: str, after: str) -> str | None:
+    """An operator value put back in code: a span ``lo..hi`` (written ``range(lo, hi + 1)``) or a comparison
+    (``>= 100`` for ``> 100``); None when ``after`` is neither or the code does not write it."""
+    span_a, span_b = _SPAN.match(after), _SPAN.match(before)
+    if span_a and span_b:
+        lo, hi = int(span_a.group(1)), int(span_a.group(2))
+        written = re.compile(rf"range\(\s*{lo}\s*,\s*{hi + 1}\s*\)" if lo else rf"range\(\s*(?:0\s*,\s*)?{hi + 1}\s*\)")
+        fixed = f"range({int(span_b.group(1))}, {int(span_b.group(2)) + 1})"
+        out, n = written.subn(fixed, text)
+        return out if n else None
+    cmp_a, cmp_b = _COMPARISON.match(after), _COMPARISON.match(before)
+    if cmp_a and cmp_b:
+        written = re.compile(rf"{re.escape(cmp_a.group(1))}\s*{re.escape(cmp_a.group(2))}(?![\d.])")
+        out, n = written.subn(f"{cmp_b.group(1)} {cmp_b.group(2)}", text)
+        return out if n else None
+    return None
+
+
+def _substitute_text(text: str, before: str, after: str) -> str | None:
+    """``text`` with ``after`` put back to ``before`` (numbers by value, operators as code writes them, words as
+    whole words); None if absent."""
+    operator = _operator_substitute(text, before, after)
+    if operator is not None:
+        return operator
+    if _SPAN.match(after) or _COMPARISON.match(after):
+        return None
+    if _NUMBER.fullmatch(after.strip()):
+        out, n = _NUMBER.subn(lambda m: before if _same_number(m.group(0), after) else m.group(0), text)
+        return out if out != text else None
+    pattern = re.compile(r"(?<![\w])" + re.escape(after) + r"(?![\w])", re.IGNORECASE)
+    out, n = pattern.subn(before, text)
+    return out if n else None
+
+
+def _substitute(value: Any, before: str, after: str) -> Any:
+    """``value`` (text, code or a JSON object of arguments) with ``after`` restored to ``before``; None when it
+    does not hold ``after``."""
+    if isinstance(value, str):
+        return _substitute_text(value, before, after)
+    if isinstance(value, dict):
+        changed, out = False, {}
+        for key, item in value.items():
+            new = _substitute(item, before, after)
+            if new is None:
+                out[key] = item
+            else:
+                changed, out[key] = True, new
+        return out if changed else None
+    if isinstance(value, list):
+        items = [_substitute(v, before, after) for v in value]
+        if all(v is None for v in items):
+            return None
+        return [v if v is not None else old for v, old in zip(items, value, strict=True)]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if _same_number(str(value), after):
+        try:
+            number = float(before.replace(",", ""))
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() and isinstance(value, int) else number
+    return None
+
+
+def _correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    values = _values(f)
+    if values is None:
+        return None
+    before, after = values
+    kind = replacement_kind(step)
+    if kind == "target":
+        if f.family != "unfit_routing" or before not in run.agents:
+            return None
+        replacement: Any = before
+    else:
+        original = original_value(step, kind)
+        replacement = _substitute(original, before, after)
+        if replacement is None or replacement == original:
+            return None
+    return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
+                        finding=f, description=_describe(kind, original_value(step, kind), replacement, before,
+                                                         after))
+
+
+def _describe(kind: str, original: Any, replacement: Any, before: str, after: str) -> str:
+    """The edit in the words the mutations use (``argument b: 26 → 25``, ``number 22 → 21``), so a correction and the
+    same edit found as a mutation read alike; what it rests on is the intervention's ``finding``."""
+    if kind == "target":
+        return f"target {after} → {before}"
+    if kind == "arguments" and isinstance(original, dict) and isinstance(replacement, dict):
+        changed = [f"argument {k}: {original.get(k)} → {v}" for k, v in replacement.items() if original.get(k) != v]
+        if changed:
+            return "; ".join(changed)
+    if kind == "code" and isinstance(original, str) and isinstance(replacement, str):
+        for line, (old, new) in enumerate(zip(original.splitlines(), replacement.splitlines(), strict=False), 1):
+            if old != new:
+                pairs = [(a, b) for a, b in zip(_NUMBER.findall(old), _NUMBER.findall(new), strict=False) if a != b]
+                if pairs:
+                    return f"literal {pairs[0][0]} → {pairs[0][1]} (line {line})"
+                return f"{_what(after)} {after} → {before} (line {line})"
+    return f"{_what(after)} {after} → {before}"
+
+
+def _what(value: str) -> str:
+    if _SPAN.match(value) or _COMPARISON.match(value):
+        return "operator"
+    return "number" if _NUMBER.fullmatch(value.strip()) else "word"
+
+
+def _omission_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """The call for the missing item in place of the early answer (module docstring): the latest earlier call of
+    the same agent whose one string argument names another item, repeated with the omitted item."""
+    from causaltrace.replay.turns import producing_llm
+
+    item = next((str(e.value) for e in f.evidence if e.role == "omitted_item" and e.value), None)
+    llm = producing_llm(run, step)
+    if item is None or llm is None:
+        return None
+    for earlier in sorted((s for s in run.steps if s.kind == "tool_call" and s.index < step.index
+                           and s.agent == step.agent and s.tool_name not in (None, "final_answer")),
+                          key=lambda s: -s.index):
+        strings = [k for k, v in (earlier.arguments or {}).items() if isinstance(v, str)]
+        if len(strings) == 1 and str((earlier.arguments or {})[strings[0]]).lower() != item.lower():
+            arguments = {**(earlier.arguments or {}), strings[0]: item}
+            return Intervention(step_id=llm.step_id, source="mutation", basis="correction", finding=f,
+                                replacement={"text": None, "tool_calls": [{"name": earlier.tool_name,
+                                                                           "arguments": arguments}]},
+                                description=f"call {earlier.tool_name}({strings[0]}={item!r}) for the omitted item "
+                                            "instead of answering")
+    return None
+
+
+def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[Intervention]:
+    """The corrections of ``step``: one per correctable finding at it (module docstring), deduplicated."""
+    out: dict[str, Intervention] = {}
+    for f in findings:
+        if f.step_id != step.step_id or f.family not in CORRECTABLE:
+            continue
+        c = _omission_correction(step, run, f) if f.family == "omission" else _correction(step, run, f)
+        if c is not None:
+            out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
+    return list(out.values())
+
+
+def classify(proposals: Sequence[Intervention], corrections: Sequence[Intervention]) -> list[Intervention]:
+    """``proposals`` without the ones that equal a correction (tried in the corrections' pass), each labelled an
+    alternative (an LLM's or a mutation's edit that no finding derives)."""
+    taken = {json.dumps(c.replacement, sort_keys=True, default=str) for c in corrections}
+    return [p.model_copy(update={"basis": "alternative"}) for p in proposals
+            if json.dumps(p.replacement, sort_keys=True, default=str) not in taken]

@@ -1,0 +1,94 @@
+"""Repair corrects; it does not merely find another way (issue 32 item 5; :mod:`causaltrace.replay.corrections`).
+
+A correction is derived from a finding — the analyst restated the clerk's 21 as 22, so the correction puts 21 back
+— and a flip by a correction is a replay-verified error with a repair pair. Any other edit is an alternative: its
+flip is stored with ``basis="alternative"``, gives no exported pair unless asked, and never becomes the run's
+verdict over a diagnosis whose top rests on a finding. The same real AutoGen team as the ordering tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from causaltrace.collector.store import Store
+from causaltrace.replay.corrections import _substitute, corrections_for
+from causaltrace.replay.executor import default_sandbox
+from causaltrace.replay.pairs import pair_rows
+from causaltrace.replay.repair import repair
+from test_repair_order import _record, _uninstrument, build, verify  # noqa: F401  (the fixture is autouse there)
+
+
+def test_a_correction_puts_the_source_value_back_in_the_shape_the_step_writes_it():
+    assert _substitute({"a": 17, "b": 26}, "25", "26") == {"a": 17, "b": 25}
+    assert _substitute("The unit price of tea is 22 dollars, 3 boxes.", "21", "22") == (
+        "The unit price of tea is 21 dollars, 3 boxes.")
+    assert _substitute("total = sum(i * i for i in range(1, 6))", "1..6", "1..5") == (
+        "total = sum(i * i for i in range(1, 7))")
+    assert _substitute("if amount >= 100:\n    keep()", "> 100", ">= 100") == "if amount > 100:\n    keep()"
+    assert _substitute("ship in kilograms", "pounds", "kilograms") == "ship in pounds"
+    assert _substitute({"city": "Oslo"}, "25", "26") is None  # nothing to put back: no correction
+
+
+@pytest.fixture
+def run():
+    import asyncio
+
+    return asyncio.run(_record())
+
+
+async def test_a_flip_by_a_correction_is_a_verified_error_with_a_pair(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAUSALTRACE_HOME", str(tmp_path))
+    analyst = next(s for s in run.steps if s.kind == "message" and s.agent == "analyst")
+    with Store() as store:
+        store.save_run(run)
+    result = await repair(run, build, verify, k=0, sandbox=default_sandbox())
+    assert result.decisive.step_id == analyst.step_id and result.decisive.basis == "correction"
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.finding is not None and best.finding.family == "value_changed"
+    assert best.description == "number 22 → 21"
+    assert "restoring what its source had (value changed)" in result.diagnosis.explanation
+    # pass 1 tried corrections only: nothing before the flip was an alternative
+    assert all(a.basis == "correction" for a in result.attempts)
+    assert result.pair is not None and result.pair.basis == "correction" and result.alternative_pair is None
+    d = result.diagnosis
+    assert d.verified_by == "replay" and d.basis == "correction" and d.confidence == 1.0
+    with Store() as store:
+        verdict = store.verdict(run.run_id)
+        assert verdict.basis == "correction" and verdict.decisive_step_id == analyst.step_id
+        assert len(list(pair_rows(store.repair_pairs(run_id=run.run_id)))) == 1
+
+
+async def test_a_flip_by_an_alternative_is_no_verified_error_and_no_pair(run, tmp_path, monkeypatch):
+    """Without corrections every edit is an alternative: the same flip proves nothing (no exported pair, an
+    uncertain verdict line), and the finding-backed diagnosis stays the run's verdict."""
+    import causaltrace
+    from causaltrace.attribution.stages.confidence import is_uncertain
+
+    monkeypatch.setenv("CAUSALTRACE_HOME", str(tmp_path))
+    with Store() as store:
+        store.save_run(run)
+    ranked = causaltrace.diagnose_sync(run)  # stored: its top rests on the analyst's changed price
+    assert ranked.basis == "finding"
+    result = await repair(run, build, verify, k=0, sandbox=default_sandbox(), corrections=False)
+    assert result.repaired and result.decisive.best.intervention.basis == "alternative"
+    assert result.pair is None and result.alternative_pair is not None
+    assert result.alternative_pair.basis == "alternative"
+    d = result.diagnosis
+    assert d.basis == "alternative" and is_uncertain(d) and d.confidence <= 0.25
+    assert "nothing shows step" in d.explanation and "an alternative, not a verified error" in d.explanation
+    with Store() as store:
+        assert store.verdict(run.run_id).basis == "finding"  # the alternative does not override it
+        pairs = store.repair_pairs(run_id=run.run_id)
+        assert [p.basis for p in pairs] == ["alternative"]
+        assert list(pair_rows(pairs)) == [] and len(list(pair_rows(pairs, include_alternatives=True))) == 1
+
+
+def test_the_corrections_of_a_step_come_from_its_findings_only(run):
+    import causaltrace
+
+    d = causaltrace.diagnose_sync(run, store=False)
+    analyst = next(s for s in run.steps if s.kind == "message" and s.agent == "analyst")
+    clerk = next(s for s in run.steps if s.kind == "tool_call" and s.agent == "clerk")
+    [correction] = corrections_for(analyst, run, d.findings)
+    assert correction.replacement.endswith("tea is 21 dollars.") and correction.basis == "correction"
+    assert corrections_for(clerk, run, d.findings) == []  # no finding there: nothing to correct
