@@ -18,12 +18,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["PostgresServer", "pg_url", "postgres_server", "sql_rows", "store_target"]
+__all__ = ["PostgresServer", "pg_url", "postgres_server", "sql_rows", "store_target", "temporary_cluster"]
 
 
 def _free_port() -> int:
@@ -120,14 +121,15 @@ def _available() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL cluster for the whole session, in a temporary directory, stopped by pid at the end."""
+@contextmanager
+def temporary_cluster(prefix: str = "ct-pg-") -> Iterator[PostgresServer]:
+    """A running PostgreSQL cluster in a temporary directory, stopped by pid and removed at the end; skips (fails
+    under CAUSALTRACE_STRICT=1) without PostgreSQL or psycopg."""
     from conftest import require  # lazily: conftest imports this module's fixtures (and the bench imports it alone)
 
     missing = _available()
     require(missing is None, missing or "")
-    root = Path(tempfile.mkdtemp(prefix="ct-pg-"))  # under /tmp (1777): nobody can reach it, pytest's tmp is 0700
+    root = Path(tempfile.mkdtemp(prefix=prefix))  # under /tmp (1777): nobody can reach it, pytest's tmp is 0700
     server = PostgresServer(root)
     try:
         server.start()
@@ -135,6 +137,13 @@ def postgres_server() -> Iterator[PostgresServer]:
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster for the whole session, in a temporary directory, stopped by pid at the end."""
+    with temporary_cluster() as server:
+        yield server
 
 
 @pytest.fixture

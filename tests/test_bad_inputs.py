@@ -16,13 +16,14 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+
+from _http import serving
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -106,15 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[str]:
     """A hostile trace server on a free loopback port (Jaeger's and Phoenix's paths), stopped at the end."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 # ------------------------------------------------------------------------------------------ hostile files

@@ -194,7 +194,7 @@ _DEAD_EXPORTER = textwrap.dedent(
     def stats():  # registered first, so it runs after the SDK's own shutdown at exit
         from causaltrace import export_stats
         s = export_stats()
-        print("STATS", s.failed, s.failed_batches, time.monotonic(), flush=True)
+        print("STATS", s.failed, s.failed_batches, time.monotonic(), s.given_up_at_exit, s.exported, flush=True)
     atexit.register(stats)
     import causaltrace
     from causaltrace import current_run
@@ -237,6 +237,31 @@ def test_dead_otlp_endpoint_bounds_the_exit_delay(tmp_path: Path) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert endpoint in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_spans_given_up_at_exit_are_counted_and_said_whatever_the_exporter_timeout(tmp_path: Path) -> None:
+    """An endpoint that accepts and never answers holds each export for the exporter's own timeout (30 s here); the
+    shutdown at exit is bounded by OTEL_BSP_EXPORT_TIMEOUT (1.5 s), so what is queued or in flight then is given up
+    — counted in export_stats() and said in one line (issue 36 item 7: before, ``failed 0`` and nothing said)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.socket() as hole:  # listens, never accepts
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(64)
+        endpoint = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        env = child_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_TIMEOUT="30")
+        proc = subprocess.run([sys.executable, "-c", _DEAD_EXPORTER], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    done = next(line for line in proc.stdout.splitlines() if line.startswith("DONE")).split()
+    _, failed, _, at, given_up, exported = next(
+        line for line in proc.stdout.splitlines() if line.startswith("STATS")).split()
+    assert float(at) - float(done[1]) < 5, f"exit waited {float(at) - float(done[1]):.1f} s"
+    assert int(failed) == 15 + 3 and int(exported) == 0  # every span: lost in flight or given up, and counted
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert 1 <= len(lines) <= 2 and all(endpoint in line for line in lines) and "Traceback" not in proc.stderr, proc.stderr
+    if int(given_up):
+        assert any(f"at exit {given_up} span(s) were not exported" in line for line in lines), proc.stderr
 
 
 def test_otlp_timeouts_honour_the_env(monkeypatch: pytest.MonkeyPatch) -> None:

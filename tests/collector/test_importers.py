@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import socket
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -24,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _builders import RunBuilder, capture_spans
+from _http import serving
 from causaltrace import semconv
 from causaltrace.collector.jaeger import pull_from_jaeger, query_jaeger_traces
 from causaltrace.collector.otlp import (
@@ -1108,15 +1108,10 @@ class _FakeJaeger(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_jaeger() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeJaeger)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        with serving(_FakeJaeger) as url:
+            yield url
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
         _FakeJaeger.traces = {}
         _FakeJaeger.queries = []
 

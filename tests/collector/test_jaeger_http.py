@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from _builders import RunBuilder
+from _http import serving
 from causaltrace.collector.jaeger import DEFAULT_RETRIES, pull_from_jaeger, query_jaeger_traces
 from causaltrace.collector.otlp import run_to_otlp
 from causaltrace.exceptions import UserError
@@ -62,16 +62,8 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def scripted(*script: tuple[int, str], hang: float = 0.0, reset_first: int = 0) -> Iterator[str]:
     _Scripted.script, _Scripted.hits, _Scripted.hang, _Scripted.reset_first = list(script), [], hang, reset_first
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(_Scripted) as url:
+        yield url
 
 
 def test_a_passing_503_is_retried_and_the_run_comes_back() -> None:

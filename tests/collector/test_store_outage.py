@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from _postgres import PostgresServer, _available
+from _postgres import PostgresServer, temporary_cluster
 from causaltrace.collector import live
 from causaltrace.collector.backlog import Backlog, is_transient
 from causaltrace.collector.live import RunCollector
@@ -31,7 +29,6 @@ from causaltrace.collector.store import Store
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import StoreError
 from causaltrace.schema import Outcome, Run, Step
-from conftest import require
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -62,16 +59,8 @@ def _warnings(stderr: str) -> list[str]:
 @pytest.fixture(scope="module")
 def own_postgres() -> Iterator[PostgresServer]:
     """A cluster of this module's own: restarting it must not cut the connections of other tests."""
-    missing = _available()
-    require(missing is None, missing or "")
-    root = Path(tempfile.mkdtemp(prefix="ct-pg-restart-"))
-    server = PostgresServer(root)
-    try:
-        server.start()
+    with temporary_cluster("ct-pg-restart-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_postgresql_restart_mid_run_loses_no_run(own_postgres: PostgresServer, tmp_path: Path) -> None:
