@@ -153,15 +153,22 @@ class TraceTree:
         its ancestry goes on from: among the spans ``holders`` accepts that enclose it in time, the one ``owner``
         picks (what the span itself says), else the innermost (spans running in parallel overlap: the latest
         started encloser is taken)."""
-        candidates = [s for s in self.spans if holders(s)]
-        for span in self.spans:
-            if span.parent_span_id and span.parent_span_id not in self.by_id:
-                around = [c for c in candidates if c.span_id != span.span_id and c.start <= span.start
-                          and (not c.end or (span.end and span.end <= c.end))
-                          and (c.start, -c.end) < (span.start, -span.end)]
-                chosen = owner(span, around) if owner is not None and around else None
-                if chosen is not None or around:
-                    self.adopted[span.span_id] = chosen or max(around, key=lambda c: (c.start, -c.end))
+        candidates = [s for s in self.spans if holders(s)]  # in start order, as self.spans is
+        open_holders: list[SpanLike] = []  # holders started before the span and not ended before it started
+        taken = 0
+        for span in self.spans:  # a sweep in start order: linear in the trace times the nesting depth
+            while taken < len(candidates) and (candidates[taken].start, -candidates[taken].end) < (span.start,
+                                                                                                  -span.end):
+                open_holders.append(candidates[taken])
+                taken += 1
+            open_holders = [h for h in open_holders if not h.end or h.end >= span.start]
+            if not span.parent_span_id or span.parent_span_id in self.by_id:
+                continue
+            around = [h for h in open_holders if h.span_id != span.span_id and (not h.end or (span.end and
+                                                                                              span.end <= h.end))]
+            chosen = owner(span, around) if owner is not None and around else None
+            if chosen is not None or around:
+                self.adopted[span.span_id] = chosen or max(around, key=lambda c: (c.start, -c.end))
 
     def parent(self, span: SpanLike) -> SpanLike | None:
         """The span's parent, else the span :meth:`adopt` gave it, else None."""
