@@ -195,3 +195,44 @@ def test_what_counts_as_the_store_not_answering() -> None:
     wrapped.__cause__ = locked
     assert is_transient(locked) and is_transient(wrapped)
     assert not is_transient(StoreError("disk full (planted)")) and not is_transient(ValueError("bad step"))
+
+
+def test_under_a_long_lock_only_the_first_async_run_end_waits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A SQLite file write-locked by another connection: the first ``async with`` run's end waits its bounded 10 s
+    and says so once; the runs after it do not wait for a store that does not answer; all are stored once the lock
+    goes."""
+    import asyncio
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import causaltrace
+    from causaltrace.instrumentation.tracing import configure, reset_tracing
+
+    db = tmp_path / "store.db"
+    Store(db).close()
+    collector = configure(TracerProvider(), TraceConfig(db_path=db)).collector
+    locker = sqlite3.connect(db, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    caplog.set_level(logging.WARNING)
+
+    async def one(i: int) -> tuple[str, float]:
+        started = time.monotonic()
+        async with causaltrace.run(task=f"t{i}", verify="ok") as handle:
+            handle.report(final_answer="ok")
+        return handle.run_id, time.monotonic() - started
+
+    try:
+        results = [asyncio.run(one(i)) for i in range(3)]
+    finally:
+        locker.execute("COMMIT")
+        locker.close()
+    try:
+        assert collector.drain(60)
+        took = [t for _, t in results]
+        assert 9 < took[0] < 20 and max(took[1:]) < 3, took
+        waits = [r for r in caplog.records if "longer than" in r.getMessage() or "has not taken" in r.getMessage()]
+        assert len(waits) == 1, [r.getMessage() for r in caplog.records]
+        with Store(db, readonly=True) as store:
+            assert {store.get_run(run_id).outcome.status for run_id, _ in results} == {"success"}
+    finally:
+        reset_tracing()

@@ -191,7 +191,10 @@ class RunCollector:
             return True
         done = threading.Event()
         self._submit("flush", None, done)
-        return done.wait(timeout_s)
+        if done.wait(timeout_s):
+            return True
+        self._stalled = True  # a long lock: later run ends (the async path flushes) do not wait until it answers
+        return False
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until everything handed over is written (or dropped as unwritable); False when ``timeout_s`` ran
