@@ -109,3 +109,16 @@ def test_a_tiny_chaos_round_loses_no_started_run_and_no_acknowledged_step(bench_
     assert report["runs_stored_incomplete"] <= report["kills"], summary  # only a killed process leaves one
     assert report["integrity_check"] == "ok", summary
     assert report["targets_met"], summary
+
+
+def test_a_tiny_lock_round_stores_every_run(bench_chaos, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The benchmark's lock phase, small: the store's write lock held 3 s while one worker process keeps running
+    runs; every run it started is stored complete once the lock goes (issue 36 item 1)."""
+    args = bench_chaos.parse_args(["--procs", "1", "--runs", "3", "--chaos", "lock", "--lock-seconds", "3",
+                                   "--max-steps", "3"])
+    report = bench_chaos.run_bench(args, tmp_path)
+    summary = bench_chaos.table(report)
+    assert report["disturber_error"] is None and report["disturbances"] and report["kills"] == 0, summary
+    assert report["started_runs_missing"] == [] and report["acknowledged_steps_lost"] == [], summary
+    assert report["runs_stored"] == report["runs_stored_complete"] == report["runs_entered"], summary
+    assert report["workers_saying_not_stored_at_exit"] == [] and report["targets_met"], summary
