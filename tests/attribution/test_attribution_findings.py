@@ -150,3 +150,19 @@ def test_every_family_maps_to_a_mast_mode_or_none_and_every_detector_module_says
         assert ".outcome" not in source, f"{path.name} reads the run's outcome"
         assert not re.search(r"\.agent\s*(==|!=|in|not in)\s*[\"'(\[{]", source), (
             f"{path.name} branches on a speaker's name")
+
+
+def test_confidence_is_one_function_of_the_findings_for_live_runs_and_logs():
+    """Issue 32 item 4: one calibrated model; a finding at the top raises it, a stronger finding more, a loop (never
+    right on Who&When's dev half) less; the same features give the same confidence whatever produced the run."""
+    from causaltrace.attribution.stages.confidence import evidence_confidence, evidence_features
+
+    none = evidence_confidence(evidence_features([], 0.0, live=True, n=12))
+    weak = evidence_confidence(evidence_features(["value_changed"], 0.3, live=True, n=12))
+    strong = evidence_confidence(evidence_features(["value_changed"], 1.0, live=True, n=12))
+    loop = evidence_confidence(evidence_features(["loop_no_progress"], 1.0, live=True, n=12))
+    assert none < weak < strong and loop < strong
+    assert evidence_confidence(evidence_features(["value_changed"], 1.0, live=False, n=12)) <= strong
+    d = causaltrace.diagnose_sync(_slipped_run(), store=False)
+    assert d.confidence == evidence_confidence(evidence_features(
+        ["value_changed"], 1.0, live=True, n=len(d.artifacts["rank"]["candidates"])))

@@ -72,6 +72,12 @@ Ranking (``rank``): every attribution candidate (content steps, not user input; 
   are multiplied by ``exposer`` (they expose what the code or call that produced them introduced — responsibility
   boundary "faulty transformation vs raw evidence") unless they are the failure's origin.
 
+Findings first (issue 32; :mod:`causaltrace.attribution.findings`): the candidates with a finding — a typed anomaly
+with its evidence — rank before those without, which follow by the same score, labelled "no evidence"; the
+``change`` signal counts only related comparisons (a finding's). A top without a finding makes the diagnosis
+uncertain (``basis="none"``). The confidence is one calibrated function of the top's findings
+(:func:`~causaltrace.attribution.stages.confidence.evidence_confidence`).
+
 Ties go to the earlier step. The top candidate is the decisive step; its agent is the step's agent. A category is
 given only when the evidence fixes one: a system-execution error the step introduced (``SYS-*``), or ``FM-1.3``
 (Step Repetition) for the start of an action loop, ``FM-2.3`` (Task Derailment) for a drifted opening — never
@@ -202,6 +208,21 @@ the rows above, scored once at the frozen code)                  (held-out 2 / 4
                                                                  36 / 40, tuning 36 / 41
 "from / based on / according to my training data / knowledge /  fresh tuning half: voyage -> top-1 (1 / 4); fresh
 memory" as one marker family                                     held-out unchanged 2 / 4; Who&When dev unchanged
+(issue 32: findings are the unit of blame; weights unchanged.    baseline at its start: zoo held-out 36 / 40,
+Baseline at its start: Who&When dev 40 / 92 steps)               tuning 37 / 41; twins not yet measured
+candidates with a finding rank first (``evidence_first`` 1),      reasoning (the issue's rule), no data: zoo held-
+the others after by the same score ("no evidence"); a top        out 36 -> 37 / 40, tuning 37 / 41; twins with
+without a finding is uncertain (confidence <= 0.25)               no finding at the top 68 / 81; Who&When dev 40
+                                                                 -> 39 / 92 (hand 8 -> 7)
+a call's number a digit from a source number is a copy slip; no  the flagship AutoGen example (add(17, 26), not a
+derivation with an operand 0 or 1; a number rounded from its     suite case: #9 -> #6) and Who&When dev algo-40
+source is the same value; an approval that missed an earlier     (the rounding); zoo and Who&When dev unchanged
+change keeps strength 0.3 (findings.missed_changes)              (37 / 40, 37 / 41; 39 / 92)
+confidence from evidence (stages.confidence.EVIDENCE: one        zoo TUNING half with its twins as negatives and
+model of the top's findings, live runs and logs alike)           Who&When dev (scripts/fit_evidence_confidence.py);
+                                                                 held out: AUROC failing vs twin 0.81 -> 0.84,
+                                                                 ECE failing + twins 0.139 -> 0.127; Who&When dev
+                                                                 ECE 0.114 -> 0.105, quartile hits 6/9/11/13
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
@@ -245,7 +266,12 @@ from causaltrace.attribution.stages import (
     Relevance,
     RelevanceStage,
 )
-from causaltrace.attribution.stages.confidence import NO_EVIDENCE_CONFIDENCE, NO_SIGNAL, calibrated_confidence
+from causaltrace.attribution.stages.confidence import (
+    NO_EVIDENCE_CONFIDENCE,
+    NO_SIGNAL,
+    evidence_confidence,
+    evidence_features,
+)
 from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage, bare_opening
 from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.provenance import Provenance, ProvenanceStage
@@ -592,10 +618,10 @@ class GraphMethod(Method):
             raise MethodFailed("graph: the run has no attribution candidate before the failure anchor")
         top = ranking[0]
         findings = await ctx.run_stage(FindingsStage())
-        confidence = calibrated_confidence([c.score for c in ranking], top.reasons,
-                                           explicit=has_explicit_dependencies(ctx.run),
-                                           error=top.error is not None, loop=top.loop is not None,
-                                           unanswered=top.unanswered, finding=top.finding)
+        # issue 32 item 4: one calibrated function of the findings at the first candidate (stages.confidence)
+        confidence = evidence_confidence(evidence_features(
+            [f.family for f in top.findings], max((f.strength for f in top.findings), default=0.0),
+            live=has_explicit_dependencies(ctx.run), n=len(ranking), unanswered=top.unanswered))
         conclusion = Conclusion(
             step_index=top.index,
             agent=top.agent,

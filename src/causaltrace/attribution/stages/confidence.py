@@ -1,6 +1,10 @@
-"""Confidence that means something (issue 20 item 6): ``Diagnosis.confidence`` from the ranking's evidence.
+"""Confidence that means something (issue 20 item 6, issue 32 item 4): ``Diagnosis.confidence`` from the evidence.
 
-Two regimes, fitted separately, because their evidence differs in kind:
+Since issue 32, ``graph`` uses ONE model of the findings at its first candidate for live runs and imported logs
+alike (:data:`EVIDENCE`, :func:`evidence_confidence`; fitted on dev data only — the fault suite's tuning half with
+its twins as negatives, and Who&When's dev half — by ``scripts/fit_evidence_confidence.py``). The two regimes below
+(issue 20) remain as :func:`calibrated_confidence`, the earlier record (refitted by ``scripts/fit_confidence.py``; no
+method uses it since issue 32):
 
 * **imported logs** (no recorded dependencies; Who&When): a logistic model of a hit (the first candidate is the
   decisive step), ``sigmoid(IMPORTED · (1, error, loop, ln(1 + n), unanswered, finding))``, where ``error`` is 1 when
@@ -35,8 +39,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CEILING", "FLOOR", "IMPORTED", "INTERCEPT", "LIVE", "NO_EVIDENCE_CONFIDENCE", "NO_SIGNAL", "SLOPE",
-           "UNCERTAIN_BELOW", "calibrated_confidence", "calibration", "is_uncertain"]
+__all__ = ["CEILING", "EVIDENCE", "EVIDENCE_FEATURES", "FLOOR", "IMPORTED", "INTERCEPT", "LIVE",
+           "NO_EVIDENCE_CONFIDENCE", "NO_SIGNAL", "SLOPE", "UNCERTAIN_BELOW", "calibrated_confidence", "calibration",
+           "evidence_confidence", "evidence_features", "is_uncertain"]
 
 #: imported logs: intercept, error, loop, ln(1 + n), unanswered of the logistic model (module docstring)
 IMPORTED = (0.8410, 0.6070, -1.3026, -0.4965, 0.7188, 0.5246)
@@ -56,6 +61,31 @@ UNCERTAIN_BELOW = 0.41
 NO_EVIDENCE_CONFIDENCE = 0.25
 #: the reason a candidate gets when no signal supports it (it never counts as agreement)
 NO_SIGNAL = "no error, repetition or relevance signal: ranked by position (earliness) only"
+
+
+#: Issue 32 item 4 — confidence from evidence: ONE logistic model of the findings at the first candidate, for live
+#: runs and imported logs alike (whether the dependencies were recorded is a feature, not a separate model). Fitted
+#: by ``scripts/fit_evidence_confidence.py`` on dev data only: the fault suite's TUNING half (its failing runs, a
+#: hit when the first candidate is the planted step, and their fixed twins with the failing outcome substituted, never
+#: a hit) and Who&When's dev half. Features (:func:`evidence_features`), in order after the intercept:
+EVIDENCE_FEATURES = ("live", "finding", "strength", "loop", "ln(1 + n)", "unanswered")
+EVIDENCE: tuple[float, ...] = (1.2690, 0.4722, 1.2570, 0.6409, -0.8223, -1.0591, 1.0801)
+
+
+def evidence_features(families: Sequence[str], strength: float, *, live: bool, n: int,
+                      unanswered: bool = False) -> list[float]:
+    """The model's inputs (:data:`EVIDENCE_FEATURES`, after the intercept's 1) for a first candidate whose findings
+    have ``families`` and the greatest ``strength``, among ``n`` ranked candidates; ``live``: the run's dependencies
+    were recorded. A loop is its own feature: on Who&When a repetition was never the labelled step."""
+    fams = set(families)
+    return [1.0, float(live), float(bool(fams)), strength if fams else 0.0, float("loop_no_progress" in fams),
+            math.log(1 + n), float(unanswered)]
+
+
+def evidence_confidence(features: Sequence[float], coefficients: Sequence[float] = EVIDENCE) -> float:
+    """``sigmoid(coefficients · features)``, clamped to ``[FLOOR, CEILING]``."""
+    logit = sum(b * x for b, x in zip(coefficients, features, strict=True))
+    return round(max(FLOOR, min(CEILING, 1.0 / (1.0 + math.exp(-logit)))), 4)
 
 
 def is_uncertain(diagnosis: Any) -> bool:
