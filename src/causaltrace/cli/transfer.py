@@ -62,8 +62,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Files named one by one are all or nothing. A folder goes file by file (Who&When folders excepted, read as one
     benchmark): a file that is refused — malformed, no run in it, a run that clashes with a stored one — is one
-    line on stderr and the others are stored; the last line says "N imported, M refused", and any refusal is
-    exit 2."""
+    line on stderr and the others are stored; its span files are read together, so a trace spread over several
+    files is one run; the last line says "N imported, M refused", and any refusal is exit 2."""
     paths = [Path(raw) for raw in args.paths]
     for raw, path in zip(args.paths, paths, strict=True):
         if not path.exists():
@@ -74,17 +74,73 @@ def cmd_import(args: argparse.Namespace) -> int:
             raise UserError("no runs found in the given input")
         return 0
     imported = refused = 0
+    span_files = []
     for path in (f for p in paths for f in _files(p)):
+        if _format_of(path, args.format) in ("otlp-json", "spans"):
+            span_files.append(path)  # read together below: a trace may be spread over several files
+            continue
         try:
             if not save_imported(args, _read(path, args.format)):
                 raise UserError(f"{path}: no runs found")
         except UserError as exc:
             refused += 1
-            print(f"causaltrace: error: {safe_text(exc.message)}", file=sys.stderr)
+            _refused(exc.message)
             continue
         imported += 1
+    read, failed = _import_span_files(args, span_files)
+    imported, refused = imported + len(read - failed), refused + len(span_files) - len(read - failed)
     print(f"causaltrace: {imported} imported, {refused} refused", file=sys.stderr)
     return 2 if refused else 0
+
+
+def _refused(message: str) -> None:
+    print(f"causaltrace: error: {safe_text(message)}", file=sys.stderr)
+
+
+def _format_of(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    from causaltrace.collector.chatlog import sniff_format
+
+    try:
+        return sniff_format(path)
+    except UserError:
+        return "chat"  # unreadable: refused with its reason by the file-by-file import
+
+
+def _import_span_files(args: argparse.Namespace, paths: list[Path]) -> tuple[set[Path], set[Path]]:
+    """A folder's span files (any shape), their spans grouped by trace across files, each trace stored as its run
+    (a trace split over two files is one run, not two clashing halves). A file that cannot be read, and the files of
+    a trace that forms no run or clashes with the store, are one line each. Returns the files read and those
+    refused."""
+    from causaltrace.collector.otlp import iter_runs_from_spans
+    from causaltrace.collector.span_shapes import spans_of_file
+
+    traces: dict[str, dict[str, Any]] = {}
+    files_of: dict[str, list[Path]] = {}
+    read: set[Path] = set()
+    for path in paths:
+        try:
+            with reading(str(path)):
+                spans = spans_of_file(path)
+        except UserError as exc:
+            _refused(exc.message)
+            continue
+        read.add(path)
+        for span in spans:
+            traces.setdefault(span.trace_id, {}).setdefault(span.span_id, span)
+            if path not in files_of.setdefault(span.trace_id, []):
+                files_of[span.trace_id].append(path)
+    failed: set[Path] = set()
+    for trace_id, spans in traces.items():
+        files = ", ".join(str(f) for f in files_of[trace_id])
+        try:
+            with reading(files):
+                save_imported(args, iter_runs_from_spans(spans.values()))
+        except (UserError, TraceAssemblyError) as exc:
+            _refused(f"{files}: trace {trace_id}: {exc.message}")
+            failed.update(files_of[trace_id])
+    return read, failed
 
 
 def save_imported(args: argparse.Namespace, runs: Iterable[Any]) -> list[str]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ from causaltrace.collector.span_records import fold_json_attributes, normal, spa
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Run
 
-__all__ = ["SHAPES", "iter_span_runs", "load_spans", "looks_like_spans", "shape_of", "spans_of_documents"]
+__all__ = ["SHAPES", "iter_span_runs", "load_spans", "looks_like_spans", "shape_of", "spans_of_documents",
+           "spans_of_file"]
 
 #: the shapes, as the messages name them
 SHAPES = {
@@ -190,6 +192,28 @@ def spans_of_documents(docs: Iterable[tuple[str, Any]]) -> Iterator[DecodedSpan]
         yield from _spans(doc, where, shape)
 
 
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Errors reading a span file as one InvalidInputError naming it (and the line, the span)."""
+    try:
+        yield
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{path}: {exc.message}") from exc
+    except RecursionError:
+        raise InvalidInputError(f"{path}: {NESTED_TOO_DEEPLY}") from None
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the span file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path}: not UTF-8 text: {exc}") from exc
+
+
+def spans_of_file(path: Path) -> list[DecodedSpan]:
+    """The decoded spans of a span file in any shape (a folder import groups them by trace across its files);
+    errors as for :func:`load_spans`."""
+    with _naming(path):
+        return list(spans_of_documents(documents_of_file(path)))
+
+
 def load_spans(path: Path) -> list[Run]:
     """The runs of a span file in any shape of the module docstring; errors name the file (and line, span)."""
     return list(iter_span_runs(path))
@@ -200,13 +224,5 @@ def iter_span_runs(path: Path) -> Iterator[Run]:
     a caller that stores each as it comes; errors as for :func:`load_spans`."""
     from causaltrace.collector.otlp import iter_runs_from_spans
 
-    try:
+    with _naming(path):
         yield from iter_runs_from_spans(spans_of_documents(documents_of_file(path)))
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"{path}: {exc.message}") from exc
-    except RecursionError:
-        raise InvalidInputError(f"{path}: {NESTED_TOO_DEEPLY}") from None
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the span file: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path}: not UTF-8 text: {exc}") from exc
