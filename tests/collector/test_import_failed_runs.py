@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from causaltrace.cli import main
 from causaltrace.collector.store import Store
+from test_import_bad_input import imported, run_cli
 
 TRACE = "ab" * 16
 AGENT, LLM = "a1" * 8, "b2" * 8
@@ -48,20 +48,6 @@ def llm_span(**extra: Any) -> dict[str, Any]:
 def write(path: Path, *spans: dict[str, Any]) -> Path:
     path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}) + "\n")
     return path
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def imported(capsys, path: Path):
-    code, out, err = run_cli(capsys, "import", str(path), "--format", "auto")
-    assert code == 0, err
-    (run_id,) = out.split()
-    with Store() as store:
-        return store.get_run(run_id)
 
 
 EXCEPTION = {"name": "exception", "timeUnixNano": "8000",

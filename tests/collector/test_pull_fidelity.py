@@ -22,31 +22,10 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from _fidelity import TEAMS, fidelity, traced_both
 from _otlp_send import post_otlp
-from _phoenix import phoenix_python, running_phoenix
 from causaltrace.collector.otlp import load_otlp_json
 from causaltrace.collector.phoenix import pull_from_phoenix
-from conftest import require
 from test_import_fidelity import native_runs  # noqa: F401  (the fixture)
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory):
-    python = phoenix_python()
-    require(python is not None, "Phoenix is not installed (run scripts/install_phoenix.sh)")
-    with running_phoenix(python, tmp_path_factory.mktemp("phoenix")) as instance:
-        yield instance
-
-
-def wait_for(phoenix, project: str, n_spans: int, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if len(phoenix.spans(project)) >= n_spans:
-                return
-        except OSError:  # the project does not exist yet
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"Phoenix does not hold the {n_spans} spans sent to {project!r}")
+from test_pull_phoenix import phoenix, wait_for  # noqa: F401  (the fixture: a running Phoenix)
 
 
 @pytest.mark.parametrize("team", list(TEAMS))
