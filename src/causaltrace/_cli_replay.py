@@ -180,7 +180,8 @@ def cmd_pairs_export(args: argparse.Namespace) -> int:
 
     with open_store(args, readonly=True) as store:
         pairs = store.repair_pairs(run_id=args.run)
-    text = export_pairs(pairs, format=args.format, include_predicted=args.include_predicted)
+    text = export_pairs(pairs, format=args.format, include_predicted=args.include_predicted,
+                        include_alternatives=args.include_alternatives)
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
@@ -311,6 +312,9 @@ def add_replay_commands(sub: Any) -> None:
                    help="trl-dpo (TRL's prompt / chosen / rejected rows) or openai-dpo (OpenAI's preference "
                         "fine-tuning); default trl-dpo")
     e.add_argument("--include-predicted", action="store_true", help="also pairs verified by prediction only")
+    e.add_argument("--include-alternatives", action="store_true",
+                   help="also pairs of a flip by an alternative (an edit no finding backs: it shows the run could "
+                        "have gone otherwise, not that the rejected turn was wrong)")
     e.add_argument("--run", help="only the pairs of this run")
     e.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     e.set_defaults(func=cmd_pairs_export)
