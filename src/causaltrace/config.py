@@ -165,7 +165,8 @@ class BackendSettings:
     otlp_endpoint: str | None = None
     #: The Phoenix server (``CAUSALTRACE_PHOENIX_URL``), e.g. ``http://localhost:6006``.
     phoenix_url: str | None = None
-    #: The project (Phoenix) the runs' traces are in (``CAUSALTRACE_PROJECT``).
+    #: The Phoenix project the runs' traces are in (``CAUSALTRACE_PROJECT``, else ``OTEL_SERVICE_NAME``, else
+    #: ``causaltrace``: the project the exporter puts them in).
     project: str | None = None
     #: Phoenix's API key (``PHOENIX_API_KEY``), sent as a bearer token when Phoenix asks for one.
     phoenix_api_key: str | None = field(default=None, repr=False)
@@ -179,4 +180,5 @@ class BackendSettings:
             return value or None
 
         return cls(otlp_endpoint=get("OTEL_EXPORTER_OTLP_ENDPOINT"), phoenix_url=get("CAUSALTRACE_PHOENIX_URL"),
-                   project=get("CAUSALTRACE_PROJECT"), phoenix_api_key=get("PHOENIX_API_KEY"))
+                   project=get("CAUSALTRACE_PROJECT") or get("OTEL_SERVICE_NAME") or "causaltrace",
+                   phoenix_api_key=get("PHOENIX_API_KEY"))

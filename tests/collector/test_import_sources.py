@@ -77,7 +77,8 @@ def test_a_project_id_template_needs_the_phoenix_settings():
     with pytest.raises(UserError, match="CAUSALTRACE_PHOENIX_URL and CAUSALTRACE_PROJECT"):
         linker.link(run.steps[0].source)
     assert BackendSettings.from_env({"CAUSALTRACE_PHOENIX_URL": " http://p ", "PHOENIX_API_KEY": "k"}) == \
-        BackendSettings(phoenix_url="http://p", phoenix_api_key="k")
+        BackendSettings(phoenix_url="http://p", phoenix_api_key="k", project="causaltrace")
+    assert BackendSettings.from_env({"OTEL_SERVICE_NAME": "nightly"}).project == "nightly"  # as the exporter
 
 
 def test_the_report_names_each_imported_steps_span(tmp_path, capsys):
