@@ -143,3 +143,24 @@ def test_one_command_for_every_method_parses_and_fails_cleanly_without_a_key(cap
                  "--data", str(FIXTURES), "--limit", "1", "--json", "-"])
     err = capsys.readouterr().err
     assert code != 0 and "CAUSALTRACE_ALLOW_MODEL_REQUESTS" in err and "Traceback" not in err
+
+
+def test_a_model_pick_without_a_deterministic_finding_stays_uncertain():
+    """Issue 32 item 9: the LLM stages see the findings (a step with none says "no finding" in its evidence); a
+    model's pick of a step the detectors found nothing at is "model judgment, no deterministic evidence" —
+    uncertain — within the same call budget."""
+    from causaltrace.attribution.stages.confidence import is_uncertain
+
+    run = hand1()
+    plain = causaltrace.diagnose_sync(run, "graph", store=False)
+    bare = next(c.index for c in plain.candidates if not c.findings and c.index != 0)
+    picks = {"recall": {"candidates": [{"step": bare, "reason": "looks wrong to the model"}]},
+             "adjudicate": {"step": bare, "category": None, "explanation": "the model thinks so"},
+             "refine": refine_answer({bare})}
+    f = fake(picks)
+    d = causaltrace.diagnose_sync(run, "graph", f, store=False)
+    assert not d.failed, d.failure_reason
+    assert d.decisive_step_index == bare and d.basis == "none" and is_uncertain(d)
+    assert d.explanation.startswith("Model judgment, no deterministic evidence")
+    assert d.cost.calls_by_stage == {"recall": 1, "adjudicate": 1, "refine": 2}
+    assert any("no finding: nothing the run shows is wrong" in c.last for c in f.calls)

@@ -16,6 +16,8 @@ memoised ``provenance`` (:mod:`.provenance`) and ``loop_detect`` (:mod:`.loops`)
   step's own change (it is the author);
 * **reach** — whether what the step decided reaches the failing answer, and along which steps; or that nothing
   does;
+* **no finding** (after the loop verdict) — the step has no finding (issue 32: blame rests on findings; a model's pick of such a step
+  stays uncertain); **error** — an error the step introduced and nobody recovered (the finding's claim);
 * **task** — the run's opening drifted to another task (:mod:`.drift`: its plan holds almost none of the task's
   words); **invented** — the first step that made its data up (:mod:`.fabrication`: simulated, hypothetical,
   placeholder data);
@@ -223,12 +225,18 @@ def _not_loop_line(step: Step, earlier: Sequence[Step]) -> str | None:
 
 
 def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop],
-                   drift: TaskDrift | None = None, fabrication: Fabrication | None = None) -> Evidence:
-    """The evidence lines of every attribution candidate of ``run`` (module docstring)."""
+                   drift: TaskDrift | None = None, fabrication: Fabrication | None = None,
+                   findings: Sequence[dict[str, Any]] | None = None) -> Evidence:
+    """The evidence lines of every attribution candidate of ``run`` (module docstring); ``findings``: the
+    ``findings`` stage's artifact (issue 32 item 9: a step without a finding says so first; an unrecovered error's
+    finding is shown; the other families already have their lines)."""
     prov = provenance if provenance is not None and provenance.anchor >= 0 else None
     steps = candidate_steps(run)
     in_loop = {i for lp in loops for i in (*lp.members, *lp.replies)}
     tasks = frozenset(s.index for s in run.steps if s.kind == "task")
+    found: dict[int, list[dict[str, Any]]] = {}
+    for f in findings or ():
+        found.setdefault(int(f.get("index", -1)), []).append(f)
     out = Evidence()
     for pos, step in enumerate(steps):
         i = step.index
@@ -238,12 +246,16 @@ def build_evidence(run: Run, provenance: Provenance | None, loops: Sequence[Loop
         if prov is not None:
             lines += [f"changed: {c.describe()}" for c in prov.changes_of(i)[:2]]
             lines += _responsibility_lines(prov, i, tasks)
+        # the findings the lines above do not already say (changes, loops, drift and invention have their own)
+        lines += [f"error: {f.get('claim')}" for f in found.get(i, []) if f.get("family") == "unrecovered_error"][:1]
         lines += _loop_lines(loops, i)
         if i not in in_loop:
             window = [s for s in steps[max(0, pos - _MAX_GAP): pos] if i - s.index <= _MAX_GAP]
             line = _not_loop_line(step, window)
             if line is not None:
                 lines.append(line)
+        if findings is not None and i not in found:
+            lines.append("no finding: nothing the run shows is wrong at this step")
         if prov is not None:
             lines += [x for x in (_reach_line(prov, i), _values_line(prov, step, tasks)) if x]
         if lines:
@@ -262,7 +274,10 @@ class EvidenceStage(Stage[Evidence]):
         loops = await ctx.run_stage(LoopDetectStage())
         drift = (await ctx.run_stage(TaskDriftStage())).drift
         fabrication = (await ctx.run_stage(FabricationStage())).fabrication
-        return build_evidence(ctx.run, provenance, loops, drift, fabrication)
+        # the findings stage's artifact (read, not imported: attribution.findings builds on these stages)
+        findings = ctx.artifacts.get("findings")
+        return build_evidence(ctx.run, provenance, loops, drift, fabrication,
+                              findings if isinstance(findings, list) else None)
 
     def skipped(self, ctx: DiagnosisContext) -> Evidence:
         return Evidence()
