@@ -79,26 +79,33 @@ def recovered_tool_errors(run: Run) -> list[tuple[int, int]]:
     return pairs
 
 
+def _zoo() -> list:
+    """The suite without issue 32's blind teams (``blind32-*``: all held out, scored as their own split; their
+    counts are pinned in tests/testing/test_blind32.py)."""
+    return [c for c in all_cases() if not c.name.startswith("blind32-")]
+
+
 def test_the_case_set_has_the_required_counts():
-    cases = all_cases()
+    cases = _zoo()
     assert len(cases) >= 60
     assert len({c.name for c in cases}) == len(cases)
     assert {c.framework for c in cases} == {"smolagents", "autogen"}
     by_type = Counter(c.fault for c in cases)
-    assert set(by_type) == set(FAULT_TYPES) and len(FAULT_TYPES) >= 12 and min(by_type.values()) >= 3, by_type
-    for fault in FAULT_TYPES:
+    zoo_types = [t for t in FAULT_TYPES if t not in ("wrong_entity", "stale_value")]  # the blind teams' own
+    assert set(by_type) == set(zoo_types) and len(zoo_types) >= 12 and min(by_type.values()) >= 3, by_type
+    for fault in zoo_types:
         frameworks = {c.framework for c in cases if c.fault == fault}
         assert frameworks == ({"autogen"} if fault in AUTOGEN_ONLY else {"smolagents", "autogen"}), fault
 
 
 def test_every_second_case_of_each_type_is_held_out():
-    cases = all_cases()
+    cases = _zoo()
     for fault in FAULT_TYPES:
         marks = [c.held_out for c in cases if c.fault == fault]
         assert marks == [i % 2 == 1 for i in range(len(marks))], fault
     # a case keeps its mark whatever is asked for (the rule runs over the whole suite)
-    marks = {c.name: c.held_out for c in cases}
-    assert {c.name: c.held_out for c in all_cases("autogen")} == {c.name: marks[c.name] for c in cases
+    marks = {c.name: c.held_out for c in all_cases()}
+    assert {c.name: c.held_out for c in all_cases("autogen")} == {c.name: marks[c.name] for c in all_cases()
                                                                   if c.framework == "autogen"}
 
 
@@ -108,7 +115,9 @@ def test_the_cases_written_blind_to_the_attribution_come_last():
     from causaltrace.testing.faults.cases_zoo_blind import zoo_blind_autogen_cases, zoo_blind_smolagents_cases
 
     blind = [c.name for c in zoo_blind_smolagents_cases() + zoo_blind_autogen_cases()]
-    assert len(blind) == 8 and [c.name for c in all_cases()][-len(blind):] == blind
+    assert len(blind) == 8 and [c.name for c in _zoo()][-len(blind):] == blind
+    names = [c.name for c in all_cases()]  # issue 32's blind teams come after them
+    assert all(n.startswith("blind32-") for n in names[names.index(blind[-1]) + 1:])
 
 
 def test_the_random_expectation_and_the_aggregates():

@@ -18,15 +18,18 @@ __all__ = ["FAULT_TYPES", "FaultCase", "answer_is", "first_step", "mark_held_out
 FaultType = Literal["wrong_tool_argument", "boundary_bug", "wrong_fact", "nonconverging_loop", "wrong_handoff",
                     "wrong_plan_word", "misread_observation", "premature_termination", "reviewer_approval",
                     "repetition_progress", "ignored_instruction", "wrong_unit", "wrong_speaker", "fabricated_data",
-                    "task_derailment"]
+                    "task_derailment", "wrong_entity", "stale_value"]
 #: The failure types (issue 20's zoo): a wrong number / copy typo in a tool call (``wrong_tool_argument``), wrong
 #: code logic — operator, bound, divisor (``boundary_bug``), a wrong restatement of a correct tool result
 #: (``wrong_fact``), a true action loop without progress (``nonconverging_loop``), a wrong handoff / delegation
-#: target (``wrong_handoff``), then the zoo's types (:mod:`.cases_zoo`).
+#: target (``wrong_handoff``), then the zoo's types (:mod:`.cases_zoo`), then those of :mod:`.cases_blind32`: the
+#: wrong one of several matching records (``wrong_entity``), a value read before an update that changed it
+#: (``stale_value``).
 FAULT_TYPES: tuple[str, ...] = ("wrong_tool_argument", "boundary_bug", "wrong_fact", "nonconverging_loop",
                                 "wrong_handoff", "wrong_plan_word", "misread_observation", "premature_termination",
                                 "reviewer_approval", "repetition_progress", "ignored_instruction", "wrong_unit",
-                                "wrong_speaker", "fabricated_data", "task_derailment")
+                                "wrong_speaker", "fabricated_data", "task_derailment", "wrong_entity",
+                                "stale_value")
 
 
 @dataclass(frozen=True)
