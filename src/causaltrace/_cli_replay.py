@@ -175,18 +175,24 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_pairs_export(args: argparse.Namespace) -> int:
-    """Write the stored repair pairs as JSONL (TRL DPO or OpenAI preference format)."""
-    from causaltrace.replay.pairs import export_pairs
+    """Write the stored repair pairs as JSONL (TRL DPO or OpenAI preference format); with ``--check-template``, also
+    report on stderr the pairs whose chosen and rejected render the same under that chat template (issue 33 item 8)."""
+    from causaltrace.replay.pair_templates import check_rows, load_template
+    from causaltrace.replay.pairs import export_pairs, pair_rows
 
+    template = load_template(args.check_template) if args.check_template is not None else None
     with open_store(args, readonly=True) as store:
         pairs = store.repair_pairs(run_id=args.run)
-    text = export_pairs(pairs, format=args.format, include_predicted=args.include_predicted,
-                        include_alternatives=args.include_alternatives)
+    chosen = {"include_predicted": args.include_predicted, "include_alternatives": args.include_alternatives}
+    check = check_rows(pair_rows(pairs, format="trl-dpo", **chosen), template) if template is not None else None
+    text = export_pairs(pairs, format=args.format, **chosen)
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
         write_output(args.output, text)
         print(f"wrote {text.count(chr(10))} pair(s) to {args.output}", file=sys.stderr)
+    for line in check.lines() if check is not None else []:
+        print(line, file=sys.stderr)
     return 0
 
 
@@ -315,6 +321,10 @@ def add_replay_commands(sub: Any) -> None:
     e.add_argument("--include-alternatives", action="store_true",
                    help="also pairs of a flip by an alternative (an edit no finding backs: it shows the run could "
                         "have gone otherwise, not that the rejected turn was wrong)")
+    e.add_argument("--check-template", metavar="PATH",
+                   help="render each pair's chosen and rejected with a chat template (a .jinja file, a "
+                        "tokenizer_config.json, a .gguf, or 'smollm2' for the installed SmolLM2 GGUF) and report on "
+                        "stderr the pairs that render the same (a template must render tool_calls and tool messages)")
     e.add_argument("--run", help="only the pairs of this run")
     e.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     e.set_defaults(func=cmd_pairs_export)

@@ -44,4 +44,4 @@ def test_the_flag_has_a_help_line(capsys):
     except SystemExit as exc:
         assert exc.code == 0
     out = capsys.readouterr().out
-    assert "--include-alternatives" in out and "an alternative" in out
+    assert "--include-alternatives" in out and "an alternative" in out and "--check-template" in out
