@@ -166,3 +166,44 @@ def test_confidence_is_one_function_of_the_findings_for_live_runs_and_logs():
     d = causaltrace.diagnose_sync(_slipped_run(), store=False)
     assert d.confidence == evidence_confidence(evidence_features(
         ["value_changed"], 1.0, live=True, n=len(d.artifacts["rank"]["candidates"])))
+
+
+def _forecast_run(used: int, task: str = "What will the temperature be in Oslo on Tuesday, in Fahrenheit?"):
+    """A forecaster reads a three-day forecast and converts one day's Celsius figure."""
+    return (RunBuilder("forecast").task(task)
+            .llm("forecaster", "Looking it up.", tool_calls=[{"name": "get_forecast", "arguments": {"city": "Oslo"}}],
+                 deps=[("task", "saw")])
+            .tool_call("forecaster", "get_forecast", {"city": "Oslo"}, deps=[("llm-1", "produced_by")])
+            .tool_response("forecaster", "Oslo forecast: Monday 18 C, Tuesday 21 C, Wednesday 16 C",
+                           deps=[("call-1", "tool_result_of")])
+            .llm("forecaster", "Converting.", tool_calls=[{"name": "c_to_f", "arguments": {"celsius": used}}],
+                 deps=[("resp-1", "observed"), ("llm-1", "continues")])
+            .tool_call("forecaster", "c_to_f", {"celsius": used}, deps=[("llm-2", "produced_by")])
+            .tool_response("forecaster", f"fahrenheit: {used * 9 / 5 + 32}", deps=[("call-2", "tool_result_of")])
+            .llm("forecaster", f"F: {used * 9 / 5 + 32}", deps=[("resp-2", "observed"), ("llm-2", "continues")])
+            .final_answer("forecaster", f"F: {used * 9 / 5 + 32}", deps=[("llm-3", "produced_by")])
+            .build(outcome=FAILED))
+
+
+def test_a_number_read_from_the_entry_the_request_does_not_ask_for_is_a_finding():
+    """The misread observation (zoo tuning half: smol-misread-oslo): Monday's 18 converted where the task asks for
+    Tuesday; the finding's source is Tuesday's 21, so repair's correction puts it back."""
+    from causaltrace.replay.corrections import corrections_for
+
+    run = _forecast_run(18)
+    d = causaltrace.diagnose_sync(run, store=False)
+    [f] = [f for f in d.top_findings if "wrong entry" in f.claim]
+    assert d.basis == "finding" and run.step_at(d.decisive_step_index).tool_name == "c_to_f"
+    assert {e.role: e.value for e in f.evidence} == {"source": "21", "changed": "18"}
+    [fix] = corrections_for(run.step_at(f.index), run, d.findings)
+    assert fix.replacement == {"celsius": 21}
+
+
+def test_the_right_entry_or_an_entry_the_request_excludes_is_no_finding():
+    assert not [f for f in causaltrace.diagnose_sync(_forecast_run(21), store=False).findings
+                if "wrong entry" in f.claim]
+    # the request names no single entry: no evidence either way
+    vague = _forecast_run(18, task="What will the temperature be in Oslo this week, in Fahrenheit?")
+    assert not [f for f in causaltrace.diagnose_sync(vague, store=False).findings if "wrong entry" in f.claim]
+    excluded = _forecast_run(18, task="Give the Oslo temperature in Fahrenheit for any day not Tuesday.")
+    assert not [f for f in causaltrace.diagnose_sync(excluded, store=False).findings if "wrong entry" in f.claim]

@@ -10,6 +10,7 @@ family                module                                    from
 ``unrecovered_error`` :mod:`.errors`                            stages.errors (statuses, exit codes, exceptions)
 ``loop_no_progress``  :mod:`.loops`                             stages.loops (action and instruction loops)
 ``value_changed``     :mod:`.value_changes`                     stages.provenance (restatement, copy, swap)
+``value_changed``     :mod:`.entries`                           a number read from the wrong entry of a result
 ``unsupported_value`` :mod:`.value_changes`                     stages.provenance (a number nothing gave)
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
 ``omission``          :mod:`.omissions`                         stages.provenance_passes (premature answer)
@@ -35,6 +36,7 @@ from typing import Any, ClassVar
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.findings.approvals import detect_unchecked_approvals
 from causaltrace.attribution.findings.drift import detect_task_drift
+from causaltrace.attribution.findings.entries import detect_wrong_entries
 from causaltrace.attribution.findings.errors import detect_unrecovered_errors, worked_around
 from causaltrace.attribution.findings.fabrication import detect_made_up_data
 from causaltrace.attribution.findings.instructions import detect_ignored_instructions
@@ -120,7 +122,8 @@ class FindingsStage(Stage[Findings]):
                  *detect_loops_without_progress(run, loops), *detect_task_drift(run, drift),
                  *detect_made_up_data(run, fabrication)]
         if prov.anchor >= 0:
-            items += [*detect_changed_values(run, prov, graph), *detect_unsupported_values(run, prov),
+            items += [*detect_changed_values(run, prov, graph), *detect_wrong_entries(run, prov),
+                      *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph)]
         return Findings(missed_changes(items))

@@ -218,6 +218,13 @@ a call's number a digit from a source number is a copy slip; no  the flagship Au
 derivation with an operand 0 or 1; a number rounded from its     suite case: #9 -> #6) and Who&When dev algo-40
 source is the same value; an approval that missed an earlier     (the rounding); zoo and Who&When dev unchanged
 change keeps strength 0.3 (findings.missed_changes)              (37 / 40, 37 / 41; 39 / 92)
+(after the freeze e520d80 and the blind scoring; slice 4)
+a number read from the wrong ENTRY of an observation (findings.  zoo tuning half (misread_observation: found but
+entries: the entry the request names holds another number;      uncertain); zoo held-out 37 / 40, tuning 37 / 41
+excluded words are not asked for)                                unchanged, findings at the top 32 -> 35 / 40 held
+                                                                 out, 36 -> 39 / 41 tuning, twins unchanged 68 /
+                                                                 81; Who&When dev unchanged 39 / 92; repair: the
+                                                                 6 misread cases flip by a correction in 1 replay
 confidence from evidence (stages.confidence.EVIDENCE: one        zoo TUNING half with its twins as negatives and
 model of the top's findings, live runs and logs alike)           Who&When dev (scripts/fit_evidence_confidence.py);
                                                                  held out: AUROC failing vs twin 0.81 -> 0.84,
