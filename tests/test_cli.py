@@ -256,7 +256,8 @@ def test_show_names_the_strongest_diagnosis_and_marks_its_step(capsys, monkeypat
                                 decisive_step_index=9, agent=step9.agent, confidence=0.8,
                                 basis="finding"))  # newer, weaker
     code, out, _ = run_cli(capsys, "show", run_id)
-    assert "diagnosis (graph, verified by replay): decisive error at #7 by" in out
+    assert ("verdict (replay-verified correction · method graph · verified by replay · basis correction): "
+            "decisive error at #7 by") in out
     marked = [line for line in out.splitlines() if "◀ decisive" in line]
     assert len(marked) == 1 and "#7 " in marked[0]
     code, out, _ = run_cli(capsys, "show", run_id, "--json")

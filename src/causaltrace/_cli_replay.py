@@ -115,6 +115,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from causaltrace.cli.annotation import annotate_from_cli
     from causaltrace.collector.store import Store
     from causaltrace.replay.executor import has_recording
     from causaltrace.replay.repair import repair
@@ -145,6 +146,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
                    max_replays=args.max_replays or None, max_seconds=args.max_seconds or None,
                    concurrency=args.concurrency, prune=not args.no_prune)
         )
+        verdict = store.verdict(run.run_id)
     out = Console(file=sys.stdout, highlight=False)
     printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
     if printed:
@@ -158,6 +160,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if result.decisive is None:
         why = f"; the {result.budget_exhausted} budget ran out" if result.budget_exhausted else ""
         out.print(f"[yellow]no repair found[/] in {tried} ({result.seconds:.1f} s){why}{pruned}", soft_wrap=True)
+        _verdict_line(out, run, verdict)
+        annotate_from_cli(args, run, verdict)
         return EXIT_NO_REPAIR
     step = run.step(result.decisive.step_id)
     how = escape(result.decisive.best.intervention.description if result.decisive.best else "")
@@ -165,13 +169,33 @@ def cmd_repair(args: argparse.Namespace) -> int:
         out.print(f"[bold]tool / data fault at step #{step.index}[/] ({step.kind} of {escape(step.tool_name or '-')}): "
                   f"the run succeeds if the tool had returned otherwise ({how}); no agent's decision flipped it",
                   soft_wrap=True)
+    elif getattr(result.diagnosis, "basis", None) == "alternative":  # a flip that shows no error (issue 32 item 5)
+        out.print(f"[bold]the run succeeds if step #{step.index}[/] {step.kind} by [yellow]"
+                  f"{escape(step.agent or '-')}[/] does this instead: {how}; nothing shows step #{step.index} was "
+                  "wrong", soft_wrap=True)
     else:
         out.print(f"[bold]decisive step #{step.index}[/] {step.kind} by [yellow]{escape(step.agent or '-')}[/]: {how}",
                   soft_wrap=True)
     pair = "yes" if result.pair is not None else f"no ({result.pair_reason})"
     how = "predicted" if result.decisive.best and result.decisive.best.verified_by == "prediction" else "verified by replay"
     out.print(f"{how} · {tried} · {result.seconds:.1f} s{pruned} · pair stored: {pair}", soft_wrap=True)
+    _verdict_line(out, run, verdict)
+    annotate_from_cli(args, run, verdict)
     return 0
+
+
+def _verdict_line(out: Any, run: Any, verdict: Any) -> None:
+    """The run's verdict after the search (``Store.verdict``: what ``show``, ``diagnose`` and the report say), with
+    its source (issue 33 item 7)."""
+    from rich.markup import escape
+
+    from causaltrace.attribution.stages.confidence import is_uncertain
+    from causaltrace.collector.verdict_text import verdict_view
+
+    if verdict is None:
+        return
+    view = verdict_view(run, verdict, uncertain=is_uncertain(verdict))
+    out.print(f"the run's verdict: [bold]{escape(view.headline)}[/] [dim]({escape(view.source)})[/]", soft_wrap=True)
 
 
 def cmd_pairs_export(args: argparse.Namespace) -> int:
@@ -275,6 +299,7 @@ def live_status(console: Any, text: str) -> Iterator[Callable[[str], None]]:
 
 def add_replay_commands(sub: Any) -> None:
     """Add ``repair``, ``pairs`` and ``demo`` to the ``causaltrace`` subcommands."""
+    from causaltrace.cli.annotation import add_annotate_argument
     from causaltrace.replay.repair import DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
 
     d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
@@ -308,6 +333,7 @@ def add_replay_commands(sub: Any) -> None:
                    help="try every candidate step, each step's proposals in minimality order (by default provenance "
                         "skips the steps whose values never reach the failing answer and tries a step's suspicious "
                         "edits first)")
+    add_annotate_argument(p)
     add_keep_server(p)
     p.set_defaults(func=cmd_repair)
 

@@ -211,6 +211,8 @@ RUN_AGENTS = "causaltrace.run.agents"
 RUN_OUTCOME = "causaltrace.run.outcome"
 RUN_STATUS = "causaltrace.run.status"
 RUN_METADATA = "causaltrace.run.metadata"
+#: the key of ``Run.metadata`` holding the run's root span id (16 hex digits): the verdict's annotation span is its child
+RUN_ROOT_SPAN_ID = "causaltrace.root_span_id"
 RUN_ANNOTATIONS = "causaltrace.run.annotations"
 RUN_RECORDING = "causaltrace.run.recording"
 #: A live run's Recording on its root span (``causaltrace.collector.recording_otlp`` says how).

@@ -9,7 +9,9 @@ root span (an event plus ``causaltrace.diagnosis.*`` attributes) so they show in
 * the root span stays open until the diagnosis is done or ``bound_s`` passes (default 30 s), then ends with the
   run's REAL end time;
 * past the bound, the diagnosis is emitted later as a ``causaltrace.diagnosis`` span in the same trace, linked to
-  the decisive step's span.
+  the decisive step's span;
+* with a backend configured (``annotate``), the run's verdict is annotated into its trace as ``diagnose`` does it
+  (:mod:`causaltrace.instrumentation.annotate`).
 
 Usage::
 
@@ -32,6 +34,7 @@ from typing import Any
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from causaltrace import semconv
+from causaltrace.instrumentation.annotate import diagnosis_attributes
 from causaltrace.instrumentation.runs import RunContext, set_watch_lookup
 from causaltrace.protocols import RunStore
 from causaltrace.schema import Diagnosis, Run
@@ -76,7 +79,9 @@ class Watch:
         method: str,
         on_diagnosis: Callable[[Diagnosis, Run], Any] | None,
         bound_s: float,
+        annotate: bool | None = None,
     ) -> None:
+        self.annotate = annotate
         self.target_type = type(target).__name__
         self.verify = verify
         self.factory = factory
@@ -122,6 +127,7 @@ class Watch:
                     diagnosis = result.diagnosis
                 elif store is not None:
                     store.save_diagnosis(diagnosis)
+                verdict = store.verdict(run.run_id) if store is not None else None
             self.diagnoses.append(diagnosis)
             logger.info(
                 "causaltrace: run %s failed; decisive step #%s by %s (%s)",
@@ -129,6 +135,7 @@ class Watch:
             )
             if self.on_diagnosis is not None:
                 self.on_diagnosis(diagnosis, run)
+            self._annotate(run, verdict or diagnosis)
         except Exception:
             logger.warning("causaltrace: diagnosing run %s failed", run.run_id, exc_info=True)
         finally:
@@ -141,6 +148,19 @@ class Watch:
             elif diagnosis is not None:
                 self._diagnosis_span(ctx, diagnosis)
         return diagnosis
+
+    def _annotate(self, run: Run, verdict: Diagnosis) -> None:
+        """The run's verdict into its trace in the user's backend (issue 33 item 5), when ``annotate`` asks or, by
+        default, when one is configured; a failure is one warning line in the log."""
+        from causaltrace.instrumentation.annotate import annotate_verdict, backend_configured
+
+        if self.annotate is False or (self.annotate is None and not backend_configured()):
+            return
+        from causaltrace.attribution.stages.confidence import is_uncertain
+
+        done = annotate_verdict(run, verdict, uncertain=is_uncertain(verdict))
+        if done.warning is not None:
+            logger.warning("causaltrace: run %s: %s", run.run_id, done.warning)
 
     def _past_bound(self, ctx: RunContext, done: threading.Event) -> None:
         with self._lock:
@@ -155,7 +175,7 @@ class Watch:
         span = ctx.root_span
         if span is None or diagnosis is None or not span.is_recording():
             return
-        attrs = _diagnosis_attributes(diagnosis)
+        attrs = diagnosis_attributes(diagnosis)
         span.set_attributes(attrs)
         span.add_event("causaltrace.diagnosis", {**attrs, "causaltrace.diagnosis.explanation": diagnosis.explanation[:4000]})
 
@@ -185,7 +205,7 @@ class Watch:
             "causaltrace.diagnosis",
             context=trace.set_span_in_context(root),
             links=links,
-            attributes=_diagnosis_attributes(diagnosis),
+            attributes=diagnosis_attributes(diagnosis),
         )
         span.end()
 
@@ -208,19 +228,6 @@ class Watch:
         self._pool.shutdown(wait=True)
 
 
-def _diagnosis_attributes(diagnosis: Diagnosis) -> dict[str, Any]:
-    attrs: dict[str, Any] = {semconv.DIAGNOSIS_VERIFIED_BY: diagnosis.verified_by}
-    if diagnosis.decisive_step_id is not None:
-        attrs[semconv.DIAGNOSIS_STEP_ID] = diagnosis.decisive_step_id
-    if diagnosis.decisive_step_index is not None:
-        attrs[semconv.DIAGNOSIS_STEP_INDEX] = diagnosis.decisive_step_index
-    if diagnosis.agent is not None:
-        attrs[semconv.DIAGNOSIS_AGENT] = diagnosis.agent
-    if diagnosis.category is not None:
-        attrs[semconv.DIAGNOSIS_CATEGORY] = diagnosis.category
-    return attrs
-
-
 def watch(
     team_or_agent: Any,
     verify: Any = None,
@@ -232,12 +239,16 @@ def watch(
     *,
     method: str = "graph",
     bound_s: float = 30.0,
+    annotate: bool | None = None,
 ) -> Watch:
     """Trace every run of ``team_or_agent``; diagnose (and repair) failed runs in the background.
 
     Instruments the installed frameworks if that was not done yet. ``verify`` is the verifier of every run (a
     callable on the Outcome or an expected answer); ``factory`` is the zero-argument build function repair replays
     with (``repair=True``); ``model`` a litellm model for the LLM stages (without one, the deterministic stages run).
+    ``annotate`` puts each failed run's verdict into its trace (a ``decisive: #N …`` span, a Phoenix span
+    annotation: :mod:`causaltrace.instrumentation.annotate`) — by default when an OTLP endpoint or
+    ``CAUSALTRACE_PHOENIX_URL`` is configured.
     """
     from causaltrace.instrumentation import instrument
 
@@ -253,6 +264,7 @@ def watch(
         method=method,
         on_diagnosis=on_diagnosis,
         bound_s=bound_s,
+        annotate=annotate,
     )
     try:
         _WATCHES[team_or_agent] = w

@@ -460,16 +460,26 @@ def browser():
 
 
 @pytest.mark.parametrize("n", [200, 1000])
-def test_the_decisive_node_is_in_the_first_viewport(tmp_path, browser, n):
+def test_the_graph_opens_fitted_on_the_decisive_step_without_scrolling_the_window(tmp_path, browser, n):
     run = long_run(n)
     d = long_run_diagnosis(run)
     path = write_report(run, tmp_path / "report.html", diagnosis=d)
     browser.open(path.as_uri(), width=1600, height=1000)
     assert browser.evaluate("document.querySelectorAll('svg.graph .step-node').length") == len(run.steps)
-    box = browser.rect(f"#node-{d.decisive_step_index}")
-    assert in_viewport(box), box
-    # it starts far to the right of the graph's first screen, so the page scrolled the graph to it
-    assert browser.evaluate("document.querySelector('.graph-scroll').scrollLeft") > 3000
+    # the window stays on the verdict (issue 33 item 7: the report answers first, then shows)
+    assert browser.evaluate("window.scrollY") == 0
+    assert in_viewport(browser.rect("#verdict"))
+    # the graph is fitted to the window (no smaller than 30 %) and scrolled sideways to the decisive step
+    layout = GraphLayout.of(run)
+    client = browser.evaluate("document.querySelector('.graph-scroll').clientWidth")
+    zoom = max(client / layout.width, 0.3)
+    assert browser.evaluate("parseFloat(document.querySelector('svg.graph').getAttribute('width'))") == (
+        pytest.approx(layout.width * zoom, abs=1))
+    assert browser.evaluate("document.querySelector('.zoom-level').textContent") == f"{round(zoom * 100)}%"
+    node = browser.rect(f"#node-{d.decisive_step_index}")
+    strip = browser.rect(".graph-scroll")
+    assert strip["left"] <= node["left"] and node["right"] <= strip["right"], (node, strip)
+    assert browser.evaluate("document.querySelector('.graph-scroll').scrollLeft") > 0
     assert "arrived" in browser.evaluate(f"document.getElementById('node-{d.decisive_step_index}').className.baseVal")
     # the timeline opened on the decisive step's bar too
     bar = browser.rect(f'.tl-scroll .tl-bar[data-step-index="{d.decisive_step_index}"] rect')
@@ -479,6 +489,10 @@ def test_the_decisive_node_is_in_the_first_viewport(tmp_path, browser, n):
     view = browser.rect("svg.minimap .mm-view")
     line = browser.rect("svg.minimap .mm-decisive")
     assert view["left"] <= (line["left"] + line["right"]) / 2 <= view["right"]
+    # the button still brings the decisive step into the window
+    browser.evaluate("document.querySelector('.to-decisive').click()")
+    browser.call("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 900))", "awaitPromise": True})
+    assert in_viewport(browser.rect(f"#node-{d.decisive_step_index}"))
 
 
 def test_folds_and_zoom_work_in_the_browser(tmp_path, browser):
@@ -486,6 +500,7 @@ def test_folds_and_zoom_work_in_the_browser(tmp_path, browser):
     d = long_run_diagnosis(run)
     path = write_report(run, tmp_path / "report.html", diagnosis=d)
     browser.open(path.as_uri())
+    browser.evaluate("document.querySelector('[data-zoom=\"1\"]').click()")  # it opened fitted; measure at 100 %
     visible = "Array.from(document.querySelectorAll('%s')).filter(el => el.getClientRects().length > 0).length"
     rows = len(run.steps)
     turns = [s for s in run.steps if s.kind == "agent_turn"]

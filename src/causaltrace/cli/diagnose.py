@@ -1,7 +1,13 @@
-"""``causaltrace diagnose``: find the decisive error of a stored run, print the diagnosis and store it.
+"""``causaltrace diagnose``: find the decisive error of a stored run, store the diagnosis, print the run's verdict.
 
 With ``--factory`` and ``--verify`` the candidates are verified by replay (``verification_scope``); below the
 confidence threshold the answer is "uncertain" with the top 3 candidates instead of one verdict.
+
+One answer to "which step?" (issue 33 item 7): the diagnosis made here is stored, but what is printed is the run's
+verdict (``Store.verdict``: a replay-verified correction outranks any ranking), with its source — and ONE line when
+this diagnosis ranks another step first (``this diagnosis ranks #9 first; the run's verdict stays #6, verified by
+replay``). ``--json`` prints this diagnosis with a ``verdict`` summary of the run's. With a backend configured the
+verdict is put into the run's trace (``--annotate``, :mod:`causaltrace.cli.annotation`).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import argparse
 from typing import Any
 
 from causaltrace._cli_replay import add_keep_server
+from causaltrace.cli.annotation import add_annotate_argument, annotate_from_cli
 from causaltrace.cli.arguments import fraction
 from causaltrace.cli.common import console, csv_values, short, store
 from causaltrace.cli.fleet import add_diagnose_all_arguments, cmd_diagnose_all
@@ -17,7 +24,7 @@ from causaltrace.collector.span_links import LINK_HELP
 from causaltrace.exceptions import UserError
 from causaltrace.report.terminal import guarded, write_json
 
-__all__ = ["HUMAN_SPEAKERS_HELP", "add_diagnose_command", "cmd_diagnose", "render_diagnosis"]
+__all__ = ["HUMAN_SPEAKERS_HELP", "add_diagnose_command", "cmd_diagnose", "render_diagnosis", "verdict_summary"]
 
 HUMAN_SPEAKERS_HELP = ("speakers who count as humans that cannot be at fault, comma-separated (default: the task "
                        "giver only, so a simulated user can be blamed)")
@@ -42,6 +49,7 @@ def add_diagnose_command(sub: Any) -> None:
     p.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)
     p.add_argument("--factory", help="module:function or file.py:function: verify candidates by replay")
     p.add_argument("--verify", help="module:function, file.py:function or text:ANSWER: the verifier for replay")
+    add_annotate_argument(p)
     add_diagnose_all_arguments(p)
     add_keep_server(p)
     p.set_defaults(func=cmd_diagnose)
@@ -76,11 +84,47 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                                       human_speakers=csv_values(args.human_speakers) or None,
                                       min_confidence=args.min_confidence, force=args.force, store=False)
         db.save_diagnosis(diagnosis)
+        verdict = db.verdict(run.run_id) or diagnosis
     if args.json:
-        write_json({**diagnosis.model_dump(mode="json"), **_sources(run, diagnosis, args.link)})
-        return 0
-    render_diagnosis(run, diagnosis, console())
+        write_json({**diagnosis.model_dump(mode="json"), **_sources(run, diagnosis, args.link),
+                    "verdict": verdict_summary(verdict, same=verdict is diagnosis or verdict == diagnosis)})
+    else:
+        out = console()
+        render_diagnosis(run, verdict, out)
+        line = _differs_line(diagnosis, verdict)
+        if line:
+            guarded(out).print(line)
+    annotate_from_cli(args, run, verdict)
     return 0
+
+
+def verdict_summary(d: Any, *, same: bool) -> dict[str, Any]:
+    """The run's verdict in a few keys (``diagnose --json``'s ``verdict``): which step, how it was verified, what it
+    rests on, its level (:data:`causaltrace.collector.verdict.VERDICT_LEVELS`) and whether it is this diagnosis."""
+    from causaltrace.attribution.stages.confidence import is_uncertain
+    from causaltrace.collector.verdict import VERDICT_LEVELS, verdict_level
+
+    level = verdict_level(d)[0]
+    return {"decisive_step_index": d.decisive_step_index, "decisive_step_id": d.decisive_step_id, "agent": d.agent,
+            "method": d.method, "verified_by": d.verified_by, "basis": d.basis, "confidence": d.confidence,
+            "level": level, "level_name": VERDICT_LEVELS.get(level), "uncertain": is_uncertain(d),
+            "created_at": d.created_at.isoformat() if d.created_at else None, "is_this_diagnosis": same}
+
+
+def _first(d: Any) -> int | None:
+    """The step a diagnosis puts first: its decisive step, else its first candidate."""
+    if d.decisive_step_index is not None:
+        return int(d.decisive_step_index)
+    return d.candidates[0].index if d.candidates else None
+
+
+def _differs_line(own: Any, verdict: Any) -> str | None:
+    """ONE line when this diagnosis ranks another step first than the run's verdict names, else None."""
+    if verdict is own or verdict == own or _first(own) == _first(verdict) or _first(own) is None:
+        return None
+    how = {"replay": "verified by replay", "prediction": "predicted by a model", "heuristic": "ranked without a model"}
+    return (f"[dim]this diagnosis ranks #{_first(own)} first; the run's verdict stays #{_first(verdict)}, "
+            f"{how.get(verdict.verified_by, verdict.verified_by)}[/]")
 
 
 def _sources(run: Any, diagnosis: Any, link: str | None) -> dict[str, Any]:
@@ -113,6 +157,9 @@ def _render_uncertain(d: Any, out: Any) -> bool:
     conf = f"confidence {d.confidence:.2f}" if d.confidence is not None else "no confidence"
     why = ("no step shows evidence of an error" if d.basis == "none"
            else "the evidence does not single out one step")
+    if d.basis == "alternative":
+        why = (f"the run succeeds if step {d.decisive_step_index} does something else (replay); nothing shows step "
+               f"{d.decisive_step_index} was wrong")
     out.print(f"[bold yellow]uncertain[/] ({conf}): {why}; the top 3:")
     for n, c in enumerate(d.candidates[:3], 1):
         label = ", ".join(c.findings) if c.findings else "no evidence"
@@ -146,13 +193,26 @@ def _render_verdict(run: Any, d: Any, out: Any) -> None:
     if d.candidates:
         from rich.table import Table
 
-        table = Table(title="top candidates", show_lines=False)
+        title = "top candidates"
+        if d.candidates[0].index != d.decisive_step_index:  # the ranking is not what replay proved: say so
+            title = (f"candidates as ranked before replay (#{d.candidates[0].index} first; "
+                     f"replay proved #{d.decisive_step_index})" if d.verified_by == "replay"
+                     else f"candidates as ranked (#{d.candidates[0].index} first)")
+        table = Table(title=title, show_lines=False)
         for col in ("rank", "step", "agent", "score", "reasons"):
             table.add_column(col, overflow="fold" if col == "reasons" else "ellipsis")
         for n, c in enumerate(d.candidates[:5], 1):
             table.add_row(str(n), str(c.index), escape(c.agent), f"{c.score:.3f}",
                           escape(short("; ".join(c.reasons), 140)))
         out.print(table)
+
+
+def _source(run: Any, d: Any) -> str:
+    """What the verdict rests on, in the words every surface uses (:mod:`causaltrace.collector.verdict_text`)."""
+    from causaltrace.attribution.stages.confidence import is_uncertain
+    from causaltrace.collector.verdict_text import verdict_view
+
+    return verdict_view(run, d, uncertain=is_uncertain(d)).source
 
 
 def render_diagnosis(run: Any, d: Any, out: Any) -> None:
@@ -165,6 +225,7 @@ def render_diagnosis(run: Any, d: Any, out: Any) -> None:
         head += f" · model {escape(d.model)}"
     head += f" · verified by [cyan]{d.verified_by}[/]"
     out.print(head)
+    out.print(f"[dim]the run's verdict:[/] {escape(_source(run, d))}")
     if d.failed:
         out.print(f"[bold red]failed:[/] {escape(d.failure_reason or 'no reason given')}")
     elif not _render_uncertain(d, out):

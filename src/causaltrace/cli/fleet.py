@@ -260,16 +260,32 @@ def _report_unreadable(stats: Any) -> None:
 
 
 def cmd_report_fleet(args: argparse.Namespace) -> int:
-    """Write the fleet page (``causaltrace.report.fleet``) of the stored diagnoses."""
-    from causaltrace.collector.fleet_stats import fleet_stats
-    from causaltrace.report.fleet import write_fleet_report
+    """Write the fleet page (``causaltrace.report.fleet``) of the stored diagnoses, and beside it the report of each
+    run it links to (``<run id>.html``), with each linked run's verdict and its source (issue 33 item 7)."""
+    from pathlib import Path
 
+    from causaltrace.collector.fleet_stats import fleet_stats
+    from causaltrace.collector.verdict_text import verdict_view
+    from causaltrace.report import write_report
+    from causaltrace.report.fleet import example_run_ids, report_file_name, write_fleet_report
+
+    folder = Path(args.html).parent
+    verdicts: dict[str, tuple[str, str]] = {}
+    written = 0
     with store(args, readonly=True) as db:
         stats = fleet_stats(db, since=_since(args))
+        try:
+            for run_id in example_run_ids(stats):
+                run, verdict = db.get_run(run_id), db.verdict(run_id)
+                if verdict is not None:
+                    view = verdict_view(run, verdict)
+                    verdicts[run_id] = (view.headline, view.source)
+                write_report(run, folder / report_file_name(run_id), diagnosis=verdict,
+                             pairs=db.repair_pairs(run_id=run_id))
+                written += 1
+            path = write_fleet_report(stats, args.html, verdicts=verdicts)
+        except OSError as exc:
+            raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
     _report_unreadable(stats)
-    try:
-        path = write_fleet_report(stats, args.html)
-    except OSError as exc:
-        raise UserError(f"cannot write {args.html!r}: {exc.strerror or exc}") from exc
-    print(f"wrote {safe_text(path)}", file=sys.stderr)
+    print(f"wrote {safe_text(path)} and {written} run report{'s' if written != 1 else ''} beside it", file=sys.stderr)
     return 0

@@ -66,8 +66,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     line. ``--wide`` shows everything: full ids, seconds, the task folded over lines."""
     with store(args, readonly=True) as db:
         every = db.list_runs(failed=args.failed)
-    rows = every if args.replays else [r for r in every if not _is_replay_name(r.get("name"))]
-    rows = rows[: args.limit]
+        rows = every if args.replays else [r for r in every if not _is_replay_name(r.get("name"))]
+        rows = rows[: args.limit]
+        for row in rows:  # each run's one verdict, with its source (issue 33 item 7)
+            row["verdict"] = _verdict_of_row(db.verdict(row["run_id"]))
     if args.json:
         write_json(rows)
         return 0
@@ -82,6 +84,30 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 _SEPARATORS = "-_.:/"
+#: the verdict's level (``collector.verdict.verdict_level``) in the runs table's few characters
+_LEVEL_WORD = {1: "correction", 2: "tool fault", 3: "finding", 4: "alternative", 5: "uncertain", 6: "failed"}
+
+
+def _verdict_of_row(d: Any) -> dict[str, Any] | None:
+    """A run's verdict in ``runs``: its step, agent, level and source (``runs --json``'s ``verdict``)."""
+    from causaltrace.collector.verdict import VERDICT_LEVELS, verdict_level
+
+    if d is None:
+        return None
+    level = verdict_level(d)[0]
+    return {"decisive_step_index": d.decisive_step_index, "agent": d.agent, "level": level,
+            "level_name": VERDICT_LEVELS.get(level), "method": d.method, "verified_by": d.verified_by,
+            "basis": d.basis}
+
+
+def _verdict_cell(v: dict[str, Any] | None) -> str:
+    """``#6 solver · correction``, ``uncertain``, or empty (no diagnosis yet)."""
+    if v is None:
+        return ""
+    word = _LEVEL_WORD.get(v["level"], "")
+    if v["level"] >= 5 or v["decisive_step_index"] is None:
+        return word
+    return f"#{v['decisive_step_index']} {v['agent'] or '-'} · {word}"
 
 
 def unique_prefixes(ids: list[str], *, shortest: int = 8) -> dict[str, str]:
@@ -128,17 +154,19 @@ def _runs_table(rows: list[dict[str, Any]], prefixes: dict[str, str], *, wide: b
 
     cells = [
         [row["run_id"] if wide else prefixes.get(row["run_id"], row["run_id"]), row["status"], row["framework"] or "",
-         str(row["steps"]), _started(row["started_at"], wide=wide), " ".join((row.get("task") or "").split())]
+         str(row["steps"]), _started(row["started_at"], wide=wide), _verdict_cell(row.get("verdict")),
+         " ".join((row.get("task") or "").split())]
         for row in rows
     ]
-    heads = ["run id", "status", "framework", "steps", "started", "task"]
-    widths = [max([len(heads[k]), *(len(c[k]) for c in cells)]) for k in range(5)]
+    heads = ["run id", "status", "framework", "steps", "started", "verdict", "task"]
+    widths = [max([len(heads[k]), *(len(c[k]) for c in cells)]) for k in range(6)]
     if not wide:
         widths[2] = min(widths[2], 12)  # the framework may be cut ("openinferen…"), never the id or the status
+        widths[5] = min(widths[5], 26)
     gap = 3 if wide else 2  # a border and padding between two columns
-    needs = sum(widths) + gap * 5 + (4 if wide else 0) + _TASK_MIN
+    needs = sum(widths) + gap * 6 + (4 if wide else 0) + _TASK_MIN
     dropped: list[int] = []
-    for k in (4, 2, 3):  # a terminal too narrow for everything: drop started, then framework, then steps
+    for k in (4, 2, 5, 3):  # too narrow for everything: drop started, then framework, then verdict, then steps
         if wide or needs <= width:
             break
         dropped.append(k)
@@ -146,13 +174,14 @@ def _runs_table(rows: list[dict[str, Any]], prefixes: dict[str, str], *, wide: b
     task_width = max(_TASK_MIN, width - needs + _TASK_MIN)
     table = Table(title=f"{len(rows)} run(s)", show_lines=False, box=box.ROUNDED if wide else box.SIMPLE_HEAD,
                   show_edge=wide, pad_edge=wide, padding=(0, 1) if wide else (0, 1, 0, 0))
-    keep = [k for k in range(6) if k not in dropped]
+    keep = [k for k in range(7) if k not in dropped]
     for k in keep:
-        table.add_column(heads[k], no_wrap=k != 5 or not wide, width=widths[k] if k < 5 else task_width,
-                         overflow="fold" if k == 5 and wide else "ellipsis", justify="right" if k == 3 else "left")
+        table.add_column(heads[k], no_wrap=k != 6 or not wide, width=widths[k] if k < 6 else task_width,
+                         overflow="fold" if k == 6 and wide else "ellipsis", justify="right" if k == 3 else "left")
     for c in cells:
         c[1] = f"[{STATUS_STYLE.get(c[1], '')}]{c[1]}[/]"
-        c[0], c[2], c[5] = escape(c[0]), escape(c[2]), escape(c[5] if wide else short(c[5], task_width))
+        c[0], c[2], c[5] = escape(c[0]), escape(c[2]), escape(c[5])
+        c[6] = escape(c[6] if wide else short(c[6], task_width))
         table.add_row(*(c[k] for k in keep))
     return table, needs
 
@@ -161,7 +190,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Show one run: its steps as a tree with kinds, agents, statuses and dependencies."""
     with store(args, readonly=True) as db:
         run = db.get_run(args.run_id)
-        diagnosis = db.strongest_diagnosis(run.run_id)  # the one the run shows: replay > prediction > heuristic
+        diagnosis = db.verdict(run.run_id)  # the run's one verdict (issue 32 item 7)
     linker = Linker.parse(args.link) if args.link else None
     if args.json:
         data = run.model_dump(mode="json", exclude={"recording"})
@@ -198,7 +227,9 @@ def _diagnosis_line(run: Any, d: Any) -> str:
 
     if d is None:
         return f"[dim]diagnosis: none yet — causaltrace diagnose {run.run_id[:8]}[/]"
-    how = f"[dim]diagnosis ({escape(d.method)}, verified by {d.verified_by}):[/]"
+    from causaltrace.collector.verdict_text import verdict_view
+
+    how = f"[dim]verdict ({escape(verdict_view(run, d, uncertain=is_uncertain(d)).source)}):[/]"
     if d.failed:
         return f"{how} [red]failed[/] — {escape(short(d.failure_reason or 'no reason given', 120))}"
     conf = f" · confidence {d.confidence:.2f}" if d.confidence is not None else ""
@@ -296,7 +327,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return cmd_report_fleet(args)
     with store(args, readonly=True) as db:
         run = db.get_run(args.run_id)
-        diagnosis = db.strongest_diagnosis(run.run_id)  # replay > prediction > heuristic, newest within a level
+        diagnosis = db.verdict(run.run_id)  # the run's one verdict (issue 32 item 7)
         pairs = db.repair_pairs(run_id=run.run_id)
     try:
         path = write_report(run, args.html, diagnosis=diagnosis, pairs=pairs)

@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from causaltrace._cli_replay import add_keep_server, load_callable
+from causaltrace.cli.annotation import add_annotate_argument, annotate_from_cli
 from causaltrace.cli.common import STATUS_STYLE, console, print_json, short, store
 from causaltrace.exceptions import UserError
 
@@ -51,6 +52,7 @@ def add_run_command(sub: Any) -> None:
     p.add_argument("--model", default=None,
                    help="litellm model for the LLM stages, or 'local' (default: $CAUSALTRACE_MODEL)")
     p.add_argument("--json", action="store_true", help="print the run's outcome and diagnosis as JSON")
+    add_annotate_argument(p)
     add_keep_server(p)
     p.set_defaults(func=cmd_run)
 
@@ -77,6 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "diagnosis": diagnosis.model_dump(mode="json") if diagnosis is not None else None})
     else:
         _render(run, diagnosis, raised)
+    if diagnosis is not None:
+        annotate_from_cli(args, run, diagnosis)
     return 0 if run.outcome.status == "success" else EXIT_RUN_FAILED
 
 
@@ -132,12 +136,12 @@ async def _diagnose(args: argparse.Namespace, run: Any, factory: Any, verify: An
             from causaltrace.replay.repair import repair
 
             result = await repair(run, factory, verify, diagnosis=diagnosis, model=args.model, store=db)
-            return result.diagnosis
+            return db.verdict(run.run_id) or result.diagnosis  # the run's one verdict (issue 33 item 7)
         if args.repair:
             print("causaltrace: the run has no recording, so it cannot be replayed; diagnosed without --repair",
                   file=sys.stderr)
         db.save_diagnosis(diagnosis)
-    return diagnosis
+        return db.verdict(run.run_id) or diagnosis
 
 
 def _render(run: Any, diagnosis: Any, raised: str | None) -> None:

@@ -138,6 +138,8 @@ class RunContext:
         )
         ctx = self.root_span.get_span_context() if self.root_span is not None else None
         self.trace_id = f"{ctx.trace_id:032x}" if ctx is not None and ctx.is_valid else None
+        if ctx is not None and ctx.is_valid:  # where a later annotation of the run's verdict hangs its span
+            self.metadata[semconv.RUN_ROOT_SPAN_ID] = f"{ctx.span_id:016x}"
         #: Set once the run's begin row is committed (the crash record; ``causaltrace.run()`` waits for it, bounded).
         self.begun: threading.Event | None = tracing.collector.begin_run(
             self.run_id,

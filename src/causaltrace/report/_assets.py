@@ -1,7 +1,9 @@
 """The page's inline style sheet and script (one self-contained file: nothing is loaded from the network).
 
-The script is small vanilla JavaScript and only adds to a page that is complete without it: it centres the decisive
-step in the graph and in the window on load (and on the "decisive step" button), scrolls the timeline to its bar,
+The script is small vanilla JavaScript and only adds to a page that is complete without it: on load it fits a wide
+graph to the window (down to 30 %) and scrolls the graph sideways to the decisive step — never the window, whose first
+screen is the verdict — centres the decisive step in the window on the "decisive step" button, scrolls the timeline
+to its bar,
 pulses its halo, draws the visible window on the minimap and scrolls the graph from it, zooms the graph, folds agent
 turns in the graph (the folded columns are given back: it lays the graph out again by the rules of report/_graph.py,
 from the constants the SVG carries) and in the step table (a long run starts with its unmarked sub-agent turns folded
@@ -169,6 +171,23 @@ pre.quote{font-family:inherit;margin:4px 0 0;max-height:220px;overflow:auto}
 .calls code del{background:#fecaca;color:#7f1d1d;text-decoration:line-through;border-radius:2px}
 .calls code ins{background:#bbf7d0;color:#14532d;text-decoration:none;border-radius:2px}
 .diff tr.call td.old,.diff tr.call td.new{font-weight:600}
+header{padding:12px 20px}header .blocks{margin-top:8px}.run-meta{margin-top:6px}.run-meta .meta{margin:6px 0 0}
+.verdict{border:2px solid var(--hl);background:#fffaf5}.verdict.uncertain{border-color:#f59e0b;background:#fffbeb}
+.verdict.none{border-color:var(--line);background:var(--card)}
+.verdict-head{display:flex;justify-content:space-between;gap:16px;align-items:flex-start}
+.verdict .headline{font-size:19px;font-weight:700}.verdict .source{color:#7c2d12;margin-top:2px}
+.verdict.uncertain .source{color:#92400e}
+.verdict .confidence{text-align:right}.verdict .conf{font-size:22px;font-weight:700}
+.verdict-grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.15fr);gap:18px;margin-top:8px}
+.verdict-grid .label{margin-top:8px}
+.findings{margin:2px 0;padding-left:18px}.findings li{margin:3px 0}
+.findings .family{font-weight:700;color:#9a3412;margin-right:4px}
+.chips{display:flex;flex-wrap:wrap;gap:4px;margin-top:2px}
+.ev-chip{border:1px solid #fdba74;background:#fff7ed;border-radius:6px;padding:0 6px;font-size:12px}
+.ev-chip.ev-source{border-color:#86efac;background:#f0fdf4}.ev-chip.ev-changed{border-color:#fca5a5;background:#fef2f2}
+.top3{margin:2px 0;padding-left:22px}
+.first-diff{max-height:300px;overflow:auto;border:1px solid var(--line);border-radius:6px;margin-top:4px}
+details.tried>summary{cursor:pointer;margin:14px 0 6px}
 """
 
 JS = """
@@ -181,7 +200,7 @@ JS = """
   var count = document.getElementById('js-step-count');
   if (count) { count.textContent = '(' + nodes.length + ' step nodes drawn)'; }
   var base = svg ? [parseFloat(svg.getAttribute('width')), parseFloat(svg.getAttribute('height'))] : [0, 0];
-  var zoom = 1;
+  var zoom = 1, FIT_MIN = 0.3;
   var mm = document.querySelector('svg.minimap'), view = mm && mm.querySelector('.mm-view');
 
   /* the graph's layout again, for folded turns: the same rules as the Python layout (report/_graph.py) */
@@ -405,8 +424,19 @@ JS = """
       var b = bar.getBoundingClientRect(), t = tl.getBoundingClientRect();
       tl.scrollLeft += (b.left + b.right) / 2 - (t.left + t.right) / 2;
     }
-    if (!location.hash) { centre(decisive, false); }
     if (button) { button.addEventListener('click', function () { centre(decisive, true); }); }
+  }
+  /* on load the page answers first (the verdict is at the top): the graph is fitted to the window when it is
+     wider, no smaller than FIT_MIN, and scrolled sideways to the decisive step; the window itself never scrolls */
+  var section = document.getElementById('graph');
+  var above = section ? +section.getAttribute('data-fit-above') : 0;
+  if (nodes.length > above && base[0] > scroller.clientWidth) {
+    setZoom(Math.max(scroller.clientWidth / base[0], FIT_MIN));
+  }
+  if (decisive) {
+    var r = decisive.getBoundingClientRect(), s = scroller.getBoundingClientRect();
+    scroller.scrollLeft += (r.left + r.right) / 2 - (s.left + s.right) / 2;
+    decisive.classList.add('arrived');
   }
   updateMinimap();
 })();

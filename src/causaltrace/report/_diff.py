@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from causaltrace.report._style import e
+from causaltrace.schema import Step
 
-__all__ = ["as_text", "call_changes", "render_diff", "render_pair_diff", "turn_text"]
+__all__ = ["as_text", "call_changes", "original_of", "render_diff", "render_pair_diff", "turn_text"]
 
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
 _CONTEXT = 3
@@ -217,3 +218,20 @@ def render_pair_diff(rejected: Any, chosen: Any, *, left: str = "original (rejec
     listed = f'<ul class="calls">{"".join(f"<li>{c}</li>" for c in changes)}</ul>' if changes else ""
     return listed + render_diff(turn_text(rejected), turn_text(chosen), left=left, right=right,
                                 pinned=lambda line: line.startswith(CALL_MARK))
+
+
+def original_of(step: Step | None, replacement: Any) -> Any:
+    """What a replacement replaces: tool arguments, the code, or the step's text."""
+    if step is None:
+        return ""
+    if isinstance(replacement, dict) and step.arguments is not None:
+        return step.arguments
+    code = step.inputs.get("code")
+    if isinstance(code, str) and isinstance(replacement, str) and step.kind == "code_execution":
+        return code
+    if isinstance(replacement, str) and step.kind == "tool_call" and step.arguments:
+        for key in ("code", "source", "script"):
+            value = step.arguments.get(key)
+            if isinstance(value, str):
+                return value
+    return step.content

@@ -7,16 +7,17 @@ from datetime import datetime
 from typing import Any
 
 from causaltrace.report._assets import CSS, JS
-from causaltrace.report._diff import as_text, render_diff, render_pair_diff
+from causaltrace.report._diff import as_text, original_of, render_diff, render_pair_diff
 from causaltrace.report._graph import GraphLayout, render_graph, render_legend, short
 from causaltrace.report._marks import Marks, marks_of
 from causaltrace.report._minimap import render_minimap
 from causaltrace.report._style import e, kind_style
 from causaltrace.report._timeline import render_timeline
 from causaltrace.report._turns import Turns, folded_by_default, turns_of
+from causaltrace.report._verdict import render_verdict_card
 from causaltrace.schema import Diagnosis, RepairPair, ReplayResult, Run, Step
 
-__all__ = ["normalize_replays", "render_page"]
+__all__ = ["FIT_ABOVE_STEPS", "normalize_replays", "render_page"]
 
 _CONTENT_PREVIEW = 400
 _CONTENT_MAX = 20_000
@@ -25,6 +26,9 @@ _EXCERPT = 600
 _CODE_LINES = 40
 #: Candidates shown before the rest fold away.
 _CANDIDATES_SHOWN = 5
+#: A graph of more steps than this opens fitted to the window (zoomed out, no lower than the script's FIT_MIN);
+#: a smaller one opens at 100 % (the script fits it too when it is wider than the window)
+FIT_ABOVE_STEPS = 12
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -109,23 +113,6 @@ def normalize_replays(items: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _original_of(step: Step | None, replacement: Any) -> Any:
-    """What a replacement replaces: tool arguments, the code, or the step's text."""
-    if step is None:
-        return ""
-    if isinstance(replacement, dict) and step.arguments is not None:
-        return step.arguments
-    code = step.inputs.get("code")
-    if isinstance(code, str) and isinstance(replacement, str) and step.kind == "code_execution":
-        return code
-    if isinstance(replacement, str) and step.kind == "tool_call" and step.arguments:
-        for key in ("code", "source", "script"):
-            value = step.arguments.get(key)
-            if isinstance(value, str):
-                return value
-    return step.content
-
-
 def _replays_html(run: Run, replays: list[dict[str, Any]]) -> str:
     if not replays:
         return '<p class="muted">No replays were tried for this run.</p>'
@@ -144,7 +131,7 @@ def _replays_html(run: Run, replays: list[dict[str, Any]]) -> str:
             extra.append(f"proposed by {e(r['source'])}")
         if r.get("note"):
             extra.append(e(short(str(r["note"]), 160)))
-        diff = render_diff(_original_of(step, r["replacement"]), r["replacement"], right="replacement")
+        diff = render_diff(original_of(step, r["replacement"]), r["replacement"], right="replacement")
         change = (f'<div>{e(r["description"]) or "<i>no description</i>"}</div>'
                   f"<details><summary>diff</summary>{diff}</details>")
         rows.append(
@@ -154,6 +141,15 @@ def _replays_html(run: Run, replays: list[dict[str, Any]]) -> str:
         )
     return ('<table class="grid replays"><thead><tr><th>#</th><th>step</th><th>change tried</th><th>outcome</th>'
             f'<th>replay run</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def _tried_html(run: Run, replays: list[dict[str, Any]]) -> str:
+    """The replays tried, folded (a search may try dozens; the one that flipped is in the repair above)."""
+    if not replays:
+        return '<h3>replays tried</h3><p class="muted">No replays were tried for this run.</p>'
+    flips = sum(1 for r in replays if r["flipped"])
+    return (f'<details class="tried"><summary><b>replays tried: {len(replays)}</b> ({flips} flipped the run)'
+            f"</summary>{_replays_html(run, replays)}</details>")
 
 
 def _repair_html(run: Run, pairs: list[RepairPair], replays: list[dict[str, Any]]) -> str:
@@ -184,7 +180,7 @@ def _repair_html(run: Run, pairs: list[RepairPair], replays: list[dict[str, Any]
     flipped = next((r for r in replays if r["flipped"]), None)
     if flipped is not None:
         step = by_id.get(str(flipped["step_id"]))
-        diff = render_diff(_original_of(step, flipped["replacement"]), flipped["replacement"], right="replacement")
+        diff = render_diff(original_of(step, flipped["replacement"]), flipped["replacement"], right="replacement")
         return (f'<p class="muted">No repair pair stored; the first replay that flipped the outcome changed '
                 f"{_step_ref(step, str(flipped['step_id']))}:</p>{diff}")
     return '<p class="muted">No repair yet (no replay flipped the outcome, or none was tried).</p>'
@@ -313,7 +309,12 @@ def _candidates_html(d: Diagnosis, by_id: Mapping[str, Step], marks: Marks) -> s
     head = ('<thead><tr><th>rank</th><th>step</th><th>kind</th><th>agent</th><th>score</th><th>reasons</th></tr>'
             "</thead>")
     shown, rest = rows[:_CANDIDATES_SHOWN], rows[_CANDIDATES_SHOWN:]
-    out = ('<h3>ranked candidates</h3><table class="grid candidates">' + _CANDIDATE_COLS + head + "<tbody>"
+    title = "ranked candidates"
+    if d.candidates[0].index != d.decisive_step_index and d.decisive_step_index is not None:
+        proved = "replay proved" if d.verified_by == "replay" else "the verdict names"
+        title += (f" (as ranked{' before replay' if d.verified_by == 'replay' else ''}: #{d.candidates[0].index} "
+                  f"first; {proved} #{d.decisive_step_index})")
+    out = (f'<h3>{e(title)}</h3><table class="grid candidates">' + _CANDIDATE_COLS + head + "<tbody>"
            + "".join(shown) + "</tbody></table>")
     if rest:
         out += (f'<details class="more-candidates"><summary>show the other {len(rest)} candidates (of '
@@ -388,6 +389,7 @@ def _step_row(s: Step, by_id: Mapping[str, Step], marks: Marks, turns: Turns, t0
 
 
 def _header(run: Run, d: Diagnosis | None) -> str:
+    """The task and how the run ended, first; the run's facts in one small line, the rest folded."""
     o = run.outcome
     status_cls = {"success": "ok", "failure": "bad", "unknown": "warn", "incomplete": "warn"}.get(o.status, "warn")
     title = run.name or run.task or run.run_id
@@ -402,20 +404,25 @@ def _header(run: Run, d: Diagnosis | None) -> str:
         ("stop", e(o.stop or "—")),
     ]
     if o.verdict is not None:
-        meta.append(("verdict", f"{'passed' if o.verdict.passed else 'failed'}: {e(o.verdict.reason)}"))
+        meta.append(("verifier", f"{'passed' if o.verdict.passed else 'failed'}: {e(o.verdict.reason)}"))
     if run.annotations is not None and run.annotations.mistake_step is not None:
         meta.append(("labelled decisive", f"step {run.annotations.mistake_step} by "
                                           f"{e(run.annotations.mistake_agent or '-')}"))
     dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in meta)
+    line = " · ".join([e(run.framework), f"{len(run.steps)} steps", e(", ".join(run.agents) or "no agents"),
+                       e(_duration(run.started_at, run.ended_at))])
     blocks = []
     if run.task:
-        blocks.append(f'<div class="block"><div class="label">task</div>{_clip(run.task, 600)}</div>')
+        blocks.append(f'<div class="block"><div class="label">task</div>{_clip(run.task, 300)}</div>')
     answer = o.final_answer if o.final_answer is not None else "(no final answer)"
-    blocks.append(f'<div class="block"><div class="label">final answer</div>{_clip(answer, 600)}</div>')
+    outcome = _clip(answer, 200)
     if o.reason:
-        blocks.append(f'<div class="block"><div class="label">outcome reason</div>{_clip(o.reason, 600)}</div>')
+        outcome += f'<div class="small muted">{e(short(o.reason, 200))}</div>'
+    blocks.append(f'<div class="block"><div class="label">final answer</div>{outcome}</div>')
     return (f'<header><div class="title-row"><h1>{e(short(title, 120))}</h1>{_pill(o.status, status_cls)}'
-            f'</div><dl class="meta">{dl}</dl><div class="blocks">{"".join(blocks)}</div></header>')
+            f'<span class="small muted">{line}</span></div><div class="blocks">{"".join(blocks)}</div>'
+            f'<details class="run-meta"><summary class="small muted">run details</summary><dl class="meta">{dl}</dl>'
+            "</details></header>")
 
 
 def _graph_section(run: Run, marks: Marks, with_marks: bool) -> str:
@@ -453,16 +460,18 @@ def render_page(run: Run, diagnosis: Diagnosis | None, replays: Iterable[Any], p
         if isinstance(artifact, list):
             tried = normalize_replays(artifact)
     pair_list = list(pairs)
-    nav = ('<nav><a href="#diagnosis">diagnosis</a><a href="#graph">step graph</a><a href="#timeline">timeline</a>'
-           '<a href="#repair">replays &amp; repair</a><a href="#steps">steps</a></nav>')
+    nav = ('<nav><a href="#verdict">verdict</a><a href="#graph">step graph</a><a href="#diagnosis">diagnosis</a>'
+           '<a href="#timeline">timeline</a><a href="#repair">repair &amp; replays</a><a href="#steps">steps</a></nav>')
+    fold = f' data-fit-above="{FIT_ABOVE_STEPS}"'
     body = [
         _header(run, diagnosis),
+        render_verdict_card(run, diagnosis, pair_list, tried),
         nav,
+        _graph_section(run, marks, diagnosis is not None).replace('<section id="graph"', '<section id="graph"' + fold, 1),
         f'<section id="diagnosis"><h2>Diagnosis</h2>{_diagnosis_html(run, diagnosis, marks)}</section>',
-        _graph_section(run, marks, diagnosis is not None),
         f'<section id="timeline"><h2>Timeline</h2><div class="tl-scroll">{render_timeline(run, marks)}</div></section>',
-        f'<section id="repair"><h2>Replays tried</h2>{_replays_html(run, tried)}'
-        f"<h2>Repair</h2>{_repair_html(run, pair_list, tried)}</section>",
+        f'<section id="repair"><h2>Repair</h2>{_repair_html(run, pair_list, tried)}'
+        f"{_tried_html(run, tried)}</section>",
         f'<section id="steps"><h2>All steps</h2>{_steps_html(run, marks, turns_of(run))}</section>',
         f'<footer>causaltrace {e(version)} · run <span class="mono">{e(run.run_id)}</span> · '
         "this file is self-contained and works offline</footer>",
