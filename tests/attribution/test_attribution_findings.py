@@ -207,3 +207,34 @@ def test_the_right_entry_or_an_entry_the_request_excludes_is_no_finding():
     assert not [f for f in causaltrace.diagnose_sync(vague, store=False).findings if "wrong entry" in f.claim]
     excluded = _forecast_run(18, task="Give the Oslo temperature in Fahrenheit for any day not Tuesday.")
     assert not [f for f in causaltrace.diagnose_sync(excluded, store=False).findings if "wrong entry" in f.claim]
+
+
+def _stock_run(answer: str):
+    """An agent reads the stock, reserves 4 units, reads the stock again (13), then answers."""
+    b = (RunBuilder("stock").task("Reserve 4 units of SKU A-7, then report how many remain available.")
+         .tool_call("clerk", "get_stock", {"sku": "A-7"}, deps=[("task", "saw")])
+         .tool_response("clerk", "A-7 available: 17", deps=[("call-1", "tool_result_of")])
+         .tool_call("clerk", "reserve", {"sku": "A-7", "units": 4}, deps=[("resp-1", "saw")])
+         .tool_response("clerk", "reserved 4", deps=[("call-2", "tool_result_of")])
+         .tool_call("clerk", "get_stock", {"sku": "A-7"}, deps=[("resp-2", "saw")])
+         .tool_response("clerk", "A-7 available: 13", deps=[("call-3", "tool_result_of")])
+         .message("clerk", answer, deps=[("resp-1", "saw"), ("resp-3", "saw")]))
+    return b.final_answer("clerk", answer, deps=[("message-1", "answer_of")]).build(outcome=FAILED)
+
+
+def test_a_number_a_later_reading_of_the_same_query_superseded_is_a_finding():
+    from causaltrace.replay.corrections import corrections_for
+
+    run = _stock_run("A-7 has 17 units available.")
+    d = causaltrace.diagnose_sync(run, store=False)
+    [f] = [f for f in d.findings if f.family == "superseded_value"]
+    assert {e.role: e.value for e in f.evidence} == {"source": "17", "superseded_by": "13", "changed": "17"}
+    assert f.category == "FM-2.5" and d.decisive_step_index == f.index
+    [fix] = corrections_for(run.step_at(f.index), run, d.findings)
+    assert fix.replacement == "A-7 has 13 units available."
+
+
+def test_the_latest_reading_or_both_readings_compared_is_no_stale_value():
+    for answer in ("A-7 has 13 units available.", "A-7 went from 17 to 13 units available."):
+        d = causaltrace.diagnose_sync(_stock_run(answer), store=False)
+        assert not [f for f in d.findings if f.family == "superseded_value"], answer

@@ -33,7 +33,7 @@ __all__ = ["CORRECTABLE", "classify", "corrections_for", "findings_of"]
 logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
-CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission"})
+CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value"})
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -68,7 +68,9 @@ def _run_coroutine(coro: Any) -> Any:
 
 def _values(f: Finding) -> tuple[str, str] | None:
     """``(before, after)``: what the source held and what the step states, from the finding's evidence."""
-    before = next((e.value for e in f.evidence if e.role in ("source", "request")), None)
+    newer = next((e.value for e in f.evidence if e.role == "superseded_by"), None)  # the newer observation wins
+    before = newer if newer is not None else next((e.value for e in f.evidence if e.role in ("source", "request")),
+                                                  None)
     after = next((e.value for e in f.evidence if e.role in ("changed", "chosen_agent")), None)
     if before in (None, "") or after in (None, "") or before == after:
         return None

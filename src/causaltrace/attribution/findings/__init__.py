@@ -11,6 +11,7 @@ family                module                                    from
 ``loop_no_progress``  :mod:`.loops`                             stages.loops (action and instruction loops)
 ``value_changed``     :mod:`.value_changes`                     stages.provenance (restatement, copy, swap)
 ``value_changed``     :mod:`.entries`                           a number read from the wrong entry of a result
+``superseded_value``  :mod:`.superseded`                        a number a later observation superseded
 ``unsupported_value`` :mod:`.value_changes`                     stages.provenance (a number nothing gave)
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
 ``omission``          :mod:`.omissions`                         stages.provenance_passes (premature answer)
@@ -43,6 +44,7 @@ from causaltrace.attribution.findings.instructions import detect_ignored_instruc
 from causaltrace.attribution.findings.loops import detect_loops_without_progress
 from causaltrace.attribution.findings.omissions import detect_omissions
 from causaltrace.attribution.findings.routing import detect_unfit_routing
+from causaltrace.attribution.findings.superseded import detect_superseded_values
 from causaltrace.attribution.findings.value_changes import detect_changed_values, detect_unsupported_values
 from causaltrace.attribution.stages import (
     DependencyGraphStage,
@@ -123,6 +125,7 @@ class FindingsStage(Stage[Findings]):
                  *detect_made_up_data(run, fabrication)]
         if prov.anchor >= 0:
             items += [*detect_changed_values(run, prov, graph), *detect_wrong_entries(run, prov),
+                      *detect_superseded_values(run, prov, graph),
                       *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph)]

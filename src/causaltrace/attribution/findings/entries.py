@@ -21,31 +21,40 @@ import re
 
 from causaltrace.attribution.findings._common import evidence, finding
 from causaltrace.attribution.stages.drift import task_request
+from causaltrace.attribution.stages.provenance_changes import is_small
 from causaltrace.attribution.stages.provenance_record import Provenance
 from causaltrace.attribution.stages.tokens import salient_tokens
 from causaltrace.attribution.stages.view import content_of
 from causaltrace.schema import Finding, Run
 
-__all__ = ["detect_wrong_entries"]
+__all__ = ["detect_wrong_entries", "entries_of"]
 
 _ENTRY = re.compile(r"[,;\n|]+")
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w])")
 _EXCLUDED = re.compile(r"\b(?:excluding|except|without|not|other than|but not|ignoring)\s+(?:the\s+|any\s+)?(\w+)",
                        re.IGNORECASE)
 _RESULT_KINDS = ("tool_response", "code_execution")
 #: steps whose number the detector never blames: results, and a model reply that produced its calls (the call is blamed)
-_SKIPPED = (*_RESULT_KINDS, "llm_response", "task")
+_SKIPPED = (*_RESULT_KINDS, "llm_response", "task", "final_answer")
 
 
-def _entries(text: str) -> list[tuple[frozenset[str], list[str]]]:
+def _labels(text: str) -> frozenset[str]:
+    return frozenset(t for t in salient_tokens(text) if not t[:1].isdigit() and not t.lstrip("-")[:1].isdigit())
+
+
+def entries_of(text: str) -> list[tuple[frozenset[str], list[str]]]:
     """``(labels, numbers)`` per entry of an observation (module docstring)."""
     out = []
-    for part in _ENTRY.split(text[:20_000]):
+    parts = _ENTRY.split(text[:20_000])
+    for part in parts:
         first = _NUMBER.search(part)
         head = part.rfind(":", 0, first.start()) if first else -1
-        part = part[head + 1:] if head >= 0 else part  # "Oslo forecast: Monday 18 C": the header is no label
         numbers = _NUMBER.findall(part)
-        labels = frozenset(t for t in salient_tokens(part) if not t[0].isdigit() and not t.lstrip("-")[:1].isdigit())
+        # "Oslo forecast: Monday 18 C": the header is no label — unless the observation is that one entry
+        # ("A-7 available: 17": the header names the value)
+        labels = _labels(part[head + 1:] if head >= 0 else part)
+        if not labels and len(parts) == 1:
+            labels = _labels(part)
         if numbers and labels:
             out.append((labels, numbers))
     # a label every entry shares ("paid", "C") tells no entry apart
@@ -73,7 +82,9 @@ def detect_wrong_entries(run: Run, prov: Provenance) -> list[Finding]:
             if not key.startswith("number:") or source is None or source.kind not in _RESULT_KINDS:
                 continue
             used = key.split(":", 1)[1]
-            entries = _entries(content_of(source))
+            if is_small(used):  # a single digit is in every observation: no entry is told by it
+                continue
+            entries = entries_of(content_of(source))
             holding = [labels for labels, numbers in entries if used in numbers]
             named = [(labels, numbers) for labels, numbers in entries if labels & asked and used not in numbers]
             if len(holding) != 1 or holding[0] & asked or len(named) != 1:

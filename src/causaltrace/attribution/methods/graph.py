@@ -225,6 +225,11 @@ excluded words are not asked for)                                unchanged, find
                                                                  out, 36 -> 39 / 41 tuning, twins unchanged 68 /
                                                                  81; Who&When dev unchanged 39 / 92; repair: the
                                                                  6 misread cases flip by a correction in 1 replay
+a single-digit number tells no entry (entries); a header names   Who&When dev algo-74 (a traceback's '6'): dev 39
+the value of a one-entry observation                             / 92 kept; zoo: misread-kyiv x2 back to
+                                                                 uncertain (its figure is one digit), top-1 same
+a number a later reading of the SAME query superseded            reasoning (the issue's family), no suite case:
+(findings.superseded; FM-2.5; correction: the newer number)      zoo, twins and Who&When dev unchanged
 confidence from evidence (stages.confidence.EVIDENCE: one        zoo TUNING half with its twins as negatives and
 model of the top's findings, live runs and logs alike)           Who&When dev (scripts/fit_evidence_confidence.py);
                                                                  held out: AUROC failing vs twin 0.81 -> 0.84,

@@ -1,0 +1,93 @@
+"""Family ``superseded_value``: a number taken from an observation a later observation superseded (MAST FM-2.5,
+the newer input ignored).
+
+A step states or passes a number whose origin is an observation — a tool's answer, a code output — although a
+LATER observation of the same thing, which the step could read, says otherwise: the stock level read before a
+reservation changed it, the price fetched before the update, the status polled once too early. The value is copied
+faithfully, so no comparison of numbers sees it; its source is stale. The finding's evidence is the later number
+(``superseded_by``), which repair's correction puts in its place.
+
+The rule, from kinds, edges and values only: the step's number comes from result step ``j`` (provenance's origin);
+a later result ``k`` (after ``j``, before the step, one the step depended on when the run recorded dependencies)
+answers the same query — the same tool called again with the same arguments: the status polled again, the stock
+read again — and has an entry with the same labels holding a different number; and the step does not use that newer number too (a step that uses both compares
+them: a difference, a check).
+"""
+
+from __future__ import annotations
+
+import json
+
+from causaltrace.attribution.findings._common import evidence, finding, related_source
+from causaltrace.attribution.findings.entries import entries_of
+from causaltrace.attribution.stages.dependencies import DependencyGraph
+from causaltrace.attribution.stages.provenance_record import Provenance
+from causaltrace.attribution.stages.view import content_of
+from causaltrace.schema import Finding, Run, Step
+
+__all__ = ["detect_superseded_values"]
+
+_RESULTS = ("tool_response", "code_execution")
+_SKIPPED = (*_RESULTS, "llm_response", "task", "final_answer")  # a final answer returns a step it answers
+
+
+def _label_of(step: Step, number: str) -> frozenset[str] | None:
+    """The labels of the one entry of ``step``'s observation that holds ``number`` (None: none or several)."""
+    holding = [labels for labels, numbers in entries_of(content_of(step)) if number in numbers]
+    return holding[0] if len(holding) == 1 else None
+
+
+def _query(calls: dict[str, Step], result: Step) -> tuple[str | None, str] | None:
+    """What a result answers: its call's tool and arguments (None for a result with no call: code output)."""
+    call = next((calls[d] for d in result.deps_of_kind("tool_result_of") if d in calls), None)
+    if call is None:
+        return None
+    return call.tool_name, json.dumps(call.arguments or {}, sort_keys=True, default=str)
+
+
+def _newer(run: Run, graph: DependencyGraph | None, calls: dict[str, Step], i: int, j: int, used: str,
+           labels: frozenset[str]) -> tuple[int, str] | None:
+    """The latest result after ``j`` and before ``i`` that answers the SAME query (the same tool called with the
+    same arguments) and says another number for the same entry."""
+    query = _query(calls, run.step_at(j))
+    if query is None:
+        return None
+    for k in range(i - 1, j, -1):
+        later = run.step_at(k)
+        if later.kind not in _RESULTS or not related_source(run, graph, i, k) or _query(calls, later) != query:
+            continue
+        for entry, numbers in entries_of(content_of(later)):
+            if entry == labels and numbers and used not in numbers:
+                return k, numbers[0]
+    return None
+
+
+def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph | None) -> list[Finding]:
+    """One finding per number a step took from an observation a later observation of the same thing superseded
+    (module docstring)."""
+    by_index = {s.index: s for s in run.steps}
+    calls = {s.step_id: s for s in run.steps if s.kind == "tool_call"}
+    out: list[Finding] = []
+    for i, origins in prov.origins.items():
+        step = by_index.get(i)
+        if step is None or step.kind in _SKIPPED:
+            continue
+        numbers_used = {k.split(":", 1)[1] for k in origins if k.startswith("number:")}
+        for key, j in origins.items():
+            source = by_index.get(j)
+            if not key.startswith("number:") or source is None or source.kind not in _RESULTS:
+                continue
+            used = key.split(":", 1)[1]
+            labels = _label_of(source, used)
+            if not labels:
+                continue
+            newer = _newer(run, graph, calls, i, j, used, labels)
+            if newer is None or newer[1] in numbers_used:
+                continue
+            k, value = newer
+            items = [evidence(run, j, "source", used), evidence(run, k, "superseded_by", value),
+                     evidence(run, i, "changed", used)]
+            out.append(finding(run, "superseded_value", i,
+                               f"step {i} uses {used} from step {j}, which the later step {k} superseded "
+                               f"({', '.join(sorted(labels))}: {value}): a stale value", items))
+    return out
