@@ -99,3 +99,53 @@ def test_runs_without_a_diagnosis_show_an_empty_verdict_and_fit_80_columns(capsy
     assert code == 0 and "verdict" in out and all(len(line) <= 80 for line in out.splitlines())
     code, out, _ = cli(capsys, "runs", "--json")
     assert json.loads(out)[0]["verdict"] is None
+
+
+def test_diagnose_adds_one_line_when_its_ranking_differs_from_the_verdict(capsys, monkeypatch):
+    """A stored replay-verified correction at #7 stays the verdict; diagnose ranks another step first and says so in
+    one line, under the verdict it prints."""
+    from pathlib import Path
+
+    from causaltrace.schema import Diagnosis
+
+    monkeypatch.setenv("COLUMNS", "160")
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample_run.otlp.jsonl"
+    code, out, _ = cli(capsys, "import", str(sample), "--format", "otlp-json")
+    run_id = out.strip()
+    with Store() as db:
+        step = db.get_run(run_id).step_at(7)
+        db.save_diagnosis(Diagnosis(run_id=run_id, method="graph", decisive_step_id=step.step_id,
+                                    decisive_step_index=7, agent=step.agent, confidence=1.0, verified_by="replay",
+                                    basis="correction"))
+    code, out, err = cli(capsys, "diagnose", run_id)
+    assert code == 0, err
+    with Store() as db:
+        own = db.diagnoses(run_id)[-1]
+    first = own.decisive_step_index if own.decisive_step_index is not None else own.candidates[0].index
+    assert first != 7
+    assert f"decisive error: step 7 ({step.kind}) by {step.agent}" in out
+    assert "the run's verdict: replay-verified correction · method graph · verified by replay · basis correction" in out
+    lines = [x for x in out.splitlines() if x.startswith("this diagnosis ranks")]
+    assert lines == [f"this diagnosis ranks #{first} first; the run's verdict stays #7, verified by replay"]
+
+
+def test_show_never_calls_an_uncertain_verdicts_step_decisive(capsys, monkeypatch):
+    from pathlib import Path
+
+    from causaltrace.schema import Candidate, Diagnosis
+
+    monkeypatch.setenv("COLUMNS", "160")
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample_run.otlp.jsonl"
+    code, out, _ = cli(capsys, "import", str(sample), "--format", "otlp-json")
+    run_id = out.strip()
+    with Store() as db:
+        run = db.get_run(run_id)
+        top = [run.step_at(i) for i in (9, 6, 3)]
+        db.save_diagnosis(Diagnosis(
+            run_id=run_id, method="graph", decisive_step_id=top[0].step_id, decisive_step_index=9, agent=top[0].agent,
+            confidence=0.2, basis="none",
+            candidates=tuple(Candidate(step_id=s.step_id, index=s.index, agent=s.agent, score=0.3) for s in top)))
+    code, out, _ = cli(capsys, "show", run_id)
+    verdict = next(x for x in out.splitlines() if x.startswith("verdict ("))
+    assert "uncertain" in verdict and "top 3: #9" in verdict and "decisive" not in verdict
+    assert "◀ top candidate (uncertain)" in out and "◀ decisive" not in out

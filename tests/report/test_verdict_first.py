@@ -71,6 +71,10 @@ def test_an_uncertain_or_alternative_verdict_is_never_called_decisive():
     assert 'class="verdict uncertain"' in card
     assert [m for m in re.findall(r'<li><a href="#step-(\d+)">', card)] == ["6", "3", "13"]  # the top 3
     assert "no finding: nothing the run shows singles out a step" in card
+    # nor anywhere else on the page: its step is the top candidate
+    page = render_html(run, diagnosis=none).split("<script>")[0]
+    assert "go to the top candidate step #6" in page and "★ the top candidate step" in page
+    assert not re.search(r">\s*decisive( step)?\s*<", page) and "the decisive step" not in page
     alternative = sample_diagnosis(run, basis="alternative")
     card = verdict_card(render_html(run, diagnosis=alternative))
     assert "uncertain: the run succeeds if step #6 does something else; nothing shows it was wrong" in card

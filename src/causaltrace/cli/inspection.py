@@ -300,6 +300,11 @@ def render_run(run: Any, out: Any, *, max_chars: int | None = None, diagnosis: A
     _render_head(run, out)
     out.print(_diagnosis_line(run, diagnosis))
     decisive = None if diagnosis is None or diagnosis.failed else diagnosis.decisive_step_index
+    mark = "◀ decisive"
+    if decisive is not None:
+        from causaltrace.attribution.stages.confidence import is_uncertain
+
+        mark = "◀ top candidate (uncertain)" if is_uncertain(diagnosis) else mark
     index_of = {s.step_id: s.index for s in run.steps}
     tree = Tree("steps", guide_style="dim")
     nodes: dict[str, Any] = {}
@@ -312,7 +317,7 @@ def render_run(run: Any, out: Any, *, max_chars: int | None = None, diagnosis: A
         label = _step_label(step, index_of, width)
         if step.index == decisive:
             first, nl, rest = label.partition("\n")
-            label = f"{first}  [bold red]◀ decisive[/]{nl}{rest}"
+            label = f"{first}  [bold red]{mark}[/]{nl}{rest}"
         nodes[step.step_id] = (parent or tree).add(label)
     out.print(tree)
 

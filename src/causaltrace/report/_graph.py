@@ -100,7 +100,7 @@ def tooltip(step: Step, marks: Marks) -> str:
     if step.error is not None:
         lines.append(f"error: {short(step.error.type + ': ' + step.error.message, 160)}")
     if step.step_id == marks.decisive:
-        lines.append("★ the decisive step")
+        lines.append(f"★ the {marks.decisive_word} step")
     if step.step_id in marks.roles:
         lines.append("evidence: " + ", ".join(marks.roles[step.step_id]))
     if step.step_id in marks.ranks:
@@ -312,7 +312,7 @@ def _lane_labels(run: Run, marks: Marks, layout: GraphLayout) -> str:
         errors = sum(1 for s in steps if s.status == "error")
         flags = ""
         if marks.decisive is not None and by_id[marks.decisive].agent == agent:
-            flags = '<span class="lane-flag">decisive</span>'
+            flags = f'<span class="lane-flag">{marks.decisive_word}</span>'
         extra = f' · <span class="err">{errors} error{"s" if errors != 1 else ""}</span>' if errors else ""
         labels.append(
             f'<div class="lane-label" style="height:{fmt(LANE_H)}px;border-left-color:{colour}">'
@@ -365,7 +365,7 @@ def _node(step: Step, marks: Marks, layout: GraphLayout, turns: Turns) -> str:
         ly += 11
         parts.append(f'<text class="sub-label" x="{fmt(x)}" y="{fmt(ly)}" text-anchor="middle">'
                      f"{e(short(sub, 11))}</text>")
-    tag = "decisive" if decisive else (roles[0] if roles else None)
+    tag = marks.decisive_word if decisive else (roles[0] if roles else None)
     if tag:
         ly += 12
         parts.append(f'<text class="role-label" x="{fmt(x)}" y="{fmt(ly)}" text-anchor="middle">{e(tag)}</text>')
@@ -379,7 +379,7 @@ def _node(step: Step, marks: Marks, layout: GraphLayout, turns: Turns) -> str:
             f'{"".join(parts)}</g>')
 
 
-def render_legend(run: Run, *, with_marks: bool) -> str:
+def render_legend(run: Run, *, with_marks: bool, decisive_word: str = "decisive") -> str:
     """The legend of the node kinds and dependency kinds used in ``run`` (and of the highlights)."""
     kinds = sorted({s.kind for s in run.steps}, key=lambda k: list(KIND_ORDER).index(k) if k in KIND_ORDER else 99)
     items: list[str] = []
@@ -404,7 +404,7 @@ def render_legend(run: Run, *, with_marks: bool) -> str:
         marks += [
             f'<span class="lg"><svg width="26" height="24" aria-hidden="true"><circle cx="13" cy="12" r="11" '
             f'fill="{HIGHLIGHT}" fill-opacity=".22" stroke="{HIGHLIGHT}" stroke-width="2.5"/><circle cx="13" '
-            f'cy="12" r="5.5" fill="#fff" stroke="#64748b"/></svg>decisive step</span>',
+            f'cy="12" r="5.5" fill="#fff" stroke="#64748b"/></svg>{decisive_word} step</span>',
             f'<span class="lg"><svg width="34" height="14" aria-hidden="true"><line x1="2" y1="7" x2="25" y2="7" '
             f'stroke="{HIGHLIGHT}" stroke-width="3.6"/><path d="M24,2 L34,7 L24,12 z" fill="{HIGHLIGHT}"/></svg>'
             "propagation path (evidence)</span>",

@@ -23,6 +23,13 @@ class Marks:
     path_edges: frozenset[tuple[str, str]] = frozenset()
     #: Consecutive evidence steps with no dependency path between them (drawn as a dashed "propagation" link).
     path_links: tuple[tuple[str, str], ...] = ()
+    #: The verdict is uncertain: its step is the top candidate, never called "decisive" (issue 33 item 7).
+    uncertain: bool = False
+
+    @property
+    def decisive_word(self) -> str:
+        """What the marked step is called on the page."""
+        return "top candidate" if self.uncertain else "decisive"
 
     def on_path(self, step_id: str) -> bool:
         return step_id in self.roles or step_id == self.decisive
@@ -69,7 +76,10 @@ def marks_of(run: Run, diagnosis: Diagnosis | None) -> Marks:
             links.append((a, b))
         else:
             edges.update(zip(hops, hops[1:], strict=False))
-    return Marks(decisive, roles, notes, ranks, scores, frozenset(edges), tuple(links))
+    from causaltrace.collector.verdict_text import verdict_view
+
+    uncertain = verdict_view(run, diagnosis).uncertain
+    return Marks(decisive, roles, notes, ranks, scores, frozenset(edges), tuple(links), uncertain)
 
 
 def _shortest(a: str, b: str, consumers: dict[str, list[str]], index_of: dict[str, int]) -> list[str] | None:

@@ -201,7 +201,7 @@ def _diagnosis_html(run: Run, d: Diagnosis | None, marks: Marks) -> str:
     parts = [f'<div class="small muted">{" · ".join(head)}</div>']
     if d.failed:
         parts.append(f'<div class="note bad">the diagnosis failed: {e(d.failure_reason or "no reason given")}</div>')
-    parts.append(_facts_html(d, by_id.get(marks.decisive) if marks.decisive else None))
+    parts.append(_facts_html(d, by_id.get(marks.decisive) if marks.decisive else None, marks.decisive_word))
     if d.explanation:
         parts.append(f'<h3>why</h3><p class="explanation">{e(d.explanation)}</p>')
     parts.append(_evidence_html(d, by_id))
@@ -252,14 +252,14 @@ def _excerpt(step: Step | None) -> str:
     return f'<pre class="quote">{e(clipped)}</pre>'
 
 
-def _facts_html(d: Diagnosis, decisive: Step | None) -> str:
+def _facts_html(d: Diagnosis, decisive: Step | None, word: str = "decisive") -> str:
     category = (f'<b>{e(d.category)}</b> {e(d.category_name or "")}' if d.category
                 else '<span class="muted">not categorised</span>')
     conf = f"{d.confidence:.2f}" if d.confidence is not None else "—"
     vb_cls = {"replay": "ok", "prediction": "warn", "heuristic": "muted-pill"}.get(d.verified_by, "muted-pill")
     return (
         '<div class="facts">'
-        f'<div class="fact decisive-fact"><div class="label">decisive step</div><div class="value">'
+        f'<div class="fact decisive-fact"><div class="label">{word} step</div><div class="value">'
         f"{_step_ref(decisive) if decisive is not None else '<span class=muted>none</span>'}</div>"
         f"{_excerpt(decisive)}</div>"
         f'<div class="fact"><div class="label">error category</div><div class="value">{category}</div></div>'
@@ -346,7 +346,7 @@ def _step_row(s: Step, by_id: Mapping[str, Step], marks: Marks, turns: Turns, t0
     flags = []
     cls = []
     if s.step_id == marks.decisive:
-        flags.append('<span class="flag hl">decisive</span>')
+        flags.append(f'<span class="flag hl">{marks.decisive_word}</span>')
         cls.append("is-decisive")
     for role in marks.roles.get(s.step_id, []):
         if not (role == "introduced" and s.step_id == marks.decisive):
@@ -439,7 +439,8 @@ def _graph_section(run: Run, marks: Marks, with_marks: bool) -> str:
              '<button type="button" data-zoom="fit" title="the whole run in the window">fit</button>'
              '<button type="button" data-zoom="1">100%</button>']
     if decisive is not None:
-        tools.append(f'<button type="button" class="to-decisive">go to the decisive step #{decisive.index}</button>')
+        tools.append(f'<button type="button" class="to-decisive">go to the {marks.decisive_word} step #{decisive.index}'
+                     "</button>")
     if turns.members:
         tools.append(f'<span class="small muted">{len(turns.members)} agent turn(s): the − on a turn folds its '
                      "steps</span>")
@@ -447,7 +448,7 @@ def _graph_section(run: Run, marks: Marks, with_marks: bool) -> str:
     return (f'<section id="graph"><h2>Step graph</h2><p class="small muted">{e(graph_note)} '
             '<span id="js-step-count"></span></p>' + "".join(tools) + render_minimap(run, marks, layout)
             + f'<div class="graph-wrap">{labels}<div class="graph-scroll">{svg}</div></div>'
-            f"{render_legend(run, with_marks=with_marks)}</section>")
+            f"{render_legend(run, with_marks=with_marks, decisive_word=marks.decisive_word)}</section>")
 
 
 def render_page(run: Run, diagnosis: Diagnosis | None, replays: Iterable[Any], pairs: Iterable[RepairPair],
