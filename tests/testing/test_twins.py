@@ -17,7 +17,7 @@ import pytest
 from _zoo import zoo_home
 from causaltrace.testing.faults import all_cases
 from causaltrace.testing.faults import runner as faults_runner
-from causaltrace.testing.faults.twins import auroc, record_twin, score_twin
+from causaltrace.testing.faults.twins import auroc, score_twin
 
 #: a wrong tool argument, a restated fact, a wrong unit, a boundary bug, a premature answer, a wrong speaker, a
 #: task derailment, an instruction loop (both frameworks)
@@ -37,8 +37,7 @@ def recorded(tmp_path_factory):
         for name in SUBSET:
             case = cases[name]
             failing = asyncio.run(faults_runner.record(case))
-            faults_runner._instrument()
-            twin = asyncio.run(record_twin(case))
+            twin = asyncio.run(faults_runner.record(case, twin=True))
             out[name] = (case, failing, twin)
     return out
 

@@ -152,27 +152,30 @@ def _instrument() -> None:
     _INSTRUMENTED = True
 
 
-def _record_sync(case: FaultCase) -> Any:
+def _record_sync(case: FaultCase, factory: Callable[[], Any], name: str) -> Any:
     import causaltrace
 
-    with causaltrace.run(task=case.task, verify=case.verify, name=case.name) as handle:
+    with causaltrace.run(task=case.task, verify=case.verify, name=name) as handle:
         try:
-            case.factory().run(case.task)
+            factory().run(case.task)
         except Exception:
             pass
     return handle.run
 
 
-async def record(case: FaultCase) -> Any:
-    """Run the case's planted factory on its task, instrumented and stored; return the Run."""
+async def record(case: FaultCase, *, twin: bool = False) -> Any:
+    """Run the case's planted factory (``twin``: its fixed factory, stored as ``<name>~twin``,
+    :mod:`.twins`) on its task, instrumented and stored; return the Run."""
     _instrument()
+    factory = case.fixed_factory if twin and case.fixed_factory is not None else case.factory
+    name = case.name + ("~twin" if twin else "")
     if case.framework == "smolagents":
-        return await asyncio.to_thread(_record_sync, case)
+        return await asyncio.to_thread(_record_sync, case, factory, name)
     import causaltrace
 
-    async with causaltrace.run(task=case.task, verify=case.verify, name=case.name) as handle:
+    async with causaltrace.run(task=case.task, verify=case.verify, name=name) as handle:
         try:
-            await case.factory().run(task=case.task)
+            await factory().run(task=case.task)
         except Exception:
             pass
     return handle.run
@@ -219,11 +222,10 @@ async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = T
             raise RuntimeError(f"the planted run did not fail ({run.outcome.status}: {run.outcome.final_answer!r})")
         result.localization = await localize(run, result.true_step)
         if twins and case.fixed_factory is not None:
-            from causaltrace.testing.faults.twins import TWIN_SUFFIX, record_twin, score_twin
+            from causaltrace.testing.faults.twins import TWIN_SUFFIX, score_twin
 
-            _instrument()
-            twin = await record_twin(case) if from_store is None else stored_run(case, from_store,
-                                                                                 suffix=TWIN_SUFFIX)
+            twin = await record(case, twin=True) if from_store is None else stored_run(case, from_store,
+                                                                                      suffix=TWIN_SUFFIX)
             result.twin = await score_twin(case, run, twin)
         if repair_run:
             repair_started = time.perf_counter()

@@ -1,7 +1,7 @@
 """The twin property, measured (issue 32 item 3; ``causaltrace bench faults --twins``).
 
 Each case's *twin* is the same team with the error fixed (``FaultCase.fixed_factory``). It is recorded like the
-case (stored under the name ``<case>~twin``, so ``--from-store`` finds it again) and diagnosed by ``graph`` — no
+case (``runner.record(case, twin=True)``, stored under the name ``<case>~twin``, so ``--from-store`` finds it again) and diagnosed by ``graph`` — no
 model, no replay — **with the failing run's Outcome substituted** (same status, final answer and verifier reason):
 a method cannot pass by reading the outcome. On a twin nothing is wrong, so a diagnosis that follows the error and
 not the team's shape has no finding at its top and says so (uncertain).
@@ -13,40 +13,13 @@ confidence does not tell them apart), and its ECE over failing runs and twins (a
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["TWIN_SUFFIX", "auroc", "record_twin", "score_twin", "summarize_twins"]
+__all__ = ["TWIN_SUFFIX", "auroc", "score_twin", "summarize_twins"]
 
 #: the stored name of a case's twin run is the case's name plus this
 TWIN_SUFFIX = "~twin"
-
-
-def _record_sync(case: Any) -> Any:
-    import causaltrace
-
-    with causaltrace.run(task=case.task, verify=case.verify, name=case.name + TWIN_SUFFIX) as handle:
-        try:
-            case.fixed_factory().run(case.task)
-        except Exception:
-            pass
-    return handle.run
-
-
-async def record_twin(case: Any) -> Any:
-    """Run the case's FIXED factory on its task (instrumented by the caller: the runner), stored under
-    ``<name>~twin``; return the Run."""
-    if case.framework == "smolagents":
-        return await asyncio.to_thread(_record_sync, case)
-    import causaltrace
-
-    async with causaltrace.run(task=case.task, verify=case.verify, name=case.name + TWIN_SUFFIX) as handle:
-        try:
-            await case.fixed_factory().run(task=case.task)
-        except Exception:
-            pass
-    return handle.run
 
 
 async def score_twin(case: Any, failing_run: Any, twin_run: Any) -> dict[str, Any]:
