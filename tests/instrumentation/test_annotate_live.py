@@ -293,6 +293,13 @@ def _phoenix_ui_shows_it(phoenix, project: str, trace_id: str, tmp_path: Path) -
         text = _until(lambda: browser.evaluate("document.body.innerText"),
                       lambda got: "decisive: #6 tool_call by solver" in (got or ""), timeout=60)
         assert "decisive: #6 tool_call by solver" in text
+        # open the span: Phoenix shows its output (the verdict, its source and evidence)
+        browser.evaluate("(function () { var hit = Array.from(document.querySelectorAll('span, div')).filter("
+                         "el => el.children.length === 0 && el.textContent.trim() === 'decisive: #6 tool_call by "
+                         "solver'); if (hit.length) { hit[0].click(); } })()")
+        shown = _until(lambda: browser.evaluate("document.body.innerText"),
+                       lambda got: "replay-verified correction" in (got or ""), timeout=30)
+        assert "decisive error: #6 tool_call by solver" in shown
         shot = browser.call("Page.captureScreenshot", {"format": "png"})["data"]
         import base64
 
