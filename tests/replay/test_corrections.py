@@ -92,3 +92,28 @@ def test_the_corrections_of_a_step_come_from_its_findings_only(run):
     [correction] = corrections_for(analyst, run, d.findings)
     assert correction.replacement.endswith("tea is 21 dollars.") and correction.basis == "correction"
     assert corrections_for(clerk, run, d.findings) == []  # no finding there: nothing to correct
+
+
+@pytest.mark.parametrize("name", ["smol-premature-three", "ag-premature-three"])
+async def test_an_omission_is_corrected_by_the_call_for_the_missing_item_in_both_adapters(name, tmp_path):
+    """The shopper answered before pricing the gizmo: the correction replaces the producing reply's tool calls with
+    get_price(item='gizmo') — the tool that handled the other items — and both adapters replay that reply (the
+    team's planted policy still answers early once the flaky tool fails: no flip here, a real call)."""
+    from _zoo import zoo_home
+    from causaltrace.replay.corrections import findings_of
+    from causaltrace.replay.guarded import guarded_replay
+    from causaltrace.testing.faults import all_cases
+    from causaltrace.testing.faults import runner as faults_runner
+
+    case = next(c for c in all_cases() if c.name == name)
+    with zoo_home(tmp_path):  # this module's autouse fixture uninstruments after each test: record afresh
+        run = await faults_runner.record(case)
+    findings = findings_of(run)
+    omission = next(f for f in findings if f.family == "omission")
+    [fix] = corrections_for(run.step(omission.step_id), run, findings)
+    assert fix.basis == "correction" and run.step(fix.step_id).kind == "llm_response"
+    assert fix.replacement == {"text": None, "tool_calls": [{"name": "get_price", "arguments": {"item": "gizmo"}}]}
+    result, _ = await guarded_replay(run, case.factory, fix, case.verify, sandbox=default_sandbox(), timeout_s=60)
+    assert result.error is None and result.divergence is None and result.run is not None
+    assert any(s.kind == "tool_call" and s.tool_name == "get_price" and (s.arguments or {}).get("item") == "gizmo"
+               for s in result.run.steps)
