@@ -142,3 +142,21 @@ def test_the_fleet_pages_run_ids_link_to_their_reports():
     html = render_fleet_html(stats)
     links = [a for t, a in Elements(html).tags if t == "a" and a.get("href", "").endswith(".html")]
     assert links and all(a["href"] == f"{run.run_id}.html" for a in links)
+
+
+def test_report_fleet_writes_the_linked_reports_beside_the_page(capsys, tmp_path):
+    from causaltrace.report.fleet import report_file_name
+
+    run = sample_run()
+    with Store() as db:
+        db.save_run(run)
+        db.save_diagnosis(correction(run))
+    code, _, err = cli(capsys, "report", "--fleet", "--html", str(tmp_path / "out" / "fleet.html"))
+    assert code == 0 and "and 1 run report beside it" in err, err
+    page = (tmp_path / "out" / "fleet.html").read_text()
+    hrefs = {a["href"] for t, a in Elements(page).tags if t == "a"}
+    assert hrefs == {report_file_name(run.run_id)}
+    linked = (tmp_path / "out" / report_file_name(run.run_id)).read_text()
+    assert "decisive error: #6 tool_call by solver" in verdict_card(linked)
+    assert "replay-verified correction · method graph" in page  # the example's verdict and its source
+    assert report_file_name("a/../b c") == "a_.._b_c.html"
