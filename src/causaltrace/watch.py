@@ -34,7 +34,6 @@ from typing import Any
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from causaltrace import semconv
-from causaltrace.instrumentation.annotate import diagnosis_attributes
 from causaltrace.instrumentation.runs import RunContext, set_watch_lookup
 from causaltrace.protocols import RunStore
 from causaltrace.schema import Diagnosis, Run
@@ -175,6 +174,8 @@ class Watch:
         span = ctx.root_span
         if span is None or diagnosis is None or not span.is_recording():
             return
+        from causaltrace.instrumentation.annotate import diagnosis_attributes
+
         attrs = diagnosis_attributes(diagnosis)
         span.set_attributes(attrs)
         span.add_event("causaltrace.diagnosis", {**attrs, "causaltrace.diagnosis.explanation": diagnosis.explanation[:4000]})
@@ -200,6 +201,8 @@ class Watch:
                 target = SpanContext(root_ctx.trace_id, int(step.span_id, 16), False, TraceFlags(TraceFlags.SAMPLED))
                 links.append(Link(target, {semconv.DEPENDENCY_KIND: "diagnosis"}))
         from opentelemetry import trace
+
+        from causaltrace.instrumentation.annotate import diagnosis_attributes
 
         span = ctx.tracing.tracer.start_span(
             "causaltrace.diagnosis",
