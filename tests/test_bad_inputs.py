@@ -8,6 +8,7 @@ run skipped in one line, never the end of the batch.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -150,12 +151,17 @@ def base_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return db, proc.stdout.split()[0]
 
 
-def _cli(db: Path, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _cli(db: Path, *argv: str, timeout: float = 60, stdout: str = "pipe") -> subprocess.CompletedProcess[str]:
+    """The command on ``db``; ``stdout``: ``pipe`` (captured), ``closed`` (``>&-``) or a file to write to."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CAUSALTRACE_"))}
     env.update(PYTHONPATH=str(SRC), CAUSALTRACE_DB=str(db), CAUSALTRACE_HOME=str(db.parent / "home"),
                CAUSALTRACE_MAX_ANSWER_MB="4")
-    return subprocess.run([sys.executable, "-m", "causaltrace.cli", *argv], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    command = [sys.executable, "-m", "causaltrace.cli", *argv]
+    if stdout == "closed":
+        command = ["bash", "-c", 'exec "$@" >&-', "-", *command]
+    with contextlib.ExitStack() as files:
+        out = subprocess.PIPE if stdout in ("pipe", "closed") else files.enter_context(open(stdout, "w"))
+        return subprocess.run(command, env=env, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
 def _stored(db: Path) -> list[tuple[str, str]]:
@@ -262,3 +268,47 @@ def test_a_damaged_step_row_is_one_line_in_a_fleet_command_and_the_rest_goes_on(
     elif argv == ["stats", "--json"]:
         stats = json.loads(proc.stdout)
         assert stats["runs"] == total - 1 and [u["run_id"] for u in stats["unreadable"]] == [victim]
+
+
+# ------------------------------------------------------------------------------------------ output that cannot be written
+
+#: commands that write to stdout: (id, argv with RUN / INPUTS placeholders, exit code)
+WRITERS = [
+    ("runs", ["runs"], 0), ("runs-json", ["runs", "--json"], 0), ("show", ["show", "RUN"], 0),
+    ("show-json", ["show", "RUN", "--json"], 0), ("export", ["export", "RUN"], 0), ("stats", ["stats"], 0),
+    ("stats-json", ["stats", "--json"], 0), ("pairs-export", ["pairs", "export"], 0), ("help", ["--help"], 0),
+    ("runs-help", ["runs", "--help"], 0), ("import", ["import", "SAMPLE", "--format", "otlp-json"], 0),
+    ("unknown-run", ["show", "ffffffff"], 2), ("bad-argument", ["runs", "--limit", "-1"], 2),
+]
+
+
+@pytest.mark.parametrize(("argv", "code"), [pytest.param(c[1], c[2], id=c[0]) for c in WRITERS])
+def test_a_closed_stdout_drops_the_output_and_keeps_the_exit_code(argv: list[str], code: int,
+                                                                  base_store: tuple[Path, str], tmp_path: Path) -> None:
+    """``>&-``: the command finishes with its own exit code, no traceback, and its output reaches nothing — not the
+    store, which a closed descriptor 1 would otherwise hand to the database file (``import`` writes its ids)."""
+    db = tmp_path / "store.db"
+    shutil.copy(base_store[0], db)
+    before = _stored(db)
+    proc = _cli(db, *[a.replace("RUN", base_store[1]).replace("SAMPLE", str(SAMPLE)) for a in argv], stdout="closed")
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == (code != 0), proc.stderr
+    assert _stored(db) == before  # the sample is in the store already: importing it again changes nothing
+    check = _cli(db, "show", base_store[1], "--json")
+    assert check.returncode == 0 and json.loads(check.stdout)["run_id"] == base_store[1], check.stderr
+
+
+@pytest.mark.parametrize(("argv", "code"), [pytest.param(c[1], c[2], id=c[0]) for c in WRITERS])
+def test_a_full_device_is_one_line_and_exit_2(argv: list[str], code: int, base_store: tuple[Path, str],
+                                             tmp_path: Path) -> None:
+    """``> /dev/full``: the output the user asked for was not delivered — a user error like ``export -o FILE`` on
+    a full disk: one line and exit 2 (a command that failed already keeps its own code and line)."""
+    db = tmp_path / "store.db"
+    shutil.copy(base_store[0], db)
+    proc = _cli(db, *[a.replace("RUN", base_store[1]).replace("SAMPLE", str(SAMPLE)) for a in argv],
+                stdout="/dev/full")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    if code == 0:
+        assert lines[0] == "causaltrace: error: cannot write the output: No space left on device"

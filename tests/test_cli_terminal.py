@@ -361,6 +361,6 @@ def test_every_command_finishes_with_its_exit_code_on_bad_output(stored, tmp_pat
         no_traceback(done)
         expected = normal.code
         if condition == "> /dev/full" and normal.out and normal.code == 0:
-            expected = 1  # the output was lost: said in one line
+            expected = 2  # the output was lost: a user error, said in one line
             assert "cannot write the output: No space left on device" in done.err
         assert done.code == expected, (condition, done.code, done.text[-2000:])

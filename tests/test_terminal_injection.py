@@ -83,6 +83,38 @@ def test_no_control_sequence_of_a_stored_run_reaches_the_terminal(hostile_db: Pa
         assert not UNSAFE.findall(stream), [m for m in UNSAFE.findall(stream)]
 
 
+TEAMS = f"""
+EVIL = {EVIL!r}
+
+
+class Fetcher:
+    def run(self, task):
+        raise RuntimeError("the page said " + EVIL)
+
+
+def fetcher():
+    return Fetcher()
+"""
+
+
+@pytest.mark.parametrize("argv", [("run", "teams.py:fetcher", "--task", "fetch it", "--verify", "text:x"),
+                                  ("run", "teams.py:fetcher", "--task", "fetch it", "--verify", "text:x", "--json"),
+                                  ("run", "broken.py:team", "--task", "t", "--verify", "text:x")], ids=" ".join)
+@pytest.mark.parametrize("color", [False, True], ids=["pipe", "color"])
+def test_run_and_an_error_line_print_no_control_sequence(argv: tuple[str, ...], color: bool, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` prints the team's failure (here a fetched page's text in its exception) before the diagnosis, and an
+    error line may quote a user module's exception: both escaped."""
+    (tmp_path / "teams.py").write_text(TEAMS)
+    (tmp_path / "broken.py").write_text(f"raise ValueError({EVIL!r})\n")
+    monkeypatch.chdir(tmp_path)
+    proc = _cli(tmp_path / "store.db", *argv, color=color)
+    assert proc.returncode == (3 if "teams.py:fetcher" in argv else 1), proc.stderr
+    assert "pwned" in proc.stdout + proc.stderr
+    for stream in (proc.stdout, proc.stderr):
+        assert not UNSAFE.findall(stream), [m for m in UNSAFE.findall(stream)]
+
+
 def test_report_prints_no_control_sequence_and_its_html_escapes(hostile_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     proc = _cli(hostile_db, "report", RUN_ID, "--html", str(out))

@@ -32,6 +32,7 @@ from causaltrace.cli.local import add_local_commands, release_local_server
 from causaltrace.cli.run_team import add_run_command
 from causaltrace.cli.transfer import add_transfer_commands
 from causaltrace.exceptions import CausaltraceError, UserError
+from causaltrace.report.terminal import safe_text
 
 __all__ = ["build_parser", "main"]
 
@@ -71,7 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     on SIGINT / SIGTERM as :mod:`~causaltrace.cli.interrupt` says (exit 130 / 143 within 2 s)."""
     finish = guard_output() if argv is None else None
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or an argument error's one line: the output's fate still decides the code
+        if finish is None or not isinstance(exc.code, int):
+            raise
+        raise SystemExit(finish(exc.code)) from None
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR
@@ -86,16 +92,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run one command, turning its errors into the exit codes of the module docstring."""
+    """Run one command, turning its errors into the exit codes of the module docstring; an error's line may carry
+    imported text (a file's, a server's, a user module's), so its control characters are shown escaped."""
     try:
         return func(args)
     except UserError as exc:
-        print(f"causaltrace: error: {exc.message}", file=sys.stderr)
+        print(f"causaltrace: error: {safe_text(exc.message)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except CausaltraceError as exc:
         if args.debug:
             raise
-        print(f"causaltrace: error: {exc.message} (run with --debug for details)", file=sys.stderr)
+        print(f"causaltrace: error: {safe_text(exc.message)} (run with --debug for details)", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     except KeyboardInterrupt:
         print("causaltrace: interrupted", file=sys.stderr)
@@ -110,6 +117,6 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
             return EXIT_USER_ERROR
         if args.debug:
             raise
-        print(f"causaltrace: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-              file=sys.stderr)
+        print(f"causaltrace: internal error: {type(exc).__name__}: {safe_text(exc)} (run with --debug for the "
+              "traceback)", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
