@@ -23,14 +23,30 @@ from collections.abc import Sequence
 
 from causaltrace.schema import Diagnosis
 
-__all__ = ["VERDICT_LEVELS", "verdict_level", "verdict_of"]
+__all__ = ["UNCERTAIN_BELOW", "VERDICT_LEVELS", "is_uncertain", "verdict_level", "verdict_of"]
 
 #: what each level is called on the surfaces
 VERDICT_LEVELS = {1: "replay-verified correction", 2: "replay-verified tool / data fault", 3: "finding",
                   4: "replay-verified alternative", 5: "uncertain", 6: "failed"}
-#: the confidence below which a diagnosis without findings is uncertain (the attribution stage's ``UNCERTAIN_BELOW``;
-#: repeated here because the collector may not import attribution)
-_UNCERTAIN_BELOW = 0.41
+#: below this confidence a heuristic answer is reported as uncertain (Who&When dev's lowest confidence quartile at
+#: issue 20's fit; ``attribution.stages.confidence`` re-exports it — the rule lives here so that every surface, the
+#: collector's included, applies the same one)
+UNCERTAIN_BELOW = 0.41
+
+
+def is_uncertain(diagnosis: Diagnosis) -> bool:
+    """Whether a diagnosis is *uncertain* — what every surface shows as "uncertain" with the top 3 instead of
+    "decisive error": no decisive step, no finding at it (``basis == "none"``), a flip by an alternative only, or a
+    heuristic confidence below :data:`UNCERTAIN_BELOW`. A replay-verified correction (or tool / data fault) is never
+    uncertain."""
+    if diagnosis.failed or diagnosis.decisive_step_index is None:
+        return True
+    if diagnosis.basis in ("none", "alternative"):  # nothing shows the step was wrong
+        return True
+    if diagnosis.verified_by == "replay":
+        return False
+    conf = diagnosis.confidence
+    return conf is not None and conf < UNCERTAIN_BELOW and diagnosis.verified_by == "heuristic"
 
 
 def verdict_level(d: Diagnosis) -> tuple[int, int]:
@@ -46,7 +62,7 @@ def verdict_level(d: Diagnosis) -> tuple[int, int]:
     if basis is None:  # stored before findings existed
         if replayed:
             return 4, 0
-        confident = d.confidence is None or d.confidence >= _UNCERTAIN_BELOW
+        confident = d.confidence is None or d.confidence >= UNCERTAIN_BELOW
         basis = "finding" if confident else "none"
     if replayed and basis == "correction":
         return 1, 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from causaltrace.collector.verdict import VERDICT_LEVELS, verdict_level
+from causaltrace.collector.verdict import VERDICT_LEVELS, is_uncertain, verdict_level
 from causaltrace.schema import Diagnosis, Finding, Run, Step
 
 __all__ = ["VerdictView", "evidence_lines", "finding_line", "short_value", "verdict_findings", "verdict_view"]
@@ -95,10 +95,10 @@ def _step_words(step: Step | None, d: Diagnosis) -> str:
 
 
 def verdict_view(run: Run, d: Diagnosis, *, uncertain: bool | None = None) -> VerdictView:
-    """The words for verdict ``d`` of ``run``; ``uncertain`` overrides the store's rule (the CLI passes the attribution
-    stage's ``is_uncertain``)."""
+    """The words for verdict ``d`` of ``run``; ``uncertain`` overrides :func:`~.verdict.is_uncertain` (the one rule
+    every surface applies)."""
     level = verdict_level(d)[0]
-    unsure = (level >= 5 or d.basis == "alternative") if uncertain is None else uncertain
+    unsure = is_uncertain(d) if uncertain is None else uncertain
     level_name = _LEVEL_NAMES.get(level) or VERDICT_LEVELS.get(level, "?")
     if d.basis is None and d.verified_by == "replay" and level == 4:  # the lead's rule for old rows, said as such
         level_name = "replay-verified, stored before findings"

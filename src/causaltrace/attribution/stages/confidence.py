@@ -39,6 +39,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+# the "uncertain" rule lives with the verdict, so every surface (the collector's included) applies one rule
+from causaltrace.collector.verdict import UNCERTAIN_BELOW, is_uncertain
+
 __all__ = ["CEILING", "EVIDENCE", "EVIDENCE_FEATURES", "FLOOR", "IMPORTED", "INTERCEPT", "LIVE",
            "NO_EVIDENCE_CONFIDENCE", "NO_SIGNAL", "SLOPE", "UNCERTAIN_BELOW", "calibrated_confidence", "calibration",
            "evidence_confidence", "evidence_features", "is_uncertain"]
@@ -55,7 +58,6 @@ CEILING = 0.95
 #: fifth pass's model, right 3 times in 23 there; the quartile above it, 0.41-0.45, is right 8 times in 23): an imported log's
 #: pick supported by a repetition only, or by nothing in a long log; a live run's confidence is above it unless its
 #: ranking is a near tie with no supporting signal
-UNCERTAIN_BELOW = 0.41
 #: the most a diagnosis whose decisive step has no finding may claim (issue 32 item 2: no evidence, no verdict):
 #: below :data:`UNCERTAIN_BELOW`, so every surface says "uncertain"
 NO_EVIDENCE_CONFIDENCE = 0.25
@@ -86,21 +88,6 @@ def evidence_confidence(features: Sequence[float], coefficients: Sequence[float]
     """``sigmoid(coefficients · features)``, clamped to ``[FLOOR, CEILING]``."""
     logit = sum(b * x for b, x in zip(coefficients, features, strict=True))
     return round(max(FLOOR, min(CEILING, 1.0 / (1.0 + math.exp(-logit)))), 4)
-
-
-def is_uncertain(diagnosis: Any) -> bool:
-    """Whether a :class:`~causaltrace.schema.Diagnosis` is *uncertain* — what every surface shows as "uncertain"
-    with the top 3 instead of "decisive error": no decisive step, no finding at it (``basis == "none"``), a flip by
-    an alternative only, or a heuristic confidence below :data:`UNCERTAIN_BELOW`. A replay-verified correction (or
-    tool / data fault) is never uncertain."""
-    if diagnosis.failed or diagnosis.decisive_step_index is None:
-        return True
-    if diagnosis.basis in ("none", "alternative"):  # nothing shows the step was wrong
-        return True
-    if diagnosis.verified_by == "replay":
-        return False
-    conf = diagnosis.confidence
-    return conf is not None and conf < UNCERTAIN_BELOW and diagnosis.verified_by == "heuristic"
 
 
 def calibrated_confidence(scores: Sequence[float], top_reasons: Sequence[str], *, explicit: bool = True,
