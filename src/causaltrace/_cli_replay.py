@@ -157,8 +157,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
     pruned = (f" · {len(result.pruned)} step{'s' if len(result.pruned) != 1 else ''} pruned by provenance "
               f"({', '.join(f'#{i}' for i in result.pruned)}: nothing they decided reaches the answer)"
               if result.pruned else "")
+    if result.decisive is None and result.nondeterministic:  # issue 36 item 2: a flip that did not reproduce
+        out.print(f"[yellow]nondeterministic run[/]: {escape(result.nondeterministic)}; nothing verified, no pair "
+                  f"stored ({tried}, {result.seconds:.1f} s)", soft_wrap=True)
+        return EXIT_NO_REPAIR
     if result.decisive is None:
         why = f"; the {result.budget_exhausted} budget ran out" if result.budget_exhausted else ""
+        why += f" ({escape(result.hung)})" if result.hung else ""  # issue 36 item 3: what hung
         out.print(f"[yellow]no repair found[/] in {tried} ({result.seconds:.1f} s){why}{pruned}", soft_wrap=True)
         _verdict_line(out, run, verdict)
         annotate_from_cli(args, run, verdict)

@@ -1,8 +1,10 @@
 """Concurrent replays of one step's proposals (``repair --concurrency N``), and the output capture they share.
 
-**In-process, not worker processes** (issue 19 item 3 leaves the choice open). The replays of one step run as
-asyncio tasks on the search's own event loop; smolagents replays already run in a worker thread each
-(``asyncio.to_thread``), AutoGen's are coroutines. Why not worker processes:
+**In-process, not worker processes** (issue 19 item 3 leaves the choice open). The replays of one step run
+concurrently in this process: each on an event loop of its own in a daemon worker thread (:func:`in_own_loop`,
+issue 36 item 3: whatever user code does there — block its thread, raise ``SystemExit`` out of a framework's task —
+the search's loop keeps running and the replay's timeout fires), awaited from the search's loop. Why not worker
+processes:
 
 * the factory and the verifier are arbitrary Python objects — closures, lambdas, objects holding clients — in the
   Python API; a spawned process cannot receive them, and forking a process that runs an event loop, OpenTelemetry's
@@ -65,8 +67,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["CANCEL_GRACE_S", "OutputRouter", "captured", "default_concurrency", "in_order", "on_interrupt",
-           "request_stop", "routed_output", "save_interrupted", "stop_requested"]
+__all__ = ["CANCEL_GRACE_S", "OutputRouter", "UserCodeExit", "captured", "default_concurrency", "in_order",
+           "in_own_loop", "on_interrupt", "request_stop", "routed_output", "save_interrupted", "stop_requested"]
 
 T = TypeVar("T")
 
@@ -244,6 +246,75 @@ def save_interrupted() -> int:
         except Exception as exc:
             logger.warning("causaltrace: could not store the interrupted search: %s: %s", type(exc).__name__, exc)
     return done
+
+
+class UserCodeExit(Exception):
+    """``SystemExit`` or ``KeyboardInterrupt`` raised by user code (a tool, the factory, the verifier) inside one
+    replay: it marks that replay, not the search (issue 36 item 3). The user's own Ctrl-C never arrives as one:
+    ``causaltrace`` stops on SIGINT through :mod:`causaltrace.cli.interrupt`, and ``asyncio.run`` turns the first
+    SIGINT into a cancellation of its main task."""
+
+    def __init__(self, exc: BaseException) -> None:
+        code = f"({exc.code!r})" if isinstance(exc, SystemExit) and exc.code is not None else ""
+        super().__init__(f"user code raised {type(exc).__name__}{code}")
+        self.kind = type(exc).__name__
+
+
+async def in_own_loop(start: Callable[[], Awaitable[T]], timeout_s: float | None) -> T:
+    """``await start()`` on an event loop of its own, in a daemon thread (the caller's context copied into it), for
+    at most ``timeout_s`` (issue 36 item 3): whatever the user's code in it does — a factory, a tool or a verifier
+    that blocks its thread, a ``SystemExit`` escaping a framework's task (asyncio re-raises it out of the loop that
+    runs the task) — the search's own loop keeps running, the timeout fires, and a ``SystemExit`` /
+    ``KeyboardInterrupt`` comes back as :class:`UserCodeExit`. On the timeout (``TimeoutError``) or a cancellation
+    the task is cancelled in its loop and waited for :data:`CANCEL_GRACE_S` at most; a thread that stays stuck is
+    a daemon, abandoned (it never holds up the process's exit)."""
+    done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    caller = asyncio.get_running_loop()
+    handle: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[T]]] = []
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if isinstance(error, asyncio.CancelledError):
+            done.cancel()
+        elif error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            task = loop.create_task(start())  # type: ignore[arg-type]
+            handle.append((loop, task))
+            try:
+                value, error = loop.run_until_complete(task), None
+            except (SystemExit, KeyboardInterrupt) as exc:
+                value, error = None, UserCodeExit(exc)
+            except BaseException as exc:  # an ordinary exception or the cancellation: the caller's to judge
+                value, error = None, exc
+            with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody waits any more
+                caller.call_soon_threadsafe(settle, value, error)
+        finally:
+            with contextlib.suppress(BaseException):
+                loop.close()
+
+    threading.Thread(target=context.run, args=(main,), daemon=True, name="causaltrace-replay").start()
+    try:
+        return await asyncio.wait_for(asyncio.shield(done), timeout_s)
+    except (TimeoutError, asyncio.CancelledError):
+        if handle:
+            loop, task = handle[0]
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+        await asyncio.wait({done}, timeout=CANCEL_GRACE_S)
+        if not done.done():
+            done.cancel()  # what the stuck thread settles later goes nowhere
+        elif not done.cancelled():
+            done.exception()  # retrieved: the late error was this replay's, already marked by the caller
+        raise
 
 
 async def in_order(starts: Iterable[Callable[[], Awaitable[T]]], concurrency: int, *,

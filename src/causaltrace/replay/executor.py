@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from causaltrace.exceptions import ReplayDivergence, ReplayError, UserError
-from causaltrace.protocols import Factory, Sandbox, get_replay_adapter, register_default_sandbox
-from causaltrace.replay.playback import playback_for
+from causaltrace.protocols import Factory, PlaybackDecision, Sandbox, get_replay_adapter, register_default_sandbox
+from causaltrace.replay.playback import Playback, playback_for
 from causaltrace.schema import Intervention, Outcome, ReplayResult, Run, StepError
 
-__all__ = ["ReplayPolicy", "default_sandbox", "replay", "replay_sync"]
+__all__ = ["ControlPlayback", "ReplayPolicy", "answered_differently", "default_sandbox", "replay", "replay_sync"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -69,6 +69,64 @@ def default_sandbox() -> Sandbox:
 register_default_sandbox(default_sandbox)  # the trunk's default_sandbox() answers with this one
 
 
+class ControlPlayback(Playback):
+    """The UNEDITED run replayed as an edited replay runs (issue 36 item 2): every call before the intervened call is
+    served (it must match), the intervened call gets its RECORDED answer (an identity intervention), and every call
+    after it runs LIVE — also one whose request matches the recording, which an edited replay would serve. A replay
+    serving everything from the recording proves nothing: a noisy tool or model after the step is only exercised
+    when it runs. If this replay succeeds, the run's outcome changes without any edit (nondeterministic); if a live
+    call answers its recorded request differently (:func:`answered_differently`), the environment is."""
+
+    def __init__(self, run: Run, at: Playback) -> None:
+        super().__init__(run, None, intervention=at.intervention, live_override=at.live_override)
+        if at.edit is None:
+            raise UserError("a control replay needs the intervened call of an edit")
+        self.at = at.edit
+        self.target_start = at.edit.call.start_order
+        self._expected = sorted(c.finish_order for c in self.recording.calls
+                                if c.finish_order is not None and c.start_order < self.target_start)
+
+    def decide(self, key: str, kind: str, ordinal: int, digest: str, canonical: Any, what: str) -> PlaybackDecision:
+        if self.applied:
+            rec = self.recording.find(key, kind, ordinal)
+            if rec is not None and rec.start_order < (self.target_start or 0):
+                return super().decide(key, kind, ordinal, digest, canonical, what)  # recorded before: must match
+            self.check()
+            return PlaybackDecision("live", rec)
+        decision = super().decide(key, kind, ordinal, digest, canonical, what)
+        if (key, kind, ordinal) == self.at.key:
+            if decision.action == "live" and decision.call is not None and decision.call.request_hash != digest:
+                raise self._request_divergence(decision.call, canonical, what, at_target=True)
+            with self._lock:
+                self.applied = True  # the recorded answer at the step: the identity edit; live from here on
+        return decision
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        if out["divergence"] is None and not self.applied:
+            out["divergence"] = f"the unedited replay never reached the intervened call ({self.at.label()})"
+        out["control"] = True
+        return out
+
+
+def answered_differently(run: Run, new_run: Run | None) -> list[str]:
+    """The calls of ``new_run`` that asked a recorded call's exact request and got another answer than the recording
+    kept (``"agent_key kind #n"``): a tool, code or model that does not answer the same request the same way."""
+    if new_run is None or new_run.recording is None or run.recording is None:
+        return []
+    from causaltrace.replay.probe import answer_key
+
+    out = []
+    for call in new_run.recording.calls:
+        rec = run.recording.find(*call.key)
+        if (rec is None or rec.request_hash != call.request_hash or rec.live_only or rec.response is None
+                or call.response is None):
+            continue
+        if answer_key(rec) != answer_key(call):
+            out.append(f"{call.agent_key} {call.kind} #{call.ordinal}")
+    return out
+
+
 async def _replay_once(
     run: Run,
     factory: Factory,
@@ -77,6 +135,7 @@ async def _replay_once(
     *,
     sandbox: Sandbox | None,
     live_override: str | None,
+    control: bool = False,
 ) -> ReplayResult:
     if not has_recording(run):
         raise UserError(
@@ -89,6 +148,8 @@ async def _replay_once(
 
     adapter = get_replay_adapter(run.framework)
     playback = playback_for(adapter, run, intervention, live_override=live_override)
+    if control:
+        playback = ControlPlayback(run, playback)
     try:
         new_run: Run = await adapter.replay(
             factory, playback, sandbox=sandbox, open_session=PythonWorkerSession, verify=verify
@@ -129,6 +190,7 @@ async def replay(
     live_override: str | None = None,
     policy: ReplayPolicy | None = None,
     model: Any = None,
+    control: bool = False,
 ) -> ReplayResult:
     """Re-run ``run`` with ``intervention`` applied and judge the new outcome with ``verify``.
 
@@ -136,7 +198,8 @@ async def replay(
     (:mod:`causaltrace.replay.predictive`, ``verified_by="prediction"``), without one it is a ``UserError``.
 
     Returns the first replay's result, with ``flipped`` decided by the r-of-R policy when the replay made live LLM
-    calls (a deterministic replay decides alone). Raises ``UserError`` for a run without a recording or a step that
+    calls (a deterministic replay decides alone). ``control=True`` replays the run WITHOUT the edit, live after the
+    intervened call (:class:`ControlPlayback`), once: ``flipped`` then says the unedited run succeeded. Raises ``UserError`` for a run without a recording or a step that
     is not in it, and ``ReplayError`` when the adapter cannot play the run back at all.
     """
     if not has_recording(run) and model is not None:
@@ -150,6 +213,10 @@ async def replay(
         return await predict_replay(run, intervention, judge=judge)
     if sandbox is None:
         sandbox = default_sandbox()
+    if control:
+        once = await _replay_once(run, factory, intervention, verify, sandbox=sandbox, live_override=live_override,
+                                  control=True)
+        return once.model_copy(update={"replays_flipped": int(once.flipped)})
     policy = policy or ReplayPolicy()
     first = await _replay_once(run, factory, intervention, verify, sandbox=sandbox, live_override=live_override)
     deterministic = bool(first.run is not None and first.run.metadata.get("replay", {}).get("deterministic", True))

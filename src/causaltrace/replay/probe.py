@@ -167,7 +167,8 @@ async def probe_models(run: Run, factory: Factory, *, sandbox: Sandbox | None = 
                                        verify=None)
     except Exception as exc:  # a factory or framework that fails: the search's replays mark it, one by one
         logger.info("causaltrace repair: the model probe could not run: %s: %s", type(exc).__name__, exc)
-        return ProbeVerdict(True, False, f"the probe replay failed ({type(exc).__name__})")
+        said = f"{type(exc).__name__}: {exc}"  # a factory that hung says so (issue 36 item 3)
+        return ProbeVerdict(True, False, f"the probe replay failed ({said[:300]})")
     got = new_run.recording.find(*target.key) if new_run.recording is not None else None
     if not playback.probed or got is None:
         return ProbeVerdict(True, False, "the probe replay did not reach the probe call")

@@ -58,7 +58,20 @@ Bad input is a marked replay (``ReplayResult.error``, also in ``artifacts["repla
 factory that raises (the exception's type), a verifier that raises or returns neither a Verdict nor a bool
 (``VerifierError``; the run marking counts it as a failed verification), a proposal after which the framework raises
 (the run ended by an exception: that exception's type), an intervention the adapter refuses
-(``InterventionRefused``), a replay that outlives ``replay_timeout_s`` (``ReplayTimeout``).
+(``InterventionRefused``), a replay that outlives ``replay_timeout_s`` (``ReplayTimeout``, or ``FactoryTimeout`` /
+``VerifierTimeout`` naming what hung), user code raising ``SystemExit`` / ``KeyboardInterrupt`` (that type). The
+budgets hold whatever user code does (issue 36 item 3): every replay and the probe run on a loop of their own in a
+worker thread, the factory and a synchronous verifier in threads of their own (:mod:`causaltrace.replay.guarded`),
+and each replay's timeout is cut to what is left of ``max_seconds``; the result names what hung
+(``RepairResult.hung``).
+
+A flip is evidence only when it reproduces (issue 36 item 2, :func:`_reproduce`): before a replayed flip becomes the
+result, the UNEDITED run is replayed with every call after the step live (it must still not succeed: a replay served
+from the recording would never exercise a noisy tool or model) and the flipping edit once more (it must flip again);
+when the unedited replay shows a call answering its recorded request differently, both are repeated up to the
+policy's ``attempts``. Otherwise the search stops: the run is nondeterministic (``RepairResult.nondeterministic``), the
+guiding diagnosis stands marked so, with no pair and no "replay" label. Cost: two replays per accepted flip (a
+deterministic run), six when a call answered differently.
 
 ``agent_first=False`` keeps CausalFlow's published search (every candidate step in step order, SEEDS §7.5), which
 ``--method causalflow`` uses as a benchmark baseline.
@@ -84,12 +97,19 @@ from typing import TYPE_CHECKING, Any
 
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import Factory, RunStore, Sandbox
-from causaltrace.replay.concurrency import default_concurrency, in_order, on_interrupt, routed_output
+from causaltrace.replay.concurrency import (
+    UserCodeExit,
+    default_concurrency,
+    in_order,
+    in_own_loop,
+    on_interrupt,
+    routed_output,
+)
 from causaltrace.replay.consensus import confirm_flagged
 from causaltrace.replay.corrections import classify, corrections_for, findings_of
 from causaltrace.replay.edits import original_value, replacement_kind
-from causaltrace.replay.executor import ReplayPolicy, default_sandbox, has_recording
-from causaltrace.replay.guarded import bounded, captured_output, guarded_replay
+from causaltrace.replay.executor import ReplayPolicy, answered_differently, default_sandbox, has_recording
+from causaltrace.replay.guarded import UserCodeTimeout, Watch, captured_output, guarded_replay, watched_factory
 from causaltrace.replay.minimality import minimality
 from causaltrace.replay.probe import probe_models
 from causaltrace.replay.proposals import proposals_for
@@ -146,6 +166,11 @@ class StepAttempt:
     minimality: float | None = None
     #: what the framework printed during each replay (stdout and stderr, captured), parallel to ``replays``
     outputs: list[str] = field(default_factory=list)
+    #: the replays that checked the flip reproduces (issue 36 item 2): the unedited run, the edit again
+    checks: list[ReplayResult] = field(default_factory=list)
+    check_outputs: list[str] = field(default_factory=list)
+    #: why the flip is not evidence ("" when it reproduced, or was not checked)
+    unreproduced: str = ""
 
 
 @dataclass
@@ -173,6 +198,12 @@ class RepairResult:
     alternative_pair: RepairPair | None = None
     #: corrections the search had not tried when its budget ran out
     corrections_untried: int = 0
+    #: why the run is nondeterministic ("" unless a flip did not reproduce: then nothing is verified, no pair)
+    nondeterministic: str = ""
+    #: replays spent checking that flips reproduce (counted in ``replays`` too)
+    check_replays: int = 0
+    #: what the last replay that ran out of time was stuck in (``the factory did not return within 3 s``), or ""
+    hung: str = ""
 
     @property
     def repaired(self) -> bool:
@@ -315,7 +346,7 @@ async def repair(
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
     tried = _Tried(on_replay, store_obj, run, diagnosis, started, pruned)
     with routed_output(), on_interrupt(tried.save):
-        probed = await _probe(run, factory, sandbox, replay_timeout_s) if probe and has_recording(run) else ""
+        probed = await _probe(run, factory, sandbox, budget.timeout()) if probe and has_recording(run) else ""
         attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
             budget=budget, judge=judge, k=k, sandbox=sandbox, policy=policy, mutation_budget=mutation_budget,
@@ -323,16 +354,33 @@ async def repair(
         )
     pair, alternative_pair, pair_reason = _pairs(run, decisive)
     replays, predictions = _counts(attempts)
-    exhausted = budget.exhausted(spent) if decisive is None else ""
+    unproven = next((a for a in attempts if a.unreproduced), None)
+    exhausted = budget.exhausted(spent) if decisive is None and unproven is None else ""
+    hung = _hung(attempts, probed)
     updated = updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
-                                 exhausted=exhausted, predictions=predictions, pruned=pruned)
+                                 exhausted=exhausted, predictions=predictions, pruned=pruned, unproven=unproven,
+                                 hung=hung)
     _save(store_obj, updated, pair, alternative_pair)
     untried = _untried_corrections(run, steps, attempts, findings) if exhausted else 0
     return RepairResult(run_id=run.run_id, attempts=attempts, decisive=decisive, diagnosis=updated, pair=pair,
                         replays=replays, seconds=time.perf_counter() - started, pair_reason=pair_reason,
                         budget_exhausted=exhausted, probe=probed, predictions=predictions,
                         pruned=[s.index for s in pruned], alternative_pair=alternative_pair,
-                        corrections_untried=untried)
+                        corrections_untried=untried, nondeterministic=unproven.unreproduced if unproven else "",
+                        check_replays=sum(r.replays_run for a in attempts for r in a.checks),
+                        hung=hung)
+
+
+_TIMEOUTS = ("FactoryTimeout", "VerifierTimeout", "ReplayTimeout")
+
+
+def _hung(attempts: list[StepAttempt], probed: str) -> str:
+    """What the last replay that ran out of time was stuck in (its mark's message), else the probe's, else ""."""
+    marks = [r.error.message for a in attempts for r in a.replays + a.checks
+             if r.error is not None and r.error.type in _TIMEOUTS]
+    if marks:
+        return marks[-1]
+    return probed.removeprefix("inconclusive: ") if "did not return within" in probed else ""
 
 
 def _save(store: RunStore | None, diagnosis: Diagnosis, *pairs: RepairPair | None) -> None:
@@ -390,12 +438,17 @@ def _pair_of(run: Run, decisive: StepAttempt | None) -> tuple[RepairPair | None,
 
 
 async def _probe(run: Run, factory: Factory, sandbox: Sandbox | None, timeout_s: float | None) -> str:
-    """The model probe (output captured, bounded like a replay); raises its one-line UserError."""
+    """The model probe (output captured, bounded and run in its own worker like a replay, its factory watched:
+    issue 36 item 3); raises its one-line UserError."""
+    watch = Watch(timeout_s)
     async with captured_output():
         try:
-            verdict = await bounded(probe_models(run, factory, sandbox=sandbox or default_sandbox()), timeout_s)
-        except TimeoutError:
-            return f"inconclusive: the probe replay did not finish within {timeout_s:g} s"
+            verdict = await in_own_loop(lambda: probe_models(run, watched_factory(factory, watch),
+                                                             sandbox=sandbox or default_sandbox()), timeout_s)
+        except (TimeoutError, UserCodeTimeout):
+            return f"inconclusive: {watch.timeout_mark()[1].replace('the replay', 'the probe replay')}"
+        except UserCodeExit as exc:
+            return f"inconclusive: the probe replay's {exc}"
     return verdict.detail if verdict.probed else f"inconclusive: {verdict.detail}"
 
 
@@ -426,12 +479,75 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
             attempts.append(attempt)
             replays += sum(_cost(r) for r in attempt.replays)
             if attempt.crs == 1.0 and await confirm_flagged(run, attempt, judge) and decisive is None:  # issue 20.8
+                await _reproduce(run, step, attempt, factory, verify, sandbox=sandbox, policy=policy, judge=judge,
+                                 budget=budget, on_replay=on_replay)
+                replays += sum(_cost(r) for r in attempt.checks)
+                if attempt.unreproduced:  # the run is nondeterministic: no flip of it is evidence
+                    return attempts, None, replays
                 decisive = attempt
                 if not exhaustive:
                     break
         if (decisive is not None and not exhaustive) or budget.exhausted(replays):
             break
     return attempts, decisive, replays
+
+
+async def _reproduce(run: Run, step: Step, attempt: StepAttempt, factory: Factory, verify: Any, *,
+                     sandbox: Sandbox | None, policy: ReplayPolicy | None, judge: Any, budget: _Budget,
+                     on_replay: Callable[[Step, ReplayResult], None] | None) -> None:
+    """Issue 36 item 2: a replayed flip is evidence only when it reproduces. The UNEDITED run is replayed once —
+    its recorded answer at the step, every call after it live (:class:`~causaltrace.replay.executor.ControlPlayback`:
+    a replay served from the recording would not exercise a noisy tool or model) — and must still fail; the flipping
+    edit is replayed once more and must flip again. When a live call of the unedited replay answered its recorded
+    request differently (a tool, code or model that is itself nondeterministic), one of each is not enough: both
+    are repeated up to the policy's ``attempts`` (3) and every one must hold. Sets ``attempt.unreproduced`` to why
+    not (the run is then reported nondeterministic); the checks go to ``attempt.checks`` and count as replays. A
+    predicted flip is not checked (no replay to repeat)."""
+    best = attempt.best
+    if best is None or best.verified_by != "replay":
+        return
+    edit = best.intervention
+    where = f"step #{step.index}"
+    control = edit.model_copy(update={"description": f"the unedited run, live after {where} (does it still fail?)"})
+    again = edit.model_copy(update={"description": f"again: {edit.description} (does it flip again?)"})
+    rounds, checked = 1, 0
+    while checked < rounds:
+        for proposal, is_control in ((control, True), (again, False)):
+            if budget.exhausted(0) == "seconds":
+                attempt.unreproduced = "the seconds budget ran out before the flip was replayed again"
+                return
+            result, output = await guarded_replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy,
+                                                  model=judge, timeout_s=budget.timeout(), control=is_control)
+            attempt.checks.append(result)
+            attempt.check_outputs.append(output)
+            if on_replay is not None:
+                on_replay(step, result)
+            attempt.unreproduced = _check_failed(result, is_control, where)
+            if attempt.unreproduced:
+                return
+            if is_control and not checked and rounds == 1:
+                noisy = answered_differently(run, result.run)
+                if noisy:
+                    rounds = max(1, (policy or ReplayPolicy()).attempts)
+                    logger.info("causaltrace repair: %s answered recorded requests differently; the flip at %s must "
+                                "hold in %d replays of each", ", ".join(noisy[:3]), where, rounds)
+        checked += 1
+
+
+def _check_failed(result: ReplayResult, control: bool, where: str) -> str:
+    """Why one check of :func:`_reproduce` does not hold ("" when it does)."""
+    if control and result.flipped:
+        return (f"the unedited run succeeded when replayed live after {where}: its outcome changes without an edit, "
+                "so no flip of it is evidence")
+    if control:  # it did not succeed: failed, or ended without success (an error, a timeout) — as recorded
+        return ""
+    if result.error is not None:
+        return (f"the flipping edit could not be replayed again ({result.error.type}): the flip at {where} was not "
+                "reproduced")
+    if not result.flipped:
+        return (f"the flipping edit at {where} did not flip the run when replayed again ({result.outcome.status}): "
+                "the same edit gives different outcomes")
+    return ""
 
 
 async def _proposals(run: Run, step: Step, basis: str, findings: list[Finding], *, judge: Any, k: int,
@@ -463,7 +579,7 @@ def _cost(result: ReplayResult) -> int:
 
 def _counts(attempts: list[StepAttempt]) -> tuple[int, int]:
     """``(replays, predictions)`` the search ran."""
-    tried = [r for a in attempts for r in a.replays]
+    tried = [r for a in attempts for r in a.replays + a.checks]
     return (sum(r.replays_run for r in tried if r.verified_by != "prediction"),
             sum(1 for r in tried if r.verified_by == "prediction"))
 
@@ -546,6 +662,14 @@ class _Budget:
     #: replays of one step's proposals in flight at once
     concurrency: int = 1
 
+    def timeout(self) -> float | None:
+        """One replay's time limit from now: the replay timeout, cut to what is left of the seconds budget (so
+        ``max_seconds`` holds whatever a replay's user code does; issue 36 item 3)."""
+        if self.max_seconds is None:
+            return self.replay_timeout_s
+        left = max(0.1, self.started + self.max_seconds - time.perf_counter())
+        return left if self.replay_timeout_s is None else min(self.replay_timeout_s, left)
+
     def exhausted(self, replays: int) -> str:
         if self.max_replays is not None and replays >= self.max_replays:
             return "replays"
@@ -563,13 +687,17 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, proposa
                           phase="environment" if is_environment_step(step) else phase, basis=basis)
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
-    starts = [functools.partial(guarded_replay, run, factory, p, verify, sandbox=sandbox, policy=policy,
-                                model=judge, timeout_s=budget.replay_timeout_s) for p in proposals]
+    # each replay's timeout is set when it starts: the replay timeout, cut to what is left of the seconds budget
+    starts = [functools.partial(lambda p: guarded_replay(run, factory, p, verify, sandbox=sandbox, policy=policy,
+                                                         model=judge, timeout_s=budget.timeout()), p)
+              for p in proposals]
     # started in proposal order, consumed in proposal order: the stopping rules below are the sequential search's
     results = in_order(starts, budget.concurrency, may_start=lambda in_flight: not budget.exhausted(done + in_flight))
     async with contextlib.aclosing(results):
         async for result, output in results:
-            if budget.exhausted(done):
+            # a replay started within the seconds budget and cut at its end (issue 36 item 3) is recorded: it says
+            # what hung; one past the replays budget ran ahead and is not
+            if budget.exhausted(done) == "replays":
                 break
             done += _cost(result)
             attempt.replays.append(result)

@@ -15,13 +15,16 @@ from causaltrace.schema import Candidate, Cost, Diagnosis, EvidenceItem, ReplayR
 if TYPE_CHECKING:
     from causaltrace.replay.repair import StepAttempt
 
-__all__ = ["environment_diagnosis", "flip_confidence", "no_flip_reason", "pruned_note", "repair_artifacts",
-           "replay_artifact", "updated_diagnosis"]
+__all__ = ["environment_diagnosis", "flip_confidence", "no_flip_reason", "nondeterministic_diagnosis", "pruned_note",
+           "repair_artifacts", "replay_artifact", "updated_diagnosis"]
 
 
-def replay_artifact(result: ReplayResult, step: Step, output: str = "") -> dict[str, Any]:
+def replay_artifact(result: ReplayResult, step: Step, output: str = "", check: str | None = None) -> dict[str, Any]:
+    """One replay's record in ``artifacts["replays"]``; ``check`` marks a reproduction check (``control``: the
+    unedited run replayed live after the step; ``again``: the flipping edit once more)."""
     lines = output.splitlines()
     return {
+        "check": check,
         "output_lines": len(lines),
         "output_tail": lines[-20:],
         "step_id": step.step_id,
@@ -39,18 +42,12 @@ def replay_artifact(result: ReplayResult, step: Step, output: str = "") -> dict[
     }
 
 
-def updated_diagnosis(
-    run: Run,
-    diagnosis: Diagnosis | None,
-    attempts: list[StepAttempt],
-    decisive: StepAttempt | None,
-    replays: int,
-    seconds: float,
-    *,
-    exhausted: str = "",
-    predictions: int = 0,
-    pruned: list[Step] | None = None,
-) -> Diagnosis:
+def updated_diagnosis(run: Run, diagnosis: Diagnosis | None, attempts: list[StepAttempt], decisive: StepAttempt | None,
+                      replays: int, seconds: float, *, exhausted: str = "", predictions: int = 0,
+                      pruned: list[Step] | None = None, unproven: StepAttempt | None = None, hung: str = "",
+                      ) -> Diagnosis:
+    """The guiding diagnosis updated with what the search found (module docstring); ``unproven``: the attempt whose
+    flip did not reproduce (a nondeterministic run); ``hung``: what the last timed-out replay was stuck in."""
     pruned = pruned or []
     artifacts = repair_artifacts(run, diagnosis, attempts, pruned)
     cost = diagnosis.cost if diagnosis is not None else Cost()
@@ -63,8 +60,11 @@ def updated_diagnosis(
         "cost": cost,
         "created_at": datetime.now(UTC),
     }
+    if unproven is not None:
+        return nondeterministic_diagnosis(run, diagnosis, unproven, base, replays)
     if decisive is None:
-        reason = no_flip_reason(attempts, replays, predictions, exhausted) + pruned_note(pruned)
+        reason = (no_flip_reason(attempts, replays, predictions, exhausted) + (f"; {hung}" if hung else "")
+                  + pruned_note(pruned))
         if diagnosis is not None:
             return diagnosis.model_copy(update={**base, "explanation": f"{diagnosis.explanation} ({reason})".strip()})
         return Diagnosis(**base, explanation=reason, verified_by="heuristic")
@@ -140,12 +140,39 @@ def repair_artifacts(run: Run, diagnosis: Diagnosis | None, attempts: list[StepA
         replay_artifact(r, run.step(a.step_id), out)
         for a in attempts
         for r, out in zip(a.replays, a.outputs + [""] * (len(a.replays) - len(a.outputs)), strict=True)
+    ] + [
+        replay_artifact(r, run.step(a.step_id), out, check="control" if i % 2 == 0 else "again")
+        for a in attempts
+        for i, (r, out) in enumerate(zip(a.checks, a.check_outputs + [""] * (len(a.checks) - len(a.check_outputs)),
+                                         strict=True))
     ]
     artifacts["crs"] = {a.step_id: a.crs for a in attempts}
     artifacts["pruned"] = {"steps": [s.index for s in pruned], "rule": "provenance reach 0: nothing the step "
                            "decided reaches the failing answer"}
     artifacts.update(consensus_artifact(attempts))
     return artifacts
+
+
+def nondeterministic_diagnosis(run: Run, diagnosis: Diagnosis | None, attempt: StepAttempt, base: dict[str, Any],
+                              replays: int) -> Diagnosis:
+    """Issue 36 item 2: a flip that did not reproduce proves nothing. The guiding diagnosis stands, marked
+    ``artifacts["nondeterministic"]`` and said in its explanation; it never carries the "replay" label, and no pair
+    is made."""
+    step = run.step(attempt.step_id)
+    edit = attempt.best.intervention.description if attempt.best is not None else ""
+    note = (f"nondeterministic run: a replay flipped it at step #{step.index} ({edit}), but {attempt.unreproduced}; "
+            f"nothing is verified by replay and no repair pair is stored ({replays} replays, "
+            f"{sum(r.replays_run for r in attempt.checks)} of them checking the flip)")
+    artifacts = {**base["artifacts"], "nondeterministic": {
+        "step_index": step.index, "step_id": step.step_id, "edit": edit, "reason": attempt.unreproduced,
+        "checks": [["control" if i % 2 == 0 else "again", r.outcome.status, r.error.type if r.error else None]
+                   for i, r in enumerate(attempt.checks)]}}
+    if diagnosis is not None:
+        verified = diagnosis.verified_by if diagnosis.verified_by != "replay" else "heuristic"
+        return diagnosis.model_copy(update={**base, "artifacts": artifacts, "verified_by": verified,
+                                            "explanation": f"{diagnosis.explanation} ({note})".strip()})
+    return Diagnosis(**{**base, "artifacts": artifacts}, explanation=note[0].upper() + note[1:],
+                     verified_by="heuristic")
 
 
 def no_flip_reason(attempts: list[StepAttempt], replays: int, predictions: int, exhausted: str) -> str:
