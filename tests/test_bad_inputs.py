@@ -172,6 +172,8 @@ def _stored(db: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
+REPAIR = ["repair", "RUN", "--factory", "causaltrace.demo.autogen_team:build", "--verify", "text:42"]
+WHOWHEN_BENCH = ["bench", "whowhen", "--method", "graph", "--data", str(WHOWHEN)]
 #: (id, argv with INPUTS / SERVER / RUN placeholders, seconds it may take at most[, what the line names])
 CASES = [
     # files: Python's own parsers on hostile input
@@ -213,6 +215,19 @@ CASES = [
     ("diagnose-min-confidence-above-1", ["diagnose", "RUN", "--min-confidence", "2"], 20, "argument --min-confidence"),
     ("diagnose-min-confidence-negative", ["diagnose", "RUN", "--min-confidence", "-0.5"], 20, "argument --min-confidence"),
     ("diagnose-all-jobs-zero", ["diagnose", "--all", "--jobs", "0"], 20, "argument --jobs"),
+    ("repair-k-negative", [*REPAIR, "-k", "-1"], 20, "argument -k"),
+    ("repair-budget-negative", [*REPAIR, "--budget", "-1"], 20, "argument --budget"),
+    ("repair-max-replays-negative", [*REPAIR, "--max-replays", "-5"], 20, "argument --max-replays"),
+    ("repair-max-seconds-negative", [*REPAIR, "--max-seconds", "-1"], 20, "argument --max-seconds"),
+    ("repair-max-seconds-nan", [*REPAIR, "--max-seconds", "nan"], 20, "argument --max-seconds"),
+    ("repair-max-seconds-infinite", [*REPAIR, "--max-seconds", "inf"], 20, "argument --max-seconds"),
+    ("repair-concurrency-zero", [*REPAIR, "--concurrency", "0"], 20, "argument --concurrency"),
+    ("repair-concurrency-not-a-number", [*REPAIR, "--concurrency", "two"], 20, "argument --concurrency"),
+    ("bench-whowhen-limit-negative", [*WHOWHEN_BENCH, "--limit", "-3"], 20, "argument --limit"),
+    ("bench-whowhen-limit-zero", [*WHOWHEN_BENCH, "--limit", "0"], 20, "argument --limit"),
+    ("bench-whowhen-concurrency-zero", [*WHOWHEN_BENCH, "--concurrency", "0"], 20, "argument --concurrency"),
+    ("bench-faults-jobs-zero", ["bench", "faults", "--jobs", "0"], 20, "argument --jobs"),
+    ("bench-faults-jobs-negative", ["bench", "faults", "--jobs", "-2"], 20, "argument --jobs"),
 ]
 
 

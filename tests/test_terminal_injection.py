@@ -1,13 +1,15 @@
 """Nothing injected (issue 36 item 4): a stored run whose texts carry terminal control sequences — OSC 52 (write the
 clipboard), OSC 8 (a disguised link), OSC 0 (the window title), CSI 2J (clear the screen), an 8-bit CSI (U+009B),
 a BEL and a right-to-left override — prints none of them through any CLI surface: ``runs`` (table, wide, JSON),
-``show`` (tree, JSON), ``diagnose`` (text, JSON, ``--all``), ``stats`` (tables, JSON) and ``report``'s terminal
-lines. The CLI runs as a user runs it (a subprocess on pipes; with ``FORCE_COLOR`` rich writes its own colour codes,
+``show`` (tree, JSON), ``diagnose`` (text, JSON, ``--all``), ``stats`` (tables, JSON), ``pairs export`` (JSON
+Lines), ``run`` (a team's exception, text and JSON), an error line quoting a user module's exception or an argument,
+and ``report``'s terminal lines. The CLI runs as a user runs it (a subprocess on pipes; with ``FORCE_COLOR`` rich writes its own colour codes,
 which are the only escapes allowed). The HTML report escapes the same run's markup.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -19,7 +21,7 @@ import pytest
 from _builders import RunBuilder
 from causaltrace.collector.store import Store
 from causaltrace.report.terminal import guarded, safe_json, safe_text
-from causaltrace.schema import Candidate, Diagnosis, Outcome, StepError
+from causaltrace.schema import Candidate, Diagnosis, Outcome, RepairPair, StepError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 EVIL = ("\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\ \x1b]0;pwned\x07"
@@ -45,6 +47,11 @@ def _hostile_store(db: Path) -> None:
             explanation="because " + EVIL,
             candidates=(Candidate(step_id=run.steps[2].step_id, index=2, agent="agent" + EVIL, score=0.9,
                                   reasons=("r " + EVIL,)),)))
+        store.save_repair_pair(RepairPair(
+            pair_id="evil-pair", run_id=RUN_ID, step_id=run.steps[2].step_id, step_index=2, step_kind=run.steps[2].kind,
+            agent="agent" + EVIL, prompt=[{"role": "user", "content": "do it " + EVIL}],
+            chosen=[{"role": "assistant", "content": "right " + EVIL}],
+            rejected=[{"role": "assistant", "content": "wrong " + EVIL}]))
 
 
 def _cli(db: Path, *argv: str, color: bool = False) -> subprocess.CompletedProcess[str]:
@@ -56,11 +63,20 @@ def _cli(db: Path, *argv: str, color: bool = False) -> subprocess.CompletedProce
                           timeout=120, encoding="utf-8", errors="surrogateescape")
 
 
+def _strings(value: object) -> list[str]:
+    """Every string inside a JSON value."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
 COMMANDS = [
     ("runs",), ("runs", "--wide"), ("runs", "--json"),
     ("show", RUN_ID), ("show", RUN_ID, "--json"), ("show", RUN_ID, "--width", "400"),
     ("diagnose", RUN_ID), ("diagnose", RUN_ID, "--json"), ("diagnose", "--all", "--redo"),
-    ("stats",), ("stats", "--json"),
+    ("stats",), ("stats", "--json"), ("pairs", "export"), ("pairs", "export", "--format", "openai-dpo"),
 ]
 
 
@@ -77,8 +93,11 @@ def test_no_control_sequence_of_a_stored_run_reaches_the_terminal(hostile_db: Pa
                                                                   color: bool) -> None:
     proc = _cli(hostile_db, *argv, color=color)
     assert proc.returncode == 0, proc.stderr
+    if argv[0] == "pairs":  # JSON Lines: the same data, its C1 and direction marks written as \uXXXX
+        (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert "wrong " + EVIL in _strings(row)
     assert "pwned" in proc.stdout or "--json" in argv or argv[:2] == ("diagnose", "--all") or argv[0] == "stats" \
-        or "runs" == argv[0], proc.stdout  # the text itself is shown, only its control characters are not
+        or argv[0] in ("runs", "pairs"), proc.stdout  # the text itself is shown, only its control characters are not
     for stream in (proc.stdout, proc.stderr):
         assert not UNSAFE.findall(stream), [m for m in UNSAFE.findall(stream)]
 
@@ -115,6 +134,12 @@ def test_run_and_an_error_line_print_no_control_sequence(argv: tuple[str, ...], 
         assert not UNSAFE.findall(stream), [m for m in UNSAFE.findall(stream)]
 
 
+def test_an_argument_error_quoting_the_argument_prints_no_control_sequence(hostile_db: Path) -> None:
+    proc = _cli(hostile_db, "runs", "--limit", "1", EVIL.replace("\x00", ""))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "pwned" in proc.stderr and not UNSAFE.findall(proc.stderr), proc.stderr
+
+
 def test_report_prints_no_control_sequence_and_its_html_escapes(hostile_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     proc = _cli(hostile_db, "report", RUN_ID, "--html", str(out))
@@ -127,7 +152,6 @@ def test_report_prints_no_control_sequence_and_its_html_escapes(hostile_db: Path
 def test_the_shared_helper() -> None:
     """Plain output shows each control character as a visible escape; JSON stays the same data."""
     import io
-    import json
 
     from rich.console import Console
 

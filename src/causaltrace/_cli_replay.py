@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from causaltrace.exceptions import UserError
+from causaltrace.report.terminal import UNSAFE, guarded, safe_text
 
 __all__ = ["EXIT_NO_REPAIR", "EXIT_USER_ERROR", "Parser", "add_keep_server", "add_replay_commands", "live_status",
            "load_callable", "open_store", "write_output"]
@@ -47,7 +48,7 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser with one-line errors (the usage block stays in ``--help``)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USER_ERROR, f"causaltrace: error: {message} (see: {self.prog} --help)\n")
+        self.exit(EXIT_USER_ERROR, f"causaltrace: error: {safe_text(message)} (see: {self.prog} --help)\n")
 
 
 def open_store(args: argparse.Namespace, *, readonly: bool = False) -> Any:
@@ -122,7 +123,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     factory = load_callable(args.factory, "--factory")
     verify = load_callable(args.verify, "--verify")
-    err = Console(file=sys.stderr, highlight=False)  # a fixed file: never the replays' routed stream
+    err = guarded(Console(file=sys.stderr, highlight=False))  # a fixed file: never the replays' routed stream
     with Store(args.db) as store:
         run = store.get_run(args.run_id)
         candidates = [int(i) for i in args.steps.split(",")] if args.steps else None
@@ -147,7 +148,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
                    concurrency=args.concurrency, prune=not args.no_prune)
         )
         verdict = store.verdict(run.run_id)
-    out = Console(file=sys.stdout, highlight=False)
+    out = guarded(Console(file=sys.stdout, highlight=False))
     printed = sum(len(o.splitlines()) for a in result.attempts for o in a.outputs)
     if printed:
         err.print(f"[dim]the framework printed {printed} lines during the replays (kept in the diagnosis's "
@@ -215,13 +216,13 @@ def cmd_pairs_export(args: argparse.Namespace) -> int:
     chosen = {"include_predicted": args.include_predicted, "include_alternatives": args.include_alternatives}
     check = check_rows(pair_rows(pairs, format="trl-dpo", **chosen), template) if template is not None else None
     text = export_pairs(pairs, format=args.format, **chosen)
-    if args.output in (None, "-"):
-        sys.stdout.write(text)
+    if args.output in (None, "-"):  # JSON escapes C0 itself; DEL, C1 and direction marks as \uXXXX: the same data
+        sys.stdout.write(UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
     else:
         write_output(args.output, text)
-        print(f"wrote {text.count(chr(10))} pair(s) to {args.output}", file=sys.stderr)
+        print(f"wrote {text.count(chr(10))} pair(s) to {safe_text(args.output)}", file=sys.stderr)
     for line in check.lines() if check is not None else []:
-        print(line, file=sys.stderr)
+        print(safe_text(line), file=sys.stderr)
     return 0
 
 
@@ -239,8 +240,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     frameworks = ["autogen", "smolagents"] if args.framework == "both" else [args.framework]
     # fixed files: the consoles never write through the replays' routed streams, and the status line redirects
     # nothing (the two wrapping each other froze the demo in a terminal, issue 33)
-    err = Console(file=sys.stderr, highlight=False)
-    out = Console(file=sys.stdout, highlight=False)
+    err = guarded(Console(file=sys.stderr, highlight=False))
+    out = guarded(Console(file=sys.stdout, highlight=False))
     out_dir = Path(args.out) if args.out else causaltrace_home() / "demo"
     started = time.perf_counter()
     with live_status(err, "causaltrace demo") as update:
@@ -305,6 +306,7 @@ def live_status(console: Any, text: str) -> Iterator[Callable[[str], None]]:
 def add_replay_commands(sub: Any) -> None:
     """Add ``repair``, ``pairs`` and ``demo`` to the ``causaltrace`` subcommands."""
     from causaltrace.cli.annotation import add_annotate_argument
+    from causaltrace.cli.arguments import int_at_least, seconds_or_unbounded
     from causaltrace.replay.repair import DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
 
     d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
@@ -320,16 +322,16 @@ def add_replay_commands(sub: Any) -> None:
     p.add_argument("--factory", required=True, help="module:function or file.py:function building a fresh team")
     p.add_argument("--verify", required=True, help="module:function or file.py:function judging the outcome, or "
                    "text:ANSWER (the final answer must contain ANSWER)")
-    p.add_argument("-k", type=int, default=3, help="LLM proposals per step (with --model; default 3)")
+    p.add_argument("-k", type=int_at_least(0), default=3, help="LLM proposals per step (with --model; default 3)")
     p.add_argument("--model", default=os.environ.get("CAUSALTRACE_MODEL"), help="litellm model for proposals")
     p.add_argument("--steps", help="comma-separated step indexes to try (default: the diagnosis's candidates)")
-    p.add_argument("--budget", type=int, default=30, help="deterministic mutation proposals per step (default 30)")
-    p.add_argument("--max-replays", type=int, default=DEFAULT_MAX_REPLAYS,
+    p.add_argument("--budget", type=int_at_least(0), default=30, help="deterministic mutation proposals per step (default 30)")
+    p.add_argument("--max-replays", type=int_at_least(0), default=DEFAULT_MAX_REPLAYS,
                    help=f"stop the search after this many replays (default {DEFAULT_MAX_REPLAYS}; 0 = no bound); "
                         "on a run without a recording each predicted outcome counts as one")
-    p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS,
+    p.add_argument("--max-seconds", type=seconds_or_unbounded, default=DEFAULT_MAX_SECONDS,
                    help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
-    p.add_argument("--concurrency", type=int, default=None, metavar="N",
+    p.add_argument("--concurrency", type=int_at_least(1), default=None, metavar="N",
                    help="replays of one step's proposals run at once (default min(4, CPU count)); the answer is "
                         "that of --concurrency 1")
     p.add_argument("--no-environment", action="store_true",

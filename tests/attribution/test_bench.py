@@ -197,7 +197,6 @@ def test_cli_bench_with_a_registered_function_model(capsys):
         (["--method", "step-by-step"], "--model"),
         (["--method", "nope"], "unknown attribution method 'nope'"),
         (["--method", "graph", "--data", "/nonexistent/whowhen"], "--data"),
-        (["--method", "graph", "--limit", "0"], "--limit"),
         (["--method", "all-at-once", "--model", "gpt-4o-mini"], "CAUSALTRACE_ALLOW_MODEL_REQUESTS=0"),
     ],
 )

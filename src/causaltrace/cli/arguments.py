@@ -1,6 +1,9 @@
 """Argument types with ranges for the command parsers: a value out of range is argparse's one-line error (exit 2),
 not a run with a nonsensical setting (issue 36 item 6: ``runs --limit -1``, ``show --width -5``, ``pull --timeout
--1`` and ``diagnose --min-confidence 2`` were accepted)."""
+-1``, ``diagnose --min-confidence 2``, ``repair --concurrency 0`` and ``bench whowhen --limit -3`` were accepted).
+
+The types are plain functions of the text (the replay half of the CLI, :mod:`causaltrace._cli_replay`, uses them
+too); argparse names the option in its error line."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["fraction", "int_at_least", "seconds"]
+__all__ = ["fraction", "int_at_least", "seconds", "seconds_or_unbounded"]
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -42,6 +45,14 @@ def seconds(text: str) -> float:
     value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def seconds_or_unbounded(text: str) -> float:
+    """A bound in seconds where 0 means no bound: finite and not negative."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no bound) or more seconds, got {text}")
     return value
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace._cli_replay import EXIT_USER_ERROR, add_keep_server, write_output
+from causaltrace.cli.arguments import int_at_least
 from causaltrace.cli.common import csv_values, wide_console
 from causaltrace.cli.diagnose import HUMAN_SPEAKERS_HELP
 from causaltrace.exceptions import UserError
@@ -40,10 +41,10 @@ def _add_whowhen(bench: Any) -> None:
                         help="put the ground-truth answer in the prompts (the papers' setting)")
     answer.add_argument("--without-answer", dest="with_answer", action="store_false", help="the default")
     b.set_defaults(with_answer=False)
-    b.add_argument("--limit", type=int, default=None, metavar="N", help="the first N traces (see --order)")
+    b.add_argument("--limit", type=int_at_least(1), default=None, metavar="N", help="the first N traces (see --order)")
     b.add_argument("--order", default="file", choices=["file", "size"],
                    help="file: file-number order; size: smallest first (by characters)")
-    b.add_argument("--concurrency", type=int, default=4, metavar="C", help="traces (and LLM calls) at a time")
+    b.add_argument("--concurrency", type=int_at_least(1), default=4, metavar="C", help="traces (and LLM calls) at a time")
     b.add_argument("--ablate", action="append", metavar="STAGE", help="switch a stage off (repeatable, or a,b)")
     b.add_argument("--human-speakers", action="append", metavar="NAMES", help=HUMAN_SPEAKERS_HELP)
     b.add_argument("--data", default=None, metavar="DIR", help="the Who&When folder (default: ../shared/data/whowhen)")
@@ -57,7 +58,7 @@ def _add_faults(bench: Any) -> None:
     b.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON to OUT ('-' = stdout)")
     b.add_argument("--framework", default=None, choices=["smolagents", "autogen"], help="default: both")
     b.add_argument("--case", action="append", metavar="NAME", help="run only these cases (repeatable, or a,b)")
-    b.add_argument("--jobs", type=int, default=1, metavar="N", help="cases run in N processes (default 1)")
+    b.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N", help="cases run in N processes (default 1)")
     b.add_argument("--no-repair", dest="repair", action="store_false",
                    help="score the diagnosis-only localisation, replay nothing")
     b.add_argument("--held-out", dest="held_out", action="store_true",
