@@ -72,3 +72,15 @@ def test_auroc_counts_pairs_and_ties():
     assert auroc([0.1], [0.9]) == 0.0
     assert auroc([0.5, 0.9], [0.5]) == 0.75
     assert auroc([], [0.1]) is None
+
+
+def test_the_blind_teams_are_their_own_split_in_the_report():
+    from causaltrace.testing.faults.runner import CaseResult, summarize
+
+    rows = [CaseResult(name=n, framework="autogen", fault="wrong_fact", true_step=3, found_step=None, repaired=False,
+                       replays=0, live_calls_before_intervention=0, held_out=held,
+                       localization={"graph": {"top1": hit, "top3": hit, "near": hit, "uncertain": False}})
+            for n, held, hit in (("ag-a", True, True), ("ag-b", False, True), ("blind32-x", True, False))]
+    report = summarize(rows, repair_run=False)
+    assert report["localization"]["held_out"]["n"] == 1 and report["localization"]["held_out"]["graph"]["top1"] == 100
+    assert report["localization"]["blind"]["n"] == 1 and report["localization"]["blind"]["graph"]["top1"] == 0

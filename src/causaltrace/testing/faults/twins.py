@@ -68,7 +68,9 @@ def summarize_twins(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     pairs = [(((r.get("localization") or {}).get("graph") or {}).get("confidence"),
               bool(((r.get("localization") or {}).get("graph") or {}).get("top1"))) for r in rows]
     pairs += [(r["twin"]["confidence"], False) for r in rows]
-    return {"all": _group(rows), "held_out": _group([r for r in rows if r["held_out"]]),
+    blind = [r for r in rows if str(r["name"]).startswith("blind32-")]
+    return {"all": _group(rows), "held_out": _group([r for r in rows if r["held_out"] and r not in blind]),
             "tuning": _group([r for r in rows if not r["held_out"]]),
+            **({"blind": _group(blind)} if blind else {}),
             "by_type": {t: _group([r for r in rows if r["fault"] == t]) for t in sorted({r["fault"] for r in rows})},
             "calibration": calibration(pairs)}
