@@ -14,6 +14,7 @@ from causaltrace.cli.arguments import int_at_least
 from causaltrace.cli.common import csv_values, wide_console
 from causaltrace.cli.diagnose import HUMAN_SPEAKERS_HELP
 from causaltrace.exceptions import UserError
+from causaltrace.report.terminal import safe_json, safe_text
 
 __all__ = ["add_bench_commands", "cmd_bench", "cmd_bench_faults"]
 
@@ -109,13 +110,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     to_stdout = args.json == "-"
     render_table(report, err_console if to_stdout else wide_console(sys.stdout))
-    if args.json:
-        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-        if to_stdout:
-            sys.stdout.write(text)
-        else:
-            write_output(args.json, text)
-            print(f"wrote {args.json}", file=sys.stderr)
+    if to_stdout:  # the logs' texts reach the terminal: their control characters escaped (the same data)
+        sys.stdout.write(safe_json(report) + "\n")
+    elif args.json:
+        write_output(args.json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        print(f"wrote {safe_text(args.json)}", file=sys.stderr)
     return 0
 
 
