@@ -46,6 +46,8 @@ def spans_of():
         out = {}
         for span in exp.get_finished_spans():
             out[span.attributes.get(semconv.STEP_KIND, "root")] = span
+            if semconv.RESULT_KIND in span.attributes:  # a tool call's span carries its result too
+                out[span.attributes[semconv.RESULT_KIND]] = span
         return handle, out
 
     yield run

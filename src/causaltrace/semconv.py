@@ -62,6 +62,7 @@ __all__ = [
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "GEN_AI_WORKFLOW_NAME",
     "INSTRUMENTATION_NAME",
+    "RESULT_PREFIX",
     "LEGACY_ROOT_SPAN_NAME",
     "OPERATION_BY_STEP",
     "OI_INPUT_VALUE",
@@ -201,6 +202,29 @@ DEPENDS_ON_STEP_IDS = "causaltrace.depends_on.step_ids"
 DEPENDS_ON_KINDS = "causaltrace.depends_on.kinds"
 DEPENDENCY_KIND = "causaltrace.dependency.kind"
 DEPENDENCY_STEP_ID = "causaltrace.dependency.step_id"
+
+# causaltrace: a tool call and its result on one span (issue 33 item 3; collector.tool_spans says which)
+#: A merged span's call step ended here (integer ns since the epoch; 0: no time): the span itself ends with the result.
+STEP_ENDED_AT = "causaltrace.step.ended_at"
+#: The result step's attributes on its call's span: ``causaltrace.step.X`` as ``causaltrace.result.X``,
+#: ``causaltrace.depends_on.*`` as ``causaltrace.result.depends_on.*``, the GenAI fields the importer reads as
+#: ``causaltrace.result.gen_ai.*``.
+RESULT_PREFIX = "causaltrace.result."
+RESULT_ID = RESULT_PREFIX + "id"
+RESULT_KIND = RESULT_PREFIX + "kind"
+RESULT_CONTENT = RESULT_PREFIX + "content"
+RESULT_INPUTS = RESULT_PREFIX + "inputs"
+RESULT_OUTPUTS = RESULT_PREFIX + "outputs"
+RESULT_ARGUMENTS = RESULT_PREFIX + "arguments"
+RESULT_METADATA = RESULT_PREFIX + "metadata"
+RESULT_ERROR_MESSAGE = RESULT_PREFIX + "error.message"
+RESULT_TRUNCATED = RESULT_PREFIX + "truncated"
+#: The result step started here (integer ns; 0: no time); it ends with the span.
+RESULT_STARTED_AT = RESULT_PREFIX + "started_at"
+#: The result step's own span id where it is not the span's ("" for none): a stored run exported again.
+RESULT_SPAN_ID = RESULT_PREFIX + "span_id"
+#: Result step kinds that share their call's span, with the dependency kind that names the call.
+RESULT_DEPENDENCY_BY_KIND: dict[str, str] = {"tool_response": "tool_result_of", "code_execution": "executes"}
 
 # causaltrace: runs (root span)
 RUN_ID = "causaltrace.run.id"
@@ -505,12 +529,13 @@ def openinference_attributes(
     elif kind == "task" and attrs.get(STEP_CONTENT) and not inputs_hidden:
         attrs[OI_INPUT_VALUE] = attrs[STEP_CONTENT]
         attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
-    content = attrs.get(STEP_CONTENT)
+    merged = RESULT_ID in attrs  # a tool call and its result: the output is the result's
+    content = attrs.get(RESULT_CONTENT if merged else STEP_CONTENT)
     if content:
         attrs[OI_OUTPUT_VALUE] = content
         attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
-    elif STEP_OUTPUTS in attrs:
-        attrs[OI_OUTPUT_VALUE] = attrs[STEP_OUTPUTS]
+    elif (RESULT_OUTPUTS if merged else STEP_OUTPUTS) in attrs:
+        attrs[OI_OUTPUT_VALUE] = attrs[RESULT_OUTPUTS if merged else STEP_OUTPUTS]
         attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
     if kind == "llm_response":
         _llm_openinference(attrs, messages)

@@ -411,8 +411,9 @@ def test_otlp_export_shape() -> None:
         "arrayValue": {"values": [{"stringValue": "solver"}, {"stringValue": "reviewer"}]}
     }
     assert semconv.RUN_RECORDING in root_attrs and semconv.RUN_ANNOTATIONS in root_attrs
-    assert len(step_spans) == len(run.steps)
+    assert len(step_spans) == len(run.steps) - 1  # the tool call and its result are one span
     by_step = {_attrs(s)[semconv.STEP_ID]["stringValue"]: s for s in step_spans}
+    assert "resp-1" not in by_step and _attrs(by_step["call-1"])[semconv.RESULT_ID] == {"stringValue": "resp-1"}
     turn, llm1, call = by_step["turn-1"], by_step["llm-1"], by_step["call-1"]
     assert turn["spanId"] == "b7ad6b7169203331"  # the step's own span id
     assert turn["parentSpanId"] == root["spanId"]
@@ -434,7 +435,18 @@ def test_otlp_export_shape() -> None:
             ],
         }
     ]
+    # the call's span ends with its result, and shows the result as its output
+    assert call["startTimeUnixNano"] == str(datetime_to_nanos(_t(1.3)))
+    assert call["endTimeUnixNano"] == str(datetime_to_nanos(_t(1.4)))
+    call_attrs = _attrs(call)
+    assert call_attrs[semconv.STEP_ENDED_AT] == {"intValue": str(datetime_to_nanos(_t(1.4)))}
+    assert call_attrs[semconv.RESULT_KIND] == {"stringValue": "tool_response"}
+    assert call_attrs["output.value"] == {"stringValue": "ValueError: b must be an integer"}
+    assert call_attrs["input.value"]["stringValue"].startswith('{"a":2')
+    assert call_attrs[semconv.RESULT_PREFIX + "depends_on.kinds"] == {
+        "arrayValue": {"values": [{"stringValue": "tool_result_of"}]}}
     assert len(by_step["llm-2"]["links"]) == 3
+    assert {link["spanId"] for link in by_step["llm-2"]["links"]} == {llm1["spanId"], call["spanId"]}
     assert "status" not in by_step["code-1"]
     assert by_step["final"]["endTimeUnixNano"] == "0"
     assert by_step["orphan-ish"]["startTimeUnixNano"] == "0" and "links" not in by_step["orphan-ish"]

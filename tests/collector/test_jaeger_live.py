@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 import causaltrace
 from _jaeger import running_jaeger
 from causaltrace import semconv
+from causaltrace.collector import tool_spans
 from causaltrace.collector.jaeger import pull_from_jaeger
 from causaltrace.collector.otlp import runs_from_otlp
 from causaltrace.config import TraceConfig
@@ -96,21 +97,28 @@ def test_run_spans_round_trip_through_jaeger(tmp_path, protocol):
             provider.shutdown()
             reset_tracing()
         run = handle.run
-        answer = _fetch_trace(jaeger, run.trace_id, expected_spans=len(run.steps) + 1)
+        pairs = tool_spans.call_result_pairs(run.steps)  # a tool call and its result are one span
+        answer = _fetch_trace(jaeger, run.trace_id, expected_spans=len(run.steps) + 1 - len(pairs))
         spans = [s for rs in answer["result"]["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
         assert {s["traceId"].lower() for s in spans} == {run.trace_id}  # one trace
         by_step = {_attr(s, semconv.STEP_ID): s for s in spans if _attr(s, semconv.STEP_ID)}
+        by_step.update({_attr(s, semconv.RESULT_ID): s for s in spans if _attr(s, semconv.RESULT_ID)})
         assert set(by_step) == {s.step_id for s in run.steps}
         span_id_of = {sid: s["spanId"] for sid, s in by_step.items()}
         root = next(s for s in spans if semconv.is_root_span_name(s["name"]))
+        results = {result.step_id: result for result in pairs.values()}
         for step in run.steps:
             span = by_step[step.step_id]
+            if step.step_id in results:
+                assert _attr(span, semconv.RESULT_KIND) == step.kind
+                continue
             assert _attr(span, semconv.STEP_KIND) == step.kind
             assert _attr(span, semconv.STEP_AGENT) == step.agent
             expected_parent = span_id_of[step.parent_step_id] if step.parent_step_id else root["spanId"]
             assert span.get("parentSpanId") == expected_parent
             links = {(link["spanId"], _attr(link, semconv.DEPENDENCY_KIND)) for link in span.get("links", [])}
-            assert links == {(span_id_of[d.step_id], d.kind) for d in step.depends_on}
+            deps = step.depends_on + (pairs[step.step_id].depends_on if step.step_id in pairs else ())
+            assert links == {(span_id_of[d.step_id], d.kind) for d in deps if span_id_of[d.step_id] != span["spanId"]}
         errors = [s for s in spans if s.get("status", {}).get("code") in (2, "STATUS_CODE_ERROR")]
         assert {_attr(s, semconv.STEP_KIND) for s in errors} == {"llm_response", "agent_turn"}
         # and the whole run comes back from Jaeger, as `causaltrace pull` gets it

@@ -101,6 +101,12 @@ def team_spans(monkeypatch, *, openinference: bool):
     return exporter.get_finished_spans()
 
 
+def n_spans(run) -> int:
+    """How many spans a stored run exports (its root, and one per step but a tool call's result, which shares its
+    call's span)."""
+    return len(run_to_otlp(run)["resourceSpans"][0]["scopeSpans"][0]["spans"])
+
+
 def native_run(run_id: str, *, failed: bool, t0: datetime):
     """A stored causaltrace run (a turn with a tool call and its result) with nested and dotted metadata."""
     outcome = Outcome(status="failure", reason="wrong sum") if failed else Outcome(status="success")
@@ -172,7 +178,7 @@ def test_native_runs_come_back_equal_and_the_root_span_filters_pick_traces(phoen
     new = native_run("night-new-failed", failed=True, t0=now - timedelta(minutes=10))
     for run in (old, ok, new):
         send_json(phoenix, run_to_otlp(run), "nightly")
-    wait_for(phoenix, "nightly", 3 * (len(old.steps) + 1))
+    wait_for(phoenix, "nightly", 3 * n_spans(old))
 
     everything = pull_from_phoenix(phoenix.url, "nightly")
     assert everything.runs == [old, ok, new]  # oldest first; nested metadata folded back exactly
@@ -195,7 +201,7 @@ def test_a_trace_whose_root_span_never_reached_phoenix_is_pulled_but_not_as_fail
     spans[:] = [s for s in spans if any(a["key"] == "causaltrace.step.kind" for a in s["attributes"])]
     send_json(phoenix, run_to_otlp(whole), "rootless")
     send_json(phoenix, cut, "rootless")
-    wait_for(phoenix, "rootless", 2 * len(whole.steps) + 1)
+    wait_for(phoenix, "rootless", 2 * n_spans(whole) - 1)
     (from_file,) = load_otlp_json(json.dumps(cut))
     assert from_file.task is None  # the task and outcome were on the root span
     assert pull_from_phoenix(phoenix.url, "rootless").runs == [whole, from_file]
@@ -216,7 +222,7 @@ def test_a_trace_that_forms_no_run_is_skipped_with_its_reason(phoenix):
     good = native_run("mixed-good", failed=True, t0=datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5))
     send_json(phoenix, run_to_otlp(good), "mixed")
     send_json(phoenix, http_only("7"), "mixed")
-    wait_for(phoenix, "mixed", len(good.steps) + 1 + 2)
+    wait_for(phoenix, "mixed", n_spans(good) + 2)
     pulled = pull_from_phoenix(phoenix.url, "mixed")
     assert pulled.runs == [good]
     assert [s.trace_id for s in pulled.skipped] == ["7" * 32]
@@ -247,7 +253,7 @@ def test_pull_phoenix_on_the_command_line_stores_each_run_once(phoenix, capsys):
     runs = [native_run(f"cli-{i}", failed=i != 1, t0=t0 + timedelta(minutes=i)) for i in range(3)]
     for run in runs:
         send_json(phoenix, run_to_otlp(run), "cli")
-    wait_for(phoenix, "cli", 3 * (len(runs[0].steps) + 1))
+    wait_for(phoenix, "cli", 3 * n_spans(runs[0]))
     argv = ["pull", "--phoenix", phoenix.url, "--project", "cli", "--failed", "--since", "1h"]
     assert main(argv) == 0
     out, err = capsys.readouterr()

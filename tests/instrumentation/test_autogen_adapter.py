@@ -35,6 +35,7 @@ import causaltrace
 from _autogen import SubprocessExecutor, example, shape, traced_in_memory
 from _builders import capture_spans
 from causaltrace import semconv
+from causaltrace.collector import tool_spans
 from causaltrace.config import TraceConfig
 from causaltrace.exceptions import MissingExtraError
 from causaltrace.instrumentation.autogen import instrument_autogen, is_instrumented, uninstrument_autogen
@@ -73,6 +74,9 @@ def spans_by_kind(exporter):
         kind = (span.attributes or {}).get(semconv.STEP_KIND)
         if kind:
             out.setdefault(kind, []).append(span)
+        result = (span.attributes or {}).get(semconv.RESULT_KIND)  # a tool call's span carries its result too
+        if result:
+            out.setdefault(result, []).append(span)
     return out
 
 
@@ -136,9 +140,13 @@ async def test_example_team_success(traced):
     assert all(s.status.status_code is StatusCode.OK for group in kinds.values() for s in group)
     (turn,) = [s for s in kinds["agent_turn"] if s.attributes[semconv.STEP_INDEX] == 4]
     assert all(s.parent.span_id == turn.context.span_id for s in kinds["tool_call"])
-    resp = [s for s in kinds["tool_response"] if s.attributes[semconv.STEP_INDEX] == 7][0]
-    assert [link.attributes[semconv.DEPENDENCY_KIND] for link in resp.links] == ["tool_result_of"]
-    assert sum(len(s.links) for s in spans) == sum(len(s.depends_on) for s in run.steps) == 18
+    # the tool call (6) and its result (7) are one span: its links are both steps' but the result's on the call
+    (resp,) = [s for s in kinds["tool_response"] if s.attributes[semconv.RESULT_PREFIX + "index"] == 7]
+    assert resp.attributes[semconv.STEP_INDEX] == 6 and run.step_at(6).span_id == run.step_at(7).span_id
+    assert [link.attributes[semconv.DEPENDENCY_KIND] for link in resp.links] == ["produced_by"]
+    assert list(resp.attributes[semconv.RESULT_PREFIX + "depends_on.kinds"]) == ["tool_result_of"]
+    pairs = tool_spans.call_result_pairs(run.steps)
+    assert sum(len(s.links) for s in spans) == sum(len(s.depends_on) for s in run.steps) - len(pairs) == 18 - 2
 
 
 def _step_facts(run):

@@ -8,6 +8,8 @@ import json
 import logging
 
 import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
@@ -15,6 +17,7 @@ from opentelemetry.trace import StatusCode
 import causaltrace
 from _builders import capture_spans
 from causaltrace import semconv
+from causaltrace.collector.otlp import runs_from_otlp
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
 from causaltrace.instrumentation.runs import current_run
@@ -70,20 +73,22 @@ def test_one_trace_links_attributes_and_statuses(exporter):
     assert root.attributes[semconv.RUN_STATUS] == "success"
     assert root.status.status_code is StatusCode.OK
     kinds = _by_kind(spans)
-    assert sorted(kinds) == ["agent_turn", "final_answer", "llm_response", "task", "tool_call", "tool_response"]
+    # a tool call and its result are one span (issue 33 item 3)
+    assert sorted(kinds) == ["agent_turn", "final_answer", "llm_response", "task", "tool_call"]
     turn = kinds["agent_turn"][0]
     llm = kinds["llm_response"][0]
     assert llm.parent.span_id == turn.context.span_id  # steps nest under their agent_turn
     assert kinds["task"][0].parent.span_id == root.context.span_id
-    # dependencies: links with kinds AND attributes
-    resp = kinds["tool_response"][0]
-    call = kinds["tool_call"][0]
-    assert [link.context.span_id for link in resp.links] == [call.context.span_id]
-    assert resp.links[0].attributes[semconv.DEPENDENCY_KIND] == "tool_result_of"
-    assert list(resp.attributes[semconv.DEPENDS_ON_KINDS]) == ["tool_result_of"]
-    assert list(resp.attributes[semconv.DEPENDS_ON_STEP_IDS]) == [call.attributes[semconv.STEP_ID]]
-    # statuses and GenAI attributes
-    assert resp.status.status_code is StatusCode.ERROR and "boom" in resp.status.description
+    # dependencies: links with kinds AND attributes; the result's own dependency on its call is no self-link
+    (call,) = kinds["tool_call"]
+    assert [link.attributes[semconv.DEPENDENCY_KIND] for link in call.links] == ["produced_by"]
+    assert call.attributes[semconv.RESULT_KIND] == "tool_response"
+    assert list(call.attributes[semconv.RESULT_PREFIX + "depends_on.kinds"]) == ["tool_result_of"]
+    assert list(call.attributes[semconv.RESULT_PREFIX + "depends_on.step_ids"]) == [call.attributes[semconv.STEP_ID]]
+    assert call.attributes["input.value"] == '{"a":2,"b":3}' and call.attributes["output.value"] == '{"result":"boom","is_error":true}'
+    assert call.start_time < call.attributes[semconv.RESULT_STARTED_AT] <= call.end_time
+    # statuses and GenAI attributes: the result failed, so the span did
+    assert call.status.status_code is StatusCode.ERROR and "boom" in call.status.description
     assert llm.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 12
     assert llm.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert call.attributes[semconv.GEN_AI_TOOL_NAME] == "add"
@@ -99,6 +104,10 @@ def test_one_trace_links_attributes_and_statuses(exporter):
     graph = run.graph()
     assert graph.edges[run.steps[3].step_id, run.steps[4].step_id]["kind"] == "tool_result_of"
     assert all(s.started_at and s.ended_at for s in run.steps)
+    assert run.steps[3].span_id == run.steps[4].span_id == f"{call.context.span_id:016x}"
+    # the live spans import back as the run the collector assembled: the merged span splits into its two steps
+    imported = runs_from_otlp(MessageToDict(encode_spans(exporter.get_finished_spans())))
+    assert [s.model_dump() for s in imported[0].steps] == [s.model_dump() for s in run.steps]
 
 
 def test_verifier_failure_marks_root_error(exporter):

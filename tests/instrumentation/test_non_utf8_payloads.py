@@ -92,4 +92,4 @@ async def test_an_autogen_tool_returning_broken_text_keeps_the_run(autogen_trace
     assert "caf\ufffd" in str(response.outputs["result"])
     spans = autogen_traced.get_finished_spans()
     assert len(encode_spans(spans).SerializeToString()) > 0
-    assert any(s.attributes.get(semconv.STEP_KIND) == "tool_response" for s in spans)
+    assert any(s.attributes.get(semconv.RESULT_KIND) == "tool_response" for s in spans)  # on its call's span

@@ -145,7 +145,10 @@ def test_tool_calling_agent_success(exporter):
     by_step = {s.attributes.get(semconv.STEP_ID): s for s in spans}
     turn_span = by_step[run.steps[1].step_id]
     assert by_step[llm.step_id].parent.span_id == turn_span.context.span_id
-    assert [link.attributes[semconv.DEPENDENCY_KIND] for link in by_step[resp.step_id].links] == ["tool_result_of"]
+    # the call and its result are one span: the result's dependency on its call is no link to itself
+    assert resp.span_id == call.span_id and resp.step_id not in by_step
+    assert by_step[call.step_id].attributes[semconv.RESULT_ID] == resp.step_id
+    assert list(by_step[call.step_id].attributes[semconv.RESULT_PREFIX + "depends_on.kinds"]) == ["tool_result_of"]
     assert by_step[call.step_id].attributes[semconv.GEN_AI_TOOL_CALL_ID] == "call_0_0"
 
 
@@ -184,7 +187,7 @@ def test_tool_that_raises_then_recovers(exporter):
     assert failed.outputs["is_error"] is True
     # the verifier decides: the run succeeded although a tool failed
     assert handle.outcome.status == "success"
-    span = next(s for s in exporter.get_finished_spans() if s.attributes.get(semconv.STEP_ID) == failed.step_id)
+    span = next(s for s in exporter.get_finished_spans() if s.attributes.get(semconv.RESULT_ID) == failed.step_id)
     assert span.status.status_code is StatusCode.ERROR
     # recorded: the failed call with its error, then the retry
     tools = [c for c in run.recording.calls if c.kind == "tool"]
@@ -617,7 +620,7 @@ def test_stream_run_is_one_run_that_ends_with_the_generator(exporter):
     assert len(roots) == 1 and roots[0].end_time is not None
     assert roots[0].attributes[semconv.RUN_STATUS] == "unknown"  # no verifier, normal finish
     step_spans = [s for s in exporter.get_finished_spans() if s.attributes.get(semconv.STEP_KIND)]
-    assert len(step_spans) == 9 and len({s.context.trace_id for s in step_spans}) == 1
+    assert len(step_spans) == 7 and len({s.context.trace_id for s in step_spans}) == 1  # 9 steps, 2 tool calls
 
     exporter.clear()
     stream = math_agent().run(SQUARES_TASK, stream=True)

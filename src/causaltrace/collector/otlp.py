@@ -91,7 +91,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from pydantic import ValidationError
 
 from causaltrace import semconv
-from causaltrace.collector import recording_otlp
+from causaltrace.collector import recording_otlp, tool_spans
 from causaltrace.collector.otlp_decode import (
     NESTED_TOO_DEEPLY,
     STATUS_ERROR,
@@ -128,6 +128,9 @@ _LIST_ATTRIBUTES = (semconv.DEPENDS_ON_STEP_IDS, semconv.DEPENDS_ON_KINDS, semco
 _ROOT_SALT = "\x00causaltrace.run"
 _TRUNCATION_TEXT = "causaltrace: truncated"  # what semconv.TRUNCATION_MARKER always contains
 _RUN_JSON_ATTRIBUTES = (semconv.RUN_OUTCOME, semconv.RUN_METADATA, semconv.RUN_ANNOTATIONS, semconv.RUN_RECORDING)
+#: Dependencies on a tool call itself, not on its result (which shares its span): a link without a step id of
+#: one of these kinds to a merged span is the call's.
+_CALL_DEPENDENCY_KINDS = frozenset({"tool_result_of", "executes", "delegated_by"})
 #: Run metadata key listing the root-span attributes dropped on import because a payload limit cut them.
 TRUNCATED_RUN_ATTRIBUTES_KEY = "causaltrace.truncated_attributes"
 
@@ -241,12 +244,17 @@ def _checked_id(value: str | None, length: int, what: str) -> str | None:
     return value.lower()
 
 
-def _span_ids(run: Run) -> dict[str, str]:
-    """Each step's span id (its own, checked, or derived); InvalidInputError when two steps share one."""
+def _span_ids(run: Run, call_of: Mapping[str, str]) -> dict[str, str]:
+    """Each step's span id (its own, checked, or derived; a call's result has its call's, ``call_of``: result step
+    id → call step id); InvalidInputError when two other steps share one."""
     span_ids: dict[str, str] = {}
     taken: set[str] = set()
     for step in run.steps:
         span_id = _checked_id(step.span_id, 16, f"step {step.step_id!r}: span_id")
+        call = call_of.get(step.step_id)
+        if call is not None:  # on its call's span (its own span id, if any, travels as an attribute)
+            span_ids[step.step_id] = span_ids[call]
+            continue
         span_id = span_id or derived_span_id(run.run_id, step.step_id)
         if span_id in taken:
             raise InvalidInputError(f"step {step.step_id!r}: span id {span_id} is used by another step")
@@ -308,23 +316,41 @@ def _root_span(run: Run, trace_id: str, root_id: str, policy: Callable[[Mapping[
     return _span_json(root, trace_id, root_id, None, policy(root_attrs))
 
 
-def _step_span(step: Step, trace_id: str, span_ids: Mapping[str, str], root_id: str,
+def _step_status(span: Span, steps: Iterable[Step]) -> None:
+    """The span's status: ERROR when a step of it failed (that step's message), OK when all are ok, else unset."""
+    steps = list(steps)
+    failed = next((s for s in reversed(steps) if s.status == "error"), None)
+    if failed is not None:
+        span.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR,
+                                    message=failed.error.message if failed.error is not None else ""))
+    elif all(s.status == "ok" for s in steps):
+        span.status.code = Status.STATUS_CODE_OK
+
+
+def _step_span(step: Step, result: Step | None, trace_id: str, span_ids: Mapping[str, str], root_id: str,
                policy: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> dict[str, Any]:
+    """A step's span; with ``result``, the one span of a tool call and its result (tool_spans.call_result_pairs)."""
+    last = result if result is not None else step
     span = Span(name=semconv.span_name(step),
                 kind=Span.SPAN_KIND_CLIENT if semconv.is_client_span(step.kind) else Span.SPAN_KIND_INTERNAL,
                 start_time_unix_nano=_span_nanos(step.started_at, f"step {step.step_id!r}: started_at"),
-                end_time_unix_nano=_span_nanos(step.ended_at, f"step {step.step_id!r}: ended_at"))
-    if step.status == "ok":
-        span.status.code = Status.STATUS_CODE_OK
-    elif step.status == "error":
-        span.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR,
-                                    message=step.error.message if step.error is not None else ""))
-    links = [  # each dependency is also a link to the producer's span
+                end_time_unix_nano=_span_nanos(last.ended_at, f"step {last.step_id!r}: ended_at"))
+    _step_status(span, (step,) if result is None else (step, result))
+    own = span_ids[step.step_id]
+    links = [  # each dependency is also a link to the producer's span (never to the span itself)
         (span_ids[dep.step_id], {semconv.DEPENDENCY_KIND: dep.kind, semconv.DEPENDENCY_STEP_ID: dep.step_id})
-        for dep in step.depends_on
+        for s in ((step,) if result is None else (step, result))
+        for dep in s.depends_on
+        if span_ids[dep.step_id] != own
     ]
     parent = span_ids[step.parent_step_id] if step.parent_step_id else root_id
-    return _span_json(span, trace_id, span_ids[step.step_id], parent, policy(semconv.step_attributes(step)), links)
+    if result is None:
+        attrs = semconv.step_attributes(step)
+    else:
+        _span_nanos(step.ended_at, f"step {step.step_id!r}: ended_at")
+        _span_nanos(result.started_at, f"step {result.step_id!r}: started_at")
+        attrs = tool_spans.merged_step_attributes(step, result)
+    return _span_json(span, trace_id, own, parent, policy(attrs), links)
 
 
 def run_to_otlp(
@@ -339,11 +365,14 @@ def run_to_otlp(
     length, or two steps share a span id.
     """
     trace_id = _checked_id(run.trace_id, 32, f"run {run.run_id!r}: trace_id") or derived_trace_id(run.run_id)
-    span_ids = _span_ids(run)
+    pairs = tool_spans.call_result_pairs(run.steps)
+    call_of = {result.step_id: call for call, result in pairs.items()}
+    span_ids = _span_ids(run, call_of)
     root_id = _root_span_id(run.run_id, set(span_ids.values()))
     policy = attribute_policy or (lambda attrs: semconv.openinference_attributes(dict(attrs)))
     spans = [_root_span(run, trace_id, root_id, policy)]
-    spans += [_step_span(step, trace_id, span_ids, root_id, policy) for step in run.steps]
+    spans += [_step_span(step, pairs.get(step.step_id), trace_id, span_ids, root_id, policy)
+              for step in run.steps if step.step_id not in call_of]
     request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
         resource=Resource(attributes=_key_values({"service.name": SERVICE_NAME})),
         scope_spans=[ScopeSpans(scope=InstrumentationScope(name=semconv.INSTRUMENTATION_NAME))],
@@ -370,13 +399,48 @@ def _normalised_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _normalised_list(value: Any) -> list[Any]:
+    """A list attribute as a list (JSON text decoded); anything else: empty."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
 def _wrap(label: str, exc: Exception) -> InvalidInputError:
     text = exc.message if isinstance(exc, InvalidInputError) else str(exc)
     return InvalidInputError(f"{label}: {text}")
 
 
-def _build_step(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, DecodedSpan]) -> Step:
-    attrs = _normalised_attrs(span.attrs)
+def _build_steps(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, DecodedSpan]) -> list[Step]:
+    """The step of a step span, or the two of a tool call's span that also carries its result
+    (``causaltrace.result.*``): the call from the span's start to its recorded end, the result from its recorded
+    start to the span's end."""
+    split = tool_spans.split_merged_attributes(span.attrs)
+    if split is None:
+        return [_build_step(span, run_id, by_span_id, span.attrs)]
+    call_attrs, result_attrs = split
+    ended = nanos_to_datetime(int(call_attrs.pop(semconv.STEP_ENDED_AT, 0) or 0))
+    started = nanos_to_datetime(int(result_attrs.pop(semconv.RESULT_STARTED_AT, 0) or 0))
+    own = result_attrs.pop(semconv.RESULT_SPAN_ID, None)
+    # the span's links are both steps' dependencies: the call's are those the result's attributes do not list
+    theirs = set(zip(_normalised_list(result_attrs.get(semconv.DEPENDS_ON_STEP_IDS)),
+                     _normalised_list(result_attrs.get(semconv.DEPENDS_ON_KINDS)), strict=False))
+    call = _build_step(span, run_id, by_span_id, call_attrs, times=(nanos_to_datetime(span.start), ended),
+                       skip_links=theirs)
+    result = _build_step(span, run_id, by_span_id, result_attrs, times=(started, nanos_to_datetime(span.end)),
+                         span_id=(own or None) if own is not None else call.span_id, skip_links=None)
+    return [call, result]
+
+
+def _build_step(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, DecodedSpan], raw: Mapping[str, Any],
+                *, times: tuple[datetime | None, datetime | None] | None = None, span_id: Any = ...,
+                skip_links: set[tuple[str, str]] | None = set()) -> Step:  # noqa: B006 - never mutated
+    """One step of a span from its attributes ``raw``; without dependency attributes its dependencies come from
+    the span's links, except the (step id, kind) pairs in ``skip_links`` (None: none from links)."""
+    attrs = _normalised_attrs(raw)
     if semconv.STEP_STATUS not in attrs:
         if span.status_code == STATUS_ERROR:
             attrs[semconv.STEP_STATUS] = "error"
@@ -384,7 +448,7 @@ def _build_step(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, Decoded
             attrs.setdefault(semconv.STEP_ERROR_MESSAGE, span.status_message)
         elif span.status_code == STATUS_OK:
             attrs[semconv.STEP_STATUS] = "ok"
-    if semconv.DEPENDS_ON_STEP_IDS not in attrs and semconv.DEPENDS_ON_KINDS not in attrs:
+    if skip_links is not None and semconv.DEPENDS_ON_STEP_IDS not in attrs and semconv.DEPENDS_ON_KINDS not in attrs:
         ids, kinds = [], []
         for i, link in enumerate(span.links):
             kind = link.attrs.get(semconv.DEPENDENCY_KIND)
@@ -392,27 +456,29 @@ def _build_step(span: DecodedSpan, run_id: str, by_span_id: Mapping[str, Decoded
                 continue
             target = link.attrs.get(semconv.DEPENDENCY_STEP_ID)
             if target is None and link.span_id is not None and link.span_id in by_span_id:
-                target = by_span_id[link.span_id].attrs.get(semconv.STEP_ID)
+                linked = by_span_id[link.span_id].attrs
+                # a tool call's span carries its result too: a link of a kind that reads the result is the result's
+                result = linked.get(semconv.RESULT_ID) if kind not in _CALL_DEPENDENCY_KINDS else None
+                target = result if result is not None else linked.get(semconv.STEP_ID)
             if target is None:
                 raise InvalidInputError(
                     f"{span.label}: links[{i}] ({semconv.DEPENDENCY_KIND}={kind!r}) points to no step of the trace"
                 )
+            if (str(target), kind) in skip_links:
+                continue
             ids.append(str(target))
             kinds.append(kind)
         if ids:
             attrs[semconv.DEPENDS_ON_STEP_IDS] = ids
             attrs[semconv.DEPENDS_ON_KINDS] = kinds
     step_id = attrs.get(semconv.STEP_ID)
-    kept_span_id = (
-        None if step_id is not None and span.span_id == derived_span_id(run_id, str(step_id)) else span.span_id
-    )
-    try:
-        return semconv.step_from_attributes(
-            attrs,
-            started_at=nanos_to_datetime(span.start),
-            ended_at=nanos_to_datetime(span.end),
-            span_id=kept_span_id,
+    if span_id is ...:
+        span_id = (
+            None if step_id is not None and span.span_id == derived_span_id(run_id, str(step_id)) else span.span_id
         )
+    started, ended = times if times is not None else (nanos_to_datetime(span.start), nanos_to_datetime(span.end))
+    try:
+        return semconv.step_from_attributes(attrs, started_at=started, ended_at=ended, span_id=span_id)
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         raise _wrap(span.label, exc) from exc
 
@@ -483,7 +549,7 @@ def _runs_of_trace(trace_id: str, spans: list[DecodedSpan]) -> list[Run]:
             fields = {"run_id": run_id, "framework": "unknown"}
         if trace_id != derived_trace_id(run_id):
             fields["trace_id"] = trace_id
-        run_steps = [_build_step(span, run_id, by_span_id) for span in steps.get(run_id, [])]
+        run_steps = [step for span in steps.get(run_id, []) for step in _build_steps(span, run_id, by_span_id)]
         try:
             runs.append(Run(**fields, steps=tuple(run_steps)))
         except ValidationError as exc:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
@@ -31,6 +32,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from causaltrace import semconv
+from causaltrace.collector import tool_spans
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import count_payload_cuts, exporting
@@ -44,9 +46,11 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Attributes holding step inputs / outputs, which the hide switches drop and the redaction callback sees.
-_INPUT_KEYS = frozenset({semconv.STEP_INPUTS, semconv.STEP_ARGUMENTS, semconv.RUN_TASK})
-_OUTPUT_KEYS = frozenset({semconv.STEP_OUTPUTS, semconv.STEP_CONTENT, semconv.STEP_ERROR_MESSAGE})
-_PAYLOAD_KEYS = _INPUT_KEYS | _OUTPUT_KEYS | {semconv.STEP_METADATA, semconv.RUN_OUTCOME}
+_INPUT_KEYS = frozenset({semconv.STEP_INPUTS, semconv.STEP_ARGUMENTS, semconv.RUN_TASK, semconv.RESULT_INPUTS,
+                         semconv.RESULT_ARGUMENTS})
+_OUTPUT_KEYS = frozenset({semconv.STEP_OUTPUTS, semconv.STEP_CONTENT, semconv.STEP_ERROR_MESSAGE,
+                          semconv.RESULT_OUTPUTS, semconv.RESULT_CONTENT, semconv.RESULT_ERROR_MESSAGE})
+_PAYLOAD_KEYS = _INPUT_KEYS | _OUTPUT_KEYS | {semconv.STEP_METADATA, semconv.RESULT_METADATA, semconv.RUN_OUTCOME}
 
 
 def never_raise(default: Any = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -110,12 +114,14 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
     :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread, so only
     texts and lists are looked at, and non-ASCII texts only are searched for surrogates."""
     truncated = replaced = False
+    cut: list[str] = []
     for key, value in attrs.items():
         cls = type(value)
         if cls is str:
             if len(value) > limit:
                 value, truncated = _truncate(value, limit)[0], True
                 attrs[key] = value
+                cut.append(key)
             if not value.isascii():
                 safe = utf8_safe(value)
                 if safe is not value:
@@ -129,6 +135,7 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
             if long:
                 value, truncated = [_truncate(i, limit)[0] if isinstance(i, str) else i for i in value], True
                 attrs[key] = value
+                cut.append(key)
             elif cls is tuple:
                 attrs[key] = value = list(value)
             for i, item in enumerate(value):
@@ -137,9 +144,22 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
                     if safe is not item:
                         value[i], replaced = safe, True
     if truncated and semconv.STEP_ID in attrs:
-        attrs[semconv.STEP_TRUNCATED] = True
+        _mark_truncated(attrs, cut)
     if truncated or replaced:
         count_payload_cuts(truncated=truncated, text_replaced=replaced)
+
+
+def _mark_truncated(attrs: dict[str, Any], cut: list[str]) -> None:
+    """Flag the step whose payload was cut; on a tool call's span that carries its result, the half that lost
+    text (the span's output is the result's)."""
+    if semconv.RESULT_ID not in attrs:
+        attrs[semconv.STEP_TRUNCATED] = True
+        return
+    for key in cut:
+        if key.startswith(semconv.RESULT_PREFIX) or key == semconv.OI_OUTPUT_VALUE:
+            attrs[semconv.RESULT_TRUNCATED] = True
+        else:
+            attrs[semconv.STEP_TRUNCATED] = True
 
 
 def _hide_and_redact(
@@ -180,6 +200,8 @@ class StepSpan:
     attributes: dict[str, Any]
     links: list[Link] = field(default_factory=list)
     current: NonRecordingSpan | None = None
+    #: A result's span: the step id of the tool call whose span (same context) it shares.
+    joins: str | None = None
 
     def get_span_context(self) -> SpanContext:
         return self.context
@@ -212,6 +234,9 @@ class Emitter:
         self._sdk = _sdk_parts(tracer)
         #: Whether (and up to what size) a run's Recording goes out on its root span (CAUSALTRACE_EXPORT_RECORDING*).
         self.recording_export = RecordingExport.from_env()
+        #: tool_call step id → its span while the call or its result runs (:meth:`start_step_span`).
+        self._pairs: dict[str, _Pair] = {}
+        self._pair_lock = threading.Lock()
         #: agent_turn step id → the ``gen_ai.provider.name`` of a model call inside it (an ``invoke_agent`` span
         #: names its provider; the turn ends after its calls). Popped when the turn is exported.
         self._turn_providers: dict[str, str] = {}
@@ -242,21 +267,36 @@ class Emitter:
         parent: Span | SpanContext | StepSpan | None,
         links: Iterable[tuple[SpanContext, str, str]] = (),
         start_time_ns: int,
+        joins: str | None = None,
     ) -> StepSpan | None:
         """Open a step's span under ``parent``; ``links`` are (producer span context, dependency kind, producer id).
 
-        Returns None when the run is not sampled (its root span does not record): the Step still reaches the
-        collector, no span is exported.
+        A ``tool_call``'s span waits for its result: a step started with ``joins`` (the call's step id; a
+        ``tool_response`` or a ``code_execution``, :func:`tool_spans.call_result_pairs`) shares it — same span id —
+        and the one span is written when both have ended (issue 33 item 3). Returns None when the run is not
+        sampled (its root span does not record): the Step still reaches the collector, no span is exported.
         """
         if self._sdk is None or parent is None:
             return None
         parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
         if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
             return None
+        otel_links = [_link(ctx, kind, step_id) for ctx, kind, step_id in links]
+        if joins is not None:
+            with self._pair_lock:
+                pair = self._pairs.get(joins)
+                if pair is not None and pair.result_span is None:
+                    call = pair.call_span
+                    pair.result_span = StepSpan(
+                        name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
+                        attributes=dict(attributes), links=[link for link in otel_links if link is not None
+                                                            and link.context.span_id != call.context.span_id],
+                        joins=joins,
+                    )
+                    return pair.result_span
         ids = self._sdk[3]
         context = SpanContext(parent_ctx.trace_id, ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
-        otel_links = [_link(ctx, kind, step_id) for ctx, kind, step_id in links]
-        return StepSpan(
+        span = StepSpan(
             name=name,
             context=context,
             parent=parent_ctx,
@@ -264,6 +304,10 @@ class Emitter:
             attributes=dict(attributes),
             links=[link for link in otel_links if link is not None],
         )
+        if attributes.get(semconv.STEP_KIND) == "tool_call":
+            with self._pair_lock:
+                self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
+        return span
 
     @never_raise()
     def add_links(self, span: StepSpan | None, links: Iterable[tuple[SpanContext, str, str]]) -> None:
@@ -284,11 +328,59 @@ class Emitter:
         """
         if span is None or self._sdk is None:
             return
-        processor, resource, scope, _ = self._sdk
+        if span.joins is not None or step.kind == "tool_call":
+            paired = self._pair_ended(span, step, end_time_ns)
+            if paired is None:
+                return  # the other half of the span has not ended yet
+            self._write(*paired)
+            return
+        self._write(span, step, None, (), end_time_ns)
+
+    def _pair_ended(self, span: StepSpan, step: Step, end_ns: int
+                    ) -> tuple[StepSpan, Step, Step | None, list[Link], int] | None:
+        """A tool call or its result ended: (the call's span, the call, the result or None, the result's links,
+        the span's end) once the span can be written, None while the other half runs."""
+        call_id = span.joins if span.joins is not None else step.step_id
+        with self._pair_lock:
+            pair = self._pairs.get(call_id)
+            if pair is None:  # a call not registered; a result after its run flushed its call (span written)
+                return (span, step, None, [], end_ns) if span.joins is None else None
+            if span.joins is None:
+                pair.call, pair.call_end = step, end_ns
+            else:
+                pair.result, pair.result_end = step, end_ns
+            if pair.call is None or pair.result is None:
+                return None  # a call waits for its result until the run ends (flush_pending)
+            del self._pairs[call_id]
+        return pair.call_span, pair.call, pair.result, pair.result_links(), max(pair.result_end, pair.call_end)
+
+    @never_raise()
+    def flush_pending(self, run_id: str) -> None:
+        """Write the spans of ``run_id``'s tool calls still waiting for a result (the run ended without one)."""
+        with self._pair_lock:
+            ended = [(key, pair) for key, pair in self._pairs.items()
+                     if pair.call_span.attributes.get(semconv.RUN_ID) == run_id]
+            for key, _ in ended:
+                del self._pairs[key]
+        for _, pair in ended:
+            if pair.call is not None:
+                self._write(pair.call_span, pair.call, pair.result, pair.result_links(),
+                            max(pair.result_end, pair.call_end))
+
+    def _write(self, span: StepSpan, step: Step, result: Step | None, result_links: Iterable[Link],
+               end_time_ns: int) -> None:
+        """Write one step's span (with ``result``: the one span of a tool call and its result, whose links are
+        added to the call's)."""
+        processor, resource, scope, _ = self._sdk  # type: ignore[misc]
         attrs = span.attributes
         config = self.config
         messages = step.inputs.get("messages") if step.kind == "llm_response" and step.inputs else None
-        full = semconv.step_attributes(step)
+        if result is None:
+            full = semconv.step_attributes(step)
+        else:
+            full = tool_spans.merged_step_attributes(step, result)
+            if result.span_id == step.span_id:
+                full.pop(semconv.RESULT_SPAN_ID, None)
         self._note_provider(step, full)
         if config.hide_inputs or config.hide_outputs or config.redact is not None:
             attrs.update(apply_payload_policy(full, config))
@@ -296,13 +388,9 @@ class Emitter:
             attrs.update(full)
             semconv.openinference_attributes(attrs, messages=messages)
             _cut_long_texts(attrs, config.max_attribute_chars)
-        if step.status == "error":
-            message = f"{step.error.type}: {step.error.message}" if step.error else "error"
-            status = Status(StatusCode.ERROR, utf8_safe(message[: config.max_attribute_chars]))
-        elif step.status == "ok":
-            status = _OK
-        else:
-            status = _UNSET
+        status = _status(step, config.max_attribute_chars)
+        if result is not None and (status is _OK or result.status == "error"):
+            status = _status(result, config.max_attribute_chars)
         processor.on_end(
             ReadableSpan(
                 name=utf8_safe(semconv.span_name(step)),
@@ -310,7 +398,7 @@ class Emitter:
                 parent=span.parent,
                 resource=resource,
                 attributes=attrs,
-                links=tuple(span.links),
+                links=(*span.links, *result_links),
                 kind=SpanKind.CLIENT if semconv.is_client_span(step.kind) else SpanKind.INTERNAL,
                 status=status,
                 start_time=span.start_ns,
@@ -366,6 +454,29 @@ class Emitter:
             span.set_status(Status(StatusCode.OK))
         if end_time_ns is not None:
             span.end(end_time=end_time_ns)
+
+
+@dataclass(slots=True)
+class _Pair:
+    """A tool call's span while its call or its result runs: written when both have ended (or the run has)."""
+
+    call_span: StepSpan
+    call: Step | None = None
+    call_end: int = 0
+    result_span: StepSpan | None = None
+    result: Step | None = None
+    result_end: int = 0
+
+    def result_links(self) -> list[Link]:
+        return self.result_span.links if self.result_span is not None and self.result is not None else []
+
+
+def _status(step: Step, limit: int) -> Status:
+    """A step span's status: ERROR with the step's error, OK, or unset."""
+    if step.status == "error":
+        message = f"{step.error.type}: {step.error.message}" if step.error else "error"
+        return Status(StatusCode.ERROR, utf8_safe(message[:limit]))
+    return _OK if step.status == "ok" else _UNSET
 
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)

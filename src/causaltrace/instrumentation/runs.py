@@ -274,6 +274,7 @@ class RunContext:
             parent=parent_span if parent_span is not None else self.root_span,
             links=links,
             start_time_ns=start_ns,
+            joins=_call_of_result(kind, deps),
         )
         handle = StepHandle(self, fields, span, start_ns)
         with self._lock:
@@ -415,6 +416,7 @@ class RunContext:
         error = None
         if self.outcome.status == "failure":
             error = self.outcome.reason or "run failed"
+        self.tracing.emitter.flush_pending(self.run_id)
         self.tracing.emitter.end_root(
             self.root_span,
             semconv.run_attributes(
@@ -437,6 +439,15 @@ class RunContext:
             except Exception:
                 logger.warning("causaltrace: the watch of run %s failed", self.run_id, exc_info=True)
         return self.run
+
+
+def _call_of_result(kind: str, deps: Iterable[Dependency]) -> str | None:
+    """The step whose span a result of this kind shares: the tool call it is a result of (the emitter checks that
+    it is a ``tool_call``; ``collector.tool_spans``), else None."""
+    result_of = semconv.RESULT_DEPENDENCY_BY_KIND.get(kind)
+    if result_of is None:
+        return None
+    return next((d.step_id for d in deps if d.kind == result_of), None)
 
 
 async def _safe_verdict(verify: Any, outcome: Outcome) -> Verdict | None:
