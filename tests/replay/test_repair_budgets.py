@@ -202,3 +202,29 @@ def test_cli_a_tool_raising_systemexit_marks_its_replay_and_repair_goes_on():
     progress = [line for line in done.stderr.splitlines() if "· step #" in line]
     assert any("(SystemExit)" in line for line in progress) and len(progress) > 1, done.stderr
     assert "Traceback" not in done.stderr and "no repair found" in done.stdout
+
+
+async def test_a_flip_whose_checks_the_seconds_budget_cuts_is_unconfirmed_not_nondeterministic():
+    """The flip is found, then the factory blocks (it builds the unedited run's control replay): the budget ends
+    the check, so the flip is left unconfirmed — the budget is named, the run is not called nondeterministic."""
+    succeeded: list[bool] = []
+
+    def factory() -> Any:
+        if succeeded:
+            time.sleep(3600)
+        return example.build_failing()
+
+    def verify(outcome: Outcome) -> Any:
+        verdict = example.verify(outcome)
+        succeeded.append(True) if verdict.passed else None
+        return verdict
+
+    run = await _record()
+    started = time.monotonic()
+    result = await repair(run, factory, verify, [_add(run).step_id], k=0, store=False, sandbox=default_sandbox(),
+                          probe=False, concurrency=1, max_seconds=8)
+    assert time.monotonic() - started < 8 + SLACK_S
+    assert succeeded and not result.repaired and result.pair is None and not result.nondeterministic
+    assert result.budget_exhausted == "seconds" and "the factory did not return" in result.hung
+    assert "unconfirmed flip" in result.diagnosis.explanation.lower() and "unconfirmed" in result.diagnosis.artifacts
+    assert result.diagnosis.verified_by != "replay" and "the factory did not return" in result.diagnosis.explanation

@@ -355,7 +355,8 @@ async def repair(
     pair, alternative_pair, pair_reason = _pairs(run, decisive)
     replays, predictions = _counts(attempts)
     unproven = next((a for a in attempts if a.unreproduced), None)
-    exhausted = budget.exhausted(spent) if decisive is None and unproven is None else ""
+    cut = unproven is not None and unproven.unreproduced == UNCONFIRMED  # the budget, not the run, left it open
+    exhausted = "seconds" if cut else budget.exhausted(spent) if decisive is None and unproven is None else ""
     hung = _hung(attempts, probed)
     updated = updated_diagnosis(run, diagnosis, attempts, decisive, replays, time.perf_counter() - started,
                                  exhausted=exhausted, predictions=predictions, pruned=pruned, unproven=unproven,
@@ -366,10 +367,13 @@ async def repair(
                         replays=replays, seconds=time.perf_counter() - started, pair_reason=pair_reason,
                         budget_exhausted=exhausted, probe=probed, predictions=predictions,
                         pruned=[s.index for s in pruned], alternative_pair=alternative_pair,
-                        corrections_untried=untried, nondeterministic=unproven.unreproduced if unproven else "",
+                        corrections_untried=untried, nondeterministic=unproven.unreproduced if unproven and not cut else "",
                         check_replays=sum(r.replays_run for a in attempts for r in a.checks),
                         hung=hung)
 
+
+#: Why a flip is left unconfirmed when the seconds budget ends its checks (not a sign of nondeterminism)
+UNCONFIRMED = "the seconds budget ran out before the flip was reproduced"
 
 _TIMEOUTS = ("FactoryTimeout", "VerifierTimeout", "ReplayTimeout")
 
@@ -514,7 +518,7 @@ async def _reproduce(run: Run, step: Step, attempt: StepAttempt, factory: Factor
     while checked < rounds:
         for proposal, is_control in ((control, True), (again, False)):
             if budget.exhausted(0) == "seconds":
-                attempt.unreproduced = "the seconds budget ran out before the flip was replayed again"
+                attempt.unreproduced = UNCONFIRMED
                 return
             result, output = await guarded_replay(run, factory, proposal, verify, sandbox=sandbox, policy=policy,
                                                   model=judge, timeout_s=budget.timeout(), control=is_control)
@@ -523,6 +527,8 @@ async def _reproduce(run: Run, step: Step, attempt: StepAttempt, factory: Factor
             if on_replay is not None:
                 on_replay(step, result)
             attempt.unreproduced = _check_failed(result, is_control, where)
+            if attempt.unreproduced and result.error is not None and budget.exhausted(0) == "seconds":
+                attempt.unreproduced = UNCONFIRMED  # cut by the budget's end: nothing is known about the run
             if attempt.unreproduced:
                 return
             if is_control and not checked and rounds == 1:

@@ -61,7 +61,7 @@ def updated_diagnosis(run: Run, diagnosis: Diagnosis | None, attempts: list[Step
         "created_at": datetime.now(UTC),
     }
     if unproven is not None:
-        return nondeterministic_diagnosis(run, diagnosis, unproven, base, replays)
+        return nondeterministic_diagnosis(run, diagnosis, unproven, base, replays, hung=hung)
     if decisive is None:
         reason = (no_flip_reason(attempts, replays, predictions, exhausted) + (f"; {hung}" if hung else "")
                   + pruned_note(pruned))
@@ -154,16 +154,18 @@ def repair_artifacts(run: Run, diagnosis: Diagnosis | None, attempts: list[StepA
 
 
 def nondeterministic_diagnosis(run: Run, diagnosis: Diagnosis | None, attempt: StepAttempt, base: dict[str, Any],
-                              replays: int) -> Diagnosis:
+                              replays: int, *, hung: str = "") -> Diagnosis:
     """Issue 36 item 2: a flip that did not reproduce proves nothing. The guiding diagnosis stands, marked
-    ``artifacts["nondeterministic"]`` and said in its explanation; it never carries the "replay" label, and no pair
-    is made."""
+    ``artifacts["nondeterministic"]`` (``["unconfirmed"]`` when the seconds budget ended the checks) and said in its
+    explanation; it never carries the "replay" label, and no pair is made."""
     step = run.step(attempt.step_id)
     edit = attempt.best.intervention.description if attempt.best is not None else ""
-    note = (f"nondeterministic run: a replay flipped it at step #{step.index} ({edit}), but {attempt.unreproduced}; "
-            f"nothing is verified by replay and no repair pair is stored ({replays} replays, "
-            f"{sum(r.replays_run for r in attempt.checks)} of them checking the flip)")
-    artifacts = {**base["artifacts"], "nondeterministic": {
+    cut = "budget ran out" in attempt.unreproduced  # the budget ended the checks: unconfirmed, not nondeterministic
+    note = (f"{'unconfirmed flip' if cut else 'nondeterministic run'}: a replay flipped it at step #{step.index} "
+            f"({edit}), but {attempt.unreproduced}; nothing is verified by replay and no repair pair is stored "
+            f"({replays} replays, {sum(r.replays_run for r in attempt.checks)} of them checking the flip)"
+            + (f"; {hung}" if cut and hung else ""))
+    artifacts = {**base["artifacts"], "unconfirmed" if cut else "nondeterministic": {
         "step_index": step.index, "step_id": step.step_id, "edit": edit, "reason": attempt.unreproduced,
         "checks": [["control" if i % 2 == 0 else "again", r.outcome.status, r.error.type if r.error else None]
                    for i, r in enumerate(attempt.checks)]}}
