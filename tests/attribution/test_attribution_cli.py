@@ -101,11 +101,14 @@ def test_diagnose_json_matches_the_stored_diagnosis(capsys):
     run_id = imported(capsys, SAMPLE, "otlp-json")
     code, out, _ = run_cli(capsys, "diagnose", run_id[:8], "--json")
     assert code == 0
-    shown = Diagnosis.model_validate(json.loads(out))
+    data = json.loads(out)
+    verdict = data.pop("verdict")  # the run's verdict beside the diagnosis (issue 33 item 7): here, this one
+    shown = Diagnosis.model_validate(data)
     with Store() as store:
         assert store.diagnoses(run_id) == [shown]
     assert shown.decisive_step_index == 6 and shown.candidates and shown.artifacts["dependency_graph"]["source"] == \
         "explicit"
+    assert verdict["decisive_step_index"] == 6 and verdict["is_this_diagnosis"] is True
 
 
 def test_diagnose_with_a_model_method_and_a_registered_fake(capsys):
