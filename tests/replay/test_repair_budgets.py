@@ -228,3 +228,14 @@ async def test_a_flip_whose_checks_the_seconds_budget_cuts_is_unconfirmed_not_no
     assert result.budget_exhausted == "seconds" and "the factory did not return" in result.hung
     assert "unconfirmed flip" in result.diagnosis.explanation.lower() and "unconfirmed" in result.diagnosis.artifacts
     assert result.diagnosis.verified_by != "replay" and "the factory did not return" in result.diagnosis.explanation
+
+
+async def hanging_async_factory() -> Any:
+    await asyncio.sleep(3600)
+
+
+async def test_a_hanging_async_factory_is_named():
+    run = await _record()
+    result = await repair(run, hanging_async_factory, example.verify, [_add(run).step_id], k=0, store=False,
+                          sandbox=default_sandbox(), probe=False, replay_timeout_s=2, max_replays=1)
+    assert _marks(result) == ["FactoryTimeout"] and "the factory did not return within 2 s" in result.hung

@@ -145,7 +145,8 @@ def watched_factory(factory: Factory, watch: Watch) -> Factory:
 
     @functools.wraps(factory)
     def build(*args: Any, **kwargs: Any) -> Any:
-        return watch.call("the factory", factory, *args, **kwargs)
+        built = watch.call("the factory", factory, *args, **kwargs)
+        return watch.wait("the factory", built) if inspect.isawaitable(built) else built  # an async factory
 
     return build
 
