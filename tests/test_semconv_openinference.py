@@ -92,6 +92,37 @@ def test_the_names_are_openinference_names():
     assert semconv.OI_SESSION_ID == SpanAttributes.SESSION_ID
     assert semconv.PROJECT_NAME == ResourceAttributes.PROJECT_NAME
     assert {semconv.MIME_TEXT, semconv.MIME_JSON} == {m.value for m in OpenInferenceMimeTypeValues}
+    assert semconv.OI_LLM_INVOCATION_PARAMETERS == SpanAttributes.LLM_INVOCATION_PARAMETERS
+    assert semconv.OI_LLM_PROVIDER == SpanAttributes.LLM_PROVIDER
+    assert semconv.OI_LLM_SYSTEM == SpanAttributes.LLM_SYSTEM
+    assert semconv.OI_TOOL_DESCRIPTION == SpanAttributes.TOOL_DESCRIPTION
+    assert semconv.OI_GRAPH_NODE_ID == SpanAttributes.GRAPH_NODE_ID
+    assert semconv.OI_GRAPH_NODE_PARENT_ID == SpanAttributes.GRAPH_NODE_PARENT_ID
+
+
+def test_the_message_names_are_openinference_names():
+    """collector.oi_messages writes messages, content parts, tool calls and tools under OpenInference's names."""
+    from openinference.semconv.trace import (
+        ImageAttributes,
+        MessageContentAttributes,
+        ToolAttributes,
+        ToolCallAttributes,
+    )
+
+    from causaltrace.collector import oi_messages as m
+
+    assert (m.INPUT_MESSAGES, m.OUTPUT_MESSAGES, m.LLM_TOOLS) == (
+        SpanAttributes.LLM_INPUT_MESSAGES, SpanAttributes.LLM_OUTPUT_MESSAGES, SpanAttributes.LLM_TOOLS)
+    assert (m._ROLE, m._CONTENT, m._CONTENTS, m._NAME, m._TOOL_CALL_ID, m._TOOL_CALLS) == (
+        MessageAttributes.MESSAGE_ROLE, MessageAttributes.MESSAGE_CONTENT, MessageAttributes.MESSAGE_CONTENTS,
+        MessageAttributes.MESSAGE_NAME, MessageAttributes.MESSAGE_TOOL_CALL_ID, MessageAttributes.MESSAGE_TOOL_CALLS)
+    assert (m._PART_TYPE, m._PART_TEXT) == (MessageContentAttributes.MESSAGE_CONTENT_TYPE,
+                                            MessageContentAttributes.MESSAGE_CONTENT_TEXT)
+    assert m._PART_IMAGE == f"{MessageContentAttributes.MESSAGE_CONTENT_IMAGE}.{ImageAttributes.IMAGE_URL}"
+    assert (m._CALL_ID, m._CALL_NAME, m._CALL_ARGUMENTS) == (
+        ToolCallAttributes.TOOL_CALL_ID, ToolCallAttributes.TOOL_CALL_FUNCTION_NAME,
+        ToolCallAttributes.TOOL_CALL_FUNCTION_ARGUMENTS_JSON)
+    assert m._SCHEMA == ToolAttributes.TOOL_JSON_SCHEMA
 
 
 def test_every_step_kind_has_a_known_span_kind():

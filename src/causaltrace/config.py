@@ -15,6 +15,11 @@ variable                            meaning                                     
 ``CAUSALTRACE_MAX_ATTRIBUTE_CHARS`` longest text kept in one exported span attribute              ``16384``
 ``CAUSALTRACE_HIDE_INPUTS``         ``true`` drops step inputs (and LLM requests) from spans      ``false``
 ``CAUSALTRACE_HIDE_OUTPUTS``        ``true`` drops step outputs and content from spans            ``false``
+``CAUSALTRACE_CAPTURE_CONTENT``     ``on`` / ``off``: message content in the OpenInference AND     unset
+                                    the GenAI attributes (overrides both defaults)
+``OTEL_INSTRUMENTATION_GENAI_``     ``true``: the GenAI content attributes (``gen_ai.input.``      ``false``
+``CAPTURE_MESSAGE_CONTENT``         ``messages`` …), opt-in as the conventions make them
+``CAUSALTRACE_EXPORT_RECORDING``    ``false``: no Recording event on the run's root span           ``true``
 ``CAUSALTRACE_STORE``               ``false`` turns the SQLite writes off (collector stays on)    ``true``
 ``CAUSALTRACE_RECORD``              ``false`` stops recording LLM / tool calls for replay         ``true``
 ``CAUSALTRACE_STORE_MAX_CHARS``     longest text the store keeps in one step field                ``2000000``
@@ -56,6 +61,14 @@ def env_flag(name: str, default: bool, env: Mapping[str, str] | None = None) -> 
     if value in _FALSE:
         return False
     raise UserError(f"{name}={raw!r} is not a boolean; use true or false")
+
+
+def _env_switch(name: str, env: Mapping[str, str]) -> bool | None:
+    """An on / off env var that may be unset (None)."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return env_flag(name, False, {name: raw})
 
 
 def _env_int(name: str, default: int, env: Mapping[str, str]) -> int:
@@ -116,6 +129,13 @@ class TraceConfig:
     hide_inputs: bool = False
     #: Drop step outputs and content from exported spans.
     hide_outputs: bool = False
+    #: ``CAUSALTRACE_CAPTURE_CONTENT``: True / False turns message content on / off in both the OpenInference and
+    #: the GenAI attributes; None leaves each to its own default (OpenInference on, GenAI :attr:`genai_content`).
+    capture_content: bool | None = None
+    #: ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: the GenAI content attributes (``gen_ai.input.messages``,
+    #: ``.output.messages``, ``.system_instructions``, ``.tool.definitions``, ``gen_ai.tool.call.arguments`` /
+    #: ``.result``), opt-in as the GenAI conventions make them.
+    genai_content: bool = False
     #: Called with (key, value) for every exported payload attribute; returns the value to export (None drops it).
     redact: Redactor | None = None
     #: Write finished runs to the SQLite store (off: the collector still assembles runs in memory).
@@ -143,6 +163,8 @@ class TraceConfig:
             max_attribute_chars=_env_int("CAUSALTRACE_MAX_ATTRIBUTE_CHARS", 16384, env),
             hide_inputs=env_flag("CAUSALTRACE_HIDE_INPUTS", False, env),
             hide_outputs=env_flag("CAUSALTRACE_HIDE_OUTPUTS", False, env),
+            capture_content=_env_switch("CAUSALTRACE_CAPTURE_CONTENT", env),
+            genai_content=env_flag("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False, env),
             store=env_flag("CAUSALTRACE_STORE", True, env),
             record=env_flag("CAUSALTRACE_RECORD", True, env),
             store_max_chars=_env_int("CAUSALTRACE_STORE_MAX_CHARS", 2_000_000, env),
@@ -150,6 +172,17 @@ class TraceConfig:
             db_path=db_target(env["CAUSALTRACE_DB"]) if env.get("CAUSALTRACE_DB", "").strip() else None,
         )
         return replace(base, **overrides) if overrides else base
+
+    @property
+    def oi_content(self) -> bool:
+        """Whether OpenInference content attributes (messages, input / output values) are exported (default on,
+        as OpenInference's own instrumentors do)."""
+        return True if self.capture_content is None else self.capture_content
+
+    @property
+    def genai_content_on(self) -> bool:
+        """Whether the GenAI content attributes are exported (opt-in; ``CAUSALTRACE_CAPTURE_CONTENT`` overrides)."""
+        return self.genai_content if self.capture_content is None else self.capture_content
 
     def resolved_db_path(self) -> Path | str:
         """The store this config writes to (a file path, or a URL kept as its string)."""

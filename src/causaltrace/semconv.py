@@ -33,6 +33,7 @@ from typing import Any
 import pydantic_core
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import server_attributes as _server
 
 from causaltrace.schema import (
     Annotations,
@@ -102,6 +103,25 @@ GEN_AI_CONVERSATION_ID = _gen_ai.GEN_AI_CONVERSATION_ID
 GEN_AI_TOOL_NAME = _gen_ai.GEN_AI_TOOL_NAME
 GEN_AI_TOOL_TYPE = _gen_ai.GEN_AI_TOOL_TYPE
 GEN_AI_TOOL_CALL_ID = _gen_ai.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_DESCRIPTION = _gen_ai.GEN_AI_TOOL_DESCRIPTION
+GEN_AI_TOOL_DEFINITIONS = _gen_ai.GEN_AI_TOOL_DEFINITIONS
+GEN_AI_TOOL_CALL_ARGUMENTS = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
+GEN_AI_TOOL_CALL_RESULT = _gen_ai.GEN_AI_TOOL_CALL_RESULT
+GEN_AI_AGENT_ID = _gen_ai.GEN_AI_AGENT_ID
+GEN_AI_AGENT_DESCRIPTION = _gen_ai.GEN_AI_AGENT_DESCRIPTION
+GEN_AI_RESPONSE_ID = _gen_ai.GEN_AI_RESPONSE_ID
+GEN_AI_INPUT_MESSAGES = _gen_ai.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES = _gen_ai.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_SYSTEM_INSTRUCTIONS = _gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
+GEN_AI_REQUEST_TEMPERATURE = _gen_ai.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_REQUEST_MAX_TOKENS = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_REQUEST_TOP_P = _gen_ai.GEN_AI_REQUEST_TOP_P
+GEN_AI_REQUEST_SEED = _gen_ai.GEN_AI_REQUEST_SEED
+GEN_AI_REQUEST_STOP_SEQUENCES = _gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES
+GEN_AI_REQUEST_FREQUENCY_PENALTY = _gen_ai.GEN_AI_REQUEST_FREQUENCY_PENALTY
+GEN_AI_REQUEST_PRESENCE_PENALTY = _gen_ai.GEN_AI_REQUEST_PRESENCE_PENALTY
+SERVER_ADDRESS = _server.SERVER_ADDRESS
+SERVER_PORT = _server.SERVER_PORT
 GEN_AI_REQUEST_MODEL = _gen_ai.GEN_AI_REQUEST_MODEL
 GEN_AI_RESPONSE_MODEL = _gen_ai.GEN_AI_RESPONSE_MODEL
 GEN_AI_RESPONSE_FINISH_REASONS = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
@@ -139,8 +159,14 @@ OI_LLM_INPUT_MESSAGES = "llm.input_messages"
 OI_LLM_OUTPUT_MESSAGES = "llm.output_messages"
 OI_MESSAGE_ROLE = "message.role"
 OI_MESSAGE_CONTENT = "message.content"
+OI_LLM_INVOCATION_PARAMETERS = "llm.invocation_parameters"
+OI_LLM_PROVIDER = "llm.provider"
+OI_LLM_SYSTEM = "llm.system"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_DESCRIPTION = "tool.description"
+OI_GRAPH_NODE_ID = "graph.node.id"
+OI_GRAPH_NODE_PARENT_ID = "graph.node.parent_id"
 OI_SESSION_ID = "session.id"
 #: Resource attribute choosing the Phoenix project (``CAUSALTRACE_PROJECT``, else ``OTEL_SERVICE_NAME``).
 PROJECT_NAME = "openinference.project.name"
@@ -172,9 +198,6 @@ OPENINFERENCE_SPAN_KIND_BY_STEP: dict[str, str] = {
     "agent_turn": "AGENT",
 }
 
-#: At most this many input messages of a model call are written as ``llm.input_messages.{i}.*`` (the whole request
-#: is in ``input.value`` anyway); keeps a long conversation from multiplying a span's attribute count.
-MAX_OI_MESSAGES = 32
 
 # causaltrace: steps
 STEP_ID = "causaltrace.step.id"
@@ -245,6 +268,9 @@ RECORDING_ENCODING = "causaltrace.run.recording.encoding"
 RECORDING_CHARS = "causaltrace.run.recording.chars"
 RECORDING_SHA256 = "causaltrace.run.recording.sha256"
 RECORDING_OMITTED = "causaltrace.run.recording.omitted"
+#: The root span event carrying a live run's Recording (the chunk attributes above, issue 33 item 4); before, they
+#: were the root span's own attributes (still read on import).
+RECORDING_EVENT = "causaltrace.run.recording"
 RUN_STARTED_AT = "causaltrace.run.started_at"
 RUN_ENDED_AT = "causaltrace.run.ended_at"
 
@@ -419,8 +445,7 @@ def step_attributes(step: Step) -> dict[str, Any]:
         STEP_STATUS: step.status,
         STEP_CONTENT: step.content,
     }
-    if step.agent:
-        attrs[GEN_AI_AGENT_NAME] = step.agent
+    attrs[GEN_AI_AGENT_NAME] = step.agent  # every step span, its agent's name ("" when no agent is known)
     operation = OPERATION_BY_STEP.get(step.kind)
     if operation is not None:
         _genai_operation(attrs, step, operation)
@@ -566,8 +591,9 @@ def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool) -> None:
 
 
 def _llm_openinference(attrs: dict[str, Any], messages: Any) -> None:
-    """A model call's ``llm.*`` attributes: model, token counts, its request messages (at most
-    :data:`MAX_OI_MESSAGES`; only when given) and its answer as the one output message."""
+    """A model call's ``llm.*`` attributes: model, token counts, its request messages (every one, no cap; only
+    when given: a step written by hand with ``inputs["messages"]``, the adapters give theirs as span attributes)
+    and its answer as the one output message."""
     model = attrs.get(GEN_AI_REQUEST_MODEL)
     if model is not None:
         attrs[OI_LLM_MODEL_NAME] = model
@@ -578,7 +604,7 @@ def _llm_openinference(attrs: dict[str, Any], messages: Any) -> None:
         attrs[OI_LLM_TOKEN_COUNT_COMPLETION] = completion or 0
         attrs[OI_LLM_TOKEN_COUNT_TOTAL] = (prompt or 0) + (completion or 0)
     if isinstance(messages, list):
-        for i, message in enumerate(messages[:MAX_OI_MESSAGES]):
+        for i, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 continue
             prefix = f"{OI_LLM_INPUT_MESSAGES}.{i}."

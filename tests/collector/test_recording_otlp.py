@@ -1,4 +1,5 @@
-"""The Recording travels on a live run's root span (collector.recording_otlp, issue 22 item 4): a run rebuilt from
+"""The Recording travels on a live run's root span, as its ``causaltrace.run.recording`` event (collector.recording_otlp,
+issue 22 item 4, issue 33 item 4): a run rebuilt from
 the live OTLP stream has its recorded calls back; the payload policy governs it (hidden payloads, redaction, the
 switch, the size ceiling: not exported, and the run says why); chunks that do not add up are marked, not fatal."""
 
@@ -53,7 +54,9 @@ def _live(span_capture, config: TraceConfig, **kw: Any):
     request = MessageToDict(encode_spans(exporter.get_finished_spans()))
     (back,) = runs_from_otlp(json.loads(json.dumps(request)))
     root = next(s for s in exporter.get_finished_spans() if semconv.is_root_span_name(s.name))
-    return handle.run, back, dict(root.attributes or {})
+    events = [e for e in root.events if e.name == semconv.RECORDING_EVENT]
+    assert len(events) <= 1 and semconv.RECORDING_CHUNKS not in (root.attributes or {})  # an event, not tags
+    return handle.run, back, {**(root.attributes or {}), **(dict(events[0].attributes) if events else {})}
 
 
 def test_live_run_carries_its_recording(span_capture):
@@ -131,3 +134,15 @@ def test_recording_attributes_bad_input():
     assert recording_from_attributes(attrs) == (empty, None)
     assert RecordingExport.from_env({"CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES": "lots"}).max_bytes == 2 * 1024 * 1024
     assert not RecordingExport.from_env({"CAUSALTRACE_EXPORT_RECORDING": "off"}).enabled
+
+
+def test_a_trace_carrying_the_recording_as_root_attributes_still_imports(span_capture):
+    """Traces written before the Recording moved to an event (its chunks among the root's attributes) import with
+    their Recording."""
+    run, _, root = _live(span_capture, TraceConfig(store=False, max_attribute_chars=100))
+    request = MessageToDict(encode_spans(span_capture[1].get_finished_spans()))
+    for span in request["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for event in span.pop("events", []):  # the old shape: the event's attributes were the root's own
+            span["attributes"] += event["attributes"]
+    (back,) = runs_from_otlp(json.loads(json.dumps(request)))
+    assert back.recording == run.recording and len(back.recording.calls) == 3

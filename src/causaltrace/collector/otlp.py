@@ -495,12 +495,23 @@ def _run_fields(root: DecodedSpan) -> dict[str, Any]:
             except json.JSONDecodeError:
                 del attrs[key]
                 dropped.append(key)
-    fields = recording_otlp.apply_to_run_fields(semconv.run_fields_from_attributes(attrs), attrs)
+    fields = recording_otlp.apply_to_run_fields(semconv.run_fields_from_attributes(attrs), _with_recording(root, attrs))
     if semconv.RUN_OUTCOME in dropped and isinstance(attrs.get(semconv.RUN_STATUS), str):
         fields["outcome"] = Outcome(status=attrs[semconv.RUN_STATUS])
     if dropped:
         fields["metadata"] = {**(fields.get("metadata") or {}), TRUNCATED_RUN_ATTRIBUTES_KEY: dropped}
     return fields
+
+
+def _with_recording(root: DecodedSpan, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The root's attributes with its Recording's chunk attributes: from its ``causaltrace.run.recording`` event
+    (live runs since issue 33), else as they are (older traces carried them as attributes)."""
+    if semconv.RECORDING_CHUNKS in attrs:
+        return attrs
+    for event in root.events:
+        if event.name == semconv.RECORDING_EVENT and semconv.RECORDING_CHUNKS in event.attrs:
+            return {**attrs, **event.attrs}
+    return attrs
 
 
 def _pick_root(candidates: list[DecodedSpan]) -> DecodedSpan:

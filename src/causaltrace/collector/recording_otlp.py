@@ -3,11 +3,13 @@ stream or pulled from Jaeger can be replayed by ``repair`` without a model (issu
 
 Encoding ``causaltrace.recording/json-chunks-v1``: the Recording in the store's own JSON form
 (``Recording.model_dump_json()``), cut into chunks of at most the payload policy's attribute limit
-(``max_attribute_chars``) characters, written as ONE string-array attribute of the run's root span,
-``causaltrace.run.recording.chunks``, beside ``causaltrace.run.recording.encoding``, ``.chars`` (the length of the
-whole text) and ``.sha256`` (of its UTF-8 bytes). An importer joins the chunks, checks the length and the digest,
-and validates the Recording. One attribute rather than span events: the SDK caps events per span (128 by default)
-but not the length of one attribute's list, and Jaeger, Phoenix and the importers keep attributes as they are.
+(``max_attribute_chars``) characters, written as ONE string-array attribute, ``causaltrace.run.recording.chunks``,
+beside ``causaltrace.run.recording.encoding``, ``.chars`` (the length of the whole text) and ``.sha256`` (of its
+UTF-8 bytes), all on ONE event of the run's root span, ``causaltrace.run.recording`` (issue 33 item 4: until then
+they were the root span's own attributes, and Jaeger's tag list opened with a 12-42 k character blob; the importer
+reads both). One array attribute rather than one event per chunk: the SDK caps events per span (128 by default) but
+not the length of one attribute's list. An importer joins the chunks, checks the length and the digest, and
+validates the Recording.
 
 The payload policy governs it like any content. It is not exported — and the root span says why in
 ``causaltrace.run.recording.omitted``, which an import copies into the Run's metadata as

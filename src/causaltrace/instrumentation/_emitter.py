@@ -103,6 +103,8 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messa
     semconv.openinference_attributes(
         out, messages=messages, inputs_hidden=config.hide_inputs, outputs_hidden=config.hide_outputs
     )
+    if not config.oi_content:
+        _drop_oi_content(out)
     _cut_long_texts(out, config.max_attribute_chars)
     return out
 
@@ -183,6 +185,65 @@ def _hide_and_redact(
     return out
 
 
+#: Span-only attributes that show a step's input / output content (the rest — tool schemas, parameters,
+#: descriptions, graph ids — is not content).
+_INPUT_MESSAGE_ROLE = "llm.input_messages.0.message.role"
+_OI_INPUT_CONTENT = ("llm.input_messages.", semconv.OI_INPUT_VALUE, semconv.OI_INPUT_MIME_TYPE,
+                     semconv.OI_TOOL_PARAMETERS)
+_OI_OUTPUT_CONTENT = ("llm.output_messages.", semconv.OI_OUTPUT_VALUE, semconv.OI_OUTPUT_MIME_TYPE)
+
+
+_GENAI_INPUT_CONTENT = (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_SYSTEM_INSTRUCTIONS,
+                        semconv.GEN_AI_TOOL_DEFINITIONS, semconv.GEN_AI_TOOL_CALL_ARGUMENTS)
+_GENAI_OUTPUT_CONTENT = (semconv.GEN_AI_OUTPUT_MESSAGES, semconv.GEN_AI_TOOL_CALL_RESULT)
+
+
+def allowed_extras(extras: Mapping[str, Any], config: TraceConfig) -> dict[str, Any]:
+    """The span-only attributes ``config`` lets through: OpenInference input content only when inputs are neither
+    hidden nor redacted (a redaction callback sees whole attributes, not single messages) and OpenInference content
+    is on, GenAI input content only when GenAI content is on (opt-in); output content likewise."""
+    shown_in = not config.hide_inputs and config.redact is None
+    shown_out = not config.hide_outputs and config.redact is None
+    blocked: tuple[str, ...] = ()
+    if not (config.oi_content and shown_in):
+        blocked += _OI_INPUT_CONTENT
+    if not (config.oi_content and shown_out):
+        blocked += _OI_OUTPUT_CONTENT
+    if not (config.genai_content_on and shown_in):
+        blocked += _GENAI_INPUT_CONTENT
+    if not (config.genai_content_on and shown_out):
+        blocked += _GENAI_OUTPUT_CONTENT
+    if not blocked:
+        return dict(extras)
+    return {key: value for key, value in extras.items() if not key.startswith(blocked)}
+
+
+def _genai_tool_content(attrs: dict[str, Any]) -> None:
+    """``gen_ai.tool.call.arguments`` / ``.result`` of a tool call's span (GenAI content on), from what the payload
+    policy left of the call's arguments and its result."""
+    arguments = attrs.get(semconv.STEP_ARGUMENTS)
+    if arguments is not None:
+        attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
+    result = attrs.get(semconv.RESULT_CONTENT) or attrs.get(semconv.RESULT_OUTPUTS)
+    if result:
+        attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = result
+
+
+def _merge_extras(attrs: dict[str, Any], extras: Mapping[str, Any]) -> None:
+    """Add an adapter's span-only attributes; messages it gives replace those derived from the Step's text."""
+    for prefix in ("llm.input_messages.", "llm.output_messages."):
+        if prefix + "0.message.role" in extras:
+            for key in [k for k in attrs if k.startswith(prefix)]:
+                del attrs[key]
+    attrs.update(extras)
+
+
+def _drop_oi_content(attrs: dict[str, Any]) -> None:
+    """OpenInference content off (``CAUSALTRACE_CAPTURE_CONTENT=off``): no input / output values or messages."""
+    for key in [k for k in attrs if k.startswith(_OI_INPUT_CONTENT) or k.startswith(_OI_OUTPUT_CONTENT)]:
+        del attrs[key]
+
+
 @dataclass(slots=True)
 class StepSpan:
     """A step's span while the step runs: identity, parent, start and links. Emitted whole when the step ends.
@@ -202,6 +263,9 @@ class StepSpan:
     current: NonRecordingSpan | None = None
     #: A result's span: the step id of the tool call whose span (same context) it shares.
     joins: str | None = None
+    #: Span-only attributes an adapter read from the framework (OpenInference messages, tools, descriptions…):
+    #: exported under the payload policy and the content switches, never part of the Step.
+    extras: dict[str, Any] | None = None
 
     def get_span_context(self) -> SpanContext:
         return self.context
@@ -382,12 +446,26 @@ class Emitter:
             if result.span_id == step.span_id:
                 full.pop(semconv.RESULT_SPAN_ID, None)
         self._note_provider(step, full)
+        extras = span.extras
+        if extras is not None and _INPUT_MESSAGE_ROLE in extras:
+            messages = None  # the adapter gave the request's messages as the framework holds them
         if config.hide_inputs or config.hide_outputs or config.redact is not None:
             attrs.update(apply_payload_policy(full, config))
+            if extras:
+                extras = allowed_extras(extras, config)
+                _cut_long_texts(extras, config.max_attribute_chars)
+                _merge_extras(attrs, extras)
         else:  # the common case: the full attributes, long texts cut in place
             attrs.update(full)
-            semconv.openinference_attributes(attrs, messages=messages)
+            semconv.openinference_attributes(attrs, messages=messages if config.oi_content else None)
+            if extras:
+                _merge_extras(attrs, extras if config.oi_content and config.genai_content_on
+                              else allowed_extras(extras, config))
+            if not config.oi_content:
+                _drop_oi_content(attrs)
             _cut_long_texts(attrs, config.max_attribute_chars)
+        if step.kind == "tool_call" and config.genai_content_on:
+            _genai_tool_content(attrs)
         status = _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):
             status = _status(result, config.max_attribute_chars)
@@ -433,18 +511,21 @@ class Emitter:
     ) -> None:
         """Write the run's final attributes and status (ERROR with the reason on failure) and end the root span.
 
-        ``recording`` (the run's recorded calls, when recording is on) travels on the root span under the payload
-        policy (:mod:`causaltrace.collector.recording_otlp`), so the exported run can be replayed."""
+        ``recording`` (the run's recorded calls, when recording is on) travels as the root span's
+        ``causaltrace.run.recording`` event under the payload policy (:mod:`causaltrace.collector.recording_otlp`),
+        so the exported run can be replayed."""
         if span is None or not span.is_recording():
             return
         span.set_attributes(apply_payload_policy(attributes, self.config))
         config = self.config
-        span.set_attributes(
-            recording_attributes(
-                recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,
-                hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact,
-            )
+        carried = recording_attributes(
+            recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,
+            hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact,
         )
+        if semconv.RECORDING_CHUNKS in carried:  # an event: the root's own tags stay the run's (issue 33 item 4)
+            span.add_event(semconv.RECORDING_EVENT, attributes=carried, timestamp=end_time_ns)
+        elif carried:
+            span.set_attributes(carried)  # why it was not exported
         name = attributes.get(semconv.RUN_NAME)
         if name:  # named after the start (an adapter joining a user's run): the root takes the workflow's name
             span.update_name(utf8_safe(semconv.root_span_name(name)))

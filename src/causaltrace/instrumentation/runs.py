@@ -286,6 +286,14 @@ class RunContext:
         return handle
 
     @never_raise()
+    def set_root_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Span-only attributes for the run's root span (an adapter's team id and participants…); nothing when the
+        root does not record (a replay, an unsampled run)."""
+        root = self.root_span
+        if root is not None and root.is_recording() and attributes:
+            root.set_attributes(dict(attributes))
+
+    @never_raise()
     def at_end(self, close: Callable[[], Any]) -> None:
         """Run ``close`` when this run ends, before its Run is assembled (an adapter ends a turn the framework left
         open with its own rules); whatever is still open after that ends as cancelled."""

@@ -300,6 +300,17 @@ class StepHandle:
         tracing.emitter.export_step(self.span, step, end_time_ns=end_ns)
         return step
 
+    @never_raise()
+    def set_span_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Attributes for this step's span only, read from the framework (OpenInference messages with their real
+        tool-call ids, tool schemas, a tool's description…): exported under the payload policy and the content
+        switches, never stored in the Step. Later calls add to earlier ones."""
+        if self.span is None or not attributes:
+            return
+        if self.span.extras is None:
+            self.span.extras = {}
+        self.span.extras.update(attributes)
+
     def activate(self, *also: tuple[contextvars.ContextVar[Any], Any]) -> Scope:
         """A scope making this step's span (and this step) current, so the framework's own spans and nested steps
         nest here; ``also`` are more (context variable, value) pairs the caller sets in the same scope."""

@@ -19,6 +19,7 @@ from causaltrace import semconv
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
+from causaltrace.instrumentation.autogen._oi import request_attributes, response_attributes
 from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     IN_LLM,
@@ -122,6 +123,9 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
             metadata=metadata,
         )
     )
+    if handle is not None:
+        handle.set_span_attributes(request_attributes(client, messages, kwargs,
+                                                      genai=ctx.tracing.config.genai_content_on))
     if record is not None and handle is not None:
         record.step_id = handle.step_id
     if isinstance(owner, Orchestrator) and handle is not None:
@@ -159,6 +163,7 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
     tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
     display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
     if handle is not None:
+        handle.set_span_attributes(response_attributes(result, genai=handle.ctx.tracing.config.genai_content_on))
         handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
     if llm.record is not None:
         llm.record.finish(result)

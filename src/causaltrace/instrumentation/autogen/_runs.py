@@ -23,6 +23,7 @@ from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._magentic import new_orchestrator
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
+from causaltrace.instrumentation.autogen._oi import team_attributes
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import (
     LEVEL,
@@ -151,6 +152,11 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
                 metadata={"agent_key": "/".join(path), "team": True},
             )
         )
+    if team:  # the team's id and participants, where OpenInference's instrumentor shows them (its CHAIN span)
+        if team_turn is not None:
+            team_turn.set_span_attributes(team_attributes(obj))
+        elif not nested:
+            ctx.set_root_attributes(team_attributes(obj))
     task_step_id = None
     new = [m for m in messages if m.id not in state.msg_steps]
     if new:

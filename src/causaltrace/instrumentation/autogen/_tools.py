@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from causaltrace import semconv
 from causaltrace.instrumentation._emitter import never_raise
-from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
+from causaltrace.instrumentation.autogen._access import (
+    handoff_tools_of,
+    parse_arguments,
+    tool_request,
+    tools_of,
+    workbenches_of,
+)
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
 from causaltrace.instrumentation.steps import Dep
@@ -38,7 +45,19 @@ def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
                 call_id=getattr(call, "id", None),
             )
         )
+        if handle is not None:
+            handle.set_span_attributes(tool_description(turn.agent, name))
         turn.calls.append(PendingCall(call, handle, ordinal, arguments))
+
+
+def tool_description(agent: Any, name: str) -> dict[str, Any]:
+    """``tool.description`` / ``gen_ai.tool.description`` of the agent's tool (or handoff) called ``name``."""
+    tools = [t for wb in workbenches_of(agent) for t in tools_of(wb)] + handoff_tools_of(agent)
+    for tool in tools:
+        if getattr(tool, "name", None) == name and getattr(tool, "description", None):
+            return {semconv.OI_TOOL_DESCRIPTION: str(tool.description),
+                    semconv.GEN_AI_TOOL_DESCRIPTION: str(tool.description)}
+    return {}
 
 
 def _claim(turn: Turn, call: Any, call_id: str | None = None, name: str | None = None) -> PendingCall | None:

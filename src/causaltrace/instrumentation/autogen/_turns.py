@@ -15,6 +15,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
+from causaltrace.instrumentation.autogen._oi import turn_attributes
 from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     LEVEL,
@@ -88,6 +89,8 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
             metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
         )
     )
+    if handle is not None:
+        handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered]))
     client = model_client_of(agent)
     if client is not None:
         patch_client_class(type(client))

@@ -16,6 +16,7 @@ from typing import Any
 
 from causaltrace import semconv
 from causaltrace.instrumentation.smolagents import _access as acc
+from causaltrace.instrumentation.smolagents._oi import request_attributes, response_attributes
 from causaltrace.instrumentation.smolagents._patches import ensure_patched
 from causaltrace.instrumentation.smolagents._state import (
     CURRENT_RUN,
@@ -160,6 +161,8 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     model_id = getattr(model, "model_id", None)  # a class name is no model id
     step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
                         metadata=metadata or None)
+    step.set_span_attributes(request_attributes(model, messages, tools, stop, extra,
+                                                genai=run.ctx.tracing.config.genai_content_on))
     if call is not None:
         call.step_id = step.step_id
     run.prev_llm = step.step_id
@@ -211,6 +214,7 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     }
     outputs.update(_response_facts(getattr(message, "raw", None)))
     content = content_text or "\n".join(call_text(c["name"], c["arguments"]) for c in calls)
+    rec.step.set_span_attributes(response_attributes(message, genai=run.ctx.tracing.config.genai_content_on))
     rec.step.end(
         content=text(content),
         outputs=outputs,

@@ -18,6 +18,7 @@ from causaltrace.instrumentation.runs import attach_run
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import unregister_callees
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm, patch_model_class
+from causaltrace.instrumentation.smolagents._oi import agent_attributes, token_attributes
 from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, INVOKER, AgentRun, arg, guard, text
 from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
 from causaltrace.instrumentation.smolagents._turns import on_item
@@ -142,6 +143,8 @@ def _start(run: AgentRun) -> None:
             metadata={"delegated_by_agent": run.parent.name},
         )
         run.task_step.end()
+    if run.turn is not None:
+        run.turn.set_span_attributes(agent_attributes(run.agent, run.task))
     if run.task_step is not None:
         run.saw.append(run.task_step.step_id)
 
@@ -159,6 +162,8 @@ def close(run: AgentRun, *, error: BaseException | None = None, closed_early: bo
         unregister_callees(run)
         flush_llm(run)
         _end_open_steps(run, error)
+        if run.turn is not None:
+            run.turn.set_span_attributes(token_attributes(run.agent))
         if error is not None:
             step = run.new_step("error", content=text(f"{type(error).__name__}: {error}"))
             step.end(error=error)

@@ -10,9 +10,11 @@ the manager's call from ``INVOKER`` (an :class:`~._state.Invocation`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
+from causaltrace import semconv
 from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import begin_code_call, from_code_thread, start_code_execution
@@ -169,6 +171,7 @@ def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed:
 
 
 def _tool_start(run: AgentRun, rec: ToolRec, managed: bool) -> tuple[CallHandle | None, Invocation | None]:
+    rec.step.set_span_attributes(tool_description(run.agent, rec.name))
     call = run.ctx.begin_call(
         run.key, "tool", {"name": rec.name, "arguments": rec.arguments}, ordinal=rec.ordinal,
         settings={"managed_agent": True} if managed else None, step_id=rec.step.step_id,
@@ -198,3 +201,18 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
             call.finish(error=error)
         else:
             call.finish(result)
+
+
+def tool_description(agent: Any, name: str) -> dict[str, Any]:
+    """``tool.description`` / ``gen_ai.tool.description`` of the agent's tool or managed agent called ``name``, and
+    its input schema as ``tool.parameters`` (as OpenInference's smolagents instrumentor writes it; the arguments
+    are the span's ``input.value``)."""
+    tool = (getattr(agent, "tools", None) or {}).get(name) or (getattr(agent, "managed_agents", None) or {}).get(name)
+    out: dict[str, Any] = {}
+    description = getattr(tool, "description", None)
+    if isinstance(description, str) and description:
+        out[semconv.OI_TOOL_DESCRIPTION] = out[semconv.GEN_AI_TOOL_DESCRIPTION] = description
+    inputs = getattr(tool, "inputs", None)
+    if isinstance(inputs, dict):
+        out[semconv.OI_TOOL_PARAMETERS] = json.dumps(inputs, ensure_ascii=False, default=str)
+    return out

@@ -1,0 +1,252 @@
+"""OpenInference attributes of a model call's messages, tools and parameters (issue 33 item 2): what Phoenix's span
+view and Playground read.
+
+The adapters turn their framework's messages into plain message dicts when the call starts (real tool-call ids, as
+the framework holds them — never the recording's aliases) and hand them here::
+
+    {"role": "system" | "user" | "assistant" | "tool",
+     "content": "text" | [{"type": "text", "text": "…"}, {"type": "image", "url": "…"}],
+     "name": "the agent that said it",            # AutoGen's source agent (message.name)
+     "tool_calls": [{"id": "call_1", "name": "add", "arguments": "{\\"a\\": 1}"}],
+     "tool_call_id": "call_1",                    # a tool result's call
+     "thought": "…"}                              # AutoGen's thought, as OpenInference's own instrumentor writes it
+
+:func:`message_attributes` writes them as ``llm.input_messages.{i}.message.*`` (or output), every message (no cap);
+a content list becomes ``message.contents.{j}.message_content.*``, as OpenInference writes smolagents' messages.
+:func:`tool_attributes` writes ``llm.tools.{i}.tool.json_schema``. Names are OpenInference's semantic conventions
+(openinference-semantic-conventions; tests/test_semconv_openinference.py checks them against that package).
+
+The same message dicts give the GenAI conventions' content attributes (:func:`genai_input_attributes`,
+:func:`genai_output_attributes`: ``gen_ai.input.messages``, ``.output.messages``, ``.system_instructions``,
+``.tool.definitions`` as JSON in the conventions' message schema), which are opt-in
+(``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); and the recommended request attributes
+(:func:`request_parameter_attributes`, :func:`server_attributes`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from causaltrace import semconv
+
+__all__ = [
+    "INPUT_MESSAGES",
+    "OUTPUT_MESSAGES",
+    "genai_input_attributes",
+    "genai_output_attributes",
+    "llm_request_attributes",
+    "message_attributes",
+    "request_parameter_attributes",
+    "server_attributes",
+    "tool_attributes",
+]
+
+INPUT_MESSAGES = "llm.input_messages"
+OUTPUT_MESSAGES = "llm.output_messages"
+LLM_TOOLS = "llm.tools"
+_ROLE = "message.role"
+_CONTENT = "message.content"
+_CONTENTS = "message.contents"
+_NAME = "message.name"
+_TOOL_CALL_ID = "message.tool_call_id"
+_TOOL_CALLS = "message.tool_calls"
+_PART_TYPE = "message_content.type"
+_PART_TEXT = "message_content.text"
+_PART_IMAGE = "message_content.image.image.url"
+_CALL_ID = "tool_call.id"
+_CALL_NAME = "tool_call.function.name"
+_CALL_ARGUMENTS = "tool_call.function.arguments"
+_SCHEMA = "tool.json_schema"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{prefix}.{i}.message.*`` for each message (``prefix``: :data:`INPUT_MESSAGES` or :data:`OUTPUT_MESSAGES`)."""
+    out: dict[str, Any] = {}
+    for i, message in enumerate(messages):
+        head = f"{prefix}.{i}."
+        out[head + _ROLE] = str(message.get("role") or "")
+        content = message.get("content")
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                _part(out, f"{head}{_CONTENTS}.{j}.", part)
+        elif content is not None:
+            out[head + _CONTENT] = _text(content)
+        for key, attr in (("name", _NAME), ("tool_call_id", _TOOL_CALL_ID), ("thought", "thought")):
+            value = message.get(key)
+            if value:
+                out[head + attr] = str(value)
+        for k, call in enumerate(message.get("tool_calls") or ()):
+            call_head = f"{head}{_TOOL_CALLS}.{k}."
+            if call.get("id") is not None:
+                out[call_head + _CALL_ID] = str(call["id"])
+            out[call_head + _CALL_NAME] = str(call.get("name") or "")
+            out[call_head + _CALL_ARGUMENTS] = _text(call.get("arguments") if call.get("arguments") is not None else {})
+    return out
+
+
+def _part(out: dict[str, Any], head: str, part: Any) -> None:
+    if not isinstance(part, Mapping):
+        out[head + _PART_TYPE], out[head + _PART_TEXT] = "text", _text(part)
+    elif part.get("type") == "image":
+        out[head + _PART_TYPE] = "image"
+        if part.get("url"):
+            out[head + _PART_IMAGE] = str(part["url"])
+    else:
+        out[head + _PART_TYPE], out[head + _PART_TEXT] = "text", _text(part.get("text", ""))
+
+
+def tool_attributes(schemas: Iterable[Any]) -> dict[str, Any]:
+    """``llm.tools.{i}.tool.json_schema`` for each tool schema offered to the model (a dict or JSON text)."""
+    return {f"{LLM_TOOLS}.{i}.{_SCHEMA}": _text(schema) for i, schema in enumerate(schemas)}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _genai_arguments(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _genai_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A message's parts in the GenAI conventions' message schema (text, tool_call, tool_call_response)."""
+    content = message.get("content")
+    if message.get("role") == "tool":
+        return [{"type": "tool_call_response", "id": message.get("tool_call_id"),
+                 "response": content if isinstance(content, str) else _text(content)}]
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, list):
+        parts += [{"type": "text", "content": str(p.get("text", ""))} if isinstance(p, Mapping) and p.get("type") != "image"
+                  else {"type": "blob", "modality": "image"} for p in content]
+    elif content:
+        parts.append({"type": "text", "content": _text(content)})
+    parts += [{"type": "tool_call", "id": c.get("id"), "name": c.get("name"),
+               "arguments": _genai_arguments(c.get("arguments"))} for c in message.get("tool_calls") or ()]
+    return parts
+
+
+def _genai_tool(schema: Any) -> dict[str, Any]:
+    """A tool definition as the conventions write it: ``{"type": "function", "name", "description", "parameters"}``
+    (an OpenAI-style ``{"type": "function", "function": {...}}`` schema is unwrapped)."""
+    if not isinstance(schema, Mapping):
+        return {"type": "function", "name": str(schema)}
+    inner = schema.get("function") if isinstance(schema.get("function"), Mapping) else schema
+    out = {"type": "function", "name": inner.get("name")}
+    out.update({k: inner[k] for k in ("description", "parameters") if k in inner})
+    return out
+
+
+def genai_input_attributes(messages: Iterable[Mapping[str, Any]], tools: Iterable[Any] = ()) -> dict[str, Any]:
+    """``gen_ai.input.messages`` (every message but the system ones), ``gen_ai.system_instructions`` (those) and
+    ``gen_ai.tool.definitions`` of a model call, as JSON."""
+    chat, system = [], []
+    for m in messages:
+        if m.get("role") == "system":
+            system += [p for p in _genai_parts(m) if p.get("type") == "text"]
+        else:
+            item = {"role": m.get("role"), "parts": _genai_parts(m)}
+            if m.get("name"):
+                item["name"] = m["name"]
+            chat.append(item)
+    attrs = {semconv.GEN_AI_INPUT_MESSAGES: _dumps(chat)}
+    if system:
+        attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = _dumps(system)
+    definitions = [_genai_tool(t) for t in tools]
+    if definitions:
+        attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = _dumps(definitions)
+    return attrs
+
+
+def genai_output_attributes(message: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """``gen_ai.output.messages`` of a model call's answer (one assistant message), as JSON."""
+    item: dict[str, Any] = {"role": "assistant", "parts": _genai_parts(message)}
+    if finish_reason:
+        item["finish_reason"] = finish_reason
+    return {semconv.GEN_AI_OUTPUT_MESSAGES: _dumps([item])}
+
+
+#: Invocation parameter → the GenAI request attribute it is (recommended where the client gives it).
+_REQUEST_PARAMETERS = {
+    "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
+    "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "top_p": semconv.GEN_AI_REQUEST_TOP_P,
+    "seed": semconv.GEN_AI_REQUEST_SEED,
+    "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
+    "stop": semconv.GEN_AI_REQUEST_STOP_SEQUENCES,
+    "stop_sequences": semconv.GEN_AI_REQUEST_STOP_SEQUENCES,
+}
+
+
+def request_parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``gen_ai.request.*`` attributes of a call's invocation parameters (numbers as numbers, stop sequences as a
+    list of texts); parameters of other types are left out."""
+    out: dict[str, Any] = {}
+    for name, value in parameters.items():
+        key = _REQUEST_PARAMETERS.get(name)
+        if key is None or value is None or isinstance(value, bool):
+            continue
+        if key == semconv.GEN_AI_REQUEST_STOP_SEQUENCES:
+            stops = [value] if isinstance(value, str) else value
+            if isinstance(stops, (list, tuple)) and all(isinstance(v, str) for v in stops):
+                out[key] = list(stops)
+        elif isinstance(value, (int, float)):
+            out[key] = value
+    return out
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def server_attributes(client: Any) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` of a model client that speaks HTTP: its ``base_url`` (or that of the SDK
+    client it wraps: ``_client`` in AutoGen's OpenAI client, ``client`` in smolagents' OpenAIServerModel)."""
+    for holder in (client, getattr(client, "_client", None), getattr(client, "client", None)):
+        url = getattr(holder, "base_url", None) if holder is not None else None
+        if url:
+            try:
+                parts = urlsplit(str(url))
+                port = parts.port
+            except ValueError:
+                continue
+            if parts.hostname:
+                out: dict[str, Any] = {semconv.SERVER_ADDRESS: parts.hostname}
+                port = port if port is not None else _DEFAULT_PORTS.get(parts.scheme)
+                if port is not None:  # conditionally required with server.address
+                    out[semconv.SERVER_PORT] = port
+                return out
+    return {}
+
+
+def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas: list[Any],
+                           parameters: Mapping[str, Any], *, genai: bool) -> dict[str, Any]:
+    """A model call's request attributes, from an adapter's plain messages, the tool schemas offered and the
+    invocation parameters: ``llm.input_messages.*``, ``input.value`` (the messages as JSON), ``llm.tools.*``,
+    ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system`` (the API ``client`` speaks), the recommended
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
+    attrs = message_attributes(INPUT_MESSAGES, messages)
+    attrs[semconv.OI_INPUT_VALUE] = _dumps({"messages": messages})
+    attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
+    attrs.update(tool_attributes(schemas))
+    attrs[semconv.OI_LLM_INVOCATION_PARAMETERS] = _dumps(parameters)
+    attrs.update(request_parameter_attributes(parameters))
+    attrs.update(server_attributes(client))
+    provider = semconv.client_provider(client)
+    if provider is not None:
+        attrs[semconv.OI_LLM_PROVIDER] = attrs[semconv.OI_LLM_SYSTEM] = provider
+    if genai:
+        attrs.update(genai_input_attributes(messages, schemas))
+    return attrs

@@ -1,0 +1,184 @@
+"""OpenInference attributes of a smolagents model call (issue 33 item 2): its request's messages with their roles
+and real tool-call ids, the tools offered, the invocation parameters, and its answer — read from smolagents' own
+``ChatMessage`` objects when the call starts and ends (the Step keeps the recording's reference instead).
+
+smolagents' roles map as its OpenAI-style models send them, with the tool turns kept apart: ``system`` / ``user`` /
+``assistant`` stay; ``tool-call`` is an assistant message whose ``tool_calls`` are read from the message (or from
+its ``Calling tools: [...]`` text, which is all smolagents keeps in memory); ``tool-response`` is a ``tool`` message
+for its call (``Call id: …`` in the text, else the calls of the ``tool-call`` before it). Content lists stay lists
+(``message.contents.*``), as OpenInference's own smolagents instrumentor writes them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from typing import Any
+
+from causaltrace import semconv
+from causaltrace.collector.oi_messages import (
+    OUTPUT_MESSAGES,
+    genai_output_attributes,
+    llm_request_attributes,
+    message_attributes,
+)
+
+__all__ = ["agent_attributes", "request_attributes", "response_attributes", "token_attributes"]
+
+_CALLING = "Calling tools:"
+_CALL_ID = re.compile(r"Call id:\s*(\S+)")
+
+
+def _field(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+
+
+def _parts(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content
+    out: list[Any] = []
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") in ("image", "image_url"):
+            out.append({"type": "image"})
+        elif isinstance(part, Mapping):
+            out.append({"type": "text", "text": str(part.get("text", ""))})
+        else:
+            out.append({"type": "text", "text": str(part)})
+    return out
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
+    """A tool-call message's calls: its ``tool_calls``, else parsed from its ``Calling tools: [...]`` text."""
+    calls = []
+    for call in _field(message, "tool_calls") or ():
+        function = _field(call, "function")
+        calls.append({"id": _field(call, "id"), "name": _field(function, "name"),
+                      "arguments": _arguments(_field(function, "arguments"))})
+    if calls:
+        return calls
+    text = _text_of(content)
+    if _CALLING not in text:
+        return []
+    try:
+        parsed = ast.literal_eval(text.split(_CALLING, 1)[1].strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    for call in parsed if isinstance(parsed, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            calls.append({"id": call.get("id"), "name": function.get("name"),
+                          "arguments": _arguments(function.get("arguments"))})
+    return calls
+
+
+def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """Plain message dicts (collector.oi_messages) of smolagents' ``ChatMessage`` objects (or dicts)."""
+    out: list[dict[str, Any]] = []
+    last_calls: list[dict[str, Any]] = []
+    for message in messages:
+        role = _field(message, "role")
+        role = role.value if isinstance(role, Enum) else str(role or "")
+        content = _parts(_field(message, "content"))
+        item: dict[str, Any] = {"role": role, "content": content}
+        if role == "tool-call" or (role == "assistant" and _field(message, "tool_calls")):
+            last_calls = _calls_of(message, content)
+            item["role"], item["tool_calls"] = "assistant", last_calls
+        elif role == "tool-response":
+            found = _CALL_ID.search(_text_of(content))
+            item["role"] = "tool"
+            item["tool_call_id"] = found.group(1) if found else (last_calls[0]["id"] if last_calls else None)
+        out.append(item)
+    return out
+
+
+def _schemas(tools: Any) -> list[Any]:
+    if not tools:
+        return []
+    from smolagents.models import get_tool_json_schema
+
+    out = []
+    for tool in tools:
+        try:
+            out.append(get_tool_json_schema(tool))
+        except Exception:  # a tool smolagents cannot describe: its name at least
+            out.append({"name": str(getattr(tool, "name", tool))})
+    return out
+
+
+def request_attributes(model: Any, messages: Any, tools: Any, stop: Any, extra: Mapping[str, Any], *,
+                       genai: bool) -> dict[str, Any]:
+    """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
+    JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
+    kwargs = getattr(model, "kwargs", None)
+    parameters = {**(kwargs if isinstance(kwargs, dict) else {}),
+                  **{k: v for k, v in extra.items() if not k.startswith("arg")}}
+    if stop:
+        parameters["stop_sequences"] = stop
+    return llm_request_attributes(model, messages_of(messages or ()), _schemas(tools), parameters, genai=genai)
+
+
+def response_attributes(message: Any, *, genai: bool) -> dict[str, Any]:
+    """``llm.output_messages.0.*`` of the model's ``ChatMessage``: its text (as content parts, as smolagents'
+    OpenInference spans show it) and its tool calls; ``gen_ai.response.id`` when the provider's raw answer has
+    one; with ``genai`` also ``gen_ai.output.messages``."""
+    content = _field(message, "content")
+    text = _text_of(content) if isinstance(content, list) else (content or "")
+    item: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}] if text else []}
+    calls = _calls_of(message, None)
+    if calls:
+        item["tool_calls"] = calls
+    attrs = message_attributes(OUTPUT_MESSAGES, [item])
+    raw = _field(message, "raw")
+    response_id = _field(raw, "id") if raw is not None else None
+    if isinstance(response_id, str) and response_id:
+        attrs[semconv.GEN_AI_RESPONSE_ID] = response_id
+    if genai:
+        attrs.update(genai_output_attributes(item))
+    return attrs
+
+
+def agent_attributes(agent: Any, task: Any) -> dict[str, Any]:
+    """An agent run's span attributes, as OpenInference's smolagents instrumentor writes them on its AGENT span:
+    the task (``input.value``, ``smolagents.task``), ``smolagents.max_steps``, ``.tools_names``, the managed agents'
+    names and descriptions; and ``gen_ai.agent.description``."""
+    attrs: dict[str, Any] = {
+        semconv.OI_INPUT_VALUE: json.dumps({"task": task}, ensure_ascii=False, default=str),
+        semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
+        "smolagents.task": str(task),
+        "smolagents.tools_names": [str(name) for name in (getattr(agent, "tools", None) or {})],
+    }
+    max_steps = getattr(agent, "max_steps", None)
+    if isinstance(max_steps, int):
+        attrs["smolagents.max_steps"] = max_steps
+    for i, managed in enumerate((getattr(agent, "managed_agents", None) or {}).values()):
+        attrs[f"smolagents.managed_agents.{i}.name"] = str(getattr(managed, "name", ""))
+        attrs[f"smolagents.managed_agents.{i}.description"] = str(getattr(managed, "description", ""))
+    description = getattr(agent, "description", None)
+    if isinstance(description, str) and description:
+        attrs[semconv.GEN_AI_AGENT_DESCRIPTION] = description
+    return attrs
+
+
+def token_attributes(agent: Any) -> dict[str, Any]:
+    """The agent run's token counts so far (``agent.monitor``), as OpenInference puts them on the AGENT span."""
+    monitor = getattr(agent, "monitor", None)
+    prompt = getattr(monitor, "total_input_token_count", None)
+    completion = getattr(monitor, "total_output_token_count", None)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return {}
+    return {semconv.OI_LLM_TOKEN_COUNT_PROMPT: prompt, semconv.OI_LLM_TOKEN_COUNT_COMPLETION: completion,
+            semconv.OI_LLM_TOKEN_COUNT_TOTAL: prompt + completion}
