@@ -123,3 +123,23 @@ def test_smolagents_code_execution_is_inside_its_python_interpreter_span(smol_tr
         assert json.loads(span.attributes["input.value"]) == {"code": code.inputs["code"]}
     imported = _imported(spans)
     assert [s.model_dump() for s in imported.steps] == [s.model_dump() for s in run.steps]
+
+
+def test_a_call_and_its_result_read_from_other_spans_keep_both_sources():
+    """Imported steps keep where they came from (Step.source): a call and its result, one span on export, import
+    back with each its own source."""
+    from datetime import UTC, datetime
+
+    from causaltrace.schema import Dependency, Step, StepSource
+
+    t0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    call = Step(step_id="c", run_id="r", index=0, kind="tool_call", agent="a", tool_name="add", arguments={"a": 1},
+                call_id="x1", started_at=t0, ended_at=t0, status="ok",
+                source=StepSource(trace_id="ab" * 16, span_id="cd" * 8, span_kind="TOOL", start_time=t0))
+    result = Step(step_id="t", run_id="r", index=1, kind="tool_response", agent="a", tool_name="add", call_id="x1",
+                  content="2", depends_on=(Dependency(step_id="c", kind="tool_result_of"),), started_at=t0,
+                  ended_at=t0, status="ok", source=StepSource(trace_id="ab" * 16, span_id="ef" * 8, span_kind="TOOL"))
+    run = Run(run_id="r", framework="x", steps=(call, result))
+    request = json.loads(json.dumps(run_to_otlp(run)))
+    assert len(request["resourceSpans"][0]["scopeSpans"][0]["spans"]) == 2  # the root and one tool span
+    assert runs_from_otlp(request) == [run]

@@ -47,6 +47,7 @@ _STEP_PREFIX = "causaltrace.step."
 #: On a merged span these show the result, not the call: left out of the call's attributes on import.
 _MERGED_OUTPUT_KEYS = frozenset({OI_OUTPUT_VALUE, OI_OUTPUT_MIME_TYPE})
 _DEPENDS_PREFIX = "causaltrace.depends_on."
+_SOURCE_PREFIX = "causaltrace.source."  # an imported step's origin (Step.source)
 
 
 def call_result_pairs(steps: Iterable[Step]) -> dict[str, Step]:
@@ -96,7 +97,7 @@ def merged_step_attributes(call: Step, result: Step) -> dict[str, Any]:
     for key, value in step_attributes(result).items():
         if key.startswith(_STEP_PREFIX):
             attrs[RESULT_PREFIX + key[len(_STEP_PREFIX):]] = value
-        elif key.startswith(_DEPENDS_PREFIX):
+        elif key.startswith(_DEPENDS_PREFIX) or key.startswith(_SOURCE_PREFIX):
             attrs[RESULT_PREFIX + key[len("causaltrace."):]] = value
         elif key in _RESULT_GENAI_KEYS:
             attrs[RESULT_PREFIX + key] = value
@@ -122,7 +123,7 @@ def split_merged_attributes(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], d
         rest = key[len(RESULT_PREFIX):]
         if rest.startswith("gen_ai."):
             result[rest] = value
-        elif rest.startswith("depends_on."):
+        elif rest.startswith(("depends_on.", "source.")):
             result["causaltrace." + rest] = value
         elif key in (RESULT_STARTED_AT, RESULT_SPAN_ID):
             result[key] = value
