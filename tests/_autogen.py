@@ -105,3 +105,20 @@ class SubprocessExecutor(CodeExecutor):
 
     async def restart(self) -> None:
         return None
+
+
+async def record_failing(factory: Any = None) -> Run:
+    """A failing run of the example team (``example.build_failing`` unless ``factory``), traced and stored with
+    ``causaltrace.instrument()`` — the repair tests' starting point (their fixture uninstruments)."""
+    import causaltrace
+
+    causaltrace.instrument()
+    async with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
+        await (factory or example.build_failing)().run(task=example.TASK)
+    assert handle.run.outcome.status == "failure"
+    return handle.run
+
+
+def add_call(run: Run) -> Any:
+    """The planted step of the example team: the solver's ``add`` tool call."""
+    return next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "add")

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import causaltrace
+from _autogen import add_call, record_failing
 from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import default_sandbox
 from causaltrace.replay.repair import repair
@@ -83,16 +84,8 @@ def interrupting_team() -> Any:
     return _exiting_team(KeyboardInterrupt())
 
 
-async def _record(factory: Any = example.build_failing) -> Any:
-    causaltrace.instrument()
-    async with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
-        await factory().run(task=example.TASK)
-    assert handle.run.outcome.status == "failure"
-    return handle.run
-
-
-def _add(run: Any) -> Any:
-    return next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "add")
+_record = record_failing
+_add = add_call
 
 
 def _marks(result: Any) -> list[str]:
@@ -152,7 +145,9 @@ async def test_systemexit_or_keyboardinterrupt_from_a_tool_marks_that_replay_not
 
 
 def _cli(run_id: str, step: int, factory: str, verify: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    # tests/ too: the CLI loads this file (its factories and verifiers), which imports the _autogen helper
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "causaltrace.cli", "repair", run_id, "--factory", factory,
                            "--verify", verify, "--steps", str(step), "-k", "0", *extra],

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import causaltrace
+from _autogen import add_call, record_failing
 from causaltrace.collector.store import Store
 from causaltrace.instrumentation.tracing import reset_tracing
 from causaltrace.replay.executor import default_sandbox
@@ -42,16 +43,8 @@ def _uninstrument():
     reset_tracing()
 
 
-async def _record(factory: Any = example.build_failing) -> Any:
-    causaltrace.instrument()
-    async with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
-        await factory().run(task=example.TASK)
-    assert handle.run.outcome.status == "failure"
-    return handle.run
-
-
-def _add_call(run: Any) -> Any:
-    return next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "add")
+_record = record_failing
+_add_call = add_call
 
 
 def _tried(result: Any) -> list[Any]:
