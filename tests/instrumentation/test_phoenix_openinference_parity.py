@@ -115,3 +115,36 @@ def test_phoenix_shows_what_openinference_shows(phoenix, framework, monkeypatch)
         assert {"user", "planner"} <= names, names
     tools = [s["attributes"] for s in ours if s["span_kind"] == "TOOL" and semconv.RESULT_ID in s["attributes"]]
     assert tools and all(a.get(semconv.OI_OUTPUT_VALUE) is not None for a in tools)
+
+
+def test_the_recording_event_comes_back_from_phoenix(phoenix):
+    """The Recording rides on the root span's ``causaltrace.run.recording`` event (issue 33 item 4): Phoenix keeps
+    it, and ``pull --phoenix`` gives the run back with its recorded calls (pull-then-repair needs them)."""
+    pytest.importorskip("autogen_agentchat")
+    import asyncio
+
+    import causaltrace
+    from _autogen import example
+    from causaltrace.collector.phoenix import pull_from_phoenix
+    from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
+
+    provider, exporter = capture_spans()
+    instrument_autogen(provider, TraceConfig(store=False))
+
+    async def run():
+        async with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
+            await example.build().run(task=example.TASK)
+        return handle
+
+    try:
+        handle = asyncio.run(run())
+    finally:
+        uninstrument_autogen()
+        reset_tracing()
+    spans = list(exporter.get_finished_spans())
+    held = _in_phoenix(phoenix, "recording-event", spans)
+    (root,) = [s for s in held if semconv.is_root_span_name(s["name"])]
+    assert semconv.RECORDING_CHUNKS not in root["attributes"]  # the root's tags are the run's
+    assert [e["name"] for e in root["events"]] == [semconv.RECORDING_EVENT]
+    (back,) = pull_from_phoenix(phoenix.url, "recording-event").runs
+    assert handle.run.recording is not None and back.recording == handle.run.recording
