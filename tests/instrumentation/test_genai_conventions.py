@@ -12,36 +12,21 @@ from pathlib import Path
 import pytest
 
 import genai_conventions as table
-from _builders import capture_spans
+from _example_spans import EXAMPLES, traced
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation.tracing import reset_tracing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
 from _fidelity import TEAMS
 
-EXAMPLES = {"autogen": "autogen RoundRobin", "smolagents": "smolagents CodeAgent"}
-
 
 def _spans(framework: str, config: TraceConfig) -> list:
-    pytest.importorskip("autogen_agentchat" if framework == "autogen" else "smolagents")
-    if framework == "autogen":
-        from causaltrace.instrumentation.autogen import instrument_autogen as instrument
-        from causaltrace.instrumentation.autogen import uninstrument_autogen as uninstrument
-    else:
-        from causaltrace.instrumentation.smolagents import instrument_smolagents as instrument
-        from causaltrace.instrumentation.smolagents import uninstrument_smolagents as uninstrument
-    provider, exporter = capture_spans()
-    instrument(provider, config)
-    try:
+    with traced(framework, config) as (exporter, _):
         try:
             TEAMS[EXAMPLES[framework]].run()
         except Exception as exc:  # the failing example team may raise
             if "Agent" not in type(exc).__name__:
                 raise
-    finally:
-        uninstrument()
-        reset_tracing()
     return list(exporter.get_finished_spans())
 
 

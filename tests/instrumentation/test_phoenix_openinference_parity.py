@@ -21,20 +21,16 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from _builders import capture_spans
+from _example_spans import EXAMPLES, traced
 from _oi_parity import conversation_mismatches, key_table, messages_of, missing_keys
 from _otlp_send import post_otlp
 from _phoenix import phoenix_python, running_phoenix
 from causaltrace import semconv
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 from conftest import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
 from _fidelity import TEAMS, traced_both
-
-#: The two example teams, as tests/collector/_fidelity.py runs them on OpenAI clients.
-EXAMPLES = {"autogen": "autogen RoundRobin", "smolagents": "smolagents CodeAgent"}
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +41,11 @@ def phoenix(tmp_path_factory):
         yield instance
 
 
-def _traced(framework: str, monkeypatch) -> tuple[list, list]:
+def _traced(framework: str) -> tuple[list, list]:
     """(OpenInference's spans, causaltrace's spans) of one execution of the framework's example team."""
-    pytest.importorskip("autogen_agentchat" if framework == "autogen" else "smolagents")
     pytest.importorskip(f"openinference.instrumentation.{'autogen_agentchat' if framework == 'autogen' else framework}")
-    if framework == "autogen":
-        from causaltrace.instrumentation.autogen import instrument_autogen as instrument
-        from causaltrace.instrumentation.autogen import uninstrument_autogen as uninstrument
-    else:
-        from causaltrace.instrumentation.smolagents import instrument_smolagents as instrument
-        from causaltrace.instrumentation.smolagents import uninstrument_smolagents as uninstrument
-    provider, exporter = capture_spans()
-    instrument(provider, TraceConfig(store=False))
-    collector = get_tracing().collector
-    runs = []
-    finish = collector.finish_run
-
-    def capture(run_id, **fields):
-        runs.append(finish(run_id, **fields))
-        return runs[-1]
-
-    monkeypatch.setattr(collector, "finish_run", capture)
-    try:
+    with traced(framework, TraceConfig(store=False)) as (exporter, runs):
         _, oi = traced_both(TEAMS[EXAMPLES[framework]], lambda: runs)
-    finally:
-        uninstrument()
-        reset_tracing()
     return oi, list(exporter.get_finished_spans())
 
 
@@ -90,8 +65,8 @@ def _in_phoenix(phoenix, project: str, spans: list, timeout: float = 90.0) -> li
 
 
 @pytest.mark.parametrize("framework", sorted(EXAMPLES))
-def test_phoenix_shows_what_openinference_shows(phoenix, framework, monkeypatch):
-    oi, ct = _traced(framework, monkeypatch)
+def test_phoenix_shows_what_openinference_shows(phoenix, framework):
+    oi, ct = _traced(framework)
     held = _in_phoenix(phoenix, f"parity-{framework}", oi + ct)
     ours = [s for s in held if semconv.RUN_ID in s["attributes"] or semconv.STEP_ID in s["attributes"]]
     theirs = [s for s in held if s not in ours]
@@ -126,21 +101,14 @@ def test_the_recording_event_comes_back_from_phoenix(phoenix):
     import causaltrace
     from _autogen import example
     from causaltrace.collector.phoenix import pull_from_phoenix
-    from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
-
-    provider, exporter = capture_spans()
-    instrument_autogen(provider, TraceConfig(store=False))
 
     async def run():
         async with causaltrace.run(task=example.TASK, verify=example.verify) as handle:
             await example.build().run(task=example.TASK)
         return handle
 
-    try:
+    with traced("autogen", TraceConfig(store=False)) as (exporter, _):
         handle = asyncio.run(run())
-    finally:
-        uninstrument_autogen()
-        reset_tracing()
     spans = list(exporter.get_finished_spans())
     held = _in_phoenix(phoenix, "recording-event", spans)
     (root,) = [s for s in held if semconv.is_root_span_name(s["name"])]

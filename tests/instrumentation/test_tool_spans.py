@@ -8,7 +8,7 @@ Both example teams run on their scripted models, traced into memory.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -23,26 +23,18 @@ pytest.importorskip("autogen_agentchat")
 import causaltrace
 from _autogen import example as autogen_example
 from _autogen import traced_in_memory
+from _example_spans import traced
 from causaltrace import semconv
 from causaltrace.collector import tool_spans
 from causaltrace.collector.otlp import run_to_otlp, runs_from_otlp
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
-from causaltrace.instrumentation.tracing import get_tracing, reset_tracing
 from causaltrace.schema import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _smolagents_example():
-    spec = importlib.util.spec_from_file_location("smolagents_agents_tool_spans", ROOT / "examples" / "smolagents_agents.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-smol_example = _smolagents_example()
+sys.path.insert(0, str(ROOT / "examples"))
+smol_example = importlib.import_module("smolagents_agents")
 
 
 @pytest.fixture
@@ -51,22 +43,9 @@ def autogen_traced(monkeypatch):
 
 
 @pytest.fixture
-def smol_traced(span_capture, monkeypatch):
-    provider, exporter = span_capture
-    instrument_smolagents(provider, TraceConfig(store=False))
-    collector = get_tracing().collector
-    runs: list[Run] = []
-    finish = collector.finish_run
-
-    def capture(run_id, **fields):
-        run = finish(run_id, **fields)
-        runs.append(run)
-        return run
-
-    monkeypatch.setattr(collector, "finish_run", capture)
-    yield exporter, runs
-    uninstrument_smolagents()
-    reset_tracing()
+def smol_traced():
+    with traced("smolagents", TraceConfig(store=False)) as (exporter, runs):
+        yield exporter, runs
 
 
 def _imported(spans) -> Run:
