@@ -410,7 +410,10 @@ def test_otlp_export_shape() -> None:
     assert root_attrs[semconv.RUN_AGENTS] == {
         "arrayValue": {"values": [{"stringValue": "solver"}, {"stringValue": "reviewer"}]}
     }
-    assert semconv.RUN_RECORDING in root_attrs and semconv.RUN_ANNOTATIONS in root_attrs
+    assert semconv.RUN_ANNOTATIONS in root_attrs and semconv.RUN_RECORDING not in root_attrs
+    (event,) = root["events"]  # the Recording: the root's event, chunked as a live run's (issue 33 item 4)
+    assert event["name"] == semconv.RECORDING_EVENT and event["timeUnixNano"] == root["endTimeUnixNano"]
+    assert semconv.RECORDING_CHUNKS in _attrs(event)
     assert len(step_spans) == len(run.steps) - 1  # the tool call and its result are one span
     by_step = {_attrs(s)[semconv.STEP_ID]["stringValue"]: s for s in step_spans}
     assert "resp-1" not in by_step and _attrs(by_step["call-1"])[semconv.RESULT_ID] == {"stringValue": "resp-1"}

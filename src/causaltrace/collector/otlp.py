@@ -8,8 +8,9 @@ Usage::
     assert runs_from_otlp(request) == [run]        # the export is complete: importing it gives the same Run
     runs = load_otlp_json(Path("traces.jsonl"))    # OTel Collector `file` exporter output, or a Jaeger answer
 
-Export (:func:`run_to_otlp`): one trace per run, with a root span named ``causaltrace.run`` carrying every
-Run-level field (``semconv.run_attributes``, recording and annotations included) and one span per step
+Export (:func:`run_to_otlp`): one trace per run, with a root span named ``invoke_workflow {name}`` carrying every
+Run-level field (``semconv.run_attributes``, annotations included; the Recording as the root's
+``causaltrace.run.recording`` event, chunked as a live run's: ``collector.recording_otlp``) and one span per step
 (``semconv.step_attributes``) whose parent is its parent step's span, or the root span. Each dependency is also an
 OTel link to the producer's span, with ``causaltrace.dependency.kind`` and ``causaltrace.dependency.step_id`` as
 link attributes. Span ids are the step's ``span_id`` when it has one, else the first 16 hex digits of
@@ -128,6 +129,8 @@ _LIST_ATTRIBUTES = (semconv.DEPENDS_ON_STEP_IDS, semconv.DEPENDS_ON_KINDS, semco
 _ROOT_SALT = "\x00causaltrace.run"
 _TRUNCATION_TEXT = "causaltrace: truncated"  # what semconv.TRUNCATION_MARKER always contains
 _RUN_JSON_ATTRIBUTES = (semconv.RUN_OUTCOME, semconv.RUN_METADATA, semconv.RUN_ANNOTATIONS, semconv.RUN_RECORDING)
+#: A stored run's Recording is exported whole, whatever its size (the live ceiling is for a live export batch).
+_EXPORT_RECORDING = recording_otlp.RecordingExport(enabled=True, max_bytes=2**62)
 #: Dependencies on a tool call itself, not on its result (which shares its span): a link without a step id of
 #: one of these kinds to a merged span is the call's.
 _CALL_DEPENDENCY_KINDS = frozenset({"tool_result_of", "executes", "delegated_by"})
@@ -278,7 +281,8 @@ def _span_nanos(value: datetime | None, what: str | None) -> int:
 
 
 def _span_json(span: Span, trace_id: str, span_id: str, parent: str | None, attrs: Mapping[str, Any],
-               links: list[tuple[str, Mapping[str, Any]]] = ()) -> dict[str, Any]:
+               links: list[tuple[str, Mapping[str, Any]]] = (),
+               events: list[tuple[str, int, Mapping[str, Any]]] = ()) -> dict[str, Any]:
     """A span (its message without ids, attributes and links) as OTLP/JSON, with them added: hex ids, the times
     always written ("0" for none, which protobuf leaves out as a default), attributes before links and status."""
     body = json_format.MessageToDict(span, use_integers_for_enums=True)
@@ -290,6 +294,9 @@ def _span_json(span: Span, trace_id: str, span_id: str, parent: str | None, attr
     out.setdefault("startTimeUnixNano", "0")
     out.setdefault("endTimeUnixNano", "0")
     out["attributes"] = _attributes_json(attrs)
+    if events:  # (name, time in ns, attributes); a time of 0 is left out, as protobuf's JSON leaves out defaults
+        out["events"] = [{**({"timeUnixNano": str(time)} if time else {}), "name": name,
+                          "attributes": _attributes_json(event_attrs)} for name, time, event_attrs in events]
     if links:
         out["links"] = [{"traceId": trace_id, "spanId": target, "attributes": _attributes_json(link_attrs)}
                         for target, link_attrs in links]
@@ -302,7 +309,7 @@ def _root_span(run: Run, trace_id: str, root_id: str, policy: Callable[[Mapping[
                ) -> dict[str, Any]:
     root_attrs = semconv.run_attributes(
         run_id=run.run_id, framework=run.framework, name=run.name, task=run.task, agents=run.agents,
-        outcome=run.outcome, metadata=run.metadata, annotations=run.annotations, recording=run.recording,
+        outcome=run.outcome, metadata=run.metadata, annotations=run.annotations,
         started_at=run.started_at, ended_at=run.ended_at,
     )
     root = Span(name=semconv.root_span_name(run.name), kind=Span.SPAN_KIND_INTERNAL,
@@ -313,7 +320,12 @@ def _root_span(run: Run, trace_id: str, root_id: str, policy: Callable[[Mapping[
         root.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=run.outcome.reason or verdict_reason))
     elif run.outcome.status == "success":
         root.status.code = Status.STATUS_CODE_OK
-    return _span_json(root, trace_id, root_id, None, policy(root_attrs))
+    events = []
+    if run.recording is not None:  # the root span's Recording event, as a live run carries it (issue 33 item 4)
+        carried = recording_otlp.recording_attributes(
+            run.recording, settings=_EXPORT_RECORDING, chunk_chars=recording_otlp.EXPORT_CHUNK_CHARS)
+        events.append((semconv.RECORDING_EVENT, root.end_time_unix_nano, policy(carried)))
+    return _span_json(root, trace_id, root_id, None, policy(root_attrs), events=events)
 
 
 def _step_status(span: Span, steps: Iterable[Step]) -> None:

@@ -43,6 +43,7 @@ from causaltrace.schema import Recording
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "ENCODING",
+    "EXPORT_CHUNK_CHARS",
     "OMITTED_METADATA_KEY",
     "RecordingExport",
     "apply_to_run_fields",
@@ -53,6 +54,8 @@ __all__ = [
 logger = logging.getLogger("causaltrace")
 
 ENCODING = "causaltrace.recording/json-chunks-v1"
+#: Chunk size of a stored run's Recording in ``causaltrace export`` (the default attribute limit).
+EXPORT_CHUNK_CHARS = 16384
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 #: Where an imported Run says why its trace carried no Recording.
 OMITTED_METADATA_KEY = "causaltrace.recording_omitted"
