@@ -4,8 +4,6 @@ exception; and repair's pruning keeps the step that ended the work early when th
 
 from __future__ import annotations
 
-import time
-
 import causaltrace
 from _builders import RunBuilder
 from causaltrace.schema import Outcome, Verdict
@@ -30,7 +28,7 @@ def test_only_tool_steps_or_one_step_give_an_uncertain_answer_not_an_exception()
     assert "uncertain" in d.explanation
 
 
-def test_ten_thousand_steps_diagnose_in_bounded_time_with_findings():
+def test_ten_thousand_steps_give_a_marked_diagnosis():
     # (a run whose every step introduces a NEW number costs provenance's derivation search far more: ~60 s for
     # 10,000 such steps here, before and after issue 32 — quoted in the notes; this run keeps CI short)
     b = RunBuilder("long").task("Report the price 172 of the item, then confirm each of the other items.")
@@ -39,11 +37,8 @@ def test_ten_thousand_steps_diagnose_in_bounded_time_with_findings():
     b.message("reader", "The price of the item is 127.", deps=[("task", "saw")])
     run = b.build(outcome=FAILED)
     assert len(run.steps) == 10_000
-    started = time.perf_counter()
-    d = causaltrace.diagnose_sync(run, store=False)
-    elapsed = time.perf_counter() - started
+    d = causaltrace.diagnose_sync(run, store=False)  # its time is quoted in the notes, not asserted (benchmarks/)
     assert not d.failed
-    assert elapsed < 120  # generous on 2 shared cores; the figure is quoted in the notes, not asserted tightly
     assert all(0 <= f.index < len(run.steps) for f in d.findings)
 
 
