@@ -1,0 +1,273 @@
+"""What each TraceConfig knob costs per framework event, relative to the defaults (issue 35 item 4).
+
+The defaults are store on, recording on, OpenInference content on (``TraceConfig()``; the store in a temporary
+directory). Each knob is changed alone from them:
+
+  store off        ``store=False`` (the collector still assembles runs; no SQLite writes)
+  record off       ``record=False`` (no Recording of LLM / tool calls: no replay)
+  content off      ``capture_content=False`` (no OpenInference / GenAI message content on spans)
+  genai content    ``genai_content=True`` (the opt-in GenAI content attributes, beside OpenInference's)
+  hide in+out      ``hide_inputs=True, hide_outputs=True`` (no step inputs / outputs / content on spans)
+  attr 1024        ``max_attribute_chars=1024`` (the default is 16384)
+  lightest         all of store off, record off, content off, hide in+out (for information)
+
+on the benchmark teams of ``bench_autogen_overhead.py`` and ``bench_smolagents_overhead.py``, built by their own
+builders (scripted clients by default; ``--client openai`` for the real OpenAI clients on a scripted endpoint).
+Framework events are counted as those benchmarks count them.
+
+Two measures per knob and team:
+
+* Python calls per event, deterministic: ``sys.setprofile`` / ``threading.setprofile`` count every Python function
+  call of ONE run (after a warm-up run), minus the untraced run's, divided by the events; split into the team's
+  own thread(s) (the thread running ``team.run`` and the threads it starts, e.g. smolagents' parallel managed
+  agents) and causaltrace's store writer thread (started by the instrumentation, after the counting was set).
+  The spans go to a SimpleSpanProcessor and the store is flushed at the end of the run, so the count is whole.
+* CPU µs per event (``time.process_time``: all threads): the configs take turns in rounds (rotating order),
+  ``--runs`` runs each per round, the store flushed at the end of each run; within a round a config's figure is
+  the lower quartile of its runs, and what it adds is the median over rounds of (it - untraced of the same round)
+  (``benchmarks/_overhead_stats.py``). Timing on a shared machine is noisy: read the call counts first.
+
+Usage: python benchmarks/bench_knobs.py [--client scripted|openai] [--teams autogen,example,parallel]
+       [--runs 5] [--rounds 10] [--json OUT] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import platform
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_autogen_overhead as autogen_bench
+import bench_smolagents_overhead as smolagents_bench
+from _overhead_stats import paired_added, rotated
+from bench_tracing_bad_input import flush, framework_events, keep_results_unrepresented, traced
+
+#: Knob name -> the TraceConfig fields changed from the defaults.
+KNOBS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "store off": {"store": False},
+    "record off": {"record": False},
+    "content off": {"capture_content": False},
+    "genai content": {"genai_content": True},
+    "hide in+out": {"hide_inputs": True, "hide_outputs": True},
+    "attr 1024": {"max_attribute_chars": 1024},
+    "lightest": {"store": False, "record": False, "capture_content": False, "hide_inputs": True,
+                 "hide_outputs": True},
+}
+
+
+@dataclass
+class Team:
+    """One benchmark team: its framework, a runner of one fresh run, and the framework events of a run."""
+
+    name: str
+    framework: str
+    run: Callable[[], Any]
+    events: int
+
+
+def _autogen_team(client: str) -> Team:
+    build = autogen_bench._team_factory(client)
+    task = importlib.import_module("autogen_team").TASK  # the example bench_autogen_overhead put on sys.path
+    seen: list[int] = []
+
+    def run() -> None:
+        team, model_calls = build()
+        result = asyncio.run(team.run(task=task))
+        seen.append(framework_events(result, model_calls()))
+
+    run()
+    return Team(f"autogen/{client}", "autogen", run, seen[-1])
+
+
+def _smolagents_teams(client: str) -> list[Team]:
+    example = smolagents_bench._example()
+    teams = []
+    for name, (build, task) in smolagents_bench._scenarios(example, client).items():
+        events = smolagents_bench.count_events(build, task)["events"]
+        agent = build()  # one agent, run again and again, as bench_smolagents_overhead.py does
+        teams.append(Team(f"smolagents {name}", "smolagents", lambda agent=agent, task=task: agent.run(task), events))
+    return teams
+
+
+@contextmanager
+def config_active(team: Team, knob: str | None, home: Path) -> Iterator[None]:
+    """The team instrumented with ``knob``'s config (None: untraced)."""
+    if knob is None:
+        yield
+        return
+    from causaltrace.config import TraceConfig
+
+    with traced(TraceConfig(db_path=home / "knobs.db", **KNOBS[knob]), framework=team.framework):
+        yield
+
+
+class CallCounter:
+    """Counts Python function calls per thread while ``active`` (its profile function is installed on this thread
+    and on every thread started meanwhile, by :meth:`installed`)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self._boxes: list[list[Any]] = []  # [thread name, calls], one per thread that made a call
+        self._local = threading.local()
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and self.active:
+            try:
+                self._local.box[1] += 1
+            except AttributeError:
+                self._local.box = [threading.current_thread().name, 1]
+                self._boxes.append(self._local.box)
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        threading.setprofile(self._profile)
+        sys.setprofile(self._profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        for box in self._boxes:
+            box[1] = 0
+        self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+
+    def split(self) -> tuple[int, int]:
+        """(calls on the team's threads, calls on causaltrace's store writer thread)."""
+        writer = sum(n for name, n in self._boxes if "writer" in name)
+        return sum(n for _, n in self._boxes) - writer, writer
+
+
+def count_calls(team: Team, knob: str | None, home: Path) -> tuple[int, int]:
+    """Python calls of one run (after a warm-up run) with ``knob`` (None: untraced): (team threads, store writer)."""
+    counter = CallCounter()
+    with counter.installed(), config_active(team, knob, home):
+        team.run()  # warm-up: imports, patching at run start, the store's schema
+        flush()
+        with counter.counting():
+            team.run()
+            flush()
+    return counter.split()
+
+
+def time_knobs(team: Team, knobs: list[str], home: Path, runs: int, rounds: int) -> dict[str, list[list[float]]]:
+    """CPU seconds of each run, per config and round (None-key "untraced" is the baseline)."""
+    names = ["untraced", *knobs]
+    cpu: dict[str, list[list[float]]] = {name: [] for name in names}
+    for round_no in range(rounds + 1):  # round 0 warms up
+        for name in rotated(names, round_no):
+            with config_active(team, None if name == "untraced" else name, home):
+                team.run()
+                flush()
+                times = []
+                for _ in range(runs):
+                    start = time.process_time()
+                    team.run()
+                    flush()
+                    times.append(time.process_time() - start)
+            if round_no:
+                cpu[name].append(times)
+    return cpu
+
+
+def measure(team: Team, home: Path, runs: int, rounds: int) -> dict[str, Any]:
+    knobs = list(KNOBS)
+    base_team, base_writer = count_calls(team, None, home)
+    calls = {}
+    for knob in knobs:
+        team_calls, writer_calls = count_calls(team, knob, home)
+        calls[knob] = {"team": round((team_calls - base_team) / team.events, 1),
+                       "writer": round((writer_calls - base_writer) / team.events, 1)}
+    cpu = time_knobs(team, knobs, home, runs, rounds)
+    added = {knob: paired_added(cpu, mode=knob, baseline="untraced") * 1e6 / team.events for knob in knobs}
+    defaults_calls = calls["defaults"]["team"] + calls["defaults"]["writer"]
+    return {
+        "events_per_run": team.events,
+        "untraced_calls_per_event": round(base_team / team.events, 1),
+        "added_calls_per_event": calls,
+        "calls_vs_defaults": {k: round((c["team"] + c["writer"]) / defaults_calls, 2) for k, c in calls.items()},
+        "added_cpu_us_per_event": {k: round(v, 1) for k, v in added.items()},
+        "cpu_vs_defaults": {k: round(v / added["defaults"], 2) if added["defaults"] > 0 else None
+                            for k, v in added.items()},
+    }
+
+
+def markdown(results: dict[str, Any], machine: str) -> str:
+    """The README table: per knob, added calls and CPU per event on each team, and the ratio to the defaults."""
+    teams = list(results)
+    head = "| knob | " + " | ".join(f"{t}: calls/event (× defaults), µs/event" for t in teams) + " |"
+    lines = [head, "|---" * (len(teams) + 1) + "|"]
+    for knob in KNOBS:
+        cells = []
+        for t in teams:
+            r = results[t]
+            c = r["added_calls_per_event"][knob]
+            cells.append(f"{c['team'] + c['writer']:.0f} ({r['calls_vs_defaults'][knob]:.2f}×), "
+                         f"{r['added_cpu_us_per_event'][knob]:.0f}")
+        lines.append(f"| {knob} | " + " | ".join(cells) + " |")
+    lines.append(f"\n{machine}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", choices=("scripted", "openai"), default="scripted")
+    parser.add_argument("--teams", default="autogen,example,parallel")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    parser.add_argument("--markdown", action="store_true", help="also print the README table")
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("causaltrace").setLevel(logging.ERROR)
+    keep_results_unrepresented()
+    wanted = {t.strip() for t in args.teams.split(",")}
+    teams: list[Team] = []
+    if "autogen" in wanted:
+        teams.append(_autogen_team(args.client))
+    if wanted & {"example", "parallel"}:
+        teams += [t for t in _smolagents_teams(args.client) if t.name.split()[-1].split("/")[0] in wanted]
+    results: dict[str, Any] = {}
+    machine = (f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
+               f"{time.strftime('%Y-%m-%d', time.gmtime())}, {args.rounds} rounds x {args.runs} runs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for team in teams:
+            r = results[team.name] = measure(team, Path(tmp), args.runs, args.rounds)
+            print(f"{team.name}: {team.events} events/run; untraced {r['untraced_calls_per_event']} calls/event")
+            print(f"  {'knob':14} {'calls/event':>11} {'(writer)':>9} {'x defaults':>10} {'µs/event':>9} {'x defaults':>10}")
+            for knob in KNOBS:
+                c = r["added_calls_per_event"][knob]
+                ratio = r["cpu_vs_defaults"][knob]
+                print(f"  {knob:14} {c['team'] + c['writer']:11.1f} {c['writer']:9.1f} "
+                      f"{r['calls_vs_defaults'][knob]:10.2f} {r['added_cpu_us_per_event'][knob]:9.1f} "
+                      f"{'' if ratio is None else f'{ratio:10.2f}'}")
+    if args.markdown:
+        print()
+        print(markdown(results, machine))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

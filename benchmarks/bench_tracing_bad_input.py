@@ -1,0 +1,420 @@
+"""Tracing under bad input (issue 35 "Bad input"): a 50 MB tool result, 20 runs at once, a 10,000-step run.
+
+Every figure is causaltrace with its DEFAULT config (store on, recording on, OpenInference content on; the store in a
+temporary directory) on real AutoGen AgentChat classes driven by the reactive scripted clients of
+``causaltrace.testing.autogen``, against a baseline measured in the same run. CPU is ``time.process_time`` (all
+threads: the store's writer counts; every traced run ends with the collector's flush). Spans go through a
+SimpleSpanProcessor to a discarding exporter that counts them (``benchmarks/_overhead_stats.py``), except in the
+concurrency case, which uses causaltrace's own ``CountingBatchSpanProcessor`` so ``export_stats()`` is exercised.
+
+1. ``big`` — one AssistantAgent calls a tool that returns a 50 MB text (``reflect_on_tool_use=False``: the run ends
+   with the tool's result, which AutoGen puts in two events, the ToolCallExecutionEvent and the
+   ToolCallSummaryMessage). The same run with a 16-byte result is the "small event". The added CPU of the big event
+   is ``(traced big - traced small) - (untraced big - untraced small)``: what causaltrace spends on the payload,
+   net of what AutoGen itself spends on it. Baseline: ``orjson.dumps`` of the payload + SHA-256 of the bytes.
+   Target: <= 3x. The lower quartile of ``--big-repeats`` runs per mode, the modes interleaved.
+2. ``concurrent`` — the benchmark team of ``bench_autogen_overhead.py`` (planner, solver, reviewer; 15 framework
+   events a run): 20 threads, each with its own event loop and its own team, released together, against the same
+   team run alone, one run at a time. Per-event added CPU = (traced - untraced CPU of a round) / events, the lower
+   quartile over the rounds. Target: concurrent <= 2x alone. The ``export_stats()`` deltas are printed and checked:
+   every span created is exported, failed or dropped (the counting property is also a test:
+   tests/instrumentation/test_concurrent_runs_export.py).
+3. ``long`` — two agents taking turns (RoundRobinGroupChat), each on a BufferedChatCompletionContext: every model
+   request carries the system message and the last ``BUFFER`` messages, every answer the same length. A run of
+   ``--long-messages`` messages (about 10,000 causaltrace steps) against the same team stopped after 12 messages.
+   The content bytes the defaults export are EXCLUDED BY HOLDING THEM EQUAL PER EVENT: a long conversation's
+   cost grows with the history each request carries (OpenInference's ``llm.input_messages.*``, the recording's
+   requests); with the bounded context that history, and so the content exported per event, is the same in both
+   runs, which the benchmark shows by counting the bytes of every exported attribute and event value per framework
+   event (printed side by side, and their ratio). What remains is the per-event cost that could grow with the run's
+   length (the step graph, dependency links, the collector's assembly, the store). Target: long <= 2x short.
+
+Usage: python benchmarks/bench_tracing_bad_input.py [--only big,concurrent,long] [--json OUT]
+       [--big-mb 50] [--big-repeats 5] [--threads 20] [--rounds 5] [--long-messages 3350] [--long-repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _overhead_stats import CountingExporter, lower_quartile
+
+BUFFER = 6  # messages of history a long-run model request carries
+
+
+# ------------------------------------------------------------------------------------------ shared plumbing
+
+
+class ByteCountingExporter(CountingExporter):
+    """Counts spans and the bytes of their attribute and event-attribute values (the content a backend receives)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        for span in spans:
+            self.bytes += _value_bytes(span.attributes)
+            for event in span.events:
+                self.bytes += _value_bytes(event.attributes)
+        return super().export(spans)
+
+
+def _value_bytes(attributes: Any) -> int:
+    total = 0
+    for value in (attributes or {}).values():
+        if isinstance(value, str):
+            total += len(value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, (list, tuple)):
+            total += sum(len(str(v)) for v in value)
+        else:
+            total += len(str(value))
+    return total
+
+
+@contextlib.contextmanager
+def traced(config: Any, processors: Sequence[Any] = (), *, framework: str = "autogen") -> Iterator[Any]:
+    """``framework`` (``autogen`` / ``smolagents``) instrumented by causaltrace with ``config`` on a fresh provider
+    (SimpleSpanProcessor, no global provider set: AutoGen's own spans are no-ops): yields the byte-counting exporter
+    (or None when ``processors`` — span processors of the caller's — are used instead); uninstrumented, the set-up
+    forgotten (the store flushed) and the provider shut down (its processors flushed) at the end."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from causaltrace.instrumentation.tracing import reset_tracing
+
+    if framework == "autogen":
+        from causaltrace.instrumentation.autogen import instrument_autogen as instrument
+        from causaltrace.instrumentation.autogen import uninstrument_autogen as uninstrument
+    else:
+        from causaltrace.instrumentation.smolagents import instrument_smolagents as instrument
+        from causaltrace.instrumentation.smolagents import uninstrument_smolagents as uninstrument
+
+    provider = TracerProvider()
+    exporter = None
+    if not processors:
+        exporter = ByteCountingExporter()
+        processors = [SimpleSpanProcessor(exporter)]
+    for processor in processors:
+        provider.add_span_processor(processor)
+    instrument(provider, config)
+    try:
+        yield exporter
+    finally:
+        uninstrument()
+        reset_tracing()
+        provider.shutdown()
+
+
+def flush() -> None:
+    """The collector's pending store writes, done (a no-op when nothing is instrumented)."""
+    from causaltrace.instrumentation import tracing
+
+    if tracing._TRACING is not None:
+        tracing._TRACING.collector.flush()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def keep_results_unrepresented() -> None:
+    """Install a SIGINT handler of our own, so ``asyncio.run`` leaves SIGINT alone. Otherwise, on the main thread,
+    Python 3.11's Runner checks ``signal.getsignal(SIGINT)`` after each run, which fails to make an enum of its own
+    handler and formats the error message with the repr of the main task — a repr that walks the whole result: a
+    50 MB TaskResult's pydantic repr costs 0.1-0.2 s a run, traced or not (noise the measure would carry)."""
+    signal.signal(signal.SIGINT, _interrupt)
+
+
+def timed_run(make: Callable[[], Any], task: str) -> tuple[float, Any]:
+    """CPU seconds of one ``team.run`` in a fresh event loop (the team built before the clock starts), store flush
+    included; and the TaskResult."""
+    team = make()
+    start = time.process_time()
+    result = asyncio.run(team.run(task=task))
+    flush()
+    return time.process_time() - start, result
+
+
+def framework_events(result: Any, model_calls: int) -> int:
+    """Framework events as bench_autogen_overhead.py counts them: messages and events of the TaskResult (the task
+    included), model calls, tool calls."""
+    from autogen_agentchat.messages import ToolCallExecutionEvent
+
+    tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
+    return len(result.messages) + model_calls + tools
+
+
+def default_config(home: Path) -> Any:
+    from causaltrace.config import TraceConfig
+
+    return TraceConfig(db_path=home / "bench.db")
+
+
+# ------------------------------------------------------------------------------------------ 1. a 50 MB tool result
+
+
+def _big_agent(payload: str) -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core.tools import FunctionTool
+
+    from causaltrace.testing.autogen import ScriptedChatCompletionClient, call
+
+    async def fetch() -> str:
+        """Fetch the document."""
+        return payload
+
+    client = ScriptedChatCompletionClient(lambda request: call("fetch") if not request.tool_rounds() else "done")
+    return AssistantAgent("reader", model_client=client, tools=[FunctionTool(fetch, description="Fetch the document.")],
+                          reflect_on_tool_use=False)
+
+
+def baseline_dump_and_hash(payload: str, repeats: int) -> float:
+    """Lowest CPU seconds of orjson.dumps(payload) + SHA-256 of the bytes."""
+    import orjson
+
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        hashlib.sha256(orjson.dumps(payload)).hexdigest()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
+    import os
+
+    big = os.urandom(megabytes * 1024 * 1024 // 2).hex()  # 50 MB of text that does not compress or repeat
+    small = "x" * 16
+    task = "Read the document."
+    from causaltrace.config import TraceConfig
+
+    # the defaults, and for information where the time goes: store off, store and recording off
+    configs = {"": default_config(home), " store off": TraceConfig(store=False),
+               " store+record off": TraceConfig(store=False, record=False)}
+    modes = ["untraced small", "untraced big"] + [f"traced{k} {size}" for k in configs for size in ("small", "big")]
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    exported: dict[str, int] = {}
+    for round_no in range(repeats + 1):  # round 0 warms up
+        for mode in modes:
+            payload = big if mode.endswith("big") else small
+            config = configs[mode[len("traced"):-len(" big" if mode.endswith("big") else " small")]] \
+                if mode.startswith("traced") else None
+            with traced(config) if config is not None else contextlib.nullcontext() as exporter:
+                seconds, _ = timed_run(lambda payload=payload: _big_agent(payload), task)
+            if round_no:
+                times[mode].append(seconds)
+            if exporter is not None:
+                exported[mode] = exporter.bytes
+    q = {m: lower_quartile(t) for m, t in times.items()}
+    framework = q["untraced big"] - q["untraced small"]
+    added_by = {k.strip() or "defaults": round(q[f"traced{k} big"] - q[f"traced{k} small"] - framework, 4)
+                for k in configs}
+    added = added_by["defaults"]
+    base = baseline_dump_and_hash(big, repeats)
+    return {
+        "payload_bytes": len(big),
+        "cpu_s_lower_quartile": {m: round(v, 4) for m, v in q.items()},
+        "added_cpu_s_big_minus_small": round(added, 4),
+        "added_cpu_s_big_minus_small_by_config": added_by,
+        "baseline_orjson_sha256_s": round(base, 4),
+        "ratio_to_baseline": round(added / base, 2),
+        "target": 3.0,
+        "exported_bytes_per_run": exported,
+    }
+
+
+# ------------------------------------------------------------------------------------------ 2. 20 runs at once
+
+
+def _in_threads(n: int, job: Callable[[], Any]) -> list[Any]:
+    """``job`` in ``n`` threads released together (each its own event loop); their results."""
+    barrier = threading.Barrier(n)
+    out: list[Any] = [None] * n
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        out[i] = job()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def bench_concurrent(home: Path, threads: int, rounds: int) -> dict[str, Any]:
+    import bench_autogen_overhead as overhead
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
+
+    build = overhead._team_factory("scripted")
+    task = "Compute (17 + 25) * 3. Report the answer as 'RESULT: <number>'."
+
+    def one() -> tuple[int, Any]:
+        team, model_calls = build()
+        result = asyncio.run(team.run(task=task))
+        return framework_events(result, model_calls()), result
+
+    def round_cpu(n: int, together: bool) -> tuple[float, int]:
+        start = time.process_time()
+        runs = _in_threads(n, one) if together else [one() for _ in range(n)]
+        flush()
+        return time.process_time() - start, sum(events for events, _ in runs)
+
+    per_event: dict[str, list[float]] = {"alone": [], "together": []}
+    created = CountingExporter()
+    stats_before = export_stats()
+    for round_no in range(rounds + 1):
+        for label, together in (("alone", False), ("together", True)):
+            untraced, events = round_cpu(threads, together)
+            processors = [SimpleSpanProcessor(created), CountingBatchSpanProcessor(CountingExporter())]
+            with traced(default_config(home), processors):
+                traced_cpu, traced_events = round_cpu(threads, together)
+            if traced_events != events:
+                raise SystemExit(f"traced and untraced runs saw different events: {traced_events} vs {events}")
+            if round_no:
+                per_event[label].append((traced_cpu - untraced) / events * 1e6)
+    stats_after = export_stats()
+    delta = {k: getattr(stats_after, k) - getattr(stats_before, k) for k in vars(stats_after)}
+    unaccounted = created.spans - (delta["exported"] + delta["failed"] + delta["dropped"] + delta["framework_dropped"]
+                                   + delta["unexported_dropped"])
+    alone, together = lower_quartile(per_event["alone"]), lower_quartile(per_event["together"])
+    return {
+        "threads": threads,
+        "rounds": rounds,
+        "added_cpu_us_per_event": {"alone": round(alone, 1), "together": round(together, 1)},
+        "per_round_us_per_event": {k: [round(v, 1) for v in vs] for k, vs in per_event.items()},
+        "ratio_together_to_alone": round(together / alone, 2),
+        "target": 2.0,
+        "spans_created": created.spans,
+        "export_stats_delta": delta,
+        "spans_unaccounted": unaccounted,
+    }
+
+
+# ------------------------------------------------------------------------------------------ 3. a 10,000-step run
+
+
+def _chatter(messages: int) -> tuple[Any, Callable[[], int]]:
+    """Two agents taking turns for ``messages`` messages (the task included), each request carrying the system
+    message and the last BUFFER messages, every answer the same length."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_core.model_context import BufferedChatCompletionContext
+
+    from causaltrace.testing.autogen import ScriptedChatCompletionClient
+
+    clients = []
+    agents = []
+    for name in ("writer", "editor"):
+        counter = itertools.count()
+        client = ScriptedChatCompletionClient(
+            lambda request, counter=counter, name=name: f"{name} note {next(counter):06d}: noted, carry on.")
+        clients.append(client)
+        agents.append(AssistantAgent(name, model_client=client, system_message=f"You are the {name}.",
+                                     model_context=BufferedChatCompletionContext(buffer_size=BUFFER)))
+    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(messages))
+    return team, lambda: sum(c.calls for c in clients)
+
+
+def _per_event(home: Path, messages: int, repeats: int) -> dict[str, Any]:
+    task = "Take turns noting progress."
+    untraced, traced_cpu = [], []
+    events = spans = content = 0
+    for _ in range(repeats):
+        team, calls = _chatter(messages)
+        start = time.process_time()
+        result = asyncio.run(team.run(task=task))
+        untraced.append(time.process_time() - start)
+        events = framework_events(result, calls())
+        with traced(default_config(home)) as exporter:
+            seconds, result = timed_run(lambda: _chatter(messages)[0], task)
+            spans, content = exporter.spans, exporter.bytes
+        traced_cpu.append(seconds)
+    added = (lower_quartile(traced_cpu) - lower_quartile(untraced)) / events * 1e6
+    return {"messages": messages, "events": events, "spans": spans, "added_cpu_us_per_event": round(added, 1),
+            "exported_bytes_per_event": round(content / events, 1)}
+
+
+def bench_long(home: Path, messages: int, repeats: int, short_repeats: int) -> dict[str, Any]:
+    _per_event(home, 12, 2)  # warm-up
+    short = _per_event(home, 12, short_repeats)
+    long = _per_event(home, messages, repeats)
+    return {
+        "short": short,
+        "long": long,
+        "ratio_long_to_short": round(long["added_cpu_us_per_event"] / short["added_cpu_us_per_event"], 2),
+        "exported_bytes_per_event_ratio": round(long["exported_bytes_per_event"] / short["exported_bytes_per_event"],
+                                                2),
+        "target": 2.0,
+    }
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="big,concurrent,long", help="comma-separated: big, concurrent, long")
+    parser.add_argument("--big-mb", type=int, default=50)
+    parser.add_argument("--big-repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the concurrency case")
+    parser.add_argument("--long-messages", type=int, default=3350, help="messages of the long run (about 3 steps each: ~10,000 steps)")
+    parser.add_argument("--long-repeats", type=int, default=2)
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("causaltrace").setLevel(logging.ERROR)
+    keep_results_unrepresented()
+    wanted = {part.strip() for part in args.only.split(",") if part.strip()}
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        if "big" in wanted:
+            r = results["big"] = bench_big(home, args.big_mb, args.big_repeats)
+            print(f"{r['payload_bytes'] / 2**20:.0f} MiB tool result: added CPU (big - small event, net of AutoGen's own) "
+                  f"{r['added_cpu_s_big_minus_small'] * 1e3:.0f} ms; orjson dump + SHA-256 "
+                  f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); added by "
+                  "config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in r["added_cpu_s_big_minus_small_by_config"].items()))
+        if "concurrent" in wanted:
+            r = results["concurrent"] = bench_concurrent(home, args.threads, args.rounds)
+            a = r["added_cpu_us_per_event"]
+            print(f"{r['threads']} runs at once: added CPU {a['together']:.0f} µs/event vs {a['alone']:.0f} alone; "
+                  f"ratio {r['ratio_together_to_alone']:.2f} (target <= 2); spans created {r['spans_created']}, "
+                  f"export_stats: exported {r['export_stats_delta']['exported']}, failed "
+                  f"{r['export_stats_delta']['failed']}, dropped {r['export_stats_delta']['dropped']}; "
+                  f"unaccounted {r['spans_unaccounted']}")
+        if "long" in wanted:
+            r = results["long"] = bench_long(home, args.long_messages, args.long_repeats, max(5, args.long_repeats))
+            s, g = r["short"], r["long"]
+            print(f"long run: {g['spans']} spans, {g['events']} events: added CPU {g['added_cpu_us_per_event']:.0f} "
+                  f"µs/event vs {s['added_cpu_us_per_event']:.0f} for a {s['events']}-event run; ratio "
+                  f"{r['ratio_long_to_short']:.2f} (target <= 2); exported bytes/event {g['exported_bytes_per_event']:.0f}"
+                  f" vs {s['exported_bytes_per_event']:.0f} (ratio {r['exported_bytes_per_event_ratio']:.2f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
