@@ -125,13 +125,7 @@ def _spans_per_trace(spans: Any) -> Counter[int]:
     return Counter(span.context.trace_id for span in spans)
 
 
-#: A bug this test found (issue 35, reported to the emit path): CountingBatchSpanProcessor.on_end checks the queue's
-#: length and counts a drop apart from the SDK's append, so concurrent runs over-count drops (created 320, counted 322).
-_DROP_RACE = pytest.mark.xfail(reason="CountingBatchSpanProcessor counts drops apart from the append (a race); "
-                               "emit35 fixes it and removes this marker", strict=False)
-
-
-@pytest.mark.parametrize("framework", [pytest.param("autogen", marks=_DROP_RACE), "smolagents"])
+@pytest.mark.parametrize("framework", ["autogen", "smolagents"])
 def test_twenty_concurrent_runs_every_span_exported_or_counted(framework: str) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

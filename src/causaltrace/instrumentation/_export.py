@@ -265,6 +265,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         self._counting = self.span_exporter if isinstance(self.span_exporter, _CountingExporter) else None
         #: Spans this processor put in its queue (a full queue's drop counted apart).
         self._accepted = 0
+        self._append_lock = threading.Lock()
 
     def shutdown(self) -> None:
         """Shut down within the batch export timeout (the SDK's own bound is 30 s), so exit is never held long; the
@@ -316,17 +317,22 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             with _STATS_LOCK:
                 _STATS.framework_dropped += 1
             return
-        full = self._queue_len() >= self._max_queue
-        with _STATS_LOCK:
-            _STATS.queued += 1
-            self._accepted += not full
-            if full:
-                _STATS.dropped += 1
-                dropped = _STATS.dropped
+        # The check and the append under one lock: threads ending spans at once could otherwise both see room
+        # for one, and the SDK's append would evict a queued span uncounted (its deque drops the oldest when full).
+        # A full queue drops the NEW span here, counted; the worker only ever shortens the queue meanwhile.
+        with self._append_lock:
+            full = self._queue_len() >= self._max_queue
+            with _STATS_LOCK:
+                _STATS.queued += 1
+                self._accepted += not full
+                if full:
+                    _STATS.dropped += 1
+                    dropped = _STATS.dropped
+            if not full:
+                super().on_end(span)
         if full and dropped >= 2 * max(self._warned_at, 1):
             self._warned_at = dropped
             logger.warning("causaltrace: export queue full, %d spans dropped so far (raise CAUSALTRACE_MAX_QUEUE)", dropped)
-        super().on_end(span)
 
 
 def otlp_exporter_from_env() -> SpanExporter | None:
