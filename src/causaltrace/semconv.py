@@ -337,11 +337,26 @@ _PROVIDER_BY_MODEL: tuple[tuple[str, str], ...] = (
 )
 
 
+#: (model id, client path) → its provider: every model call's span names one, from a handful of distinct ids.
+_PROVIDERS: dict[tuple[str | None, str | None], str] = {}
+
+
 def provider_name(model: str | None, client: str | None = None) -> str:
     """``gen_ai.provider.name`` by the instrumentation's best knowledge: the client library (its module / class
     path, e.g. ``autogen_ext.models.openai.OpenAIChatCompletionClient`` → ``openai``: the API it speaks), else the
     model id (a ``provider/`` prefix, a model family such as ``gpt-`` or ``claude``, an Ollama ``name:tag``), else
-    ``unknown``."""
+    ``unknown``. Memoised (every model call's span asks; a run has a handful of model ids)."""
+    key = (model, client)
+    try:
+        return _PROVIDERS[key]
+    except (KeyError, TypeError):  # not seen yet (TypeError: an unhashable value, never kept)
+        found = _provider_name(model, client)
+    if len(_PROVIDERS) < 1024 and isinstance(model, str | None) and isinstance(client, str | None):
+        _PROVIDERS[key] = found
+    return found
+
+
+def _provider_name(model: str | None, client: str | None) -> str:
     if client:
         lowered = client.lower()
         for word, provider in _PROVIDER_BY_CLIENT:

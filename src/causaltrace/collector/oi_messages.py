@@ -217,18 +217,35 @@ def server_attributes(client: Any) -> dict[str, Any]:
     for holder in (client, getattr(client, "_client", None), getattr(client, "client", None)):
         url = getattr(holder, "base_url", None) if holder is not None else None
         if url:
-            try:
-                parts = urlsplit(str(url))
-                port = parts.port
-            except ValueError:
-                continue
-            if parts.hostname:
-                out: dict[str, Any] = {semconv.SERVER_ADDRESS: parts.hostname}
-                port = port if port is not None else _DEFAULT_PORTS.get(parts.scheme)
-                if port is not None:  # conditionally required with server.address
-                    out[semconv.SERVER_PORT] = port
-                return out
+            found = _server_of(str(url))
+            if found is not None:
+                return dict(found)
     return {}
+
+
+#: base URL → its ``server.*`` attributes (None: no host in it); a client's URL is parsed once, not per call.
+_SERVERS: dict[str, dict[str, Any] | None] = {}
+
+
+def _server_of(url: str) -> dict[str, Any] | None:
+    try:
+        return _SERVERS[url]
+    except KeyError:
+        pass
+    out: dict[str, Any] | None = None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        parts = None
+    if parts is not None and parts.hostname:
+        out = {semconv.SERVER_ADDRESS: parts.hostname}
+        port = port if port is not None else _DEFAULT_PORTS.get(parts.scheme)
+        if port is not None:  # conditionally required with server.address
+            out[semconv.SERVER_PORT] = port
+    if len(_SERVERS) < 256:
+        _SERVERS[url] = out
+    return out
 
 
 def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas: list[Any],

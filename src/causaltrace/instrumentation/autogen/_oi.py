@@ -43,26 +43,67 @@ def _calls(items: Iterable[Any]) -> list[dict[str, Any]]:
             for c in items]
 
 
+#: The attributes :func:`messages_of` reads of a message or a function result.
+_READ = ("type", "content", "source", "thought", "call_id", "name")
+#: Per class: whether its instances' attributes read here are exactly their ``__dict__`` (a pydantic model whose
+#: class defines none of them otherwise). ``getattr(message, "thought", None)`` on a SystemMessage goes through
+#: pydantic's ``__getattr__`` and an AttributeError each time — most of what reading a request's messages cost.
+_PLAIN_FIELDS: dict[type, bool] = {}
+
+
+def _plain(cls: type) -> bool:
+    """Whether ``cls`` is such a pydantic model (decided once per class)."""
+    fields = getattr(cls, "model_fields", None)
+    config = getattr(cls, "model_config", None)
+    plain = (isinstance(fields, Mapping) and isinstance(config, Mapping) and config.get("extra") != "allow"
+             and not any(name not in fields and hasattr(cls, name) for name in _READ))
+    if len(_PLAIN_FIELDS) < 1024:
+        _PLAIN_FIELDS[cls] = plain
+    return plain
+
+
+def _fields(obj: Any) -> dict[str, Any] | None:
+    """The attribute values of such a pydantic model, as its ``__dict__`` (a missing one reads as absent); None for
+    any other object (read with ``getattr``). The class check is inline: this runs per message of every call."""
+    plain = _PLAIN_FIELDS.get(type(obj))
+    if plain is None:
+        plain = _plain(type(obj))
+    values = obj.__dict__ if plain else None
+    return values if type(values) is dict else None
+
+
 def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
     """Plain message dicts (collector.oi_messages) of AutoGen's ``LLMMessage`` objects."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        kind = getattr(message, "type", type(message).__name__)
+        plain = _PLAIN_FIELDS.get(type(message))
+        if plain is None:
+            plain = _plain(type(message))
+        values = message.__dict__ if plain else None
+        if type(values) is not dict:
+            kind = getattr(message, "type", type(message).__name__)
+            content, source, thought = (getattr(message, "content", None), getattr(message, "source", None),
+                                        getattr(message, "thought", None))
+        else:
+            kind = values["type"] if "type" in values else type(message).__name__
+            content, source, thought = values.get("content"), values.get("source"), values.get("thought")
         if kind == "FunctionExecutionResultMessage":
-            for result in getattr(message, "content", None) or ():
-                out.append({"role": "tool", "content": str(getattr(result, "content", "")),
-                            "tool_call_id": getattr(result, "call_id", None), "name": getattr(result, "name", None)})
+            for result in content or ():
+                found = _fields(result)
+                if found is None:
+                    out.append({"role": "tool", "content": str(getattr(result, "content", "")),
+                                "tool_call_id": getattr(result, "call_id", None), "name": getattr(result, "name", None)})
+                else:
+                    out.append({"role": "tool", "content": str(found.get("content", "")),
+                                "tool_call_id": found.get("call_id"), "name": found.get("name")})
             continue
         item: dict[str, Any] = {"role": _ROLES.get(kind, "user")}
-        content = getattr(message, "content", None)
         if kind == "AssistantMessage" and isinstance(content, list):
             item["tool_calls"] = _calls(content)
         else:
             item["content"] = _content(content)
-        source = getattr(message, "source", None)
         if source:
             item["name"] = source
-        thought = getattr(message, "thought", None)
         if thought:
             item["thought"] = thought
         out.append(item)
