@@ -262,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
                     ratio_spread(per_round, mode="causaltrace_store_off", reference="openinference",
                                  baseline="uninstrumented")
                 ),
+                "ratio_store_on_per_round_q1_median_q3": _rounded(
+                    ratio_spread(per_round, mode="causaltrace_store_on", reference="openinference",
+                                 baseline="uninstrumented")
+                ),
             }
             r = result[clock]
             print(f"  [{clock} time: lower quartile of the per-run times; added = median over rounds of (variant - "
