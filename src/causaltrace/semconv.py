@@ -542,7 +542,8 @@ def _genai_operation(attrs: dict[str, Any], step: Step, operation: str) -> None:
 
 
 def openinference_attributes(
-    attrs: dict[str, Any], *, messages: Any = None, inputs_hidden: bool = False, outputs_hidden: bool = False
+    attrs: dict[str, Any], *, messages: Any = None, inputs_hidden: bool = False, outputs_hidden: bool = False,
+    output_messages: bool = True,
 ) -> dict[str, Any]:
     """Add the OpenInference attributes (what Phoenix reads) to a step's or run's span attributes; returns ``attrs``.
 
@@ -553,7 +554,8 @@ def openinference_attributes(
     outputs (JSON). The root span: the task in, the final answer out. ``messages`` (a model call's request
     messages, given only where the policy shows inputs unredacted) become ``llm.input_messages.{i}.*``. With
     ``inputs_hidden`` a task's text (the run's input) is not shown as an input either; with ``outputs_hidden`` the
-    root shows no final answer (the outcome it is read from is kept for the importers).
+    root shows no final answer (the outcome it is read from is kept for the importers). ``output_messages=False``:
+    a model call's ``llm.output_messages.*`` are not written (its adapter gives its own, which replace them).
     """
     kind = attrs.get(STEP_KIND)
     if kind is None:
@@ -578,7 +580,7 @@ def openinference_attributes(
         attrs[OI_OUTPUT_VALUE] = attrs[RESULT_OUTPUTS if merged else STEP_OUTPUTS]
         attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
     if kind == "llm_response":
-        _llm_openinference(attrs, messages)
+        _llm_openinference(attrs, messages, output_messages)
     tool = attrs.get(GEN_AI_TOOL_NAME)
     if tool is not None:
         attrs[OI_TOOL_NAME] = tool
@@ -605,7 +607,7 @@ def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool) -> None:
             attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
 
 
-def _llm_openinference(attrs: dict[str, Any], messages: Any) -> None:
+def _llm_openinference(attrs: dict[str, Any], messages: Any, output_messages: bool = True) -> None:
     """A model call's ``llm.*`` attributes: model, token counts, its request messages (every one, no cap; only
     when given: a step written by hand with ``inputs["messages"]``, the adapters give theirs as span attributes)
     and its answer as the one output message."""
@@ -627,7 +629,7 @@ def _llm_openinference(attrs: dict[str, Any], messages: Any) -> None:
             text = message.get("content")
             if text is not None:
                 attrs[prefix + OI_MESSAGE_CONTENT] = text if isinstance(text, str) else _dumps(text)
-    content = attrs.get(STEP_CONTENT)
+    content = attrs.get(STEP_CONTENT) if output_messages else None
     if content:
         attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_ROLE}"] = "assistant"
         attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = content

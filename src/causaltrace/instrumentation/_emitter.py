@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
@@ -188,6 +189,7 @@ def _hide_and_redact(
 #: Span-only attributes that show a step's input / output content (the rest — tool schemas, parameters,
 #: descriptions, graph ids — is not content).
 _INPUT_MESSAGE_ROLE = "llm.input_messages.0.message.role"
+_OUTPUT_MESSAGE_ROLE = "llm.output_messages.0.message.role"
 _OI_INPUT_CONTENT = ("llm.input_messages.", semconv.OI_INPUT_VALUE, semconv.OI_INPUT_MIME_TYPE,
                      semconv.OI_TOOL_PARAMETERS)
 _OI_OUTPUT_CONTENT = ("llm.output_messages.", semconv.OI_OUTPUT_VALUE, semconv.OI_OUTPUT_MIME_TYPE)
@@ -213,7 +215,7 @@ def allowed_extras(extras: Mapping[str, Any], config: TraceConfig) -> dict[str, 
         blocked += _GENAI_INPUT_CONTENT
     if not (config.genai_content_on and shown_out):
         blocked += _GENAI_OUTPUT_CONTENT
-    if not blocked:
+    if not blocked or not any(map(str.startswith, extras, repeat(blocked))):  # the usual case, checked in C
         return dict(extras)
     return {key: value for key, value in extras.items() if not key.startswith(blocked)}
 
@@ -304,6 +306,9 @@ class Emitter:
         #: agent_turn step id → the ``gen_ai.provider.name`` of a model call inside it (an ``invoke_agent`` span
         #: names its provider; the turn ends after its calls). Popped when the turn is exported.
         self._turn_providers: dict[str, str] = {}
+        #: The config's content switches (:meth:`_content_switches`) and the config they were read from.
+        self._switches = (config.oi_content, config.genai_content_on)
+        self._switches_of = config
 
     @never_raise()
     def start_root(self, attributes: Mapping[str, Any], *, start_time_ns: int) -> Span | None:
@@ -456,34 +461,47 @@ class Emitter:
                 _cut_long_texts(extras, config.max_attribute_chars)
                 _merge_extras(attrs, extras)
         else:  # the common case: the full attributes, long texts cut in place
+            oi_content, genai_content = self._content_switches()
             attrs.update(full)
-            semconv.openinference_attributes(attrs, messages=messages if config.oi_content else None)
+            # the adapter's own answer messages stand for the ones the Step's text would give: not built at all
+            semconv.openinference_attributes(attrs, messages=messages if oi_content else None,
+                                             output_messages=extras is None or _OUTPUT_MESSAGE_ROLE not in extras)
             if extras:
-                _merge_extras(attrs, extras if config.oi_content and config.genai_content_on
-                              else allowed_extras(extras, config))
-            if not config.oi_content:
+                # nothing to replace: this span's own messages were not built (above), so the extras are added as
+                # they are (_merge_extras' replacement is for the payload-policy path)
+                attrs.update(extras if oi_content and genai_content else allowed_extras(extras, config))
+            if not oi_content:
                 _drop_oi_content(attrs)
             _cut_long_texts(attrs, config.max_attribute_chars)
-        if step.kind == "tool_call" and config.genai_content_on:
+        if step.kind == "tool_call" and self._content_switches()[1]:
             _genai_tool_content(attrs)
         status = _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):
             status = _status(result, config.max_attribute_chars)
+        name = semconv.span_name(step)
         processor.on_end(
             ReadableSpan(
-                name=utf8_safe(semconv.span_name(step)),
+                name=name if name.isascii() else utf8_safe(name),
                 context=span.context,
                 parent=span.parent,
                 resource=resource,
                 attributes=attrs,
                 links=(*span.links, *result_links),
-                kind=SpanKind.CLIENT if semconv.is_client_span(step.kind) else SpanKind.INTERNAL,
+                kind=SpanKind.CLIENT if step.kind in semconv.CLIENT_STEP_KINDS else SpanKind.INTERNAL,
                 status=status,
                 start_time=span.start_ns,
                 end_time=end_time_ns,
                 instrumentation_scope=scope,
             )
         )
+
+    def _content_switches(self) -> tuple[bool, bool]:
+        """(OpenInference content on, GenAI content on) of this emitter's config, read once per config."""
+        config = self.config
+        if self._switches_of is not config:
+            self._switches = (config.oi_content, config.genai_content_on)
+            self._switches_of = config
+        return self._switches
 
     def _note_provider(self, step: Step, attrs: dict[str, Any]) -> None:
         """Pass a model call's provider up to its agent turn, and give an ending turn the provider noted for it."""
