@@ -11,7 +11,7 @@ import pytest
 import causaltrace
 from causaltrace.attribution.judge import ALLOW_MODEL_REQUESTS_ENV
 from causaltrace.attribution.stages import (
-    LOG_RULES,
+    CONVERSATION_RULES,
     ProtocolRule,
     StepMatch,
     backward_relevance,
@@ -50,7 +50,9 @@ def chars4(text: str) -> int:
 
 
 def make_run(speakers: list[str]) -> Run:
+    """Messages as an importer maps them: ``"X (-> Y)"`` is X's message addressed to Y (``outputs["target"]``)."""
     steps = [Step(step_id=f"s{i}", run_id="r", index=i, kind="message", agent=who.split(" (")[0], content=f"{who} {i}",
+                  outputs={"target": who.split("(-> ", 1)[1].rstrip(")")} if "(-> " in who else {},
                   metadata={"speaker": who}) for i, who in enumerate(speakers)]
     return Run(run_id="r", steps=tuple(steps), outcome=Outcome(status="failure"))
 
@@ -78,15 +80,18 @@ def test_pairing_modes(pairing, expected):
 
 def test_addressed_rules_and_gaps():
     run = make_run(["Boss (-> A)", "B", "A", "Boss (-> B)", "C", "C", "B"])
-    rule = ProtocolRule(name="instr", source=StepMatch(speaker=r".+ \(-> .+\)"), target=StepMatch(), addressed=True)
+    rule = ProtocolRule(name="instr", source=StepMatch(instruction=True), target=StepMatch(), addressed=True)
     assert [(e.producer, e.consumer) for e in interpret_rules(run.steps, [rule])] == [(0, 2), (3, 6)]
-    gap = ProtocolRule(name="instr", source=StepMatch(speaker=r".+ \(-> .+\)"), target=StepMatch(), addressed=True,
+    by_label = ProtocolRule(name="instr", source=StepMatch(speaker=r".+ \(-> .+\)"), target=StepMatch(),
+                            addressed=True)  # a DeFA-induced rule may match the log's labels; the addressee is a value
+    assert interpret_rules(run.steps, [by_label]) == interpret_rules(run.steps, [rule])
+    gap = ProtocolRule(name="instr", source=StepMatch(instruction=True), target=StepMatch(), addressed=True,
                        max_gap=2)
     assert [(e.producer, e.consumer) for e in interpret_rules(run.steps, [gap])] == [(0, 2)]
 
 
 def test_rules_round_trip_as_json():
-    for rule in LOG_RULES:
+    for rule in CONVERSATION_RULES:
         assert ProtocolRule.from_json(json.loads(json.dumps(rule.to_json()))) == rule
     with pytest.raises(ValueError):
         ProtocolRule(name="bad", source=StepMatch(), target=StepMatch(), kind="caused")

@@ -76,7 +76,7 @@ def test_whowhen_algorithm_generated_mapping() -> None:
         typed = "tool" if entry["name"] == "Computer_terminal" else "agent"  # collector.speakers (issue 20)
         assert step.metadata == {"speaker": entry["name"], "role": entry["role"], "speaker_role": typed}
         assert step.run_id == run.run_id
-        assert step.depends_on == () and step.parent_step_id is None
+        assert step.parent_step_id is None  # dependencies: derived at import (issue 32), below
         assert step.started_at is None and step.ended_at is None
         assert step.action_signature == action_signature(step.kind, None, entry["content"])
     first, code, terminal, last = run.steps
@@ -89,7 +89,10 @@ def test_whowhen_algorithm_generated_mapping() -> None:
     assert terminal.outputs == {"result": terminal.content, "is_error": False}
     assert terminal.inputs == {}
     assert last.outputs == {"text": "The count is 5. TERMINATE"}
-    assert run.metadata == {"system_prompts": data["system_prompt"]}
+    assert run.metadata == {"system_prompts": data["system_prompt"], "dependencies": "derived"}
+    # the conversation's protocol, derived at import: each step saw the previous one, the code ran at step 2
+    assert [[(d.step_id.rsplit("-", 1)[1], d.kind) for d in s.depends_on] for s in run.steps] == [
+        [], [("s0", "saw")], [("s1", "executes"), ("s1", "saw")], [("s2", "saw")]]
     assert run.annotations == Annotations(
         mistake_agent="Python_Expert",
         mistake_step=1,
@@ -132,7 +135,13 @@ def test_whowhen_hand_crafted_mapping() -> None:
     assert run.steps[6].inputs == {"code": "print('closed')\n", "language": "python"}
     assert run.steps[7].inputs == {"code": "print('Mondays: closed')\n", "language": "python"}
     assert run.agents == ("Orchestrator", "WebSurfer", "ComputerTerminal", "Assistant")
-    assert run.metadata == {}
+    assert run.metadata == {"dependencies": "derived"}
+    # the speaker conventions are mapped to values and dependencies here, at import (issue 32 item 1)
+    assert [s.outputs.get("target") for s in run.steps] == [
+        None, None, "WebSurfer", None, "ComputerTerminal", None, "Assistant", None, None]
+    deps = {(s.index, run.step(d.step_id).index, d.kind) for s in run.steps for d in s.depends_on}
+    assert {(c, p, k) for c, p, k in deps if k != "saw"} == {(2, 1, "produced_by")}  # the thought → its instruction
+    assert {(c, p) for c, p, k in deps if k == "saw"} == {(i, i - 1) for i in range(1, 9)}  # replies follow at once
     ann = run.annotations
     assert ann is not None
     assert (ann.mistake_agent, ann.mistake_step, ann.ground_truth) == ("WebSurfer", 3, "10:00-18:00")
@@ -284,7 +293,9 @@ def test_whowhen_real_data(whowhen_dir: Path) -> None:
         data = json.loads((whowhen_dir / subset_dir / f"{n}.json").read_text(encoding="utf-8"))
         assert len(run.steps) == len(data["history"]), run.run_id
         assert [s.content for s in run.steps] == [e["content"] for e in data["history"]]
-        assert all(s.started_at is None and s.depends_on == () and s.parent_step_id is None for s in run.steps)
+        assert all(s.started_at is None and s.parent_step_id is None for s in run.steps)
+        assert all(d.step_id < s.step_id or run.step(d.step_id).index < s.index for s in run.steps
+                   for d in s.depends_on) and run.metadata["dependencies"] == "derived"
         ann = run.annotations
         assert ann is not None
         assert ann.mistake_agent == data["mistake_agent"]

@@ -51,8 +51,7 @@ from typing import Any, Literal
 
 from causaltrace.attribution.engine import ModelArg, diagnose, ensure_builtin_methods, resolve_judge
 from causaltrace.attribution.stages.confidence import calibration, is_uncertain
-from causaltrace.attribution.stages.view import base_agent
-from causaltrace.collector.whowhen import SUBSET_DIRS, iter_whowhen
+from causaltrace.collector.whowhen import SUBSET_DIRS, agent_name, iter_whowhen
 from causaltrace.exceptions import UserError
 from causaltrace.protocols import get_method
 from causaltrace.schema import Diagnosis, Run
@@ -212,7 +211,7 @@ class TraceResult:
 
     def agent_ok(self) -> bool:
         a = self.predicted_agent
-        return a is not None and base_agent(a).strip() == self.label_agent.strip()
+        return a is not None and agent_name(a).strip() == self.label_agent.strip()
 
     def step_ok(self) -> bool:
         return self.predicted_step is not None and self.predicted_step == self.label_step

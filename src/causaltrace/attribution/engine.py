@@ -52,6 +52,7 @@ from causaltrace.attribution.context import (
 )
 from causaltrace.attribution.judge import Judge, JudgeModel
 from causaltrace.collector.speakers import mark_human_speakers
+from causaltrace.collector.whowhen import current_form
 from causaltrace.exceptions import AttributionError, UserError
 from causaltrace.protocols import get_method, method_names
 from causaltrace.schema import Cost, Diagnosis, Run, Step, VerifiedBy
@@ -248,12 +249,14 @@ def below_confidence(diagnosis: Diagnosis, min_confidence: float | None) -> Diag
 
 
 def _with_humans(run: Run, human_speakers: Iterable[str] | None) -> Run:
-    """The run with its human speakers marked (a comma-separated string is accepted too)."""
+    """The run in its importer's current form (a Who&When run stored before issue 32 gets the kinds, values and
+    dependencies its importer derives today: :func:`causaltrace.collector.whowhen.current_form`), with its human
+    speakers marked (a comma-separated string is accepted too)."""
     if not isinstance(run, Run):
         raise UserError(f"diagnose expects a causaltrace Run, got {type(run).__name__}")
     if isinstance(human_speakers, str):
         human_speakers = [n for n in human_speakers.split(",") if n.strip()]
-    return mark_human_speakers(run, human_speakers)
+    return mark_human_speakers(current_form(run), human_speakers)
 
 
 def _to_diagnosis(

@@ -16,7 +16,8 @@ default the task giver only — so a simulated user (an agent playing the user) 
 (a system prompt, a policy) is context: never a candidate and never a relevance sink.
 
 The type lands on each imported step as ``metadata["speaker_role"]``; attribution reads it there
-(:mod:`causaltrace.attribution.stages.view`) and falls back to the same rules for steps without it.
+(:mod:`causaltrace.attribution.stages.view`) and never types a speaker by its name itself (issue 32 item 1: a run
+stored before the typing is brought up to date by its importer, e.g. :func:`causaltrace.collector.whowhen.current_form`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "TOOL_ROLES",
     "SpeakerRole",
     "classify_speaker",
+    "is_context",
     "is_tool_name",
     "looks_like_tool_output",
     "mark_human_speakers",
@@ -85,6 +87,11 @@ def classify_speaker(name: str, role: str | None = None, contents: Iterable[str]
     if texts and all(looks_like_tool_output(t) for t in texts):
         return "tool"
     return "agent"
+
+
+def is_context(step: Step) -> bool:
+    """A system prompt or policy text (typed ``system``): context, never a candidate, never a relevance sink."""
+    return step.metadata.get("speaker_role") == "system" or step.kind == "system"
 
 
 def task_giver(steps: Iterable[Step]) -> str | None:

@@ -12,15 +12,25 @@ Usage::
     for run in iter_whowhen(Path("shared/data/whowhen"), subset="algo"):
         ...
 
-Mapping (one Step per ``history`` entry, ``index`` = the entry's position; no containers, no dependencies, no
-parents — the attribution stages recover the dependencies):
+Mapping (one Step per ``history`` entry, ``index`` = the entry's position; no containers, no parents). This module
+is where Who&When's naming conventions live (issue 32 item 1): attribution reads only the kinds, values and
+dependencies they are mapped to here, never a speaker's name.
 
 * Hand-Crafted ``human`` → ``task``;
 * a tool / terminal speaker (:mod:`causaltrace.collector.speakers`: by role, name pattern — ``Computer_terminal`` /
   ``ComputerTerminal`` are one case — or content shape) → ``tool_response``, outputs ``{result, is_error: False}``;
 * ``Orchestrator (thought)`` → ``reasoning``, outputs ``{text}``;
-* ``Orchestrator (-> X)`` and everything else → ``message``, outputs ``{text}``; a message with a code block also
-  gets inputs ``{code, language}`` (the first block).
+* ``X (-> Y)`` (an instruction to ``Y``) → ``message``, outputs ``{text, target: Y}`` — the addressee is a value;
+* everything else → ``message``, outputs ``{text}``; a message with a code block also gets inputs
+  ``{code, language}`` (the first block).
+* **Dependencies** are derived at import by the conversation's protocol rules over those kinds and values
+  (:data:`causaltrace.collector.protocol_rules.CONVERSATION_RULES`: code → its terminal output ``executes``; an
+  instruction → the addressed agent's next step ``saw``; the Orchestrator's thought → its instruction
+  ``produced_by``; each step → the next ``saw``) and stored as each step's ``depends_on``; the run's
+  ``metadata["dependencies"] = "derived"`` says they were derived, not captured live.
+* A run stored before this mapping gave dependencies (no ``depends_on``, no targets) is brought to it at read time
+  by :func:`current_form` (the diagnosis engine calls it), from the speaker labels and texts every stored run kept:
+  nobody has to re-import, and a stored run's id, its step ids and its diagnoses stay valid.
 
 The speaker is ``name`` (Algorithm-Generated) or ``role`` (Hand-Crafted); ``agent`` is its base name (the text
 before " ("); ``metadata`` keeps the full ``speaker``, the entry's ``role`` and the speaker's type
@@ -57,11 +67,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from causaltrace.collector.protocol_rules import (
+    DERIVED,
+    DERIVED_KEY,
+    dependencies_derived,
+    derive_dependencies,
+    speaker,
+)
 from causaltrace.collector.speakers import SYSTEM_ROLES, TOOL_ROLES, classify_speaker
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Annotations, Outcome, Run, Step, action_signature
 
-__all__ = ["SUBSET_DIRS", "content_digest", "iter_whowhen", "load_whowhen", "whowhen_run_from_data"]
+__all__ = [
+    "SUBSET_DIRS",
+    "agent_name",
+    "content_digest",
+    "current_form",
+    "iter_whowhen",
+    "load_whowhen",
+    "whowhen_run_from_data",
+]
 
 #: Folder name of each subset, in the order ``subset="all"`` reads them.
 SUBSET_DIRS: dict[str, str] = {"algo": "Algorithm-Generated", "hand": "Hand-Crafted"}
@@ -257,7 +282,7 @@ def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, su
                 speaker_role: str = "agent") -> Step:
     content = entry["content"]
     kind = _step_kind(speaker, subset, speaker_role)
-    agent = speaker.split(" (", 1)[0]
+    agent = agent_name(speaker)
     addressed = _ADDRESSED.match(speaker)
     target = addressed.group("target") if addressed else None
     inputs: dict[str, Any] = {}
@@ -269,6 +294,8 @@ def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, su
     else:
         outputs = {"text": content}
         if kind == "message":
+            if target is not None:
+                outputs["target"] = target  # the instruction's addressee, a value attribution reads
             block = _CODE_BLOCK.search(content)
             if block is not None:
                 inputs = {"code": block.group("code"), "language": block.group("lang")}
@@ -287,6 +314,12 @@ def _build_step(run_id: str, index: int, entry: dict[str, Any], speaker: str, su
         action_signature=action_signature(kind, target, content),
         metadata=metadata,
     )
+
+
+def agent_name(speaker: str) -> str:
+    """The agent of a Who&When speaker label, as the labels name it: the text before ``" ("``
+    (``"Orchestrator (-> WebSurfer)"`` → ``Orchestrator``)."""
+    return speaker.split(" (", 1)[0]
 
 
 def content_digest(data: dict[str, Any], label_version: str | None) -> str:
@@ -357,6 +390,8 @@ def _build_run(
         if not isinstance(prompts, dict):
             raise _fail(path, "system_prompt", f"must be an object, got {type(prompts).__name__}")
         metadata["system_prompts"] = prompts
+    steps = derive_dependencies(steps)
+    metadata[DERIVED_KEY] = DERIVED
     agents: list[str] = []
     for step in steps:
         if step.kind != "task" and step.agent not in agents:
@@ -374,3 +409,39 @@ def _build_run(
         )
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise InvalidInputError(f"{path}: not a valid Who&When log: {exc}") from exc
+
+
+def current_form(run: Run) -> Run:
+    """``run`` as this importer builds it today (module docstring, last point). A Who&When run stored before its
+    dependencies were derived at import (no ``depends_on``, no marker) is re-mapped from the speaker labels
+    (``metadata["speaker"]``) and texts it kept — kinds, values, speaker types, dependencies — keeping its ids and
+    every other field; any other run, and a current one, is returned unchanged."""
+    if run.framework != FRAMEWORK or dependencies_derived(run) or any(s.depends_on for s in run.steps):
+        return run
+    subset = _stored_subset(run)
+    speaker_key = "name" if subset == "algo" else "role"
+    entries: list[dict[str, Any]] = []
+    for step in run.steps:
+        entry: dict[str, Any] = {speaker_key: speaker(step), "content": step.content}
+        if isinstance(step.metadata.get("role"), str):
+            entry["role"] = step.metadata["role"]
+        entries.append(entry)
+    roles = _speaker_roles(entries, speaker_key)
+    rebuilt = []
+    for step, entry in zip(run.steps, entries, strict=True):
+        label = entry[speaker_key]
+        new = _build_step(run.run_id, step.index, entry, label, subset, roles.get(label, "agent"))
+        rebuilt.append(step.model_copy(update={
+            "kind": new.kind, "agent": step.agent or new.agent, "inputs": new.inputs, "outputs": new.outputs,
+            "action_signature": new.action_signature, "metadata": {**step.metadata, **new.metadata}}))
+    return run.model_copy(update={"steps": tuple(derive_dependencies(rebuilt)),
+                                  "metadata": {**run.metadata, DERIVED_KEY: DERIVED}})
+
+
+def _stored_subset(run: Run) -> str:
+    """The subset of a stored run: its label's, its unlabelled log's, its id's (``whowhen-hand-…``)."""
+    extra = run.annotations.extra if run.annotations is not None else run.metadata.get("whowhen")
+    subset = extra.get("subset") if isinstance(extra, dict) else None
+    if subset in SUBSET_DIRS:
+        return str(subset)
+    return "hand" if run.run_id.startswith("whowhen-hand-") else "algo"

@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Literal
 from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed
 from causaltrace.attribution.judge import Judge, agent_name, json_schema_for, output_model, short_text, step_index
 from causaltrace.attribution.stages.segment import fit_texts
-from causaltrace.attribution.stages.view import agents_of, base_agent, content_of, speaker, view_steps
+from causaltrace.attribution.stages.view import agent_of, agents_of, content_of, speaker, view_steps
 from causaltrace.exceptions import JudgeOutputInvalid
 from causaltrace.schema import Candidate, EvidenceItem, Step
 
@@ -142,7 +142,7 @@ class AllAtOnce(Method):
         steps = view_steps(ctx.run)
         if not steps:
             raise MethodFailed("the run has no steps")
-        agents = agents_of(ctx.run) or [base_agent(speaker(steps[0]))]
+        agents = agents_of(ctx.run) or [agent_of(steps[0])]
         lo, hi = steps[0].index, steps[-1].index
         Answer = output_model("AllAtOnceAnswer", agent_name=agent_name(agents), step_number=step_index(lo, hi),
                               reason=short_text(600))
@@ -234,7 +234,7 @@ class StepByStep(Method):
             if verdict.error == "Yes":
                 artifact["flagged"] = step.index
                 artifact["compressed_steps"] = fitter.artifact()
-                agent = base_agent(speaker(step)) or step.agent
+                agent = agent_of(step)
                 return Conclusion(
                     step_index=step.index,
                     agent=agent,
@@ -326,7 +326,7 @@ class BinarySearch(Method):
                 start = min(mid + 1, end)
         step = steps[start]
         ctx.record("halve", {"ranges": ranges, "result": step.index, "compressed_steps": fitter.artifact()})
-        agent = base_agent(speaker(step)) or step.agent
+        agent = agent_of(step)
         explanation = reason or "binary search narrowed the log down to this step"
         return Conclusion(
             step_index=step.index,

@@ -28,7 +28,7 @@ Choices (SEEDS §1 pitfalls and [OPEN] items, written down):
 * **Correct**: the model returns corrected texts for the steps it changes (mistake events and the events whose
   effect on the answer is wrong); other steps keep their text. Counterfactual traces are assembled **by step index**,
   not by list position (pitfall §1.12.2 fixed). The Hand-Crafted variant (a Who&When subset ``hand`` or an
-  orchestrator log) adds the instruction to strip redundant content.
+  orchestrator log: its messages address agents) adds the instruction to strip redundant content.
 * **Simulate** follows the code: the "after" trace is corrected[:i+1] + original[i+1:], "before" is
   corrected[:i] + original[i:]; the root-cause hint (the candidate and its CGC effects) is given only to "after";
   the target is not shown. ΔS = S(after) − S(before), rounded to 3 decimals.
@@ -70,7 +70,7 @@ from causaltrace.attribution.stages.prompting import (
 )
 from causaltrace.attribution.stages.simulation import EMBEDDING_ENV, Evaluation, Similarity, lexical_similarity
 from causaltrace.attribution.stages.success_spec import SuccessSpec, SuccessSpecStage
-from causaltrace.attribution.stages.view import speaker, view_steps
+from causaltrace.attribution.stages.view import is_instruction, view_steps
 from causaltrace.schema import Candidate, EvidenceItem, Step
 
 #: ``lexical_similarity`` is re-exported: it was this module's (the shared helpers now live in
@@ -271,7 +271,8 @@ def _hand_crafted(ctx: DiagnosisContext) -> bool:
     ann = ctx.run.annotations
     if ann is not None and ann.extra.get("subset") == "hand":
         return True
-    return any(speaker(s).startswith("Orchestrator") for s in view_steps(ctx.run))
+    # an orchestrator log: messages addressed to agents (an importer's ``outputs["target"]``), never a name
+    return any(s.kind == "message" and is_instruction(s) for s in view_steps(ctx.run))
 
 
 class CorrectStage(Stage[Correction]):

@@ -27,10 +27,11 @@ Open choices (SEEDS §3 [OPEN], written down here; options of the method where t
   of the segment budget. Normalisation is one call per oversize step (no batching); the step is first cut
   deterministically to what the call's budget allows (head and tail kept) — an 88k-character step does not fit a
   16k window even on its own — and the model's answer is cut to the oversize limit if it ignores it.
-* **Rule schema** (§3.3.4): a rule matches source and target steps on a speaker regex (``fullmatch``), a content
-  regex (``search``) and "carries a code block"; pairing is next-match / all-match / FIFO / LIFO; ``addressed``
-  requires the target's agent to be the one the source addresses (``"X (-> Y)"``); ``max_gap`` bounds the
-  distance. Unmatched sources and targets are dropped. Rules the interpreter rejects (bad regex, unknown
+* **Rule schema** (§3.3.4): a rule matches source and target steps on a speaker regex (``fullmatch``; the model
+  writes it after reading the log's labels), a content regex (``search``) and "carries a code block"; pairing is
+  next-match / all-match / FIFO / LIFO; ``addressed`` requires the target's agent to be the one the source
+  addresses (a value the importer gave the step: :func:`causaltrace.collector.protocol_rules.addressee`);
+  ``max_gap`` bounds the distance. Unmatched sources and targets are dropped. Rules the interpreter rejects (bad regex, unknown
   relation) are listed in the artifact and skipped. The rule-induction prompt shows the speakers with their counts
   and every step's head (240 characters). Rules run on the original step texts.
 * **Cross edges** (§3.5.5): emitted by the earlier segment's call (source in S_j, target a later segment), as the
@@ -228,8 +229,9 @@ class ProtocolRulesStage(Stage[ProtocolRelations]):
             "step carries a code block; null = any), a pairing mode — 'next' (the source pairs with the first "
             "later matching target), 'all' (with every later matching target), 'fifo' (pending sources queue; each "
             "target takes the oldest), 'lifo' (pending sources stack; each target takes the newest: nested calls) "
-            "—, the relation it creates, 'addressed' (the target must be the agent the source addresses, as in "
-            "'X (-> Y)'), and max_gap (the largest distance in steps, or null).\n\n"
+            "—, the relation it creates, 'addressed' (the target must be the agent the source step addresses: an "
+            "instruction, handoff or selection naming that agent), and max_gap (the largest distance in steps, or "
+            "null).\n\n"
             f"Speakers:\n{speakers}\n\nThe steps (heads only):\n"
         )
         heads = {s.index: clip(content_of(s), 240) for s in steps}

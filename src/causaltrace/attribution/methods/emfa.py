@@ -83,7 +83,7 @@ from causaltrace.attribution.stages.prompting import (
 from causaltrace.attribution.stages.segment import plan_segments
 from causaltrace.attribution.stages.success_spec import SuccessSpec, SuccessSpecStage
 from causaltrace.attribution.stages.tokens import salient_tokens
-from causaltrace.attribution.stages.view import addressee, base_agent, content_of, is_user_input
+from causaltrace.attribution.stages.view import addressee, content_of, is_user_input
 from causaltrace.schema import Candidate, EvidenceItem, Step
 
 #: ``SuccessSpec`` / ``SuccessSpecStage`` are re-exported: they were this module's (the stage now lives in
@@ -277,7 +277,7 @@ def _instruction_rule(steps: list[Step], st: Structure) -> None:
     have = {(s, t) for s, t, _ in st.step_edges}
     for a, b in zip(steps, steps[1:], strict=False):
         who = addressee(a)
-        if who is None or base_agent(who) != agent_of(b) or (a.index, b.index) in have:
+        if who is None or who != agent_of(b) or (a.index, b.index) in have:
             continue
         if st.subtask_of(a.index) == st.subtask_of(b.index):
             st.step_edges.append((a.index, b.index, "instruction → response (deterministic rule)"))

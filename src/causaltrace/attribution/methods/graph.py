@@ -96,7 +96,7 @@ same-agent restatements discounted (relevance ``same_agent``)    all 184 traces 
 routing chatter kept out of loops (``min_action_tokens``)        all 184 traces (issue 5, before the split)
 a bare ``TERMINATE`` skipped by the failure anchor               all 184 traces (issue 5, before the split)
 errors whose output never reached the failure weakened           all 184 traces (issue 5, before the split)
-the Who&When speaker conventions (terminal names, ``LOG_RULES``) all 184 traces (issue 5, before the split)
+Who&When speaker conventions (mapped at import since issue 32)   all 184 traces (issue 5, before the split)
 loops: same call, equal arguments, no new information (issue 20) the issue's false positives, the zoo's tuning
                                                                  half; Who&When dev and test figures unchanged
 speaker typing: role, name, content shape (collector.speakers)   none (generic rules); Who&When dev + test

@@ -1,10 +1,10 @@
 """Deterministic heuristics that need no model (issue 5): trivial baselines that check the loader and the metric.
 
-* ``first-agent-step``: the first step whose speaker is not the human / user, not a code-execution terminal
-  (``Computer_terminal``, ``ComputerTerminal``) and not an orchestrator instruction (``Orchestrator (-> X)``); the
-  agent is the speaker's base name (text before ``" ("``).
-* ``most-active-agent``: the agent (base name; human / user and terminals excluded) with the most steps, ties to
-  the one that spoke first, at its first step.
+* ``first-agent-step``: the first step that is not user input, not a tool / terminal output (typed by the
+  importer: a Who&When terminal is a ``tool_response``) and not an instruction (a step that addresses an agent, as
+  an importer maps an orchestrator's ``X (-> Y)``); its agent is ``Step.agent`` (issue 32: no speaker names read).
+* ``most-active-agent``: the agent (users and terminals excluded) with the most steps, ties to the one that spoke
+  first, at its first step.
 
 On live runs the same definitions apply to the run's view (``agent_turn`` containers are skipped; ``task`` and
 user-input steps count as the user; an llm_response that produced child steps is not a step of its own here, its
@@ -18,19 +18,19 @@ from collections import Counter
 from typing import ClassVar
 
 from causaltrace.attribution.context import Conclusion, DiagnosisContext, Method, MethodFailed
-from causaltrace.attribution.stages.view import base_agent, is_instruction, is_terminal, is_user_input, speaker
+from causaltrace.attribution.stages.view import agent_of, is_instruction, is_terminal, is_user_input, split_producers
 from causaltrace.schema import Candidate, Run, Step
 
 __all__ = ["FirstAgentStep", "MostActiveAgent"]
 
 
 def _steps(run: Run) -> list[Step]:
-    producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+    producers = split_producers(run)
     return [s for s in run.steps if s.kind != "agent_turn" and s.step_id not in producers]
 
 
 def _agent(step: Step) -> str:
-    return base_agent(speaker(step)) or step.agent
+    return agent_of(step)
 
 
 class FirstAgentStep(Method):

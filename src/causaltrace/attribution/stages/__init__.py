@@ -42,9 +42,11 @@ output model whose schema constrains step indices and agent names (:func:`~causa
 and :mod:`.refine` (``refine``).
 """
 
+from typing import Any
+
 from causaltrace.attribution.stages.anchor import FailureAnchor, FailureAnchorStage, find_failure_anchor
 from causaltrace.attribution.stages.dependencies import (
-    LOG_RULES,
+    CONVERSATION_RULES,
     PROTOCOL_KINDS,
     DependencyGraph,
     DependencyGraphStage,
@@ -68,7 +70,7 @@ from causaltrace.attribution.stages.segment import (
 )
 
 __all__ = [
-    "LOG_RULES",
+    "CONVERSATION_RULES",
     "PROTOCOL_KINDS",
     "DependencyGraph",
     "DependencyGraphStage",
@@ -99,3 +101,11 @@ __all__ = [
     "salient_tokens",
     "step_line",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LOG_RULES":  # deprecated (issue 32): the dependencies module warns and names the replacement
+        from causaltrace.attribution.stages import dependencies
+
+        return dependencies.LOG_RULES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ Each signal names:
 
 * the step that **introduced** it — the producer through a request→result edge (``executes``, ``tool_result_of``):
   the code's author or the tool call; failing that, the instruction that asked for the run (``instruction→reply``,
-  e.g. ``Orchestrator (-> ComputerTerminal)``) — or none when the failure is the tool's / environment's own;
+  an addressed message) — or none when the failure is the tool's / environment's own;
 * a **category** when the text identifies a system failure (FACTS.md "Error categories", TRAIL's system-execution
   branch): rate limit → ``SYS-RATE-LIMIT``, 401/403 → ``SYS-AUTH``, 404 / missing file → ``SYS-NOT-FOUND``,
   5xx → ``SYS-SERVICE``, timeout → ``SYS-TIMEOUT``, memory / disk / quota → ``SYS-RESOURCE``, missing module or

@@ -46,7 +46,7 @@ from causaltrace.attribution.stages.drift import TaskDrift, TaskDriftStage
 from causaltrace.attribution.stages.fabrication import Fabrication, FabricationStage
 from causaltrace.attribution.stages.loops import Loop, LoopDetectStage, call_identity, is_answer_step
 from causaltrace.attribution.stages.provenance import TASK, Provenance, ProvenanceStage
-from causaltrace.attribution.stages.view import addressee, base_agent, candidate_steps, speaker
+from causaltrace.attribution.stages.view import addressee, agent_of, candidate_steps
 from causaltrace.schema import Run, Step
 
 __all__ = ["BUDGET", "EVIDENCE_INTRO", "PER_STEP", "Evidence", "EvidenceStage", "build_evidence", "evidence_of", "rank_order"]
@@ -204,7 +204,7 @@ def _loop_lines(loops: Sequence[Loop], i: int) -> list[str]:
 
 def _not_loop_line(step: Step, earlier: Sequence[Step]) -> str | None:
     """The repetitions the loop detector does not count (module docstring), said for a step in no loop."""
-    who = base_agent(step.agent or speaker(step))
+    who = agent_of(step)
     if is_answer_step(step):
         return None  # a final answer returning a step is said by its values; nothing to add
     if step.kind == "speaker_selection":
@@ -216,7 +216,7 @@ def _not_loop_line(step: Step, earlier: Sequence[Step]) -> str | None:
     ident = call_identity(step)
     if ident is None or not step.tool_name:
         return None
-    same_tool = [s for s in earlier if s.tool_name == step.tool_name and base_agent(s.agent or speaker(s)) == who
+    same_tool = [s for s in earlier if s.tool_name == step.tool_name and agent_of(s) == who
                  and call_identity(s) is not None]
     if same_tool and all(call_identity(s) != ident for s in same_tool):
         return (f"loop: none — calls {step.tool_name} again (as at step {same_tool[-1].index}) with different "

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.tokens import salient_tokens
-from causaltrace.attribution.stages.view import addressee, base_agent, candidate_steps, content_of, speaker
+from causaltrace.attribution.stages.view import addressee, agent_of, candidate_steps, content_of
 from causaltrace.schema import Run, Step, action_signature
 
 __all__ = ["Loop", "LoopDetectStage", "detect_loops", "jaccard", "signature_tokens"]
@@ -172,7 +172,7 @@ def detect_loops(
 
 
 def _agent_of(step: Step) -> str:
-    return base_agent(step.agent or speaker(step))
+    return agent_of(step)
 
 
 def _action_loops(run: Run, steps: list[Step], position: dict[int, int], *, threshold: float, max_gap: int,
@@ -182,7 +182,7 @@ def _action_loops(run: Run, steps: list[Step], position: dict[int, int], *, thre
     near-identical text with the same numbers) and getting no new information."""
     heads = {s.index: head_tokens(s, head_chars) for s in steps}
     identity = {s.index: call_identity(s) for s in steps}
-    # routing chatter ("Next speaker WebSurfer") is not an action: too few tokens to compare; a final answer
+    # routing chatter ("next speaker: <agent>") is not an action: too few tokens to compare; a final answer
     # returns an earlier step's result and is never a repeat of it
     # the thought before a call ("Thought: iterate.") is part of that call's action, not an action of its own
     thoughts = {s.index for s, nxt in zip(steps, steps[1:], strict=False) if s.kind == "reasoning"
@@ -248,7 +248,7 @@ def _instruction_loops(steps: list[Step], *, threshold: float, max_gap: int, min
     words = {s.index: frozenset(salient_tokens(content_of(s))) - task_words for s in instructions}
     loops: list[Loop] = []
     for (agent, target), members in _group(
-        instructions, lambda s: (_agent_of(s), base_agent(addressee(s) or "")), words, threshold, max_gap
+        instructions, lambda s: (_agent_of(s), addressee(s) or ""), words, threshold, max_gap
     ):
         if len(members) < min_repeats:
             continue
@@ -266,7 +266,7 @@ def _instruction_loops(steps: list[Step], *, threshold: float, max_gap: int, min
 
 def _followup(steps: list[Step], pos: int, agent: str) -> Step | None:
     for later in steps[pos + 1 : pos + 4]:
-        if base_agent(later.agent or speaker(later)) != agent:
+        if agent_of(later) != agent:
             return later
     return None
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from causaltrace.attribution.context import DiagnosisContext, MethodFailed
 from causaltrace.attribution.judge import json_schema_for
 from causaltrace.attribution.stages.segment import compress_text, fit_texts, step_line
-from causaltrace.attribution.stages.view import base_agent, candidate_steps, content_of, speaker, view_steps
+from causaltrace.attribution.stages.view import agent_of, candidate_steps, content_of, view_steps
 from causaltrace.schema import Step
 
 __all__ = [
@@ -87,11 +87,6 @@ def steps_or_fail(ctx: DiagnosisContext, who: str) -> list[Step]:
     if not steps:
         raise MethodFailed(f"{who}: the run has no steps")
     return steps
-
-
-def agent_of(step: Step) -> str:
-    """The step's agent as Who&When labels it (the speaker's base name)."""
-    return base_agent(step.agent or speaker(step)) or step.agent or ""
 
 
 def candidate_indices(ctx: DiagnosisContext) -> list[int]:

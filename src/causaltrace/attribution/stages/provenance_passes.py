@@ -24,11 +24,10 @@ from causaltrace.attribution.stages.provenance_record import TASK, Change, Prove
 from causaltrace.attribution.stages.provenance_walk import ProvenanceWalk
 from causaltrace.attribution.stages.view import (
     addressee,
-    base_agent,
+    agent_of,
     content_of,
     is_execution_output,
     is_user_input,
-    speaker,
 )
 from causaltrace.schema import Step
 
@@ -82,10 +81,10 @@ def unfounded_choices(walk: ProvenanceWalk, prov: Provenance) -> None:
         listed = router.metadata.get("candidates")
         if len(listed if isinstance(listed, list) else walk.agent_list) < 2:
             continue
-        agent = base_agent(first[0].agent or speaker(first[0]))
+        agent = agent_of(first[0])
         reply: list[Step] = []  # the chosen agent's turn: its steps from its first reply on, until another speaks
         for s in walk.steps[prov.position[first[0].index]:prov.position[first[0].index] + 50]:
-            if base_agent(s.agent or speaker(s)) != agent or s.index > prov.anchor or (
+            if agent_of(s) != agent or s.index > prov.anchor or (
                     reply and s.kind in ("tool_call", "tool_response")):
                 break
             reply.append(s)

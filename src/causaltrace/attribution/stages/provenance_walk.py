@@ -25,12 +25,12 @@ from causaltrace.attribution.stages.targets import called_names, grounded_altern
 from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, number_key, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
+    agent_of,
     agents_of,
-    base_agent,
     content_of,
     is_execution_output,
     is_user_input,
-    speaker,
+    split_producers,
     view_steps,
 )
 from causaltrace.schema import Run, Step
@@ -49,12 +49,12 @@ def _addressed(steps: list[Step]) -> dict[int, int]:
     out: dict[int, int] = {}
     pending: dict[str, int] = {}
     for step in steps:
-        who = base_agent(step.agent or speaker(step))
+        who = agent_of(step)
         if who in pending and not is_execution_output(step) and step.index != pending[who]:
             out[step.index] = pending.pop(who)
         target = addressee(step)
         if target:
-            pending[base_agent(target)] = step.index
+            pending[target] = step.index
     return out
 
 
@@ -82,7 +82,7 @@ def _step_values(step: Step, skip: frozenset[str]) -> list[Value]:
     targets: list[str] = []
     who = addressee(step)
     if who:
-        targets.append(base_agent(who))
+        targets.append(who)
     if step.kind == "tool_call" and step.tool_name:
         targets.append(step.tool_name)
     arguments = step.arguments if step.kind == "tool_call" else None
@@ -101,11 +101,11 @@ class ProvenanceWalk:
         self.steps = _ordered(steps)
         self.by_index = {s.index: s for s in steps}
         names = {n.lower() for n in agents_of(run)} | {(s.tool_name or "").lower() for s in steps}
-        names |= {base_agent(speaker(s)).lower() for s in steps}
+        names |= {agent_of(s).lower() for s in steps}
         self.skip = frozenset(n for n in names if n)
         self.agent_list = [n for n in agents_of(run) if n]
         self.agent_names = {n.lower() for n in self.agent_list}
-        self.producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+        self.producers = split_producers(run)
         self.prov = Provenance(anchor=anchor, step_ids={s.index: s.step_id for s in steps},
                                position={s.index: p for p, s in enumerate(self.steps)})
         self.first: dict[str, int] = {}

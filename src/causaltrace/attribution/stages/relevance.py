@@ -40,7 +40,7 @@ from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.anchor import FailureAnchorStage
 from causaltrace.attribution.stages.dependencies import PROTOCOL_KINDS, DependencyGraph, DependencyGraphStage
 from causaltrace.attribution.stages.tokens import salient_tokens
-from causaltrace.attribution.stages.view import base_agent, content_of, speaker, view_steps
+from causaltrace.attribution.stages.view import agent_of, content_of, split_producers, view_steps
 from causaltrace.schema import Run, Step
 
 __all__ = ["Relevance", "RelevanceStage", "backward_relevance", "salient_tokens"]
@@ -101,13 +101,13 @@ def backward_relevance(
     """Relevance of every step to ``anchor`` (algorithm in the module docstring)."""
     steps = [s for s in view_steps(run) if s.index <= anchor]
     # an llm_response that produced child steps is shadowed by them (they carry its content and are the candidates)
-    producers = {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+    producers = split_producers(run)
     tokens = {s.index: salient_tokens(_step_text(s)) for s in steps}
     shadowed = {s.index for s in steps if s.step_id in producers}
     task_words = salient_tokens(run.task or "")
     df, intro = _introducers(steps, tokens, shadowed, task_words)
     n = len(steps)
-    agent_of = {s.index: base_agent(s.agent or speaker(s)) for s in steps}
+    agent_by = {s.index: agent_of(s) for s in steps}
     restates = {s.index for s in steps if task_words and len(task_words & tokens[s.index]) >= 0.8 * len(task_words)}
     idf = {t: math.log((n + 1) / c) for t, c in df.items()}
     reach = graph.ancestors(anchor) | {anchor}
@@ -153,7 +153,7 @@ def backward_relevance(
         if weight > 0:
             for t in used:
                 j = intro[t]
-                factor = same_agent if j in agent_of and agent_of[j] == agent_of[k] else 1.0
+                factor = same_agent if j in agent_by and agent_by[j] == agent_by[k] else 1.0
                 if j in restates:
                     factor *= task_restatement
                 give(k, j, remaining * factor * idf[t] / weight, t)

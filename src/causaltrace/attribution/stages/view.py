@@ -1,34 +1,35 @@
-"""How attribution sees a run's steps: speakers, agents, user input, terminals, instructions, rendering.
+"""How attribution sees a run's steps: agents, user input, tool outputs, instructions, rendering.
 
-Decisions (ARCHITECTURE "Steps", FACTS.md "Who&When"):
+Decisions (ARCHITECTURE "Steps"; issue 32 item 1 — attribution reads kinds, dependencies and values, never a
+speaker's name: a format's naming conventions are mapped by its importer, :mod:`causaltrace.collector`):
 
-* The **view** of a run is every step except ``agent_turn`` containers, in index order. For an imported log that is
-  one step per log entry (view position = step index); for a live run the step index is kept as the step number
-  shown to a model, so prompts and labels use the same numbers.
-* The **speaker** is the log's original speaker (``metadata["speaker"]``: ``"Orchestrator (-> WebSurfer)"``) when
-  the importer kept it, else the step's agent. The **agent** of a step is the speaker's base name (the text before
-  ``" ("``), as Who&When labels it.
-* **User input**: ``task`` steps, steps flagged ``metadata["user_input"]``, and speakers named ``human`` / ``user``.
-  **Code-execution terminals**: speakers an importer typed ``tool`` (:mod:`causaltrace.collector.speakers`), the
-  Who&When ``Computer_terminal`` / ``ComputerTerminal`` as one case; **system context** (typed ``system``) is left
-  out of the view. An **instruction** is a step
-  whose speaker addresses another agent (``"X (-> Y)"``), a handoff (``outputs.target``) or a speaker selection
-  (``outputs.selected``).
+* The **view** of a run is every step except ``agent_turn`` containers and system context, in index order. For an
+  imported log that is one step per log entry (view position = step index); for a live run the step index is kept
+  as the step number shown to a model, so prompts and labels use the same numbers.
+* The **agent** of a step is ``Step.agent`` (an importer gives it the agent's own name), else its speaker label;
+  the **speaker** (``metadata["speaker"]``, a log's original label) is shown to models, never parsed.
+* **User input**: ``task`` steps, steps flagged ``metadata["user_input"]``, and steps typed ``human`` (who is a
+  human is the ``human_speakers`` option: :func:`causaltrace.collector.speakers.mark_human_speakers`).
+  **Tool outputs**: ``tool_response`` / ``code_execution`` steps and steps an importer typed ``tool``; **system
+  context** (typed ``system``) is left out of the view. An **instruction** is a step that addresses an agent —
+  a handoff (``outputs.target``), a speaker selection (``outputs.selected``), an addressed message
+  (``outputs.target``, as importers write a log's ``"X (-> Y)"``).
 """
 
 from __future__ import annotations
 
-import re
+import warnings
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from causaltrace.collector.protocol_rules import addressee, agent_of, dependencies_derived, speaker
+from causaltrace.collector.speakers import is_context
 from causaltrace.schema import Run, Step
 
 __all__ = [
-    "HUMAN_SPEAKERS",
-    "TERMINAL_SPEAKERS",
     "addressee",
+    "agent_of",
     "agents_of",
-    "base_agent",
     "candidate_steps",
     "content_of",
     "has_explicit_dependencies",
@@ -40,23 +41,19 @@ __all__ = [
     "speaker_role",
     "render_lines",
     "speaker",
+    "split_producers",
     "view_steps",
 ]
 
-TERMINAL_SPEAKERS = frozenset({"Computer_terminal", "ComputerTerminal"})
-HUMAN_SPEAKERS = frozenset({"human", "user"})
-_ADDRESSED = re.compile(r"^(?P<base>.*?) \(-> (?P<target>.+)\)$")
 
+def __getattr__(name: str) -> Any:
+    if name == "base_agent":  # issue 32: a speaker label's agent is the importer's business (Step.agent)
+        from causaltrace.collector.whowhen import agent_name
 
-def speaker(step: Step) -> str:
-    """The original speaker label of a step (``metadata["speaker"]``), else its agent."""
-    value = step.metadata.get("speaker")
-    return value if isinstance(value, str) and value else (step.agent or "")
-
-
-def base_agent(name: str) -> str:
-    """The base name of a speaker: the text before ``" ("``."""
-    return name.split(" (", 1)[0]
+        warnings.warn("view.base_agent is deprecated: read Step.agent (view.agent_of); Who&When's label rule is "
+                      "causaltrace.collector.whowhen.agent_name", DeprecationWarning, stacklevel=2)
+        return agent_name
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def speaker_role(step: Step) -> str | None:
@@ -67,46 +64,21 @@ def speaker_role(step: Step) -> str | None:
 
 
 def is_user_input(step: Step) -> bool:
-    """Task steps, user-input steps and human speakers: typed ``human`` by the importer (by default the task giver
-    only; ``human_speakers=`` names others), else — a step with no type — a ``human`` / ``user`` speaker."""
-    if step.kind == "task" or step.metadata.get("user_input") is True:
-        return True
-    role = speaker_role(step)
-    if role is not None:
-        return role == "human"
-    return speaker(step).strip().lower() in HUMAN_SPEAKERS
-
-
-def is_context(step: Step) -> bool:
-    """A system prompt or policy text (typed ``system``): context, never a candidate, never a relevance sink."""
-    return speaker_role(step) == "system" or step.kind == "system"
+    """Task steps, user-input steps and steps typed ``human`` (by default the task giver only; ``human_speakers=``
+    names others)."""
+    return step.kind == "task" or step.metadata.get("user_input") is True or speaker_role(step) == "human"
 
 
 def is_terminal(step: Step) -> bool:
-    """A tool / terminal / environment speaker: typed ``tool`` by the importer (by role, name pattern or content
-    shape: :mod:`causaltrace.collector.speakers`), else — a step with no type, e.g. of a run stored before the
-    typing — the Who&When terminal names. Live runs need neither: their tool and code outputs have their own kinds."""
-    role = speaker_role(step)
-    if role is not None:
-        return role == "tool"
-    return speaker(step) in TERMINAL_SPEAKERS or base_agent(speaker(step)) in TERMINAL_SPEAKERS
+    """A step of a tool / terminal / environment speaker, as its importer typed it (``tool``: by role, name pattern
+    or content shape, :mod:`causaltrace.collector.speakers`). Live runs need no typing: their tool and code outputs
+    have their own kinds."""
+    return speaker_role(step) == "tool"
 
 
 def is_execution_output(step: Step) -> bool:
     """A step that reports what running something produced: a tool response, a code execution, a terminal."""
     return step.kind in ("tool_response", "code_execution") or is_terminal(step)
-
-
-def addressee(step: Step) -> str | None:
-    """The agent an instruction addresses: ``"X (-> Y)"`` → ``Y``; a handoff's target; a selected speaker."""
-    m = _ADDRESSED.match(speaker(step))
-    if m:
-        return m.group("target")
-    for key in ("target", "selected"):
-        value = step.outputs.get(key)
-        if step.kind in ("handoff", "speaker_selection") and isinstance(value, str) and value:
-            return value
-    return None
 
 
 def is_instruction(step: Step) -> bool:
@@ -126,23 +98,34 @@ def candidate_steps(run: Run) -> list[Step]:
 
 
 def agents_of(run: Run) -> list[str]:
-    """The run's agents (base names, first appearance first), without users."""
+    """The run's agents (first appearance first), without the humans (the agents of user-input steps)."""
     names: list[str] = []
+    humans: set[str] = set()
     for step in view_steps(run):
+        name = agent_of(step)
         if is_user_input(step):
-            continue
-        name = base_agent(step.agent or speaker(step))
-        if name and name not in names:
+            humans.add(name.lower())
+        elif name and name not in names:
             names.append(name)
     for name in run.agents:
-        if name and name not in names and name.lower() not in HUMAN_SPEAKERS:
+        if name and name not in names and name.lower() not in humans:
             names.append(name)
     return names
 
 
+def split_producers(run: Run) -> set[str]:
+    """Ids of the steps whose output was split into steps they produced (``produced_by``: a model reply into its
+    tool calls, a code run into its calls): the children carry the producer's content. An imported log's steps are
+    whole log entries, none split, so a run whose importer derived its dependencies has none (its ``produced_by``,
+    a thought → its instruction, is a protocol relation the dependency graph carries)."""
+    if dependencies_derived(run):
+        return set()
+    return {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
+
+
 def has_explicit_dependencies(run: Run) -> bool:
-    """Whether the run carries dependencies recorded by instrumentation."""
-    return any(s.depends_on for s in run.steps)
+    """Whether the run carries dependencies recorded by instrumentation (a live run), not derived by an importer."""
+    return any(s.depends_on for s in run.steps) and not dependencies_derived(run)
 
 
 def content_of(step: Step) -> str:
