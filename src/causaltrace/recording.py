@@ -91,23 +91,24 @@ def _orjson_exact(value: Any, depth: int = 0) -> bool:
     """True when orjson writes ``value`` exactly as :func:`canonical_json` does: strings, integers, booleans, None,
     dicts, lists and tuples only. orjson formats floats its own way (``1e-7`` where the standard library writes
     ``1e-07``), so any float (or other type) sends the data to the standard encoder; what orjson refuses (integers
-    beyond 64 bits, lone surrogates, non-string keys) raises and goes there too."""
+    beyond 64 bits, lone surrogates, non-string keys) raises and goes there too. One call per container (scalars
+    are checked in the container's loop: this walks every request of a run)."""
     cls = type(value)
-    if cls is str or cls is int or cls is bool or value is None:
-        return True
+    if cls is dict:
+        items: Any = value.values()
+    elif cls is list or cls is tuple:
+        items = value
+    else:
+        return cls is str or cls is int or cls is bool or value is None
     if depth > 200:
         return False
-    if cls is dict:
-        for item in value.values():
-            if not _orjson_exact(item, depth + 1):
-                return False
-        return True
-    if cls is list or cls is tuple:
-        for item in value:
-            if not _orjson_exact(item, depth + 1):
-                return False
-        return True
-    return False
+    for item in items:
+        cls = type(item)
+        if cls is str or cls is int or cls is bool or item is None:
+            continue
+        if (cls is not dict and cls is not list and cls is not tuple) or not _orjson_exact(item, depth + 1):
+            return False
+    return True
 
 
 def _orjson_text(plain: Any) -> str | None:

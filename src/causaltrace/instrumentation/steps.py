@@ -93,24 +93,41 @@ class StepOwner(Protocol):
 
 
 def _is_plain_json(value: Any, depth: int = 0) -> bool:
-    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation)."""
+    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation). One call
+    per container: scalars are checked in the container's loop (this runs on every payload of every step)."""
     cls = type(value)
+    if cls is dict:
+        if depth > 50:
+            return False
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            cls = type(item)
+            if cls is str or cls is int or cls is bool or item is None:
+                continue
+            if cls is float:
+                if item != item:  # NaN is not JSON
+                    return False
+            elif (cls is not dict and cls is not list) or not _is_plain_json(item, depth + 1):
+                return False
+        return True
+    if cls is list:
+        if depth > 50:
+            return False
+        for item in value:
+            cls = type(item)
+            if cls is str or cls is int or cls is bool or item is None:
+                continue
+            if cls is float:
+                if item != item:
+                    return False
+            elif (cls is not dict and cls is not list) or not _is_plain_json(item, depth + 1):
+                return False
+        return True
     if cls is str or cls is int or cls is bool or value is None:
         return True
     if cls is float:
         return value == value  # NaN is not JSON
-    if depth > 50:
-        return False
-    if cls is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _is_plain_json(item, depth + 1):
-                return False
-        return True
-    if cls is list:
-        for item in value:
-            if not _is_plain_json(item, depth + 1):
-                return False
-        return True
     return False
 
 
