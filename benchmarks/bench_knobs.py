@@ -34,25 +34,20 @@ Usage: python benchmarks/bench_knobs.py [--client scripted|openai] [--teams auto
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
 import json
 import platform
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_autogen_overhead as autogen_bench
-import bench_smolagents_overhead as smolagents_bench
 from _overhead_stats import paired_added, rotated
-from bench_tracing_bad_input import flush, framework_events, keep_results_unrepresented, traced
+from _traced_teams import Team, autogen_team, flush, keep_results_unrepresented, smolagents_teams, traced
 
 #: Knob name -> the TraceConfig fields changed from the defaults.
 KNOBS: dict[str, dict[str, Any]] = {
@@ -66,40 +61,6 @@ KNOBS: dict[str, dict[str, Any]] = {
     "lightest": {"store": False, "record": False, "capture_content": False, "hide_inputs": True,
                  "hide_outputs": True},
 }
-
-
-@dataclass
-class Team:
-    """One benchmark team: its framework, a runner of one fresh run, and the framework events of a run."""
-
-    name: str
-    framework: str
-    run: Callable[[], Any]
-    events: int
-
-
-def _autogen_team(client: str) -> Team:
-    build = autogen_bench._team_factory(client)
-    task = importlib.import_module("autogen_team").TASK  # the example bench_autogen_overhead put on sys.path
-    seen: list[int] = []
-
-    def run() -> None:
-        team, model_calls = build()
-        result = asyncio.run(team.run(task=task))
-        seen.append(framework_events(result, model_calls()))
-
-    run()
-    return Team(f"autogen/{client}", "autogen", run, seen[-1])
-
-
-def _smolagents_teams(client: str) -> list[Team]:
-    example = smolagents_bench._example()
-    teams = []
-    for name, (build, task) in smolagents_bench._scenarios(example, client).items():
-        events = smolagents_bench.count_events(build, task)["events"]
-        agent = build()  # one agent, run again and again, as bench_smolagents_overhead.py does
-        teams.append(Team(f"smolagents {name}", "smolagents", lambda agent=agent, task=task: agent.run(task), events))
-    return teams
 
 
 @contextmanager
@@ -244,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {t.strip() for t in args.teams.split(",")}
     teams: list[Team] = []
     if "autogen" in wanted:
-        teams.append(_autogen_team(args.client))
+        teams.append(autogen_team(args.client))
     if wanted & {"example", "parallel"}:
-        teams += [t for t in _smolagents_teams(args.client) if t.name.split()[-1].split("/")[0] in wanted]
+        teams += [t for t in smolagents_teams(args.client) if t.name.split()[-1].split("/")[0] in wanted]
     results: dict[str, Any] = {}
     machine = (f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
                f"{time.strftime('%Y-%m-%d', time.gmtime())}, {args.rounds} rounds x {args.runs} runs")
@@ -254,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         for team in teams:
             r = results[team.name] = measure(team, Path(tmp), args.runs, args.rounds)
             print(f"{team.name}: {team.events} events/run; untraced {r['untraced_calls_per_event']} calls/event")
-            print(f"  {'knob':14} {'calls/event':>11} {'(writer)':>9} {'x defaults':>10} {'µs/event':>9} {'x defaults':>10}")
+            print(f"  {'knob':14} {'calls/event':>11} {'(writer)':>9} {'x defaults':>10} {'µs/event':>9} "
+                  f"{'x defaults':>10}")
             for knob in KNOBS:
                 c = r["added_calls_per_event"][knob]
                 ratio = r["cpu_vs_defaults"][knob]

@@ -1,24 +1,26 @@
-"""Tracing under bad input (issue 35 "Bad input"): a 50 MB tool result, 20 runs at once, a 10,000-step run.
+"""Tracing under bad input (issue 35 "Bad input"): a 50 MiB tool result, 20 runs at once, a 10,000-step run.
 
 Every figure is causaltrace with its DEFAULT config (store on, recording on, OpenInference content on; the store in a
-temporary directory) on real AutoGen AgentChat classes driven by the reactive scripted clients of
-``causaltrace.testing.autogen``, against a baseline measured in the same run. CPU is ``time.process_time`` (all
-threads: the store's writer counts; every traced run ends with the collector's flush). Spans go through a
-SimpleSpanProcessor to a discarding exporter that counts them (``benchmarks/_overhead_stats.py``), except in the
-concurrency case, which uses causaltrace's own ``CountingBatchSpanProcessor`` so ``export_stats()`` is exercised.
+temporary directory) on real AutoGen AgentChat classes (and smolagents' in the concurrency case) driven by the
+reactive scripted models of ``causaltrace.testing``, against a baseline measured in the same run. CPU is
+``time.process_time`` (all threads: the store's writer counts; every traced run ends with the collector's flush).
+Spans go through a SimpleSpanProcessor to a discarding exporter that counts them (``benchmarks/_overhead_stats.py``),
+and in the concurrency case also through causaltrace's own ``CountingBatchSpanProcessor``, so ``export_stats()`` is
+exercised.
 
-1. ``big`` — one AssistantAgent calls a tool that returns a 50 MB text (``reflect_on_tool_use=False``: the run ends
+1. ``big`` — one AssistantAgent calls a tool that returns a 50 MiB text (``reflect_on_tool_use=False``: the run ends
    with the tool's result, which AutoGen puts in two events, the ToolCallExecutionEvent and the
    ToolCallSummaryMessage). The same run with a 16-byte result is the "small event". The added CPU of the big event
    is ``(traced big - traced small) - (untraced big - untraced small)``: what causaltrace spends on the payload,
    net of what AutoGen itself spends on it. Baseline: ``orjson.dumps`` of the payload + SHA-256 of the bytes.
    Target: <= 3x. The lower quartile of ``--big-repeats`` runs per mode, the modes interleaved.
-2. ``concurrent`` — the benchmark team of ``bench_autogen_overhead.py`` (planner, solver, reviewer; 15 framework
-   events a run): 20 threads, each with its own event loop and its own team, released together, against the same
-   team run alone, one run at a time. Per-event added CPU = (traced - untraced CPU of a round) / events, the lower
-   quartile over the rounds. Target: concurrent <= 2x alone. The ``export_stats()`` deltas are printed and checked:
-   every span created is exported, failed or dropped (the counting property is also a test:
-   tests/instrumentation/test_concurrent_runs_export.py).
+2. ``concurrent`` — the benchmark teams of ``bench_autogen_overhead.py`` (planner, solver, reviewer on scripted
+   clients; 15 framework events a run) and ``bench_smolagents_overhead.py`` (the example manager CodeAgent with its
+   managed agent on ScriptedModel; 14 events): 20 runs in 20 threads released together, each with its own team or
+   agent (AutoGen's each in its own event loop), against the same 20 runs one after another. Per-event added CPU =
+   (traced - untraced CPU of a round) / events, the lower quartile over the rounds. Target: at once <= 2x one at
+   a time. The ``export_stats()`` deltas are printed and checked: every span created is exported, failed or
+   dropped (the counting property is also a test: tests/instrumentation/test_concurrent_runs_export.py).
 3. ``long`` — two agents taking turns (RoundRobinGroupChat), each on a BufferedChatCompletionContext: every model
    request carries the system message and the last ``BUFFER`` messages, every answer the same length. A run of
    ``--long-messages`` messages (about 10,000 causaltrace steps) against the same team stopped after 12 messages.
@@ -26,8 +28,10 @@ concurrency case, which uses causaltrace's own ``CountingBatchSpanProcessor`` so
    cost grows with the history each request carries (OpenInference's ``llm.input_messages.*``, the recording's
    requests); with the bounded context that history, and so the content exported per event, is the same in both
    runs, which the benchmark shows by counting the bytes of every exported attribute and event value per framework
-   event (printed side by side, and their ratio). What remains is the per-event cost that could grow with the run's
-   length (the step graph, dependency links, the collector's assembly, the store). Target: long <= 2x short.
+   event (printed side by side, and their ratio: the long run carries the fewer, its per-run content — the task,
+   the root span, the Recording event, capped at 2 MiB — being spread over more events). What remains is the
+   per-event cost that could grow with the run's length (the step graph, dependency links, the collector's
+   assembly, the store). Target: long <= 2x short.
 
 Usage: python benchmarks/bench_tracing_bad_input.py [--only big,concurrent,long] [--json OUT]
        [--big-mb 50] [--big-repeats 5] [--threads 20] [--rounds 5] [--long-messages 3350] [--long-repeats 2]
@@ -41,122 +45,31 @@ import contextlib
 import hashlib
 import itertools
 import json
-import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _overhead_stats import CountingExporter, lower_quartile
+from _traced_teams import (
+    Team,
+    autogen_team,
+    flush,
+    framework_events,
+    keep_results_unrepresented,
+    smolagents_teams,
+    timed_run,
+    traced,
+)
 
 BUFFER = 6  # messages of history a long-run model request carries
 
 
 # ------------------------------------------------------------------------------------------ shared plumbing
-
-
-class ByteCountingExporter(CountingExporter):
-    """Counts spans and the bytes of their attribute and event-attribute values (the content a backend receives)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
-
-    def export(self, spans: Sequence[Any]) -> Any:
-        for span in spans:
-            self.bytes += _value_bytes(span.attributes)
-            for event in span.events:
-                self.bytes += _value_bytes(event.attributes)
-        return super().export(spans)
-
-
-def _value_bytes(attributes: Any) -> int:
-    total = 0
-    for value in (attributes or {}).values():
-        if isinstance(value, str):
-            total += len(value.encode("utf-8", "surrogatepass"))
-        elif isinstance(value, (list, tuple)):
-            total += sum(len(str(v)) for v in value)
-        else:
-            total += len(str(value))
-    return total
-
-
-@contextlib.contextmanager
-def traced(config: Any, processors: Sequence[Any] = (), *, framework: str = "autogen") -> Iterator[Any]:
-    """``framework`` (``autogen`` / ``smolagents``) instrumented by causaltrace with ``config`` on a fresh provider
-    (SimpleSpanProcessor, no global provider set: AutoGen's own spans are no-ops): yields the byte-counting exporter
-    (or None when ``processors`` — span processors of the caller's — are used instead); uninstrumented, the set-up
-    forgotten (the store flushed) and the provider shut down (its processors flushed) at the end."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from causaltrace.instrumentation.tracing import reset_tracing
-
-    if framework == "autogen":
-        from causaltrace.instrumentation.autogen import instrument_autogen as instrument
-        from causaltrace.instrumentation.autogen import uninstrument_autogen as uninstrument
-    else:
-        from causaltrace.instrumentation.smolagents import instrument_smolagents as instrument
-        from causaltrace.instrumentation.smolagents import uninstrument_smolagents as uninstrument
-
-    provider = TracerProvider()
-    exporter = None
-    if not processors:
-        exporter = ByteCountingExporter()
-        processors = [SimpleSpanProcessor(exporter)]
-    for processor in processors:
-        provider.add_span_processor(processor)
-    instrument(provider, config)
-    try:
-        yield exporter
-    finally:
-        uninstrument()
-        reset_tracing()
-        provider.shutdown()
-
-
-def flush() -> None:
-    """The collector's pending store writes, done (a no-op when nothing is instrumented)."""
-    from causaltrace.instrumentation import tracing
-
-    if tracing._TRACING is not None:
-        tracing._TRACING.collector.flush()
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def keep_results_unrepresented() -> None:
-    """Install a SIGINT handler of our own, so ``asyncio.run`` leaves SIGINT alone. Otherwise, on the main thread,
-    Python 3.11's Runner checks ``signal.getsignal(SIGINT)`` after each run, which fails to make an enum of its own
-    handler and formats the error message with the repr of the main task — a repr that walks the whole result: a
-    50 MB TaskResult's pydantic repr costs 0.1-0.2 s a run, traced or not (noise the measure would carry)."""
-    signal.signal(signal.SIGINT, _interrupt)
-
-
-def timed_run(make: Callable[[], Any], task: str) -> tuple[float, Any]:
-    """CPU seconds of one ``team.run`` in a fresh event loop (the team built before the clock starts), store flush
-    included; and the TaskResult."""
-    team = make()
-    start = time.process_time()
-    result = asyncio.run(team.run(task=task))
-    flush()
-    return time.process_time() - start, result
-
-
-def framework_events(result: Any, model_calls: int) -> int:
-    """Framework events as bench_autogen_overhead.py counts them: messages and events of the TaskResult (the task
-    included), model calls, tool calls."""
-    from autogen_agentchat.messages import ToolCallExecutionEvent
-
-    tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
-    return len(result.messages) + model_calls + tools
 
 
 def default_config(home: Path) -> Any:
@@ -258,37 +171,33 @@ def _in_threads(n: int, job: Callable[[], Any]) -> list[Any]:
     return out
 
 
-def bench_concurrent(home: Path, threads: int, rounds: int) -> dict[str, Any]:
-    import bench_autogen_overhead as overhead
+def bench_concurrent(home: Path, team: Team, threads: int, rounds: int) -> dict[str, Any]:
+    """``threads`` runs of ``team`` one after another, then the same runs in ``threads`` threads at once (each its
+    own team or agent, AutoGen's each its own event loop); untraced, then traced, in every round."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     from causaltrace.instrumentation._export import CountingBatchSpanProcessor, export_stats
 
-    build = overhead._team_factory("scripted")
-    task = "Compute (17 + 25) * 3. Report the answer as 'RESULT: <number>'."
-
-    def one() -> tuple[int, Any]:
-        team, model_calls = build()
-        result = asyncio.run(team.run(task=task))
-        return framework_events(result, model_calls()), result
-
-    def round_cpu(n: int, together: bool) -> tuple[float, int]:
+    def round_cpu(together: bool) -> float:
         start = time.process_time()
-        runs = _in_threads(n, one) if together else [one() for _ in range(n)]
+        if together:
+            _in_threads(threads, team.run_fresh)
+        else:
+            for _ in range(threads):
+                team.run_fresh()
         flush()
-        return time.process_time() - start, sum(events for events, _ in runs)
+        return time.process_time() - start
 
+    events = team.events * threads
     per_event: dict[str, list[float]] = {"alone": [], "together": []}
     created = CountingExporter()
     stats_before = export_stats()
-    for round_no in range(rounds + 1):
+    for round_no in range(rounds + 1):  # round 0 warms up
         for label, together in (("alone", False), ("together", True)):
-            untraced, events = round_cpu(threads, together)
+            untraced = round_cpu(together)
             processors = [SimpleSpanProcessor(created), CountingBatchSpanProcessor(CountingExporter())]
-            with traced(default_config(home), processors):
-                traced_cpu, traced_events = round_cpu(threads, together)
-            if traced_events != events:
-                raise SystemExit(f"traced and untraced runs saw different events: {traced_events} vs {events}")
+            with traced(default_config(home), processors, framework=team.framework):
+                traced_cpu = round_cpu(together)
             if round_no:
                 per_event[label].append((traced_cpu - untraced) / events * 1e6)
     stats_after = export_stats()
@@ -297,8 +206,10 @@ def bench_concurrent(home: Path, threads: int, rounds: int) -> dict[str, Any]:
                                    + delta["unexported_dropped"])
     alone, together = lower_quartile(per_event["alone"]), lower_quartile(per_event["together"])
     return {
+        "team": team.name,
         "threads": threads,
         "rounds": rounds,
+        "events_per_run": team.events,
         "added_cpu_us_per_event": {"alone": round(alone, 1), "together": round(together, 1)},
         "per_round_us_per_event": {k: [round(v, 1) for v in vs] for k, vs in per_event.items()},
         "ratio_together_to_alone": round(together / alone, 2),
@@ -378,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the concurrency case")
-    parser.add_argument("--long-messages", type=int, default=3350, help="messages of the long run (about 3 steps each: ~10,000 steps)")
+    parser.add_argument("--long-messages", type=int, default=3350,
+                        help="messages of the long run (about 3 steps each: ~10,000 steps)")
     parser.add_argument("--long-repeats", type=int, default=2)
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
@@ -392,25 +304,29 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(tmp)
         if "big" in wanted:
             r = results["big"] = bench_big(home, args.big_mb, args.big_repeats)
-            print(f"{r['payload_bytes'] / 2**20:.0f} MiB tool result: added CPU (big - small event, net of AutoGen's own) "
-                  f"{r['added_cpu_s_big_minus_small'] * 1e3:.0f} ms; orjson dump + SHA-256 "
-                  f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); added by "
-                  "config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in r["added_cpu_s_big_minus_small_by_config"].items()))
+            by_config = r["added_cpu_s_big_minus_small_by_config"]
+            print(f"{r['payload_bytes'] / 2**20:.0f} MiB tool result: added CPU (big - small event, net of AutoGen's "
+                  f"own) {r['added_cpu_s_big_minus_small'] * 1e3:.0f} ms; orjson dump + SHA-256 "
+                  f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); "
+                  "added by config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in by_config.items()))
         if "concurrent" in wanted:
-            r = results["concurrent"] = bench_concurrent(home, args.threads, args.rounds)
-            a = r["added_cpu_us_per_event"]
-            print(f"{r['threads']} runs at once: added CPU {a['together']:.0f} µs/event vs {a['alone']:.0f} alone; "
-                  f"ratio {r['ratio_together_to_alone']:.2f} (target <= 2); spans created {r['spans_created']}, "
-                  f"export_stats: exported {r['export_stats_delta']['exported']}, failed "
-                  f"{r['export_stats_delta']['failed']}, dropped {r['export_stats_delta']['dropped']}; "
-                  f"unaccounted {r['spans_unaccounted']}")
+            teams = [autogen_team("scripted"), *(t for t in smolagents_teams("scripted") if t.name.endswith("example"))]
+            for team in teams:
+                r = bench_concurrent(home, team, args.threads, args.rounds)
+                results.setdefault("concurrent", {})[team.name] = r
+                a, d = r["added_cpu_us_per_event"], r["export_stats_delta"]
+                print(f"{team.name}, {r['threads']} runs at once: added CPU {a['together']:.0f} µs/event vs "
+                      f"{a['alone']:.0f} one at a time; ratio {r['ratio_together_to_alone']:.2f} (target <= 2); spans "
+                      f"created {r['spans_created']}, export_stats: exported {d['exported']}, failed {d['failed']}, "
+                      f"dropped {d['dropped']}; unaccounted {r['spans_unaccounted']}")
         if "long" in wanted:
             r = results["long"] = bench_long(home, args.long_messages, args.long_repeats, max(5, args.long_repeats))
             s, g = r["short"], r["long"]
             print(f"long run: {g['spans']} spans, {g['events']} events: added CPU {g['added_cpu_us_per_event']:.0f} "
                   f"µs/event vs {s['added_cpu_us_per_event']:.0f} for a {s['events']}-event run; ratio "
-                  f"{r['ratio_long_to_short']:.2f} (target <= 2); exported bytes/event {g['exported_bytes_per_event']:.0f}"
-                  f" vs {s['exported_bytes_per_event']:.0f} (ratio {r['exported_bytes_per_event_ratio']:.2f})")
+                  f"{r['ratio_long_to_short']:.2f} (target <= 2); exported bytes/event "
+                  f"{g['exported_bytes_per_event']:.0f} vs {s['exported_bytes_per_event']:.0f} "
+                  f"(ratio {r['exported_bytes_per_event_ratio']:.2f})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
