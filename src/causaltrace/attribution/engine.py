@@ -136,7 +136,7 @@ async def diagnose(
     Returns:
         The Diagnosis (``failed=True`` with ``failure_reason`` when the method or its model could not answer).
     """
-    run = _with_humans(run, human_speakers)
+    run = _prepared(run, human_speakers)
     if run.outcome.status == "success" and not force:
         return _stored(Diagnosis(run_id=run.run_id, method=method, failed=True, created_at=datetime.now(UTC),
                                  failure_reason="the run succeeded (its outcome is success): nothing to diagnose; "
@@ -248,7 +248,7 @@ def below_confidence(diagnosis: Diagnosis, min_confidence: float | None) -> Diag
                                         "category": None, "explanation": why})
 
 
-def _with_humans(run: Run, human_speakers: Iterable[str] | None) -> Run:
+def _prepared(run: Run, human_speakers: Iterable[str] | None) -> Run:
     """The run in its importer's current form (a Who&When run stored before issue 32 gets the kinds, values and
     dependencies its importer derives today: :func:`causaltrace.collector.whowhen.current_form`), with its human
     speakers marked (a comma-separated string is accepted too)."""

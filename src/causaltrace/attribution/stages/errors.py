@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.dependencies import DependencyGraph, DependencyGraphStage
 from causaltrace.attribution.stages.loops import call_identity
-from causaltrace.attribution.stages.view import content_of, is_execution_output, is_terminal, speaker, view_steps
+from causaltrace.attribution.stages.view import agent_of, content_of, is_execution_output, is_terminal, view_steps
 from causaltrace.schema import Run, Step
 
 __all__ = ["ErrorSignal", "ErrorSignalsStage", "categorise_error", "detect_error_signals"]
@@ -117,7 +117,7 @@ def _failure(step: Step) -> tuple[str, str] | None:
 def _channel(step: Step) -> tuple[str, str]:
     if is_terminal(step):
         return ("terminal", "")
-    return (step.kind, step.tool_name or speaker(step))
+    return (step.kind, step.tool_name or agent_of(step))
 
 
 def detect_error_signals(run: Run, graph: DependencyGraph) -> list[ErrorSignal]:
