@@ -1,27 +1,22 @@
 """What the tracing benchmarks of issue 35 share (bench_tracing_bad_input.py, bench_knobs.py): a framework traced by
-causaltrace on a fresh provider, the store flushed, framework events counted as the overhead benchmarks count them,
-and the overhead benchmarks' teams built by their own builders."""
+causaltrace on a fresh provider, the store flushed, framework events counted as the overhead benchmarks count them.
+(The teams themselves come from ``_call_counter.team``, built by the overhead benchmarks' own builders.)"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_autogen_overhead as autogen_bench
-import bench_smolagents_overhead as smolagents_bench
 from _overhead_stats import CountingExporter
 
-__all__ = ["ByteCountingExporter", "Team", "autogen_team", "flush", "framework_events", "keep_results_unrepresented",
-           "smolagents_teams", "timed_run", "traced"]
+__all__ = ["ByteCountingExporter", "flush", "framework_events", "keep_results_unrepresented", "timed_run", "traced"]
 
 
 class ByteCountingExporter(CountingExporter):
@@ -122,40 +117,3 @@ def framework_events(result: Any, model_calls: int) -> int:
 
     tools = sum(len(m.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent))
     return len(result.messages) + model_calls + tools
-
-
-@dataclass
-class Team:
-    """One benchmark team: its framework, a runner of one run, the framework events of a run, and a runner of one
-    run on a team built for it alone (safe to call from many threads at once)."""
-
-    name: str
-    framework: str
-    run: Callable[[], Any]
-    events: int
-    run_fresh: Callable[[], Any]
-
-
-def autogen_team(client: str) -> Team:
-    build = autogen_bench._team_factory(client)
-    task = importlib.import_module("autogen_team").TASK  # the example bench_autogen_overhead put on sys.path
-    seen: list[int] = []
-
-    def run() -> None:
-        team, model_calls = build()
-        result = asyncio.run(team.run(task=task))
-        seen.append(framework_events(result, model_calls()))
-
-    run()
-    return Team(f"autogen/{client}", "autogen", run, seen[-1], run)  # every run builds its own team
-
-
-def smolagents_teams(client: str) -> list[Team]:
-    example = smolagents_bench._example()
-    teams = []
-    for name, (build, task) in smolagents_bench._scenarios(example, client).items():
-        events = smolagents_bench.count_events(build, task)["events"]
-        agent = build()  # one agent, run again and again, as bench_smolagents_overhead.py does
-        teams.append(Team(f"smolagents {name}", "smolagents", lambda agent=agent, task=task: agent.run(task), events,
-                          lambda build=build, task=task: build().run(task)))
-    return teams

@@ -17,11 +17,12 @@ Framework events are counted as those benchmarks count them.
 
 Two measures per knob and team:
 
-* Python calls per event, deterministic: ``sys.setprofile`` / ``threading.setprofile`` count every Python function
-  call of ONE run (after a warm-up run), minus the untraced run's, divided by the events; split into the team's
-  own thread(s) (the thread running ``team.run`` and the threads it starts, e.g. smolagents' parallel managed
-  agents) and causaltrace's store writer thread (started by the instrumentation, after the counting was set).
-  The spans go to a SimpleSpanProcessor and the store is flushed at the end of the run, so the count is whole.
+* Python calls per event, deterministic (``benchmarks/_call_counter.py``, shared with ``bench_call_counts.py``):
+  ``sys.setprofile`` / ``threading.setprofile`` count every Python function call of ONE run (after two warm-up
+  runs, garbage collection off) on the team's thread and the threads it starts, with the store written on the
+  team's thread (``synchronous_store``: the writer's own loop, batched alike every run) and the spans exported by a
+  SimpleSpanProcessor, so every piece of causaltrace's work is counted. Printed: the calls added per event (all
+  calls minus the untraced run's, divided by the events) and the calls of causaltrace's own functions per event.
 * CPU µs per event (``time.process_time``: all threads): the configs take turns in rounds (rotating order),
   ``--runs`` runs each per round, the store flushed at the end of each run; within a round a config's figure is
   the lower quartile of its runs, and what it adds is the median over rounds of (it - untraced of the same round)
@@ -38,7 +39,6 @@ import json
 import platform
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,8 +46,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _call_counter import CAUSALTRACE, NOT_CAUSALTRACE, CallCounter, Team, quiet_gc, synchronous_store
+from _call_counter import team as build_team
 from _overhead_stats import paired_added, rotated
-from _traced_teams import Team, autogen_team, flush, keep_results_unrepresented, smolagents_teams, traced
+from _traced_teams import flush, keep_results_unrepresented, traced
 
 #: Knob name -> the TraceConfig fields changed from the defaults.
 KNOBS: dict[str, dict[str, Any]] = {
@@ -64,74 +66,37 @@ KNOBS: dict[str, dict[str, Any]] = {
 
 
 @contextmanager
-def config_active(team: Team, knob: str | None, home: Path) -> Iterator[None]:
-    """The team instrumented with ``knob``'s config (None: untraced)."""
+def config_active(team: Team, knob: str | None, home: Path, *, synchronous: bool = False) -> Iterator[None]:
+    """The team instrumented with ``knob``'s config (None: untraced); ``synchronous``: the store written on the
+    team's thread (``_call_counter.synchronous_store``), so its work is counted there and batched alike every run."""
     if knob is None:
         yield
         return
     from causaltrace.config import TraceConfig
+    from causaltrace.instrumentation.tracing import get_tracing
 
     with traced(TraceConfig(db_path=home / "knobs.db", **KNOBS[knob]), framework=team.framework):
+        if synchronous:
+            synchronous_store(get_tracing().collector)
         yield
 
 
-class CallCounter:
-    """Counts Python function calls per thread while ``active`` (its profile function is installed on this thread
-    and on every thread started meanwhile, by :meth:`installed`)."""
-
-    def __init__(self) -> None:
-        self.active = False
-        self._boxes: list[list[Any]] = []  # [thread name, calls], one per thread that made a call
-        self._local = threading.local()
-
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and self.active:
-            try:
-                self._local.box[1] += 1
-            except AttributeError:
-                self._local.box = [threading.current_thread().name, 1]
-                self._boxes.append(self._local.box)
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        threading.setprofile(self._profile)
-        sys.setprofile(self._profile)
-        try:
-            yield
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
-
-    @contextmanager
-    def counting(self) -> Iterator[None]:
-        for box in self._boxes:
-            box[1] = 0
-        self.active = True
-        try:
-            yield
-        finally:
-            self.active = False
-
-    def split(self) -> tuple[int, int]:
-        """(calls on the team's threads, calls on causaltrace's store writer thread)."""
-        writer = sum(n for name, n in self._boxes if "writer" in name)
-        return sum(n for _, n in self._boxes) - writer, writer
-
-
 def count_calls(team: Team, knob: str | None, home: Path) -> tuple[int, int]:
-    """Python calls of one run (after a warm-up run) with ``knob`` (None: untraced): (team threads, store writer)."""
-    counter = CallCounter()
-    with counter.installed(), config_active(team, knob, home):
-        team.run()  # warm-up: imports, patching at run start, the store's schema
-        flush()
-        with counter.counting():
+    """Python calls of one run with ``knob`` (None: untraced), after two warm-up runs, garbage collection off:
+    (all calls, calls of causaltrace's own functions — ``causaltrace.*`` but its scripted models)."""
+    with config_active(team, knob, home, synchronous=True):
+        for _ in range(2):  # imports, patching at run start, the store's schema
             team.run()
-            flush()
-    return counter.split()
+        counter = CallCounter()
+        with quiet_gc(), counter.counting():
+            team.run()
+    counts = counter.counts()
+    return sum(counts.calls.values()), counts.total(CAUSALTRACE, exclude=NOT_CAUSALTRACE)
 
 
 def time_knobs(team: Team, knobs: list[str], home: Path, runs: int, rounds: int) -> dict[str, list[list[float]]]:
-    """CPU seconds of each run, per config and round (None-key "untraced" is the baseline)."""
+    """CPU seconds of each run (the store's writer thread on, flushed after each run), per config and round
+    ("untraced" is the baseline)."""
     names = ["untraced", *knobs]
     cpu: dict[str, list[list[float]]] = {name: [] for name in names}
     for round_no in range(rounds + 1):  # round 0 warms up
@@ -152,20 +117,18 @@ def time_knobs(team: Team, knobs: list[str], home: Path, runs: int, rounds: int)
 
 def measure(team: Team, home: Path, runs: int, rounds: int) -> dict[str, Any]:
     knobs = list(KNOBS)
-    base_team, base_writer = count_calls(team, None, home)
+    base_all, _ = count_calls(team, None, home)
     calls = {}
     for knob in knobs:
-        team_calls, writer_calls = count_calls(team, knob, home)
-        calls[knob] = {"team": round((team_calls - base_team) / team.events, 1),
-                       "writer": round((writer_calls - base_writer) / team.events, 1)}
+        every, ours = count_calls(team, knob, home)
+        calls[knob] = {"added": round((every - base_all) / team.events, 1), "causaltrace": round(ours / team.events, 1)}
     cpu = time_knobs(team, knobs, home, runs, rounds)
     added = {knob: paired_added(cpu, mode=knob, baseline="untraced") * 1e6 / team.events for knob in knobs}
-    defaults_calls = calls["defaults"]["team"] + calls["defaults"]["writer"]
     return {
         "events_per_run": team.events,
-        "untraced_calls_per_event": round(base_team / team.events, 1),
-        "added_calls_per_event": calls,
-        "calls_vs_defaults": {k: round((c["team"] + c["writer"]) / defaults_calls, 2) for k, c in calls.items()},
+        "untraced_calls_per_event": round(base_all / team.events, 1),
+        "calls_per_event": calls,
+        "calls_vs_defaults": {k: round(c["added"] / calls["defaults"]["added"], 2) for k, c in calls.items()},
         "added_cpu_us_per_event": {k: round(v, 1) for k, v in added.items()},
         "cpu_vs_defaults": {k: round(v / added["defaults"], 2) if added["defaults"] > 0 else None
                             for k, v in added.items()},
@@ -181,8 +144,8 @@ def markdown(results: dict[str, Any], machine: str) -> str:
         cells = []
         for t in teams:
             r = results[t]
-            c = r["added_calls_per_event"][knob]
-            cells.append(f"{c['team'] + c['writer']:.0f} ({r['calls_vs_defaults'][knob]:.2f}×), "
+            c = r["calls_per_event"][knob]
+            cells.append(f"{c['added']:.0f} ({r['calls_vs_defaults'][knob]:.2f}×), "
                          f"{r['added_cpu_us_per_event'][knob]:.0f}")
         lines.append(f"| {knob} | " + " | ".join(cells) + " |")
     lines.append(f"\n{machine}")
@@ -202,12 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("causaltrace").setLevel(logging.ERROR)
     keep_results_unrepresented()
-    wanted = {t.strip() for t in args.teams.split(",")}
-    teams: list[Team] = []
-    if "autogen" in wanted:
-        teams.append(autogen_team(args.client))
-    if wanted & {"example", "parallel"}:
-        teams += [t for t in smolagents_teams(args.client) if t.name.split()[-1].split("/")[0] in wanted]
+    names = {"autogen": "autogen/", "example": "smolagents-example/", "parallel": "smolagents-parallel/"}
+    teams = [build_team(names[t.strip()] + args.client) for t in args.teams.split(",")]
     results: dict[str, Any] = {}
     machine = (f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, "
                f"{time.strftime('%Y-%m-%d', time.gmtime())}, {args.rounds} rounds x {args.runs} runs")
@@ -215,12 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         for team in teams:
             r = results[team.name] = measure(team, Path(tmp), args.runs, args.rounds)
             print(f"{team.name}: {team.events} events/run; untraced {r['untraced_calls_per_event']} calls/event")
-            print(f"  {'knob':14} {'calls/event':>11} {'(writer)':>9} {'x defaults':>10} {'µs/event':>9} "
+            print(f"  {'knob':14} {'calls/event':>11} {'causaltrace':>11} {'x defaults':>10} {'µs/event':>9} "
                   f"{'x defaults':>10}")
             for knob in KNOBS:
-                c = r["added_calls_per_event"][knob]
+                c = r["calls_per_event"][knob]
                 ratio = r["cpu_vs_defaults"][knob]
-                print(f"  {knob:14} {c['team'] + c['writer']:11.1f} {c['writer']:9.1f} "
+                print(f"  {knob:14} {c['added']:11.1f} {c['causaltrace']:11.1f} "
                       f"{r['calls_vs_defaults'][knob]:10.2f} {r['added_cpu_us_per_event'][knob]:9.1f} "
                       f"{'' if ratio is None else f'{ratio:10.2f}'}")
     if args.markdown:

@@ -50,21 +50,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _overhead_stats import CountingExporter, lower_quartile
-from _traced_teams import (
-    Team,
-    autogen_team,
-    flush,
-    framework_events,
-    keep_results_unrepresented,
-    smolagents_teams,
-    timed_run,
-    traced,
-)
+from _traced_teams import flush, framework_events, keep_results_unrepresented, timed_run, traced
 
 BUFFER = 6  # messages of history a long-run model request carries
 
@@ -171,7 +163,32 @@ def _in_threads(n: int, job: Callable[[], Any]) -> list[Any]:
     return out
 
 
-def bench_concurrent(home: Path, team: Team, threads: int, rounds: int) -> dict[str, Any]:
+@dataclass
+class FreshRuns:
+    """A benchmark team as the concurrency case runs it: ``run()`` builds its own team or agent and runs it once
+    (safe from many threads at once); ``events`` per run."""
+
+    name: str
+    framework: str
+    run: Callable[[], Any]
+    events: int
+
+
+def fresh_runs() -> list[FreshRuns]:
+    """The AutoGen team of bench_autogen_overhead.py (its runs build their own team) and the smolagents example of
+    bench_smolagents_overhead.py (a new agent each run), on scripted models."""
+    from _call_counter import _benchmark
+    from _call_counter import team as build_team
+
+    autogen = build_team("autogen/scripted")
+    smolagents = _benchmark("bench_smolagents_overhead")
+    build, task = smolagents._scenarios(smolagents._example(), "scripted")["example"]
+    events = smolagents.count_events(build, task)["events"]
+    return [FreshRuns(autogen.name, "autogen", autogen.run, autogen.events),
+            FreshRuns("smolagents-example/scripted", "smolagents", lambda: build().run(task), events)]
+
+
+def bench_concurrent(home: Path, team: FreshRuns, threads: int, rounds: int) -> dict[str, Any]:
     """``threads`` runs of ``team`` one after another, then the same runs in ``threads`` threads at once (each its
     own team or agent, AutoGen's each its own event loop); untraced, then traced, in every round."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -181,10 +198,10 @@ def bench_concurrent(home: Path, team: Team, threads: int, rounds: int) -> dict[
     def round_cpu(together: bool) -> float:
         start = time.process_time()
         if together:
-            _in_threads(threads, team.run_fresh)
+            _in_threads(threads, team.run)
         else:
             for _ in range(threads):
-                team.run_fresh()
+                team.run()
         flush()
         return time.process_time() - start
 
@@ -310,8 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); "
                   "added by config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in by_config.items()))
         if "concurrent" in wanted:
-            teams = [autogen_team("scripted"), *(t for t in smolagents_teams("scripted") if t.name.endswith("example"))]
-            for team in teams:
+            for team in fresh_runs():
                 r = bench_concurrent(home, team, args.threads, args.rounds)
                 results.setdefault("concurrent", {})[team.name] = r
                 a, d = r["added_cpu_us_per_event"], r["export_stats_delta"]
