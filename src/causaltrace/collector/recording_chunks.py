@@ -80,17 +80,45 @@ class SplitRecording:
         self.chunks: dict[str, str] = {}
 
 
-def _large_strings(value: Any, into: dict[str, None]) -> None:
-    """Collect the distinct strings of at least CHUNK_MIN_CHARS inside ``value`` (in first-seen order)."""
-    if isinstance(value, str):
-        if len(value) >= CHUNK_MIN_CHARS:
-            into[value] = None
-    elif isinstance(value, dict):
-        for item in value.values():
-            _large_strings(item, into)
-    elif isinstance(value, list):
-        for item in value:
-            _large_strings(item, into)
+def _large_strings(value: Any, trail: Path, into: list[tuple[Path, str]]) -> None:
+    """Append ``(path, string)`` for every string of at least CHUNK_MIN_CHARS inside ``value`` (``trail`` its
+    path), depth first in key / index order — the order the call's references are listed in. (Exact type tests
+    first: this walk visits every value of every long call, so it is kept lean.)"""
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, dict)):
+        items: Any = value.items()
+    elif kind is list or isinstance(value, list):
+        items = enumerate(value)
+    else:
+        if isinstance(value, str) and len(value) >= CHUNK_MIN_CHARS:
+            into.append((trail, value))
+        return
+    for key, item in items:
+        kind = type(item)
+        if kind is str:
+            if len(item) >= CHUNK_MIN_CHARS:
+                into.append(([*trail, key], item))
+        elif kind is dict or kind is list or isinstance(item, str | dict | list):
+            _large_strings(item, [*trail, key], into)
+
+
+def _replaced(value: Any, found: list[tuple[Path, str]]) -> Any:
+    """A copy of ``value`` with the value at each ``path`` (relative to ``value``) replaced by its ``new`` text:
+    only the dicts and lists on those paths are copied, the rest is shared."""
+    root = dict(value) if isinstance(value, dict) else list(value)
+    copies: dict[tuple[Any, ...], Any] = {(): root}
+    for path, new in found:
+        holder = root
+        for depth in range(1, len(path)):
+            prefix = tuple(path[:depth])
+            copy = copies.get(prefix)
+            if copy is None:
+                child = holder[path[depth - 1]]
+                copy = copies[prefix] = dict(child) if isinstance(child, dict) else list(child)
+                holder[path[depth - 1]] = copy
+            holder = copy
+        holder[path[-1]] = new
+    return root
 
 
 class _Splitter:
@@ -108,8 +136,6 @@ class _Splitter:
         self.out = out
         self.digest_of: dict[str, str] = {}
         self.pieces_of: dict[str, list[str]] = {}
-        self.refs: list[list[Any]] = []
-        self.trail: Path = []
 
     def digest(self, text: str) -> str:
         found = self.digest_of.get(text)
@@ -123,13 +149,10 @@ class _Splitter:
             self.digest_of[text] = found
         return found
 
-    def plan(self, calls: Sequence[RecordedCall]) -> None:
-        """Decide the pieces of every large string of ``calls``, shortest first (a string's candidates are the
-        shorter ones already planned)."""
-        distinct: dict[str, None] = {}
-        for call in calls:
-            _large_strings(call.request, distinct)
-            _large_strings(call.response, distinct)
+    def plan(self, strings: list[tuple[Path, str]]) -> None:
+        """Decide the pieces of every large string of the recording (``strings``, in first-seen order), shortest
+        first (a string's candidates are the shorter ones already planned)."""
+        distinct = dict.fromkeys(text for _, text in strings)
         searched: list[str] = []
         for text in sorted(distinct, key=len):
             if len(text) >= SEARCH_MIN_CHARS:
@@ -160,52 +183,26 @@ class _Splitter:
             return known
         return self._pieces(text, searched) if len(text) >= SEARCH_MIN_CHARS else [self.digest(text)]
 
-    def cut(self, value: Any) -> Any:
-        """``value`` with every large string replaced by its reference (noted with its path in ``refs``); the same
-        object when nothing in it changed (copy on write)."""
-        if isinstance(value, str):
-            if len(value) < CHUNK_MIN_CHARS:
-                return value
-            pieces = self.pieces_of[value]
+    def call_row(self, run_id: str, seq: int, call: RecordedCall, text: str, found: list[tuple[Path, str]]
+                 ) -> tuple[Any, ...]:
+        """The call's ``recordings`` row: ``text`` (its JSON) as it is when it holds no large string, else its JSON
+        with each of them (``found``: paths from the call's root) replaced by its reference."""
+        if not found:
+            return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, text, None)
+        refs: list[list[Any]] = []
+        by_field: dict[str, list[tuple[Path, str]]] = {}
+        for path, string in found:
+            pieces = self.pieces_of[string]
             ref: str | list[str] = pieces[0] if len(pieces) == 1 else pieces
-            self.refs.append([ref, *self.trail])
-            return placeholder(ref)
-        if isinstance(value, dict):
-            changed: dict[str, Any] | None = None
-            for key, item in value.items():
-                self.trail.append(key)
-                new = self.cut(item)
-                self.trail.pop()
-                if new is not item:
-                    if changed is None:
-                        changed = dict(value)
-                    changed[key] = new
-            return value if changed is None else changed
-        if isinstance(value, list):
-            out: list[Any] | None = None
-            for i, item in enumerate(value):
-                self.trail.append(i)
-                new = self.cut(item)
-                self.trail.pop()
-                if new is not item:
-                    if out is None:
-                        out = list(value)
-                    out[i] = new
-            return value if out is None else out
-        return value
-
-    def call_row(self, run_id: str, seq: int, call: RecordedCall) -> tuple[Any, ...]:
-        self.refs = []
+            refs.append([ref, *path])
+            by_field.setdefault(str(path[0]), []).append((path[1:], placeholder(ref)))
         update: dict[str, Any] = {}
-        for field in ("request", "response"):
-            self.trail = [field]
+        for field, items in by_field.items():
             value = getattr(call, field)
-            new = self.cut(value)
-            if new is not value:
-                update[field] = new
-        data = (call.model_copy(update=update) if update else call).model_dump_json()
-        refs = json.dumps(self.refs, separators=(",", ":")) if self.refs else None
-        return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data, refs)
+            update[field] = items[0][1] if not items[0][0] else _replaced(value, items)  # [] is the field itself
+        data = call.model_copy(update=update).model_dump_json()
+        return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data,
+                json.dumps(refs, separators=(",", ":")))
 
 
 def placeholder(ref: str | list[str]) -> str:
@@ -214,12 +211,27 @@ def placeholder(ref: str | list[str]) -> str:
     return ref if isinstance(ref, str) else "+".join(ref)
 
 
-def split_calls(run_id: str, calls: Sequence[RecordedCall]) -> SplitRecording:
-    """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``)."""
+def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str] | None = None) -> SplitRecording:
+    """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``).
+
+    ``texts``, when given, are the calls' own JSON (``call.model_dump_json()``, in order), already made by whoever
+    had them: not made again. A call whose JSON is shorter than :data:`CHUNK_MIN_CHARS` holds no large string (a
+    string's JSON literal is longer than the string), so only the longer ones are searched, each once.
+    """
     out = SplitRecording()
     splitter = _Splitter(out)
-    splitter.plan(calls)
-    out.rows = [splitter.call_row(run_id, seq, call) for seq, call in enumerate(calls)]
+    if texts is None or len(texts) != len(calls):
+        texts = [call.model_dump_json() for call in calls]
+    found: list[list[tuple[Path, str]]] = []
+    for call, text in zip(calls, texts, strict=True):
+        strings: list[tuple[Path, str]] = []
+        if len(text) >= CHUNK_MIN_CHARS:
+            _large_strings(call.request, ["request"], strings)
+            _large_strings(call.response, ["response"], strings)
+        found.append(strings)
+    splitter.plan([item for strings in found for item in strings])
+    out.rows = [splitter.call_row(run_id, seq, call, text, strings)
+                for seq, (call, text, strings) in enumerate(zip(calls, texts, found, strict=True))]
     return out
 
 
