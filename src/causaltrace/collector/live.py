@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import threading
 import time
@@ -87,6 +88,8 @@ class RunCollector:
         self._store_factory = store_factory
         self._store: RunStore | None = None
         self._target: Any = None  # the path / URL the open store was opened from
+        #: The environment the default target was last resolved from, and that target (see :meth:`_target_now`).
+        self._target_key: tuple[tuple[str | None, ...], Any] | None = None
         self._runs: dict[str, _LiveRun] = {}
         #: The ids of recently finished runs (bounded, oldest first): a step that ends after its run finished (a
         #: framework closing a stream late) is not kept in memory for a run that will never be assembled again.
@@ -312,8 +315,16 @@ class RunCollector:
         return self._store
 
     def _target_now(self) -> Any:
-        """The store target by the rule of :meth:`_open_store` (a path, or a URL)."""
-        return self.config.db_path or TraceConfig.from_env().resolved_db_path()
+        """The store target by the rule of :meth:`_open_store` (a path, or a URL): resolved again only when one of
+        the variables it depends on changed (rebuilding the config from the environment for every batch cost the
+        writer ~80 µs a transaction)."""
+        if self.config.db_path:
+            return self.config.db_path
+        key = tuple(os.environ.get(name) for name in _TARGET_VARIABLES)
+        if self._target_key is None or self._target_key[0] != key:
+            self._target_key = (key, TraceConfig.from_env().resolved_db_path())
+        return self._target_key[1]
+
 
     def _write_loop(self) -> None:
         while True:
@@ -538,6 +549,8 @@ class RunCollector:
             written.setdefault(run_id, set()).update(s.step_id for s in run_steps)  # type: ignore[union-attr]
 
 
+#: What the default store target depends on: ``$CAUSALTRACE_DB``, else ``$CAUSALTRACE_HOME`` (``~`` is ``$HOME``).
+_TARGET_VARIABLES = ("CAUSALTRACE_DB", "CAUSALTRACE_HOME", "HOME")
 #: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
 _LINGER_S = 0.1
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
