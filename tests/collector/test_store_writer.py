@@ -114,6 +114,25 @@ def test_the_final_write_keeps_the_rows_written_live(counting_store: CountingSto
     assert {k: after[k] for k in before} == before and len(after) == 4
 
 
+def test_a_step_re_sent_before_its_runs_end_is_stored_as_last_sent(counting_store: CountingStore) -> None:
+    """The run's end writes the steps it carries (the same Step objects) itself: a version written earlier — live,
+    or earlier in the same batch — gives way to the one the Run holds, and the stored run equals the Run."""
+    store = counting_store
+    collector = _collector(store)
+    collector.begin_run("r3", framework="test", task="t", name=None, trace_id=None, started_at=T0)
+    collector.accept(_step("r3", 0))
+    collector.accept(_step("r3", 1))
+    assert collector.flush(10)  # r3/0 and r3/1 are stored live
+    collector.accept(_step("r3", 1).model_copy(update={"content": "m1, ended"}))  # re-sent after the live write
+    collector.accept(_step("r3", 2))
+    collector.accept(_step("r3", 2).model_copy(update={"content": "m2, ended"}))  # re-sent within the batch
+    run = collector.finish_run("r3", framework="test", task="t", started_at=T0, ended_at=T0,
+                               outcome=Outcome(status="success", stop="normal"))
+    assert collector.flush(10)
+    assert [s.content for s in run.steps] == ["m0", "m1, ended", "m2, ended"]
+    assert store.get_run("r3") == run
+
+
 def test_transaction_groups_writes_and_rolls_them_all_back_on_error(store_target: str) -> None:
     store = Store(store_target)
     with store.transaction():
