@@ -125,6 +125,35 @@ def test_damaged_chunks_are_marked_not_fatal(span_capture):
                                                    f"{sum(map(len, chunks))} were sent")
 
 
+def test_the_store_writes_the_recorded_calls_from_the_json_the_export_made(span_capture, causaltrace_home):
+    """Each recorded call's JSON is made once (issue 35 item 2): the export keeps it beside the Recording and the
+    store's writer takes it for the call's row; the stored rows are that JSON, the run reads back equal."""
+    import gc
+
+    from causaltrace.collector.recording_otlp import take_call_texts
+    from causaltrace.collector.store import Store
+
+    run, _, _ = _live(span_capture, TraceConfig(store=False))  # no store: the export's JSON stays for the run
+    assert take_call_texts(run.recording) == tuple(call.model_dump_json() for call in run.recording.calls)
+    assert take_call_texts(run.recording) is None  # taken once
+    span_capture[1].clear()
+    run, _, _ = _live(span_capture, TraceConfig(store=True))
+    assert take_call_texts(run.recording) is None  # the store's writer took it
+    with Store() as store:
+        assert store.get_run(run.run_id) == run
+        rows = store._connection().execute(
+            "SELECT data, chunks FROM recordings WHERE run_id = ? ORDER BY seq", (run.run_id,)).fetchall()
+    assert rows == [(call.model_dump_json(), None) for call in run.recording.calls]
+    span_capture[1].clear()
+    run, _, _ = _live(span_capture, TraceConfig(store=False))
+    recording_id = id(run.recording)
+    del run
+    gc.collect()
+    from causaltrace.collector import recording_otlp
+
+    assert recording_id not in recording_otlp._kept  # kept only while the Recording lives
+
+
 def test_recording_attributes_bad_input():
     from causaltrace.schema import Recording
 

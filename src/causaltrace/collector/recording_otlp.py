@@ -33,6 +33,8 @@ import hashlib
 import json
 import logging
 import os
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +51,7 @@ __all__ = [
     "apply_to_run_fields",
     "recording_attributes",
     "recording_from_attributes",
+    "take_call_texts",
 ]
 
 logger = logging.getLogger("causaltrace")
@@ -107,7 +110,38 @@ def _recording_json(recording: Recording, max_bytes: int | None) -> tuple[str | 
                 parts.append(text)
     if parts is None:
         return None, size
+    if size <= _KEPT_MAX_BYTES:
+        _keep_call_texts(recording, parts)
     return head[:-2] + ",".join(parts) + "]}", size
+
+
+# The calls' JSON, made once (issue 35 item 2): the export above writes every recorded call's JSON at the run's end;
+# the store's writer, which writes each call as a row of that very JSON (``recording_chunks.split_calls``), takes it
+# from here instead of serializing the calls again. Kept per Recording object only while that object lives (a weak
+# reference drops the entry with it), for a few recordings at a time, and taken — removed — by the store.
+_KEPT_MAX_BYTES = 4 * 1024 * 1024
+_KEPT_MAX_RECORDINGS = 16
+_kept: dict[int, tuple[weakref.ref[Recording], tuple[str, ...]]] = {}
+_kept_lock = threading.Lock()
+
+
+def _keep_call_texts(recording: Recording, texts: list[str]) -> None:
+    key = id(recording)
+    ref = weakref.ref(recording, lambda _, key=key: _kept.pop(key, None))  # type: ignore[misc]
+    with _kept_lock:
+        while len(_kept) >= _KEPT_MAX_RECORDINGS:
+            _kept.pop(next(iter(_kept)), None)
+        _kept[key] = (ref, tuple(texts))
+
+
+def take_call_texts(recording: Recording) -> tuple[str, ...] | None:
+    """The JSON of each of ``recording``'s calls (``call.model_dump_json()``, in order) when the export already made
+    it, else None; taken once (the entry is removed)."""
+    with _kept_lock:
+        entry = _kept.pop(id(recording), None)
+    if entry is None or entry[0]() is not recording or len(entry[1]) != len(recording.calls):
+        return None
+    return entry[1]
 
 
 def recording_attributes(

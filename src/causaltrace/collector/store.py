@@ -78,7 +78,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from causaltrace.collector import _migrations, recording_chunks
+from causaltrace.collector import _migrations, recording_chunks, recording_otlp
 from causaltrace.collector.store_sql import (
     CHILD_TABLES,
     DEP_INSERT,
@@ -355,7 +355,10 @@ class Store:
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
         run = truncate_run_text(run, self.max_chars)
-        split = recording_chunks.split_calls(run.run_id, run.recording.calls) if run.recording is not None else None
+        split = None
+        if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
+            texts = recording_otlp.take_call_texts(run.recording)
+            split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts)
         data = run.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
             old = self._row(conn, run.run_id)
