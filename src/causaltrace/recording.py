@@ -140,6 +140,12 @@ def _drop_regex(keys: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(rf'(?<=\{{)"(?:{names})":{scalar},?|,"(?:{names})":{scalar}')
 
 
+@functools.lru_cache(maxsize=16)
+def _key_markers(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``"key":`` of each key: how a key stands in compact JSON text."""
+    return tuple(f'"{key}":' for key in keys)
+
+
 #: A whole JSON string literal from its opening quote's end: where a candidate id's literal ends (a key if ``:`` follows).
 _STRING_TAIL = re.compile(r'(?:[^"\\]|\\.)*"')
 #: The escapes :func:`canonical_json` writes before a character that is not a word character in the decoded text.
@@ -225,12 +231,12 @@ def _edit_canonical_text(text: str, drop: tuple[str, ...], ids: tuple[str, ...] 
     token (:func:`_ids_editable`), or a match stands for something else in the decoded strings): the caller walks
     the data instead.
     """
-    ids = tuple(i for i in ids if i)
+    ids = tuple(filter(None, ids))
     if ids and not _ids_editable(ids):
         return None
-    if drop and any(f'"{key}":' in text for key in drop):
+    if drop and any(map(text.__contains__, _key_markers(drop))):
         text = _drop_regex(drop).sub("", text)
-        if any(f'"{key}":' in text for key in drop):
+        if any(map(text.__contains__, _key_markers(drop))):
             return None
     aliases: dict[str, str] = {}
     pieces: list[str] = []

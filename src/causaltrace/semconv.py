@@ -25,7 +25,9 @@ importers agree on one format:
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -47,43 +49,14 @@ from causaltrace.schema import (
 )
 
 __all__ = [
-    "CLIENT_STEP_KINDS",
-    "ERROR_TYPE",
-    "GEN_AI_AGENT_NAME",
-    "GEN_AI_CONVERSATION_ID",
-    "GEN_AI_OPERATION_NAME",
-    "GEN_AI_PROVIDER_NAME",
-    "GEN_AI_REQUEST_MODEL",
-    "GEN_AI_RESPONSE_FINISH_REASONS",
-    "GEN_AI_RESPONSE_MODEL",
-    "GEN_AI_TOOL_CALL_ID",
-    "GEN_AI_TOOL_NAME",
-    "GEN_AI_TOOL_TYPE",
-    "GEN_AI_USAGE_INPUT_TOKENS",
-    "GEN_AI_USAGE_OUTPUT_TOKENS",
-    "GEN_AI_WORKFLOW_NAME",
-    "INSTRUMENTATION_NAME",
-    "RESULT_PREFIX",
-    "LEGACY_ROOT_SPAN_NAME",
-    "OPERATION_BY_STEP",
-    "OI_INPUT_VALUE",
-    "OI_OUTPUT_VALUE",
-    "OI_SPAN_KIND",
-    "OPENINFERENCE_SPAN_KIND_BY_STEP",
-    "OPENINFERENCE_SPAN_KIND_ROOT",
-    "PROJECT_NAME",
-    "ROOT_SPAN_NAME",
-    "client_provider",
-    "error_type_of",
-    "is_client_span",
-    "is_root_span_name",
-    "openinference_attributes",
-    "provider_name",
-    "root_span_name",
-    "run_attributes",
-    "run_fields_from_attributes",
-    "span_name",
-    "step_attributes",
+    "CLIENT_STEP_KINDS", "ERROR_TYPE", "GEN_AI_AGENT_NAME", "GEN_AI_CONVERSATION_ID", "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME", "GEN_AI_REQUEST_MODEL", "GEN_AI_RESPONSE_FINISH_REASONS", "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_TOOL_CALL_ID", "GEN_AI_TOOL_NAME", "GEN_AI_TOOL_TYPE", "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS", "GEN_AI_WORKFLOW_NAME", "INSTRUMENTATION_NAME", "RESULT_PREFIX",
+    "LEGACY_ROOT_SPAN_NAME", "OPERATION_BY_STEP", "OI_INPUT_VALUE", "OI_OUTPUT_VALUE", "OI_SPAN_KIND",
+    "OPENINFERENCE_SPAN_KIND_BY_STEP", "OPENINFERENCE_SPAN_KIND_ROOT", "PROJECT_NAME", "ROOT_SPAN_NAME",
+    "client_provider", "error_type_of", "is_client_span", "is_root_span_name", "openinference_attributes",
+    "provider_name", "root_span_name", "run_attributes", "run_fields_from_attributes", "span_name", "step_attributes",
     "step_from_attributes",
 ]
 
@@ -337,25 +310,18 @@ _PROVIDER_BY_MODEL: tuple[tuple[str, str], ...] = (
 )
 
 
-#: (model id, client path) → its provider: every model call's span names one, from a handful of distinct ids.
-_PROVIDERS: dict[tuple[str | None, str | None], str] = {}
-
-
 def provider_name(model: str | None, client: str | None = None) -> str:
     """``gen_ai.provider.name`` by the instrumentation's best knowledge: the client library (its module / class
     path, e.g. ``autogen_ext.models.openai.OpenAIChatCompletionClient`` → ``openai``: the API it speaks), else the
     model id (a ``provider/`` prefix, a model family such as ``gpt-`` or ``claude``, an Ollama ``name:tag``), else
     ``unknown``. Memoised (every model call's span asks; a run has a handful of model ids)."""
-    key = (model, client)
     try:
-        return _PROVIDERS[key]
-    except (KeyError, TypeError):  # not seen yet (TypeError: an unhashable value, never kept)
-        found = _provider_name(model, client)
-    if len(_PROVIDERS) < 1024 and isinstance(model, str | None) and isinstance(client, str | None):
-        _PROVIDERS[key] = found
-    return found
+        return _provider_name(model, client)
+    except TypeError:  # an unhashable value: not memoised
+        return _provider_name.__wrapped__(model, client)
 
 
+@functools.lru_cache(maxsize=1024)
 def _provider_name(model: str | None, client: str | None) -> str:
     if client:
         lowered = client.lower()
@@ -496,9 +462,13 @@ def step_attributes(step: Step) -> dict[str, Any]:
     if step.source is not None:
         attrs.update(_source_attributes(step.source))
     if step.depends_on:
-        attrs[DEPENDS_ON_STEP_IDS] = [d.step_id for d in step.depends_on]
-        attrs[DEPENDS_ON_KINDS] = [d.kind for d in step.depends_on]
+        attrs[DEPENDS_ON_STEP_IDS] = list(map(_STEP_ID_OF, step.depends_on))
+        attrs[DEPENDS_ON_KINDS] = list(map(_KIND_OF, step.depends_on))
     return attrs
+
+
+_STEP_ID_OF = operator.attrgetter("step_id")
+_KIND_OF = operator.attrgetter("kind")
 
 
 def _source_attributes(source: StepSource) -> dict[str, Any]:

@@ -204,6 +204,18 @@ def allowed_extras(extras: Mapping[str, Any], config: TraceConfig) -> dict[str, 
     """The span-only attributes ``config`` lets through: OpenInference input content only when inputs are neither
     hidden nor redacted (a redaction callback sees whole attributes, not single messages) and OpenInference content
     is on, GenAI input content only when GenAI content is on (opt-in); output content likewise."""
+    return _unblocked(extras, _blocked_prefixes(config))
+
+
+def _unblocked(extras: Mapping[str, Any], blocked: tuple[str, ...]) -> dict[str, Any]:
+    """``extras`` without the keys that start with one of ``blocked`` (checked in C first: usually none does)."""
+    if not blocked or not any(map(str.startswith, extras, repeat(blocked))):
+        return dict(extras)
+    return {key: value for key, value in extras.items() if not key.startswith(blocked)}
+
+
+def _blocked_prefixes(config: TraceConfig) -> tuple[str, ...]:
+    """The span-only attribute prefixes :func:`allowed_extras` keeps out under ``config``."""
     shown_in = not config.hide_inputs and config.redact is None
     shown_out = not config.hide_outputs and config.redact is None
     blocked: tuple[str, ...] = ()
@@ -215,9 +227,7 @@ def allowed_extras(extras: Mapping[str, Any], config: TraceConfig) -> dict[str, 
         blocked += _GENAI_INPUT_CONTENT
     if not (config.genai_content_on and shown_out):
         blocked += _GENAI_OUTPUT_CONTENT
-    if not blocked or not any(map(str.startswith, extras, repeat(blocked))):  # the usual case, checked in C
-        return dict(extras)
-    return {key: value for key, value in extras.items() if not key.startswith(blocked)}
+    return blocked
 
 
 def _genai_tool_content(attrs: dict[str, Any]) -> None:
@@ -307,7 +317,7 @@ class Emitter:
         #: names its provider; the turn ends after its calls). Popped when the turn is exported.
         self._turn_providers: dict[str, str] = {}
         #: The config's content switches (:meth:`_content_switches`) and the config they were read from.
-        self._switches = (config.oi_content, config.genai_content_on)
+        self._switches = (config.oi_content, config.genai_content_on, _blocked_prefixes(config))
         self._switches_of = config
 
     @never_raise()
@@ -347,10 +357,14 @@ class Emitter:
         """
         if self._sdk is None or parent is None:
             return None
-        parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
+        parent_ctx = parent.context if type(parent) is StepSpan else parent if isinstance(parent, SpanContext) \
+            else parent.get_span_context()
         if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
             return None
-        otel_links = [_link(ctx, kind, step_id) for ctx, kind, step_id in links]
+        otel_links: list[Link] = []
+        for ctx, kind, step_id in links:  # _link, inline: every step has a few
+            if ctx.is_valid:
+                otel_links.append(Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}))
         if joins is not None:
             with self._pair_lock:
                 pair = self._pairs.get(joins)
@@ -358,8 +372,8 @@ class Emitter:
                     call = pair.call_span
                     pair.result_span = StepSpan(
                         name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
-                        attributes=dict(attributes), links=[link for link in otel_links if link is not None
-                                                            and link.context.span_id != call.context.span_id],
+                        attributes=dict(attributes),
+                        links=[link for link in otel_links if link.context.span_id != call.context.span_id],
                         joins=joins,
                     )
                     return pair.result_span
@@ -371,7 +385,7 @@ class Emitter:
             parent=parent_ctx,
             start_ns=start_time_ns,
             attributes=dict(attributes),
-            links=[link for link in otel_links if link is not None],
+            links=otel_links,
         )
         if attributes.get(semconv.STEP_KIND) == "tool_call":
             with self._pair_lock:
@@ -461,7 +475,7 @@ class Emitter:
                 _cut_long_texts(extras, config.max_attribute_chars)
                 _merge_extras(attrs, extras)
         else:  # the common case: the full attributes, long texts cut in place
-            oi_content, genai_content = self._content_switches()
+            oi_content, genai_content, blocked = self._content_switches()
             attrs.update(full)
             # the adapter's own answer messages stand for the ones the Step's text would give: not built at all
             semconv.openinference_attributes(attrs, messages=messages if oi_content else None,
@@ -469,7 +483,7 @@ class Emitter:
             if extras:
                 # nothing to replace: this span's own messages were not built (above), so the extras are added as
                 # they are (_merge_extras' replacement is for the payload-policy path)
-                attrs.update(extras if oi_content and genai_content else allowed_extras(extras, config))
+                attrs.update(extras if not blocked else _unblocked(extras, blocked))
             if not oi_content:
                 _drop_oi_content(attrs)
             _cut_long_texts(attrs, config.max_attribute_chars)
@@ -495,11 +509,12 @@ class Emitter:
             )
         )
 
-    def _content_switches(self) -> tuple[bool, bool]:
-        """(OpenInference content on, GenAI content on) of this emitter's config, read once per config."""
+    def _content_switches(self) -> tuple[bool, bool, tuple[str, ...]]:
+        """(OpenInference content on, GenAI content on, the extras' blocked prefixes) of this emitter's config, read
+        once per config."""
         config = self.config
         if self._switches_of is not config:
-            self._switches = (config.oi_content, config.genai_content_on)
+            self._switches = (config.oi_content, config.genai_content_on, _blocked_prefixes(config))
             self._switches_of = config
         return self._switches
 

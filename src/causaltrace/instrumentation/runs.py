@@ -279,7 +279,7 @@ class RunContext:
         handle = StepHandle(self, fields, span, start_ns)
         with self._lock:
             if span is not None:
-                self._spans[step_id] = span.get_span_context()
+                self._spans[step_id] = span.context
             if len(self._open) > 256:
                 self._open = [h for h in self._open if not h.ended]
             self._open.append(handle)

@@ -165,10 +165,10 @@ def build_step(data: dict[str, Any]) -> Step:
     """
     if data["status"] not in _STEP_STATUSES:
         raise ValueError(f"unknown step status {data['status']!r}")
-    for key in ("inputs", "outputs", "metadata"):
-        data[key] = as_json(data[key])
-    if data.get("arguments") is not None:
-        data["arguments"] = as_json(data["arguments"])
+    for key in ("inputs", "outputs", "metadata", "arguments"):
+        value = data.get(key)
+        if value:  # an empty one (or None) is JSON as it is
+            data[key] = as_json(value)
     for key in ("content", "agent"):
         if not isinstance(data[key], str):
             data[key] = "" if data[key] is None else str(data[key])
@@ -211,22 +211,11 @@ class StepHandle:
         self.span = span
         self._start_ns = start_ns
         self.step: Step | None = None
-
-    @property
-    def step_id(self) -> str:
-        return self._fields["step_id"]
-
-    @property
-    def index(self) -> int:
-        return self._fields["index"]
-
-    @property
-    def kind(self) -> str:
-        return self._fields["kind"]
-
-    @property
-    def agent(self) -> str:
-        return self._fields["agent"]
+        # fixed when the step starts (never updated): plain attributes, read by the adapters on every event
+        self.step_id: str = fields["step_id"]
+        self.index: int = fields["index"]
+        self.kind: str = fields["kind"]
+        self.agent: str = fields["agent"]
 
     @property
     def ended(self) -> bool:
@@ -295,14 +284,14 @@ class StepHandle:
         if self.step is not None:
             return self.step
         self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
-        step_error = error_of(error)
+        step_error = error_of(error) if error is not None else None
         if step_error is not None:
             status = "error"
         elif status == "error":
             step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
         end_ns = max(now_ns(), self._start_ns)
         data = dict(self._fields)
-        span_ctx = self.span.get_span_context() if self.span is not None else None
+        span_ctx = self.span.context if self.span is not None else None
         span_id = f"{span_ctx.span_id:016x}" if span_ctx is not None and span_ctx.is_valid else None
         data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
         if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):

@@ -33,6 +33,9 @@ class _Patch:
 
 _LOCK = threading.RLock()
 _PATCHES: list[_Patch] = []
+#: (owner, attribute) → the wrappers installed there this generation (:func:`ensure_patched` looks them up per run
+#: instead of scanning every patch).
+_INSTALLED: dict[tuple[Any, str], list[Any]] = {}
 _GENERATION = [0]  # the live generation; 0 = not instrumented
 
 
@@ -62,6 +65,7 @@ def unpatch_all() -> None:
                 logger.info("causaltrace: %s.%s was wrapped again by another library; our wrapper stays, inert",
                             getattr(p.owner, "__name__", p.owner), p.attr)
         _PATCHES.clear()
+        _INSTALLED.clear()
 
 
 def patch(owner: Any, attr: str, fn: Wrapper) -> None:
@@ -79,18 +83,25 @@ def patch(owner: Any, attr: str, fn: Wrapper) -> None:
         return fn(wrapped, instance, args, kwargs)
 
     wrapt.wrap_function_wrapper(owner, attr, wrapper)
-    _PATCHES.append(_Patch(owner, attr, original, vars(owner)[attr]))
+    installed = vars(owner)[attr]
+    _PATCHES.append(_Patch(owner, attr, original, installed))
+    _INSTALLED.setdefault((owner, attr), []).append(installed)
 
 
 def ensure_patched(cls: type, attr: str, fn: Wrapper) -> None:
     """Wrap ``attr`` on the class of ``cls``'s MRO that defines it (a subclass's override shadows a base patch)."""
-    owner = next((k for k in cls.__mro__ if attr in vars(k)), None)
-    if owner is None or owner is object:
+    for owner in cls.__mro__:
+        if attr in owner.__dict__:
+            break
+    else:
+        return
+    if owner is object:
         return
     with _LOCK:
         if not _PATCHES:
             return
-        current = vars(owner)[attr]
-        if any(p.owner is owner and p.attr == attr and p.installed is current for p in _PATCHES):
-            return
+        current = owner.__dict__[attr]
+        for installed in _INSTALLED.get((owner, attr), ()):
+            if installed is current:
+                return
         patch(owner, attr, fn)
