@@ -17,12 +17,12 @@ directory by default, printed).
 Targets (issue 35, not asserted): like-for-like rows (OpenAI clients) store on ÷ OI <= 1.0, store off <= 0.7; every
 row store on <= 250 µs/event; bench_emit <= 1.3x a raw SDK span.
 
-Duration: a run takes about 69 ms of wall time in either overhead benchmark (2-core x86_64 VM, load 6, 2026-12-07:
-a 2-round and a 6-round run of the suite took 0.9 and 4.3 minutes), so with the defaults — 30 rounds, AutoGen 6 runs
-per mode per round (2 clients x 7 modes x (10 warm-up + 180) runs), smolagents 4 runs per variant per round (4
-scenarios x (6 + 6 variants x 30 x 5) runs), emit 20,000 steps x 5 (0.6 min) — one tree takes about 3.1 + 4.2 + 0.6
-minutes and the suite about 16 minutes, less on a quiet machine. ``--rounds 2 --batch 1 --runs 1 --emit-steps 2000
---emit-repeats 1`` checks the suite works in about a minute.
+Duration (2-core x86_64 VM shared with other work, load 5-6, 2026-12-07): with the defaults — 30 rounds, AutoGen 6
+runs per mode per round (2 clients x 7 modes x (10 warm-up + 180) runs per tree), smolagents 4 runs per variant per
+round (4 scenarios x (6 + 6 variants x 30 x 5) runs), emit 20,000 steps x 5 — expect about 12 minutes for both trees,
+16 at most on a loaded machine: a 10-round run of the suite with the same settings took 4.4 minutes (AutoGen 1.0, the
+smolagents 0.6-1.0, emit 0.4 minutes per tree: about 61 ms per AutoGen run, 40-70 ms per smolagents run), a 2-round
+check 0.8. ``--rounds 2 --batch 1 --runs 1 --emit-steps 2000 --emit-repeats 1`` checks the suite works in a minute.
 Usage (from the AFTER tree): .venv/bin/python benchmarks/run_cost_suite.py --base /work/wt/base35 [--rounds 30]
        [--batch 6] [--runs 4] [--out DIR]
 """
