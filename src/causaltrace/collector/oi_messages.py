@@ -37,6 +37,7 @@ __all__ = [
     "OUTPUT_MESSAGES",
     "genai_input_attributes",
     "genai_output_attributes",
+    "json_text",
     "llm_request_attributes",
     "message_attributes",
     "request_parameter_attributes",
@@ -62,8 +63,13 @@ _CALL_ARGUMENTS = "tool_call.function.arguments"
 _SCHEMA = "tool.json_schema"
 
 
+#: ``json.dumps(value, ensure_ascii=False, default=str)`` with the encoder made once, not per call (what json.dumps
+#: does for any non-default option): every structured OpenInference attribute of every model call goes through it.
+json_text = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return value if isinstance(value, str) else json_text(value)
 
 
 def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -105,10 +111,6 @@ def _part(out: dict[str, Any], head: str, part: Any) -> None:
 def tool_attributes(schemas: Iterable[Any]) -> dict[str, Any]:
     """``llm.tools.{i}.tool.json_schema`` for each tool schema offered to the model (a dict or JSON text)."""
     return {f"{LLM_TOOLS}.{i}.{_SCHEMA}": _text(schema) for i, schema in enumerate(schemas)}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _genai_arguments(value: Any) -> Any:
@@ -160,12 +162,12 @@ def genai_input_attributes(messages: Iterable[Mapping[str, Any]], tools: Iterabl
             if m.get("name"):
                 item["name"] = m["name"]
             chat.append(item)
-    attrs = {semconv.GEN_AI_INPUT_MESSAGES: _dumps(chat)}
+    attrs = {semconv.GEN_AI_INPUT_MESSAGES: json_text(chat)}
     if system:
-        attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = _dumps(system)
+        attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = json_text(system)
     definitions = [_genai_tool(t) for t in tools]
     if definitions:
-        attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = _dumps(definitions)
+        attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = json_text(definitions)
     return attrs
 
 
@@ -174,7 +176,7 @@ def genai_output_attributes(message: Mapping[str, Any], finish_reason: str | Non
     item: dict[str, Any] = {"role": "assistant", "parts": _genai_parts(message)}
     if finish_reason:
         item["finish_reason"] = finish_reason
-    return {semconv.GEN_AI_OUTPUT_MESSAGES: _dumps([item])}
+    return {semconv.GEN_AI_OUTPUT_MESSAGES: json_text([item])}
 
 
 #: Invocation parameter → the GenAI request attribute it is (recommended where the client gives it).
@@ -255,10 +257,10 @@ def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas:
     ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system`` (the API ``client`` speaks), the recommended
     ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
     attrs = message_attributes(INPUT_MESSAGES, messages)
-    attrs[semconv.OI_INPUT_VALUE] = _dumps({"messages": messages})
+    attrs[semconv.OI_INPUT_VALUE] = json_text({"messages": messages})
     attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
     attrs.update(tool_attributes(schemas))
-    attrs[semconv.OI_LLM_INVOCATION_PARAMETERS] = _dumps(parameters)
+    attrs[semconv.OI_LLM_INVOCATION_PARAMETERS] = json_text(parameters)
     attrs.update(request_parameter_attributes(parameters))
     attrs.update(server_attributes(client))
     provider = semconv.client_provider(client)

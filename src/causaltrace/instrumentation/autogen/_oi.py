@@ -10,7 +10,6 @@ per result (``tool_call_id``, the tool's name).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from causaltrace import semconv
 from causaltrace.collector.oi_messages import (
     OUTPUT_MESSAGES,
     genai_output_attributes,
+    json_text,
     llm_request_attributes,
     message_attributes,
 )
@@ -150,8 +150,7 @@ def turn_attributes(agent: Any, name: str, messages: Iterable[Any]) -> dict[str,
     ``gen_ai.agent.description``."""
     delivered = list(messages)
     attrs: dict[str, Any] = {
-        semconv.OI_INPUT_VALUE: json.dumps({"messages": [_chat_message(m) for m in delivered]},
-                                           ensure_ascii=False, default=str),
+        semconv.OI_INPUT_VALUE: json_text({"messages": [_chat_message(m) for m in delivered]}),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
         semconv.OI_GRAPH_NODE_ID: name,
     }

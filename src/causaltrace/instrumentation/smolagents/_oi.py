@@ -12,7 +12,6 @@ for its call (``Call id: …`` in the text, else the calls of the ``tool-call`` 
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Iterable, Mapping
 from enum import Enum
@@ -22,6 +21,7 @@ from causaltrace import semconv
 from causaltrace.collector.oi_messages import (
     OUTPUT_MESSAGES,
     genai_output_attributes,
+    json_text,
     llm_request_attributes,
     message_attributes,
 )
@@ -57,7 +57,7 @@ def _text_of(content: Any) -> str:
 
 
 def _arguments(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return value if isinstance(value, str) else json_text(value)
 
 
 def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
@@ -156,7 +156,7 @@ def agent_attributes(agent: Any, task: Any) -> dict[str, Any]:
     the task (``input.value``, ``smolagents.task``), ``smolagents.max_steps``, ``.tools_names``, the managed agents'
     names and descriptions; and ``gen_ai.agent.description``."""
     attrs: dict[str, Any] = {
-        semconv.OI_INPUT_VALUE: json.dumps({"task": task}, ensure_ascii=False, default=str),
+        semconv.OI_INPUT_VALUE: json_text({"task": task}),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
         "smolagents.task": str(task),
         "smolagents.tools_names": [str(name) for name in (getattr(agent, "tools", None) or {})],
