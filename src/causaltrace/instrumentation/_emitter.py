@@ -508,6 +508,9 @@ class Emitter:
                 instrumentation_scope=scope,
             )
         )
+        # written: the span object lives on with its step handle (for its context) but its attributes are the
+        # ReadableSpan's now — dropped here, so a run's many ended steps hold less for the garbage collector
+        span.attributes, span.extras = {}, None
 
     def _content_switches(self) -> tuple[bool, bool, tuple[str, ...]]:
         """(OpenInference content on, GenAI content on, the extras' blocked prefixes) of this emitter's config, read

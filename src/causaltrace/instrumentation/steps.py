@@ -142,6 +142,12 @@ _M = TypeVar("_M", bound=BaseModel)
 _STEP_FIELDS = frozenset(Step.model_fields)
 
 
+#: Per frozen model class: the one fields-set object every instance built with all its fields shares (pydantic
+#: never changes a frozen model's set in place; a copy gets its own) — a set less per Step, Dependency, TokenUsage
+#: and RecordedCall for the garbage collector to track.
+_FIELDS_SETS: dict[type, set[str]] = {}
+
+
 def construct(cls: type[_M], values: dict[str, Any]) -> _M:
     """``cls.model_construct`` for a complete, already-checked set of field values, without its per-field loop.
 
@@ -150,7 +156,12 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     obj = cls.__new__(cls)
     object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    fields_set = _FIELDS_SETS.get(cls) if len(values) == len(cls.model_fields) else None
+    if fields_set is None:
+        fields_set = set(values)
+        if cls.model_config.get("frozen") and fields_set == cls.model_fields.keys():
+            _FIELDS_SETS[cls] = fields_set
+    object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
     object.__setattr__(obj, "__pydantic_extra__", None)
     object.__setattr__(obj, "__pydantic_private__", None)
     return obj
@@ -211,6 +222,8 @@ class StepHandle:
         self.span = span
         self._start_ns = start_ns
         self.step: Step | None = None
+        #: After the end: the dependencies added since (:meth:`_add_dependencies`), the Step's before them.
+        self._late_deps: tuple[Dependency, ...] = ()
         # fixed when the step starts (never updated): plain attributes, read by the adapters on every event
         self.step_id: str = fields["step_id"]
         self.index: int = fields["index"]
@@ -243,6 +256,8 @@ class StepHandle:
         self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
 
     def _set(self, depends_on: Iterable[Dep | Dependency], values: tuple[Any, ...]) -> None:
+        if self.step is not None:
+            return  # ended: its fields are the Step's now (a late update never reached the Step anyway)
         if depends_on:
             self._add_dependencies(depends_on)
         fields = self._fields
@@ -256,10 +271,16 @@ class StepHandle:
         self._add_dependencies(deps)
 
     def _add_dependencies(self, deps: Iterable[Dep | Dependency]) -> None:
-        new = self.ctx.dependencies_of(deps, consumer_index=self.index, existing=self._fields["depends_on"])
+        # after the end the fields are the Step's (frozen): later dependencies are kept apart, for the links of a
+        # span still waiting to be written (a tool call's, until its result ends)
+        existing = self._fields["depends_on"] if self.step is None else self._late_deps
+        new = self.ctx.dependencies_of(deps, consumer_index=self.index, existing=existing)
         if not new:
             return
-        self._fields["depends_on"] = self._fields["depends_on"] + tuple(new)
+        if self.step is None:
+            self._fields["depends_on"] = existing + tuple(new)
+        else:
+            self._late_deps = existing + tuple(new)
         self.ctx.tracing.emitter.add_links(self.span, self.ctx.links_of(new))
 
     @never_raise()
@@ -290,7 +311,7 @@ class StepHandle:
         elif status == "error":
             step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
         end_ns = max(now_ns(), self._start_ns)
-        data = dict(self._fields)
+        data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
         span_ctx = self.span.context if self.span is not None else None
         span_id = f"{span_ctx.span_id:016x}" if span_ctx is not None and span_ctx.is_valid else None
         data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
@@ -299,6 +320,7 @@ class StepHandle:
             payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
             data["action_signature"] = action_signature(data["kind"], target, payload)
         step = build_step(data)
+        self._late_deps = step.depends_on
         self.step = step
         tracing = self.ctx.tracing
         # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
