@@ -245,11 +245,24 @@ def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def tool_schema(tool: Any) -> Any:
-    try:
-        return smol().get_tool_json_schema(tool)
-    except Exception:
-        return {"name": getattr(tool, "name", repr(type(tool).__name__))}
+def tool_schemas(tools: Sequence[Any] | None) -> list[Any]:
+    """smolagents' JSON schema of each tool offered to the model, None for a tool it cannot describe: built once
+    per model call, for the recorded request and the span's ``llm.tools.*`` both (each names a failed one its way)."""
+    if not tools:
+        return []
+    get_schema = smol().get_tool_json_schema
+    out: list[Any] = []
+    for tool in tools:
+        try:
+            out.append(get_schema(tool))
+        except Exception:  # a tool smolagents cannot describe
+            out.append(None)
+    return out
+
+
+def tool_schema(tool: Any, schema: Any = None) -> Any:
+    """A tool's schema in the recorded request (``schema``: from :func:`tool_schemas`; None: its name only)."""
+    return schema if schema is not None else {"name": getattr(tool, "name", repr(type(tool).__name__))}
 
 
 def llm_request(
@@ -258,13 +271,19 @@ def llm_request(
     response_format: Any = None,
     tools_to_call_from: Sequence[Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    schemas: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
-    """The canonical request of one ``Model.generate`` call (before id aliasing)."""
+    """The canonical request of one ``Model.generate`` call (before id aliasing); ``schemas``: the tools' schemas
+    from :func:`tool_schemas`, when the caller made them already."""
+    tools = None
+    if tools_to_call_from:
+        made = tool_schemas(tools_to_call_from) if schemas is None else schemas
+        tools = [tool_schema(t, made[i]) for i, t in enumerate(tools_to_call_from)]
     return {
         "messages": canonical_messages(messages),
         "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
         "response_format": jsonable(response_format),
-        "tools_to_call_from": [tool_schema(t) for t in tools_to_call_from] if tools_to_call_from else None,
+        "tools_to_call_from": tools,
         "extra": {str(k): jsonable(v) for k, v in sorted((extra or {}).items())},
     }
 

@@ -143,7 +143,8 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
         deps += [Dep(s, "saw") for s in run.saw] + [Dep(o, "observed") for o in run.observed]
         run.saw.clear()
         run.observed.clear()
-    request = acc.llm_request(messages or [], stop, response_format, tools, extra)
+    schemas = acc.tool_schemas(tools)  # once: the recorded request and the span's llm.tools.* both use them
+    request = acc.llm_request(messages or [], stop, response_format, tools, extra, schemas)
     call = run.ctx.begin_call(run.key, "llm", request, settings=acc.model_settings(model),
                               call_id_pattern=run.pattern())
     if call is not None:
@@ -161,7 +162,7 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     model_id = getattr(model, "model_id", None)  # a class name is no model id
     step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
                         metadata=metadata or None)
-    step.set_span_attributes(request_attributes(model, messages, tools, stop, extra,
+    step.set_span_attributes(request_attributes(model, messages, tools, stop, extra, schemas=schemas,
                                                 genai=run.ctx.tracing.config.genai_content_on))
     if call is not None:
         call.step_id = step.step_id

@@ -104,22 +104,15 @@ def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _schemas(tools: Any) -> list[Any]:
-    if not tools:
-        return []
-    from smolagents.models import get_tool_json_schema
-
-    out = []
-    for tool in tools:
-        try:
-            out.append(get_tool_json_schema(tool))
-        except Exception:  # a tool smolagents cannot describe: its name at least
-            out.append({"name": str(getattr(tool, "name", tool))})
-    return out
+def _schemas(tools: Any, made: list[Any]) -> list[Any]:
+    """The span's tool schemas: smolagents' (``made``, :func:`~._access.tool_schemas`), a name for a tool it
+    cannot describe."""
+    return [schema if schema is not None else {"name": str(getattr(tool, "name", tool))}
+            for tool, schema in zip(tools or (), made, strict=False)]
 
 
 def request_attributes(model: Any, messages: Any, tools: Any, stop: Any, extra: Mapping[str, Any], *,
-                       genai: bool) -> dict[str, Any]:
+                       genai: bool, schemas: list[Any]) -> dict[str, Any]:
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
     ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
@@ -128,7 +121,8 @@ def request_attributes(model: Any, messages: Any, tools: Any, stop: Any, extra: 
                   **{k: v for k, v in extra.items() if not k.startswith("arg")}}
     if stop:
         parameters["stop_sequences"] = stop
-    return llm_request_attributes(model, messages_of(messages or ()), _schemas(tools), parameters, genai=genai)
+    return llm_request_attributes(model, messages_of(messages or ()), _schemas(tools, schemas), parameters,
+                                  genai=genai)
 
 
 def response_attributes(message: Any, *, genai: bool) -> dict[str, Any]:
