@@ -46,6 +46,7 @@ from causaltrace.schema import (
     StepError,
     StepSource,
     TokenUsage,
+    utf8_safe,
 )
 
 __all__ = [
@@ -511,9 +512,13 @@ def _genai_operation(attrs: dict[str, Any], step: Step, operation: str) -> None:
         attrs[GEN_AI_TOOL_TYPE] = TOOL_TYPE_FUNCTION
 
 
+#: ``openinference_attributes(final_answer=...)`` not given: a root's answer is read back from its outcome's JSON.
+PARSE_OUTCOME: Any = object()
+
+
 def openinference_attributes(
     attrs: dict[str, Any], *, messages: Any = None, inputs_hidden: bool = False, outputs_hidden: bool = False,
-    output_messages: bool = True,
+    output_messages: bool = True, final_answer: Any = PARSE_OUTCOME,
 ) -> dict[str, Any]:
     """Add the OpenInference attributes (what Phoenix reads) to a step's or run's span attributes; returns ``attrs``.
 
@@ -525,12 +530,13 @@ def openinference_attributes(
     messages, given only where the policy shows inputs unredacted) become ``llm.input_messages.{i}.*``. With
     ``inputs_hidden`` a task's text (the run's input) is not shown as an input either; with ``outputs_hidden`` the
     root shows no final answer (the outcome it is read from is kept for the importers). ``output_messages=False``:
-    a model call's ``llm.output_messages.*`` are not written (its adapter gives its own, which replace them).
+    a model call's ``llm.output_messages.*`` are not written (its adapter gives its own, which replace them);
+    ``final_answer``: the root's, when the caller knows it (its outcome attribute unchanged).
     """
     kind = attrs.get(STEP_KIND)
     if kind is None:
         if RUN_ID in attrs:
-            _root_openinference(attrs, outputs_hidden)
+            _root_openinference(attrs, outputs_hidden, final_answer)
         return attrs
     attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_BY_STEP.get(kind, "CHAIN")
     attrs[OI_SESSION_ID] = attrs.get(RUN_ID)
@@ -559,8 +565,9 @@ def openinference_attributes(
     return attrs
 
 
-def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool) -> None:
-    """The run root's OpenInference attributes: CHAIN, the run id as session, the task in, the final answer out."""
+def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool, answer: Any = PARSE_OUTCOME) -> None:
+    """The run root's OpenInference attributes: CHAIN, the run id as session, the task in, the final answer out
+    (``answer``, else read back from the outcome's JSON)."""
     attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_ROOT
     attrs[OI_SESSION_ID] = attrs[RUN_ID]
     if attrs.get(RUN_TASK) is not None:
@@ -568,10 +575,13 @@ def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool) -> None:
         attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
     outcome = attrs.get(RUN_OUTCOME)
     if isinstance(outcome, str) and not outputs_hidden:
-        try:
-            answer = json.loads(outcome).get("final_answer")
-        except (ValueError, AttributeError):  # cut by the payload policy, or redacted into something else
-            answer = None
+        if answer is PARSE_OUTCOME:
+            try:
+                answer = json.loads(outcome).get("final_answer")
+            except (ValueError, AttributeError):  # cut by the payload policy, or redacted into something else
+                answer = None
+        elif isinstance(answer, str):
+            answer = utf8_safe(answer)  # as its outcome's JSON holds it
         if isinstance(answer, str):
             attrs[OI_OUTPUT_VALUE] = answer
             attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT

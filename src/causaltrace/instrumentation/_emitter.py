@@ -88,21 +88,24 @@ def _truncate(value: str, limit: int) -> tuple[str, bool]:
     return value[:limit] + marker, True
 
 
-def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messages: Any = None) -> dict[str, Any]:
+def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messages: Any = None,
+                         final_answer: Any = semconv.PARSE_OUTCOME) -> dict[str, Any]:
     """The attributes to export under ``config``: hidden payloads dropped, redacted, the OpenInference attributes
     derived from what is left, long texts cut with a marker.
 
     ``messages`` are a model call's request messages for ``llm.input_messages.*``: written only when inputs are
     neither hidden nor redacted (a redaction callback sees whole attributes, not single messages). A step whose
-    payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell.
+    payload was cut gets ``causaltrace.step.truncated = True`` so an importer can tell. ``final_answer``: a run
+    root's, known to the caller (its outcome's JSON is then not parsed back, unless the policy may have changed it).
     """
     if config.hide_inputs or config.hide_outputs or config.redact is not None:
         out = _hide_and_redact(attrs, config.hide_inputs, config.hide_outputs, config.redact)
-        messages = None
+        messages, final_answer = None, semconv.PARSE_OUTCOME
     else:
         out = dict(attrs)
     semconv.openinference_attributes(
-        out, messages=messages, inputs_hidden=config.hide_inputs, outputs_hidden=config.hide_outputs
+        out, messages=messages, inputs_hidden=config.hide_inputs, outputs_hidden=config.hide_outputs,
+        final_answer=final_answer,
     )
     if not config.oi_content:
         _drop_oi_content(out)
@@ -544,15 +547,17 @@ class Emitter:
         error: str | None,
         end_time_ns: int | None,
         recording: Recording | None = None,
+        final_answer: Any = semconv.PARSE_OUTCOME,
     ) -> None:
         """Write the run's final attributes and status (ERROR with the reason on failure) and end the root span.
 
         ``recording`` (the run's recorded calls, when recording is on) travels as the root span's
         ``causaltrace.run.recording`` event under the payload policy (:mod:`causaltrace.collector.recording_otlp`),
-        so the exported run can be replayed."""
+        so the exported run can be replayed. ``final_answer``: the outcome's, which the root shows as its output
+        (else read back from the outcome's JSON)."""
         if span is None or not span.is_recording():
             return
-        span.set_attributes(apply_payload_policy(attributes, self.config))
+        span.set_attributes(apply_payload_policy(attributes, self.config, final_answer=final_answer))
         config = self.config
         carried = recording_attributes(
             recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,

@@ -437,6 +437,7 @@ class RunContext:
                 metadata=self.metadata,
             ),
             error=error,
+            final_answer=self.outcome.final_answer,
             end_time_ns=None if self.keep_root_open else end_ns,
             recording=recording,
         )
