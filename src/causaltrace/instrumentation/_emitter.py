@@ -360,10 +360,12 @@ class Emitter:
         """
         if self._sdk is None or parent is None:
             return None
-        parent_ctx = parent.context if type(parent) is StepSpan else parent if isinstance(parent, SpanContext) \
-            else parent.get_span_context()
-        if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
-            return None
+        if type(parent) is StepSpan:  # a step span exists only in a sampled trace: valid and sampled
+            parent_ctx = parent.context
+        else:
+            parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
+            if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
+                return None
         otel_links: list[Link] = []
         for ctx, kind, step_id in links:  # _link, inline: every step has a few
             if ctx.is_valid:

@@ -180,7 +180,7 @@ class RunContext:
     ) -> list[Dependency]:
         """The new Dependencies of the step at ``consumer_index``: each (producer, kind) once, only on an earlier
         step of this run and of a known kind (the rest is dropped and logged)."""
-        seen = {(d.step_id, d.kind) for d in existing}
+        seen = {(d.step_id, d.kind) for d in existing} if existing else set()
         out: list[Dependency] = []
         for dep in deps:
             step_id, kind = (dep.step_id, dep.kind) if isinstance(dep, Dependency) else dep
@@ -274,7 +274,7 @@ class RunContext:
             parent=parent_span if parent_span is not None else self.root_span,
             links=links,
             start_time_ns=start_ns,
-            joins=_call_of_result(kind, deps),
+            joins=_call_of_result(kind, deps) if kind in semconv.RESULT_DEPENDENCY_BY_KIND else None,
         )
         handle = StepHandle(self, fields, span, start_ns)
         with self._lock:

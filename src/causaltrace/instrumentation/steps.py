@@ -312,8 +312,7 @@ class StepHandle:
             step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
         end_ns = max(now_ns(), self._start_ns)
         data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
-        span_ctx = self.span.context if self.span is not None else None
-        span_id = f"{span_ctx.span_id:016x}" if span_ctx is not None and span_ctx.is_valid else None
+        span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
         data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
         if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
             target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")

@@ -89,9 +89,12 @@ def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     last_calls: list[dict[str, Any]] = []
     for message in messages:
-        role = _field(message, "role")
+        if isinstance(message, Mapping):  # _field, inline: every message of every request
+            role, content = message.get("role"), message.get("content")
+        else:
+            role, content = getattr(message, "role", None), getattr(message, "content", None)
         role = role.value if isinstance(role, Enum) else str(role or "")
-        content = _parts(_field(message, "content"))
+        content = _parts(content)
         item: dict[str, Any] = {"role": role, "content": content}
         if role == "tool-call" or (role == "assistant" and _field(message, "tool_calls")):
             last_calls = _calls_of(message, content)
