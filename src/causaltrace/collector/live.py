@@ -127,7 +127,8 @@ class RunCollector:
         self._inflight: list[Op] = []
         #: Data operations handed over and neither written, nor dropped: what :meth:`drain` waits for.
         self._unwritten = 0
-        self._idle = threading.Condition()
+        self._count_lock = threading.Lock()  # guards _unwritten (entered in C on every hand-over)
+        self._idle = threading.Condition(self._count_lock)
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -246,7 +247,7 @@ class RunCollector:
             return
         self._ensure_writer()
         if op != "flush":
-            with self._idle:
+            with self._count_lock:
                 self._unwritten += 1
         self._queue.put((op, payload, done))
         if done is not None and (self._down.is_set() or self._stalled):
@@ -320,7 +321,9 @@ class RunCollector:
         writer ~80 µs a transaction)."""
         if self.config.db_path:
             return self.config.db_path
-        key = tuple(os.environ.get(name) for name in _TARGET_VARIABLES)
+        # what the default target depends on: $CAUSALTRACE_DB, else $CAUSALTRACE_HOME (whose ``~`` is $HOME)
+        env = os.environ
+        key = (env.get("CAUSALTRACE_DB"), env.get("CAUSALTRACE_HOME"), env.get("HOME"))
         if self._target_key is None or self._target_key[0] != key:
             self._target_key = (key, TraceConfig.from_env().resolved_db_path())
         return self._target_key[1]
@@ -384,12 +387,7 @@ class RunCollector:
         backlog's bound), else a fresh batch gathered with the linger."""
         if not len(self.backlog):
             return self._gather()
-        new: list[Op] = []
-        while True:
-            try:
-                new.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+        new = self._drain_queue([], _UNBOUNDED)
         if self._down.is_set():  # nobody waits for an operation the store does not take
             for _, _, event in new:
                 if event is not None:
@@ -493,12 +491,23 @@ class RunCollector:
         if pending[0][2] is None and pending[0][0] != "begin":
             self._urgent.wait(self.linger_s)
         self._urgent.clear()
-        while len(pending) < _MAX_BATCH:
-            try:
-                pending.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return pending
+        return self._drain_queue(pending, _MAX_BATCH)
+
+    def _drain_queue(self, into: list[Op], limit: int) -> list[Op]:
+        """Move what is queued (up to ``limit`` operations in all) to ``into`` at once: one hold of the queue's lock
+        instead of a ``get_nowait`` — a lock, a condition and a notify in Python — per operation."""
+        q = self._queue
+        with q.mutex:
+            items = q.queue
+            take = min(len(items), limit - len(into))
+            if take == len(items):
+                into.extend(items)
+                items.clear()
+            else:
+                into.extend([items.popleft() for _ in range(take)])
+            if take and q.maxsize > 0:
+                q.not_full.notify(take)
+        return into
 
     def _apply(
         self,
@@ -546,16 +555,15 @@ class RunCollector:
             store.add_steps(run_id, run_steps)
             if run_id in written and written[run_id] is None:
                 continue  # late steps of a run finished in this batch: the store ignored them
-            written.setdefault(run_id, set()).update(s.step_id for s in run_steps)  # type: ignore[union-attr]
+            written.setdefault(run_id, set()).update([s.step_id for s in run_steps])  # type: ignore[union-attr]
 
 
-#: What the default store target depends on: ``$CAUSALTRACE_DB``, else ``$CAUSALTRACE_HOME`` (``~`` is ``$HOME``).
-_TARGET_VARIABLES = ("CAUSALTRACE_DB", "CAUSALTRACE_HOME", "HOME")
 #: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
 _LINGER_S = 0.1
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
 _FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
+_UNBOUNDED = 1 << 62
 #: One warning per process for store failures (every later one is counted in ``write_errors``), one for drops.
 _WARNED = False
 _DROP_WARNED = False
