@@ -95,6 +95,7 @@ from causaltrace.collector.store_sql import (
     build_run,
     explain,
     iso,
+    model_json,
     now_iso,
     shown_target,
     sort_ts,
@@ -489,11 +490,11 @@ class Store:
                 raise InvalidInputError(
                     f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
                 )
-            data = step.model_dump_json()
+            data = model_json(step)
             if len(data) > self.max_chars:  # cheap test: no string inside can be longer than the whole JSON
                 cut = truncate_step(step, self.max_chars)
                 if cut is not step:
-                    step, data = cut, cut.model_dump_json()
+                    step, data = cut, model_json(cut)
             rows.append(
                 (
                     run_id,
@@ -507,7 +508,8 @@ class Store:
                     data,
                 )
             )
-            deps.extend((run_id, step.step_id, d.step_id, d.kind, pos) for pos, d in enumerate(step.depends_on))
+            for pos, dep in enumerate(step.depends_on):
+                deps.append((run_id, step.step_id, dep.step_id, dep.kind, pos))
         return rows, deps
 
     # -- reading -------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from causaltrace.collector.writers import WriterInfo
 from causaltrace.exceptions import StoreError, TraceAssemblyError
@@ -46,6 +47,7 @@ __all__ = [
     "explain",
     "gc_paused",
     "iso",
+    "model_json",
     "now_iso",
     "shown_target",
     "sort_ts",
@@ -167,6 +169,16 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def model_json(model: Any) -> str:
+    """``model.model_dump_json()`` — the same text — straight from the model's serializer (the store writes a JSON
+    per step: pydantic's and the schema's Python layers around it were two calls a row); a text the serializer
+    refuses (a lone surrogate) takes the model's own way, which replaces it."""
+    try:
+        return model.__pydantic_serializer__.to_json(model).decode()  # type: ignore[no-any-return]
+    except PydanticSerializationError:
+        return model.model_dump_json()  # type: ignore[no-any-return]
 
 
 def explain(exc: ValidationError) -> str:
