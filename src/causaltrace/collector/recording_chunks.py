@@ -183,12 +183,13 @@ class _Splitter:
             return known
         return self._pieces(text, searched) if len(text) >= SEARCH_MIN_CHARS else [self.digest(text)]
 
-    def call_row(self, run_id: str, seq: int, call: RecordedCall, text: str, found: list[tuple[Path, str]]
+    def call_row(self, run_id: str, seq: int, call: RecordedCall, text: str | None, found: list[tuple[Path, str]]
                  ) -> tuple[Any, ...]:
-        """The call's ``recordings`` row: ``text`` (its JSON) as it is when it holds no large string, else its JSON
+        """The call's ``recordings`` row: its JSON (``text`` when given) when it holds no large string, else its JSON
         with each of them (``found``: paths from the call's root) replaced by its reference."""
         if not found:
-            return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, text, None)
+            data = call.model_dump_json() if text is None else text
+            return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data, None)
         refs: list[list[Any]] = []
         by_field: dict[str, list[tuple[Path, str]]] = {}
         for path, string in found:
@@ -215,23 +216,23 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
     """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``).
 
     ``texts``, when given, are the calls' own JSON (``call.model_dump_json()``, in order), already made by whoever
-    had them: not made again. A call whose JSON is shorter than :data:`CHUNK_MIN_CHARS` holds no large string (a
-    string's JSON literal is longer than the string), so only the longer ones are searched, each once.
+    had them: not made again, and a call whose JSON is shorter than :data:`CHUNK_MIN_CHARS` holds no large string (a
+    string's JSON literal is longer than the string), so it is not searched. Each call is searched at most once, and
+    a call holding a large string is serialized only with its references in place (never whole).
     """
     out = SplitRecording()
     splitter = _Splitter(out)
-    if texts is None or len(texts) != len(calls):
-        texts = [call.model_dump_json() for call in calls]
+    given: Sequence[str | None] = texts if texts is not None and len(texts) == len(calls) else [None] * len(calls)
     found: list[list[tuple[Path, str]]] = []
-    for call, text in zip(calls, texts, strict=True):
+    for call, text in zip(calls, given, strict=True):
         strings: list[tuple[Path, str]] = []
-        if len(text) >= CHUNK_MIN_CHARS:
+        if text is None or len(text) >= CHUNK_MIN_CHARS:  # without its JSON (never made whole: it may be huge), walk
             _large_strings(call.request, ["request"], strings)
             _large_strings(call.response, ["response"], strings)
         found.append(strings)
     splitter.plan([item for strings in found for item in strings])
     out.rows = [splitter.call_row(run_id, seq, call, text, strings)
-                for seq, (call, text, strings) in enumerate(zip(calls, texts, found, strict=True))]
+                for seq, (call, text, strings) in enumerate(zip(calls, given, found, strict=True))]
     return out
 
 
