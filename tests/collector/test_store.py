@@ -592,6 +592,23 @@ def test_text_longer_than_the_limit_is_cut_and_marked(store_target: str) -> None
         assert sql_rows(store, "SELECT COUNT(*) FROM steps WHERE truncated = 1")[0][0] == 2
 
 
+def test_a_long_text_is_cut_wherever_it_stands_and_a_cut_text_is_not_cut_again(store_target: str) -> None:
+    """The store cuts a step whose long text stands on top (its content, a value of its outputs) before making its
+    JSON, and finds a long text deeper down after: either way the stored step is the same; a text already cut to the
+    limit and stored again keeps its marker as it is."""
+    with Store(store_target, max_chars=100) as store:
+        on_top = Step(step_id="top", run_id="cut-0001", index=0, kind="tool_response", outputs={"result": "r" * 300})
+        deep = Step(step_id="deep", run_id="cut-0001", index=1, kind="message", inputs={"m": [{"text": "d" * 300}]})
+        store.finish_run(Run(run_id="cut-0001", steps=(on_top, deep)))
+        back = store.get_run("cut-0001")
+        assert back.step("top").outputs == {"result": "r" * 100 + "…[causaltrace: truncated 200 chars]"}
+        assert back.step("deep").inputs == {"m": [{"text": "d" * 100 + "…[causaltrace: truncated 200 chars]"}]}
+        assert back.step("top").truncated and back.step("deep").truncated
+        again = Run(run_id="cut-0002", steps=tuple(s.model_copy(update={"run_id": "cut-0002"}) for s in back.steps))
+        store.finish_run(again)
+        assert store.get_run("cut-0002") == again
+
+
 # ----------------------------------------------------------------------------------- diagnoses, repair pairs
 
 

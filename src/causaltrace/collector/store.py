@@ -95,6 +95,7 @@ from causaltrace.collector.store_sql import (
     build_run,
     explain,
     iso,
+    long_text_on_top,
     model_json,
     now_iso,
     shown_target,
@@ -490,11 +491,13 @@ class Store:
                 raise InvalidInputError(
                     f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
                 )
-            data = model_json(step)
-            if len(data) > self.max_chars:  # cheap test: no string inside can be longer than the whole JSON
+            cut = truncate_step(step, self.max_chars) if long_text_on_top(step, self.max_chars) else step
+            data = model_json(cut)
+            if cut is step and len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
                 cut = truncate_step(step, self.max_chars)
                 if cut is not step:
-                    step, data = cut, model_json(cut)
+                    data = model_json(cut)
+            step = cut
             rows.append(
                 (
                     run_id,

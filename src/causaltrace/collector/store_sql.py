@@ -47,6 +47,7 @@ __all__ = [
     "explain",
     "gc_paused",
     "iso",
+    "long_text_on_top",
     "model_json",
     "now_iso",
     "shown_target",
@@ -286,6 +287,22 @@ def truncate_run_text(run: Run, limit: int) -> Run:
     if run.task is not None and _too_long(run.task, limit):
         update["task"] = _cut(run.task, limit)
     return run.model_copy(update=update) if update else run
+
+
+def long_text_on_top(step: Step, limit: int) -> bool:
+    """Whether one of ``step``'s own texts, or a text directly under one of its dicts' keys — where the adapters put
+    a tool's result or a message — is longer than ``limit``: such a step is cut BEFORE its JSON is made (a 50 MiB
+    tool result was serialized whole, 100 MB of JSON for content + outputs, only to be cut and serialized again).
+    A cheap screen (no walk): a long text deeper down is still found after the JSON is made."""
+    if len(step.content) > limit or len(step.action_signature or "") > limit:
+        return True
+    if step.error is not None and len(step.error.message) > limit:
+        return True
+    for values in (step.inputs, step.outputs, step.arguments or (), step.metadata):
+        for value in values.values() if values else ():
+            if isinstance(value, str) and len(value) > limit:
+                return True
+    return False
 
 
 def truncate_step(step: Step, limit: int) -> Step:
