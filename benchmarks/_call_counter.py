@@ -371,11 +371,13 @@ def measure(the_team: Team, mode_name: str, *, warmup: int = 2, memory: bool = F
     with mode(mode_name, the_team.framework) as exporter:
         for _ in range(warmup):
             the_team.run()
-        before = exporter.spans
+        before, stored = exporter.spans, _stored_runs(mode_name)
         counter = CallCounter()
         with quiet_gc(), counter.counting():
             the_team.run()
         spans = exporter.spans - before
+        if mode_name == "ct-store-on" and _stored_runs(mode_name) != stored + 1:  # written, and counted, by now
+            raise RuntimeError("the counted run was not stored on the team's thread: update synchronous_store()")
         peak = None
         if memory:
             with quiet_gc():
@@ -388,6 +390,23 @@ def measure(the_team: Team, mode_name: str, *, warmup: int = 2, memory: bool = F
                 finally:
                     tracemalloc.stop()
     return Measured(the_team.name, mode_name, the_team.events, counter.counts(), spans, peak)
+
+
+def _stored_runs(mode_name: str) -> int:
+    """With the store on: how many runs the store holds (checked around the counted run), after making sure no
+    writer thread runs (the counts would miss its work); else 0."""
+    if mode_name != "ct-store-on":
+        return 0
+    if any(thread.name == "causaltrace-store-writer" for thread in threading.enumerate()):
+        raise RuntimeError("the collector's writer thread runs: the store's work is not counted (synchronous_store)")
+    from causaltrace.collector.store import Store
+    from causaltrace.config import TraceConfig
+
+    store = Store(TraceConfig.from_env().resolved_db_path())
+    try:
+        return len(store.list_runs())
+    finally:
+        store.close()
 
 
 @contextmanager
