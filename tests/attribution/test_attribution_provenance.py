@@ -308,6 +308,77 @@ def test_a_two_letter_agent_name_is_grounded_by_its_acronym_only():
     assert grounded_alternative("eu_agent", ["eu_agent", "us_agent"], [(3, "Let us route the question.")]) is None
 
 
+def test_a_plan_that_writes_the_chosen_agents_name_grounds_the_choice():
+    from causaltrace.attribution.stages.targets import grounded_alternative
+
+    plan = [(2, "1. revenue_agent: look up the hotel id with find_hotel.\n2. coordinator: check and report.")]
+    # the plan names both agents: handing off to the one it gives the next work is grounded, never a substitution
+    assert grounded_alternative("revenue_agent", ["coordinator", "revenue_agent"], plan) is None
+    # a roster writing every candidate decides nothing; the request's own word still does
+    roster = [(4, "agents: billing_agent, tech_agent"), (3, "category: billing")]
+    assert grounded_alternative("tech_agent", ["billing_agent", "tech_agent"], roster) == ("billing_agent", 3)
+    # code that writes both names: the word in its condition decides, as before
+    code = [(5, "if category != 'billing':\n    billing_agent(task='refund')\nelse:\n    tech_agent(task='fix')")]
+    assert grounded_alternative("tech_agent", ["manager", "tech_agent", "billing_agent"], code) == ("billing_agent", 5)
+    # the choice's own output (the bare name) is not a reason for it
+    assert grounded_alternative("tech_agent", ["triage", "billing_agent", "tech_agent"],
+                                [(12, "tech_agent"), (11, "The ticket is about billing.")]) == ("billing_agent", 11)
+
+
+def test_a_discount_factor_is_derived_from_the_percentage_and_uses_it():
+    # the drafter applies the task's 10 % discount as 120 x 0.9: 0.9 is no unsupported number, and an approval of
+    # the discounted total is not an approval of a result that never used the 10 (issue 32, tuning twin)
+    run = (RunBuilder("discount").task("A member buys 3 lamps at 40 dollars each with the 10% member discount.")
+           .tool_call("drafter", "multiply", {"a": 3, "b": 40}, deps=[("task", "saw")])
+           .tool_response("drafter", "product: 120", deps=[("call-1", "tool_result_of")])
+           .tool_call("drafter", "multiply", {"a": 120, "b": 0.9}, deps=[("resp-1", "observed")])
+           .tool_response("drafter", "product: 108", deps=[("call-2", "tool_result_of")])
+           .message("drafter", "TOTAL: 108", deps=[("resp-2", "observed")])
+           .message("reviewer", "TOTAL: 108 approved. APPROVE", deps=[("message-1", "saw")])
+           .final_answer("reviewer", "TOTAL: 108 approved.", deps=[("message-2", "answer_of")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    assert prov.changes == []
+    assert prov.derived[3] == {"number:0.9": [0]}  # the task step gave the 10 %
+    # without the percentage, the same 0.9 is unsupported (the factor comes from the 10 %, not from any 10)
+    run = (RunBuilder("no-percent").task("A member buys 3 lamps at 40 dollars each; 10 members joined today.")
+           .tool_call("drafter", "multiply", {"a": 120, "b": 0.9}, deps=[("task", "saw")])
+           .final_answer("drafter", "TOTAL: 108", deps=[("call-1", "saw")])
+           .build(outcome=Outcome(status="failure")))
+    assert ("0.9", "unsupported") in [(c.after, c.how) for c in build_provenance(run).changes]
+
+
+def test_a_calls_setting_is_the_callers_choice_never_an_unsupported_number():
+    def waited(arguments):
+        return (RunBuilder("job").task("Submit the sales report job and report its row count as 'ROWS: <n>'.")
+                .tool_response("runner", "submitted job sales-job", deps=[("task", "saw")])
+                .tool_call("runner", "wait_for_job", arguments, deps=[("resp-1", "observed")])
+                .final_answer("runner", "ROWS: 4213", deps=[("call-1", "saw")])
+                .build(outcome=Outcome(status="failure")))
+
+    # a timeout (issue 32, tuning twin ag-job-timeout): nobody had to give it
+    assert build_provenance(waited({"job": "sales-job", "timeout": 10})).changes == []
+    # the same number as data (how many rows to fetch) had to come from somewhere
+    assert [(c.after, c.how) for c in build_provenance(waited({"job": "sales-job", "rows": 10})).changes] == [
+        ("10", "unsupported")]
+
+
+def test_a_total_of_the_items_fetched_one_by_one_beats_a_number_doubled():
+    # 48 after 9, 24 and 15 is their total, not 24 + 24: every lookup reaches the answer (issue 32, tuning twin)
+    run = (RunBuilder("three").task("Ship parcels of 1.5 kg, 4 kg and 2.5 kg; report the cost as 'COST: <dollars>'.")
+           .tool_call("shipper", "shipping_cost", {"weight": 1.5, "unit": "kg"}, deps=[("task", "saw")])
+           .tool_response("shipper", "shipping 1.5 kg: 9 dollars", deps=[("call-1", "tool_result_of")])
+           .tool_call("shipper", "shipping_cost", {"weight": 4, "unit": "kg"}, deps=[("resp-1", "observed")])
+           .tool_response("shipper", "shipping 4 kg: 24 dollars", deps=[("call-2", "tool_result_of")])
+           .tool_call("shipper", "shipping_cost", {"weight": 2.5, "unit": "kg"}, deps=[("resp-2", "observed")])
+           .tool_response("shipper", "shipping 2.5 kg: 15 dollars", deps=[("call-3", "tool_result_of")])
+           .final_answer("shipper", "COST: 48", deps=[("resp-3", "observed")])
+           .build(outcome=Outcome(status="failure")))
+    prov = build_provenance(run)
+    assert sorted(prov.derived[7]["number:48"]) == [2, 4, 6]
+    assert all(prov.reaches(f"call-{i}") > 0 for i in (1, 2, 3))
+
+
 def test_bad_input_gives_a_diagnosis_never_an_exception():
     from causaltrace.attribution.engine import diagnose_sync
 

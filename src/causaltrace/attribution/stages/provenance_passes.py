@@ -47,6 +47,8 @@ def unverified_approvals(walk: ProvenanceWalk, prov: Provenance) -> None:
     verification that should have caught it (MAST's incorrect verification)."""
     used = {value_key(v) for i in prov.lineage if i in walk.by_index and not is_user_input(walk.by_index[i])
             for v in walk.values.get(i, [])}
+    used |= {walk.factor_of[round(float(k.split(":", 1)[1]), 6)] for k in list(used) if k.startswith("number:")
+             and round(float(k.split(":", 1)[1]), 6) in walk.factor_of}  # × 0.9 used the 10 % discount
     given = [v for v in walk.values.get(TASK) or walk.values.get(next(iter(walk.user_steps[-1:]), TASK), [])
              if (v.kind == "number" and not is_small(v.key)) or v.kind == "word"]
     unused = [v for v in given if value_key(v) not in used]

@@ -89,6 +89,12 @@ def _step_values(step: Step, skip: frozenset[str]) -> list[Value]:
     return values_in(content_of(step), code=code, arguments=arguments, targets=tuple(targets), skip=skip)
 
 
+#: a call's setting — how long to wait, how often to retry, how many results a page holds — is the caller's choice,
+#: not data a source should have given: such a number is never *unsupported* (issue 32, tuning twin ag-job-timeout,
+#: whose ``wait_for_job(timeout=10)`` was blamed in the run that succeeded)
+_SETTING = re.compile(r"(?i)timeout|retr(?:y|ies)|attempts|delay|interval|wait|poll|page|limit|top_?k|max_|min_|batch")
+
+
 class ProvenanceWalk:
     """One pass over the run in availability order (:mod:`.provenance`'s docstring, 1–3 and 5): :meth:`given`, then
     :meth:`walk` fill ``prov``; the passes after it read ``steps`` (availability order), ``by_index``, ``values``
@@ -112,6 +118,10 @@ class ProvenanceWalk:
         self.first_value: dict[str, Value] = {}
         self.holders: dict[str, list[int]] = defaultdict(list)
         self.numbers: dict[float, int] = {}
+        #: the factors of the percentages seen (``10%``: 0.1, 0.9, 1.1) → the step that gave the percentage
+        self.factors: dict[float, int] = {}
+        #: a factor → the key of the percentage's number (``number:10``): a step using 0.9 used the task's 10 %
+        self.factor_of: dict[float, str] = {}
         self.step_numbers: dict[int, list[float]] = {}
         self.values: dict[int, list[Value]] = {}
         self.exclusions: dict[str, tuple[int, Value]] = {}
@@ -134,10 +144,19 @@ class ProvenanceWalk:
             self.first[k] = owner
             self.first_value[k] = v
             if v.kind == "number":
-                self.numbers.setdefault(float(v.key), owner)
-                if len(self.numbers) > _MAX_POOL:
-                    del self.numbers[next(iter(self.numbers))]
+                self._pool(float(v.key), owner)
+            elif v.kind == "percent":  # 10 % gives the factors 0.1, 0.9 and 1.1 (a discount, a surcharge)
+                p = float(v.key) / 100
+                for factor in (p, 1 - p, 1 + p):
+                    if factor > 0:
+                        self.factors.setdefault(round(factor, 6), owner)
+                        self.factor_of.setdefault(round(factor, 6), f"number:{v.key}")
         self.holders[k].append(owner)
+
+    def _pool(self, number: float, owner: int) -> None:
+        self.numbers.setdefault(number, owner)
+        if len(self.numbers) > _MAX_POOL:
+            del self.numbers[next(iter(self.numbers))]
 
     def _owner(self, step: Step) -> int:
         """Who a step's new values are charged to: a managed agent's task is its delegating call's."""
@@ -267,11 +286,14 @@ class ProvenanceWalk:
         runs: dict[float, list[int]] | None = None
         for v in numbers:
             x = float(v.key)
-            ops = derivation(x, pool, exact) or group_derivation(x, groups)
-            if ops is None:
+            factor = self.factors.get(round(x, 6))
+            ops = [factor] if factor is not None else derivation(x, pool, exact)
+            if ops is None or len(set(ops)) == 1:
+                # a number used twice (``a + a``, ``a × a``) explains less than a total of the items fetched one by
+                # one: 48 after 9, 24 and 15 is their sum, not 24 doubled (issue 32, tuning twin ag-unit-three)
                 if runs is None:
                     runs = run_totals(list(pool.items())[-16:])
-                ops = runs.get(round(x, 6)) or runs.get(round(x, 2))
+                ops = group_derivation(x, groups) or runs.get(round(x, 6)) or runs.get(round(x, 2)) or ops
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
 
@@ -307,8 +329,9 @@ class ProvenanceWalk:
         kinds = {v.kind for v in candidates}
         pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, [])[:400]
                 if u.kind in kinds and value_key(u) not in held]
-        arguments = {number_key(str(a)) for a in (step.arguments or {}).values()
-                     if isinstance(a, (int, float)) and not isinstance(a, bool)} if step.kind == "tool_call" else set()
+        arguments = {number_key(str(a)) for name, a in (step.arguments or {}).items()
+                     if isinstance(a, (int, float)) and not isinstance(a, bool) and not _SETTING.search(str(name))
+                     } if step.kind == "tool_call" else set()
         given = {TASK, *self.user_steps, *self._instruction(k)}
         given_pool = [(j, u) for j, u in pool if j in given]
         for v in candidates:

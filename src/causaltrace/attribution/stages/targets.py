@@ -45,6 +45,16 @@ def _source_words(text: str) -> set[str]:
     return set(salient_tokens(text)) | {a.lower() for a in _ACRONYM.findall(text)}
 
 
+def _written(text: str, names: Sequence[str]) -> set[str]:
+    """The candidates' identifier names a source writes out (a plan's ``revenue_agent: look up …`` names the
+    revenue agent, whose name is one token — issue 32, tuning twin ag-derail-cambridge, where only the plan's other
+    agent, ``coordinator``, counted as a word); none when it writes every candidate (a roster decides nothing)."""
+    written = {n for n in names if "_" in n and re.search(rf"\b{re.escape(n)}\b", text)}
+    if len(written) == len(names) or text.strip() in written:  # a bare name is the choice itself, not its reason
+        return set()
+    return written
+
+
 def called_names(code: str, like: str) -> list[str]:
     """The names ``code`` calls that look like ``like`` (the same last ``_``-part: ``billing_agent`` for
     ``tech_agent``)."""
@@ -54,20 +64,25 @@ def called_names(code: str, like: str) -> list[str]:
     return sorted({n for n in _CALL.findall(code) if n != like and n.endswith("_" + suffix)})
 
 
+def _score(name: str, words: set[str], written: set[str]) -> int:
+    """A candidate's words in a source, plus one when the source writes its name out."""
+    return len(name_words(name) & words) + (name in written)
+
+
 def grounded_alternative(chosen: str, candidates: Iterable[str], sources: Sequence[tuple[int, str]]
                          ) -> tuple[str, int] | None:
     """``(alternative, source index)`` when a candidate other than ``chosen`` shares more words with one of the
     ``sources`` (``(index, text)``, most recent first) than ``chosen`` does; None when the choice is grounded, or
     nothing decides."""
-    chosen_words = name_words(chosen)
+    names = list(dict.fromkeys([chosen, *candidates]))
     for index, text in sources:
         words = _source_words(text[:20_000])
-        mine = len(chosen_words & words)
+        written = _written(text[:20_000], names)
+
+        mine = _score(chosen, words, written)
         best, best_n = None, mine
         for other in candidates:
-            if other == chosen:
-                continue
-            n = len(name_words(other) & words)
+            n = _score(other, words, written) if other != chosen else -1
             if n > best_n:
                 best, best_n = other, n
         if best is not None:

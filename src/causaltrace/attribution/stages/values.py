@@ -48,6 +48,8 @@ _LABEL = re.compile(r"[ \t]?(?:[A-Za-z]{1,4}[ \t])?([A-Za-z]{4,})")
 _EXCLUSION = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|exclude|not\s+counting|other\s+than|but\s+not|"
                         r"leaving\s+out|ignoring)\s+(?:the\s+|any\s+|all\s+)?([A-Za-z]{4,})", re.IGNORECASE)
 _CONTEXT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+#: a number written as a percentage (``10%``, ``10 percent``): its factors (0.1, 0.9, 1.1) are derived from it
+_PERCENT = re.compile(r"\s?(?:%|percent\b|per cent\b)", re.IGNORECASE)
 _AFTER_NUMBER = re.compile(r"\s?(°?[A-Za-z]{1,12})")
 
 _UNITS: dict[str, tuple[str, str]] = {}
@@ -218,6 +220,8 @@ def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> Non
         label = _LABEL.match(text, m.end())
         out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end()),
                          stem(label.group(1)) if label else ""))
+        if _PERCENT.match(text, m.end()):
+            out.append(Value("percent", key, "percent", m.group(0) + "%"))
         unit = _AFTER_NUMBER.match(text, m.end())
         if unit:
             found = unit_group(unit.group(1))
