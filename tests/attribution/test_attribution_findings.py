@@ -130,9 +130,19 @@ def test_a_comparison_is_related_only_to_an_ancestor_or_the_task():
     assert related(run, graph, 4, -1)  # the task
     assert related(run, graph, 4, 3, routing=True)  # a plan the choice read
     assert not related(run, graph, 4, 1, routing=True)  # an earlier routing choice is no source of a route
-    assert not related(run, graph, 4, 2, routing=True)  # a tool's result that precedes it is no request
-    assert related(run, graph, 4, 2)  # ... though a number there could be a value's source
+    # a tool's result the choice was decided on (a classifier's "billing" the routing reply read) is its request
+    assert related(run, graph, 4, 2, routing=True)
     assert not related(run, _graph([(0, 4)], len(run.steps)), 4, 3)  # not an ancestor: never read
+    # a result that merely came earlier — reached only through steps that decided something else — is no request
+    run = (RunBuilder("r2").task("Send the refund request to the right desk.")
+           .tool_response("lookup", "billing is closed today")
+           .message("planner", "Noted the opening hours.")
+           .message("planner", "Now route the request.")
+           .step("speaker_selection", "router", content="support", outputs={"selected": "support"})
+           .build())
+    chain = _graph([(1, 2), (2, 3), (3, 4)], len(run.steps))
+    assert not related(run, chain, 4, 1, routing=True)
+    assert related(run, chain, 4, 1)  # ... though a number there could be a value's source
 
 
 def test_every_family_maps_to_a_mast_mode_or_none_and_every_detector_module_says_what_it_finds():
@@ -168,14 +178,14 @@ def test_confidence_is_one_function_of_the_findings_for_live_runs_and_logs():
         ["value_changed"], 1.0, live=True, n=len(d.artifacts["rank"]["candidates"])))
 
 
-def _forecast_run(used: int, task: str = "What will the temperature be in Oslo on Tuesday, in Fahrenheit?"):
+def _forecast_run(used: int, task: str = "What will the temperature be in Oslo on Tuesday, in Fahrenheit?",
+                  forecast: str = "Oslo forecast: Monday 18 C, Tuesday 21 C, Wednesday 16 C"):
     """A forecaster reads a three-day forecast and converts one day's Celsius figure."""
     return (RunBuilder("forecast").task(task)
             .llm("forecaster", "Looking it up.", tool_calls=[{"name": "get_forecast", "arguments": {"city": "Oslo"}}],
                  deps=[("task", "saw")])
             .tool_call("forecaster", "get_forecast", {"city": "Oslo"}, deps=[("llm-1", "produced_by")])
-            .tool_response("forecaster", "Oslo forecast: Monday 18 C, Tuesday 21 C, Wednesday 16 C",
-                           deps=[("call-1", "tool_result_of")])
+            .tool_response("forecaster", forecast, deps=[("call-1", "tool_result_of")])
             .llm("forecaster", "Converting.", tool_calls=[{"name": "c_to_f", "arguments": {"celsius": used}}],
                  deps=[("resp-1", "observed"), ("llm-1", "continues")])
             .tool_call("forecaster", "c_to_f", {"celsius": used}, deps=[("llm-2", "produced_by")])
@@ -197,6 +207,17 @@ def test_a_number_read_from_the_entry_the_request_does_not_ask_for_is_a_finding(
     assert {e.role: e.value for e in f.evidence} == {"source": "21", "changed": "18"}
     [fix] = corrections_for(run.step_at(f.index), run, d.findings)
     assert fix.replacement == {"celsius": 21}
+
+
+def test_a_single_digit_a_call_passes_from_the_wrong_entry_is_a_finding():
+    """A single digit tells no entry in prose (a traceback's line 6), but a call that passes it picked it (zoo tuning
+    half: smol-misread-kyiv, Wednesday's 3 converted for Thursday)."""
+    cold = "Oslo forecast: Monday 3 C, Tuesday 5 C, Wednesday 8 C"
+    d = causaltrace.diagnose_sync(_forecast_run(3, forecast=cold), store=False)
+    [f] = [f for f in d.top_findings if "wrong entry" in f.claim]
+    assert {e.role: e.value for e in f.evidence} == {"source": "5", "changed": "3"}
+    assert not [f for f in causaltrace.diagnose_sync(_forecast_run(5, forecast=cold), store=False).findings
+                if "wrong entry" in f.claim]
 
 
 def test_the_right_entry_or_an_entry_the_request_excludes_is_no_finding():

@@ -44,7 +44,8 @@ def finding(run: Run, family: str, index: int, claim: str, items: Iterable[Findi
 def related_source(run: Run, graph: DependencyGraph | None, index: int, source: int, *, routing: bool = False) -> bool:
     """True when ``source`` (a step index, or ``TASK_INDEX``) may be compared with step ``index``: the task, or an
     ancestor of the step in the dependency graph (a run whose graph has no edges at all — a plain log — falls back
-    to "earlier"); for a ``routing`` value, the source must also be neither a routing choice nor a result."""
+    to "earlier"); for a ``routing`` value, the source must also be no routing choice, and no result unless the
+    choice was decided on it (:func:`_decided_on`)."""
     if source == TASK_INDEX:
         return True
     if source == index:  # a step compared with itself (an operator against its own terms)
@@ -53,11 +54,21 @@ def related_source(run: Run, graph: DependencyGraph | None, index: int, source: 
         return False
     if routing:
         kind = run.step_at(source).kind
-        if kind in ROUTING_KINDS or kind in RESULT_KINDS:
+        if kind in ROUTING_KINDS or (kind in RESULT_KINDS and not _decided_on(graph, index, source)):
             return False
     if graph is None or not graph.edges:
         return True
     return source in graph.ancestors(index)
+
+
+def _decided_on(graph: DependencyGraph | None, index: int, source: int) -> bool:
+    """True when the result ``source`` is what the routing step ``index`` was decided on: an input of the step or of
+    the reply that made it (a classifier's ``billing`` the triage reply read before handing off — issue 32, tuning
+    case ag-swarm-handoff), not a result that merely happened to come earlier."""
+    if graph is None:
+        return False
+    deciders = set(graph.producers(index))
+    return source in deciders or any(source in graph.producers(j) for j in deciders)
 
 
 def change_strength(prov: Provenance, index: int) -> float:

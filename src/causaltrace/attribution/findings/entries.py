@@ -24,8 +24,9 @@ from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import is_small
 from causaltrace.attribution.stages.provenance_record import Provenance
 from causaltrace.attribution.stages.tokens import salient_tokens
+from causaltrace.attribution.stages.values import number_key
 from causaltrace.attribution.stages.view import content_of
-from causaltrace.schema import Finding, Run
+from causaltrace.schema import Finding, Run, Step
 
 __all__ = ["detect_wrong_entries", "entries_of"]
 
@@ -62,6 +63,13 @@ def entries_of(text: str) -> list[tuple[frozenset[str], list[str]]]:
     return [(labels - common, numbers) for labels, numbers in out]
 
 
+def _passed(step: Step, number: str) -> bool:
+    """True when the tool call ``step`` passes ``number`` as one of its arguments."""
+    return step.kind == "tool_call" and any(
+        isinstance(a, (int, float)) and not isinstance(a, bool) and number_key(str(a)) == number
+        for a in (step.arguments or {}).values())
+
+
 def detect_wrong_entries(run: Run, prov: Provenance) -> list[Finding]:
     """One finding per number a step took from an observation entry the request does not name, when exactly one
     other entry of it does (module docstring)."""
@@ -82,7 +90,10 @@ def detect_wrong_entries(run: Run, prov: Provenance) -> list[Finding]:
             if not key.startswith("number:") or source is None or source.kind not in _RESULT_KINDS:
                 continue
             used = key.split(":", 1)[1]
-            if is_small(used):  # a single digit is in every observation: no entry is told by it
+            if is_small(used) and not _passed(step, used):
+                # a single digit is in every observation (a traceback's line '6', Who&When dev algo-74): no entry is
+                # told by it — unless a call passes it as an argument (``c_to_f(celsius=3)`` after "Wednesday 3 C,
+                # Thursday 5 C" for Thursday: issue 32, tuning case smol-misread-kyiv)
                 continue
             entries = entries_of(content_of(source))
             holding = [labels for labels, numbers in entries if used in numbers]

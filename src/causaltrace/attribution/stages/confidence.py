@@ -71,11 +71,11 @@ NO_SIGNAL = "no error, repetition or relevance signal: ranked by position (earli
 #: hit when the first candidate is the planted step, and their fixed twins with the failing outcome substituted, never
 #: a hit) and Who&When's dev half. ``live × finding`` (this session's refit, with the tuning-half twin fixes): a finding
 #: on a run with recorded dependencies is worth more than one on an imported log — without it the one model spread
-#: the suite's and Who&When's base rates alike (suite + twins ECE 0.195 → 0.072 fitted, 0.194 → 0.112 cross-validated;
-#: Who&When dev ECE 0.104 → 0.010; AUROC failing vs twin 0.951 either way, 0.939 cross-validated).
+#: the suite's and Who&When's base rates alike (suite + twins ECE 0.195 → 0.084 fitted, 0.194 → 0.128 cross-validated;
+#: Who&When dev ECE 0.104 → 0.011; AUROC failing vs twin 0.959 fitted, 0.960 cross-validated).
 #: Features (:func:`evidence_features`), in order after the intercept:
 EVIDENCE_FEATURES = ("live", "finding", "strength", "loop", "ln(1 + n)", "unanswered", "live × finding")
-EVIDENCE: tuple[float, ...] = (1.5677, -0.8663, 0.7709, 0.3877, -0.9290, -1.0219, 0.9007, 3.1759)
+EVIDENCE: tuple[float, ...] = (1.5169, -0.9677, 0.7859, 0.4016, -0.9381, -1.0102, 0.9117, 3.2747)
 
 
 def evidence_features(families: Sequence[str], strength: float, *, live: bool, n: int,
