@@ -268,12 +268,14 @@ def _collect(conn: Connection, digests: set[str]) -> None:
         )
 
 
-def write_recording(conn: Connection, run_id: str, split: SplitRecording) -> None:
+def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, replaces: bool = True) -> None:
     """Replace the run's recording by ``split`` inside the caller's write transaction: chunks the store already
-    holds are not written again, chunks only the old recording used are deleted."""
-    old = _digests_of_run(conn, run_id)
-    conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
-    conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
+    holds are not written again, chunks only the old recording used are deleted. ``replaces=False``: the run has no
+    recording yet (a live run's final write), so there is nothing to look up or delete first."""
+    old = _digests_of_run(conn, run_id) if replaces else set()
+    if replaces:
+        conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
+        conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
     digests = sorted(split.chunks)
     have = _existing(conn, digests)
     conn.executemany(

@@ -398,9 +398,12 @@ class Store:
             )
             conn.executemany(STEP_UPSERT, rows)
             conn.executemany(DEP_INSERT, deps)
+            # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
+            # finished run drops it): nothing to replace
+            had = old is None or old.state == "finished"
             if split is not None:
-                recording_chunks.write_recording(conn, run.run_id, split)
-            else:
+                recording_chunks.write_recording(conn, run.run_id, split, replaces=had)
+            elif had:
                 recording_chunks.delete_recording(conn, run.run_id)
 
     def save_run(self, run: Run) -> None:
