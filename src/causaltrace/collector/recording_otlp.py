@@ -126,12 +126,16 @@ _kept_lock = threading.Lock()
 
 
 def _keep_call_texts(recording: Recording, texts: list[str]) -> None:
+    """Keep ``texts`` for the store (never raises: the export does not depend on it)."""
     key = id(recording)
-    ref = weakref.ref(recording, lambda _, key=key: _kept.pop(key, None))  # type: ignore[misc]
-    with _kept_lock:
-        while len(_kept) >= _KEPT_MAX_RECORDINGS:
-            _kept.pop(next(iter(_kept)), None)
-        _kept[key] = (ref, tuple(texts))
+    try:
+        ref = weakref.ref(recording, lambda _, key=key: _kept.pop(key, None))  # type: ignore[misc]
+        with _kept_lock:
+            while len(_kept) >= _KEPT_MAX_RECORDINGS:
+                _kept.pop(next(iter(_kept)), None)
+            _kept[key] = (ref, tuple(texts))
+    except Exception:  # a weak reference's callback (a Recording collected meanwhile) changed the table: not kept
+        logger.debug("causaltrace: the calls' JSON of run %s is not kept for the store", recording.run_id, exc_info=True)
 
 
 def take_call_texts(recording: Recording) -> tuple[str, ...] | None:
