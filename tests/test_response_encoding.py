@@ -92,3 +92,17 @@ def test_the_autogen_create_result_is_stored_as_json():
     assert "json" in envelope
     back = decode_response(envelope, type_name)
     assert back == value and type(back.content[0]) is FunctionCall
+
+
+class Reading(BaseModel):
+    text: str
+
+
+def test_a_first_instance_that_does_not_round_trip_is_pickled_alone_never_its_whole_class():
+    # a tool's text with a lone surrogate (bytes that were not UTF-8) cannot come back from JSON: that value is
+    # pickled — and the next, ordinary reading is still stored as readable JSON (it used to pin the class to pickle,
+    # so a run's recording depended on what the process had recorded before)
+    odd, type_name = encode_response(Reading(text="caf\udce9"))
+    assert "pickle_b64" in odd and decode_response(odd, type_name) == Reading(text="caf\udce9")
+    plain, _ = encode_response(Reading(text="café"))
+    assert "json" in plain

@@ -414,18 +414,23 @@ _ROUND_TRIPS: dict[type, bool] = {}
 def _json_round_trips(cls: type[BaseModel], sample: BaseModel) -> bool:
     """Whether ``cls`` instances can be stored as JSON: no state JSON leaves out anywhere in the class or the models
     and dataclasses its fields hold (private attributes, excluded fields, fields outside ``__init__``), the class
-    importable by name, and the first instance seen coming back equal from its own JSON."""
+    importable by name, and an instance coming back equal from its own JSON (the first that does decides for the
+    class; one that does not is pickled alone)."""
     known = _ROUND_TRIPS.get(cls)
     if known is None:
         try:
-            known = (
-                _json_complete(cls, set())
-                and _class_named(f"{cls.__module__}.{cls.__qualname__}") is cls
-                and cls.model_validate_json(sample.model_dump_json()) == sample
-            )
+            complete = _json_complete(cls, set()) and _class_named(f"{cls.__module__}.{cls.__qualname__}") is cls
+        except Exception:
+            complete = False
+        if not complete:
+            _ROUND_TRIPS[cls] = False
+            return False
+        try:
+            known = cls.model_validate_json(sample.model_dump_json()) == sample
         except Exception:
             known = False
-        _ROUND_TRIPS[cls] = known
+        if known:  # a sample that fails (a lone surrogate in a text) decides only for itself, never for the class:
+            _ROUND_TRIPS[cls] = True  # the first sample seen used to pin every later instance to pickle
     return known
 
 
