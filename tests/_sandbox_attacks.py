@@ -326,9 +326,11 @@ ATTACKS = [
     ),
     Attack(
         "memory-bomb-across-processes-memory-cgroup",
-        "import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+        # each child holds its 150 MiB for a second: four at once exceed the cgroup (on a quiet machine a child could
+        # finish before the next one touched its pages, and four turns of 150 MiB each fit in 256 MiB)
+        "import os, time\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
         "        block = bytearray(150 << 20)\n        for i in range(0, len(block), 4096):\n            block[i] = 1\n"
-        "        os._exit(0)\n    pids.append(pid)\n"
+        "        time.sleep(1)\n        os._exit(0)\n    pids.append(pid)\n"
         "codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]\n"
         "print('oom-killed' if -9 in codes else f'all survived {codes}')",
         Expect(stdout_has=("oom-killed",), never=("all survived",)),
