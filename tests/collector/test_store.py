@@ -173,12 +173,13 @@ def test_full_run_round_trips_exactly(store: Store, store_target: str) -> None:
     assert back.recording is not None
     assert back.recording.calls[1].decoded_response() == fractions.Fraction(1, 3)
     assert back.annotations == run.annotations and back.outcome.verdict == Verdict(passed=False, reason="expected 126")
-    # Survives reopening the file, and the queryable tables hold the dependencies and recorded calls.
+    # Survives reopening the file; the dependencies come back from the steps' JSON, one row per recorded call.
     store.close()
     with Store(store_target) as again:
-        assert again.get_run(run.run_id) == run
-    deps = sql_rows(again, "SELECT consumer, producer, kind FROM dependencies ORDER BY consumer, pos")
-    assert ("s5", "s4", "observed") in deps and ("s5", "s2", "continues") in deps and len(deps) == 6
+        back = again.get_run(run.run_id)
+    assert back == run
+    assert [(d.step_id, d.kind) for d in back.step("s5").depends_on] == [("s4", "observed"), ("s2", "continues")]
+    assert sum(len(s.depends_on) for s in back.steps) == 6
     assert sql_rows(again, "SELECT COUNT(*) FROM recordings")[0][0] == 3
 
 
@@ -200,8 +201,8 @@ def test_save_run_is_idempotent_and_replaces(store: Store) -> None:
 
 
 def test_large_run_round_trip_and_timings(store: Store) -> None:
-    """10,000 steps and 60 recorded calls: written in one transaction (PostgreSQL sends the many dependency and
-    recording rows by COPY) and read back equal, every dependency row in place (timings printed, never asserted)."""
+    """10,000 steps and 60 recorded calls: written in one transaction (PostgreSQL sends the recording rows by COPY)
+    and read back equal, every step in index order with its dependencies (timings printed, never asserted)."""
     awkward = "tab\there, a new\nline, a back\\slash, \\N, ünï ✓"  # what COPY's text format must escape
     calls = tuple(
         RecordedCall(run_id="big-run-0001", step_id=f"big-run-0001-s{i + 1}", agent_key="team/a", kind="llm",
@@ -224,9 +225,9 @@ def test_large_run_round_trip_and_timings(store: Store) -> None:
     back = store.get_run("big-run")
     read_s = time.perf_counter() - t
     assert back == run
-    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'big-run-0001'") == [(9_999,)]
-    assert sql_rows(store, "SELECT producer, kind, pos FROM dependencies WHERE consumer = 'big-run-0001-s5000'") == [
-        ("big-run-0001-s4999", "continues", 0)
+    assert [s.index for s in back.steps] == list(range(10_000))
+    assert [(d.step_id, d.kind) for d in back.step("big-run-0001-s5000").depends_on] == [
+        ("big-run-0001-s4999", "continues")
     ]
     assert sql_rows(store, "SELECT step_id, ordinal FROM recordings WHERE seq = 59") == [("big-run-0001-s60", 59)]
     print(f"\nstore: finish_run {10_000 / write_s:,.0f} steps/s; get_run of 10,000 steps {read_s:.3f} s")
@@ -297,7 +298,7 @@ def test_delete_run_removes_everything(store: Store) -> None:
         store.get_run("del-0001")
     assert store.diagnoses("del-0001") == []
     assert [r["run_id"] for r in store.list_runs()] == ["keep-0001"]
-    for table in ("steps", "dependencies", "recordings", "recording_chunk_refs"):
+    for table in ("steps", "recordings", "recording_chunk_refs"):
         assert sql_rows(store, f"SELECT COUNT(*) FROM {table} WHERE run_id = 'del-0001'")[0][0] == 0
     with pytest.raises(RunNotFoundError):
         store.delete_run("del-0001")
@@ -323,14 +324,14 @@ def test_live_run_progress_then_finish(store: Store) -> None:
     begin(store, "live-0002", metadata={"k": "v"}, name="n", trace_id="t" * 32)
     steps = chain_steps("live-0002", 4)
     store.add_steps("live-0002", steps[:2])
-    # A step re-sent with its end replaces the first version (dependencies are not duplicated).
+    # A step re-sent with its end replaces the first version.
     resent = steps[1].model_copy(update={"ended_at": T0 + timedelta(seconds=9), "content": "done"})
     store.add_steps("live-0002", [resent, *steps[2:]])
     live = store.get_run("live-0002")
     assert live.outcome.status == "unknown" and "still running" in live.outcome.reason
     assert [s.step_id for s in live.steps] == [s.step_id for s in steps]
     assert live.steps[1] == resent and live.metadata == {"k": "v"} and live.name == "n"
-    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0002'")[0][0] == 3
+    assert sql_rows(store, "SELECT COUNT(*) FROM steps WHERE run_id = 'live-0002'")[0][0] == 4
     final = final_run("live-0002", steps)
     store.finish_run(final)
     assert store.get_run("live-0002") == final
@@ -348,7 +349,6 @@ def test_finish_keeps_the_steps_this_writer_stored_live_and_writes_the_rest(stor
     store.finish_run(final, stored_steps={s.step_id for s in steps[:3]})
     assert store.get_run("live-0003") == final
     after = dict(sql_rows(store, "SELECT step_id, {rowid} FROM steps WHERE run_id = 'live-0003'"))
-    assert sql_rows(store, "SELECT COUNT(*) FROM dependencies WHERE run_id = 'live-0003'")[0][0] == 3
     assert {k: after[k] for k in rowids} == rowids  # the live rows were kept, not deleted and written again
     assert len(after) == 4
 
@@ -704,7 +704,7 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     assert _migrations.user_version(conn) == 1
     conn.close()
     with Store(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         assert store.get_run("v1-run-0001") == run
         assert [r["run_id"] for r in store.list_runs()] == ["v1-run-0002", "v1-run-0001"]  # sort key back-filled
         store.save_diagnosis(Diagnosis(run_id="v1-run-0001", method="graph"))  # a v2 table
@@ -712,10 +712,61 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert dict(conn.execute("SELECT key, value FROM meta")) == {
             "application": "causaltrace",
-            "schema_version": "3",
+            "schema_version": "4",
         }
     with Store(path) as store:  # reopening migrates nothing more
-        assert store.schema_version() == 3
+        assert store.schema_version() == 4
+
+
+def _schema_objects(store: Store) -> set[str]:
+    """The tables and indexes of the store's database, by name."""
+    if store.path is not None:
+        return {name for (name,) in sql_rows(store, "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+    return {name for (name,) in sql_rows(store, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                                                "UNION SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+
+
+def test_migration_v4_drops_the_dependencies_table_and_the_unused_indexes(store_target: str) -> None:
+    """A v3 store holding a run written the v3 way (its dependency rows filled, its steps inserted out of index
+    order) migrates when opened: the table and the indexes v4 drops are gone, the run reads back equal — its
+    dependencies from the steps' JSON, its steps in index order — and is deleted whole."""
+    if "://" not in store_target:
+        conn: Any = sqlite3.connect(store_target, isolation_level=None)
+        assert _migrations.migrate(conn, target=3) == [1, 2, 3]
+    else:
+        import psycopg
+
+        from causaltrace.collector.store_postgres import PgConnection, PostgresBackend
+
+        conn = PgConnection(psycopg.connect(store_target, autocommit=True))
+        assert _migrations.migrate_postgres(conn, lambda: PostgresBackend.begin_write(conn), target=3) == [1, 2, 3]
+    run = simple_run("v3-run-0001", n=12, started_at=T0)
+    conn.execute(
+        "INSERT INTO runs (run_id, framework, name, task, trace_id, started_at, ended_at, status, state, "
+        "has_recording, written_at, data, sort_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'finished', 0, ?, ?, ?)",
+        (run.run_id, run.framework, run.name, run.task, run.trace_id, T0.isoformat(), run.ended_at.isoformat(),
+         run.outcome.status, T0.isoformat(), run.model_dump_json(exclude={"steps", "recording"}), T0.timestamp()),
+    )
+    for s in reversed(run.steps):
+        conn.execute(
+            "INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            (run.run_id, s.step_id, s.index, s.kind, s.agent, s.status, s.parent_step_id, s.model_dump_json()),
+        )
+        for pos, d in enumerate(s.depends_on):
+            conn.execute("INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)",
+                         (run.run_id, s.step_id, d.step_id, d.kind, pos))
+    conn.close()
+    assert any(s.depends_on for s in run.steps)
+    with Store(store_target) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 4
+        objects = _schema_objects(store)
+        assert not {"dependencies", "deps_consumer", "deps_producer", "runs_status", "runs_state", "steps_run_idx"} & objects
+        assert {"runs", "steps", "recordings", "runs_sort"} <= objects
+        back = store.get_run("v3-run-0001")
+        assert back == run and [s.index for s in back.steps] == list(range(12))
+        store.delete_run("v3-run-0001")
+        assert sql_rows(store, "SELECT COUNT(*) FROM steps")[0][0] == 0
 
 
 def test_newer_schema_version_is_refused(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def _stored_chars(db: Path) -> dict[str, int]:
     conn = sqlite3.connect(db)
     try:
         out = {}
-        for table in ("runs", "steps", "dependencies", "recordings", "recording_chunks"):
+        for table in ("runs", "steps", "recordings", "recording_chunks"):
             rows = conn.execute(f"SELECT * FROM {table}").fetchall()
             out[table] = sum(len(str(v)) for row in rows for v in row if v is not None)
         return out

@@ -28,6 +28,14 @@ History:
   ``recording_chunks`` table (a large string of a call, keyed by its digest), ``recording_chunk_refs`` (which runs
   use which chunk) and ``recordings.chunks`` (the references of a row; NULL: the row is the whole call). Existing
   rows are not rewritten: they are whole calls, read as before.
+* **v4** — cheaper writes (issue 35): the ``dependencies`` table goes (nothing read it: a step's ``depends_on`` lives
+  in its JSON, the source of truth of every round-trip, and its ~20 rows a short run cost a quarter of the store's
+  SQL), and so do the indexes no query needed — ``runs_status`` and ``runs_state`` (every command that filters on
+  them lists all runs anyway: ``causaltrace runs``, the fleet's ``mark_incomplete`` + ``list_runs``) and
+  ``steps_run_idx`` (a run's steps are read through the primary key and put in index order in Python). Every row
+  written is one b-tree insert fewer per index dropped, and a commit writes fewer pages. Nothing is rewritten. A
+  causaltrace older than v4 still writing the same store (a process left running across the upgrade) fails its
+  writes ("no such table: dependencies") and refuses the store when it reopens it: restart it after upgrading.
 
 Never edit a released migration: append a new one. Tests build an older file with ``migrate(conn, target=1)``.
 (``executescript`` is avoided on purpose: it commits the open transaction, which would break the atomic bump.)
@@ -209,10 +217,21 @@ def _v3(conn: Any, d: Dialect = SQLITE) -> None:
     conn.execute("CREATE INDEX recording_chunk_refs_digest ON recording_chunk_refs (digest)")
 
 
+def _v4(conn: Any, d: Dialect = SQLITE) -> None:
+    for sql in (
+        "DROP TABLE IF EXISTS dependencies",  # with its indexes deps_consumer / deps_producer
+        "DROP INDEX IF EXISTS runs_status",
+        "DROP INDEX IF EXISTS runs_state",
+        "DROP INDEX IF EXISTS steps_run_idx",
+    ):
+        conn.execute(sql)
+
+
 #: The ordered schema history; ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
 LATEST_VERSION = len(MIGRATIONS)
-#: Every table some migration creates (a version-0 file holding other tables is not ours).
+#: Every table some migration creates (a version-0 file holding other tables is not ours; ``dependencies``, dropped by
+#: v4, stays listed: a store of an older version holds it).
 OUR_TABLES = frozenset({
     "meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs", "recording_chunks",
     "recording_chunk_refs",

@@ -1,4 +1,4 @@
-"""The store: runs (live and finished), their steps, dependencies and recordings, diagnoses and repair pairs
+"""The store: runs (live and finished), their steps and recordings, diagnoses and repair pairs
 (ARCHITECTURE "Payload policy, the store", "Shared contracts" → Outcome / ``incomplete``) — one interface, two
 backends: an embedded SQLite file (the default, ``store_sqlite.py``) or a PostgreSQL database a team shares
 (``store_postgres.py``, the ``postgres`` extra).
@@ -32,10 +32,10 @@ Design decisions:
   content-addressed chunk and referenced from each call (``recording_chunks.py``, issue 21 item 14).
 * **JSON payload + queryable columns.** Every Step / RecordedCall / Diagnosis / RepairPair is stored as its
   ``model_dump_json()`` next to the columns queries need (run_id, step_id, index, kind, agent, status, parent…).
-  The Run's own fields (everything but steps and recording) are one JSON column of ``runs``. Dependencies are
-  kept inside the Step JSON (the source of truth for round-trips) AND as ``dependencies (consumer, producer,
-  kind)`` rows for queries. A run that came in through :meth:`Store.finish_run` / :meth:`Store.save_run` comes
-  back equal (``store.get_run(run.run_id) == run``) unless a field was truncated.
+  The Run's own fields (everything but steps and recording) are one JSON column of ``runs``. Dependencies live
+  inside the Step JSON only (schema v4 dropped the ``dependencies`` table no query read: its rows were a quarter of
+  a short run's SQL). A run that came in through :meth:`Store.finish_run` / :meth:`Store.save_run` comes back equal
+  (``store.get_run(run.run_id) == run``) unless a field was truncated.
 * **Crash safety and honest status.** ``begin_run`` writes a row in state ``running`` with the writer's pid, its
   process start time and host (:class:`~causaltrace.collector.writers.WriterInfo`). Reading a ``running`` run
   whose writer process no longer exists (same host only; another host's writer is never judged) gives outcome
@@ -57,7 +57,7 @@ Design decisions:
   everything derived from the old run too: its diagnoses and repair pairs. :meth:`Store.import_run` (the importers'
   entry) leaves a stored run that equals the imported one untouched and refuses to overwrite a different one
   unless asked (``replace=True``, the CLI's ``--replace``).
-* **Deleting a run** removes its steps, dependencies, recording, diagnoses and repair pairs, and the recording
+* **Deleting a run** removes its steps, recording, diagnoses and repair pairs, and the recording
   chunks no other run uses (replacing a run's recording does the same for the chunks the new one does not use).
 * **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
   and never written (the backends say how); writing through such a Store is a ``StoreError``. A store nobody
@@ -67,6 +67,7 @@ Design decisions:
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import sys
 import threading
@@ -81,7 +82,6 @@ from pydantic import ValidationError
 from causaltrace.collector import _migrations, recording_chunks, recording_otlp
 from causaltrace.collector.store_sql import (
     CHILD_TABLES,
-    DEP_INSERT,
     DERIVED_TABLES,
     RUN_COLUMNS,
     STEP_UPSERT,
@@ -116,6 +116,7 @@ logger = logging.getLogger(__name__)
 #: The schema version this causaltrace writes (stores are migrated up to it when opened).
 SCHEMA_VERSION = _migrations.LATEST_VERSION
 _MIN_PREFIX = 4
+_step_order = operator.itemgetter(0, 1)
 
 
 def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> Backend:
@@ -330,10 +331,10 @@ class Store:
             )
 
     def add_steps(self, run_id: str, steps: Sequence[Step]) -> None:
-        """Upsert steps of a live run (a step may be re-sent with its end) and their dependency rows."""
+        """Upsert steps of a live run (a step may be re-sent with its end: its row is replaced)."""
         if not steps:
             return
-        rows, deps = self._step_rows(run_id, steps)
+        rows = self._step_rows(run_id, steps)
         with self._write() as conn:
             old = self._row(conn, run_id)
             if old is None:
@@ -343,12 +344,10 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            self._backend.delete_dependencies(conn, run_id, [r[1] for r in rows])
             conn.executemany(STEP_UPSERT, rows)
-            conn.executemany(DEP_INSERT, deps)
 
     def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
-        """Write the full final Run (row, steps, dependencies, recording) in one transaction; state ``finished``.
+        """Write the full final Run (row, steps, recording) in one transaction; state ``finished``.
 
         ``stored_steps`` are ids of steps this process already wrote to this live run (the collector's writer passes
         them): while the run is still this writer's live run, those rows are kept as they are instead of being
@@ -367,11 +366,10 @@ class Store:
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
             sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
             live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
-            if live:  # keep the rows written live; add the rest (a step re-sent replaces its dependency rows)
-                rows, deps = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
-                self._backend.delete_dependencies(conn, run.run_id, [r[1] for r in rows])
+            if live:  # keep the rows written live; add the rest
+                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
             else:
-                rows, deps = self._step_rows(run.run_id, run.steps)
+                rows = self._step_rows(run.run_id, run.steps)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
                 # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
                 self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
@@ -397,7 +395,6 @@ class Store:
                 ),
             )
             conn.executemany(STEP_UPSERT, rows)
-            conn.executemany(DEP_INSERT, deps)
             # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
             # finished run drops it): nothing to replace
             had = old is None or old.state == "finished"
@@ -476,7 +473,7 @@ class Store:
 
     @staticmethod
     def _delete_children(conn: Connection, run_id: str, *, derived: bool = False, recording: bool = True) -> None:
-        """Delete a run's steps, dependencies and (unless ``recording=False``: the caller replaces it) recording with
+        """Delete a run's steps and (unless ``recording=False``: the caller replaces it) recording with
         the chunks no other run uses; with ``derived`` also its diagnoses and repair pairs (the run is being
         replaced by another one, so what was concluded about the old one no longer holds)."""
         for table in CHILD_TABLES + (DERIVED_TABLES if derived else ()):
@@ -484,9 +481,8 @@ class Store:
         if recording:
             recording_chunks.delete_recording(conn, run_id)
 
-    def _step_rows(self, run_id: str, steps: Sequence[Step]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def _step_rows(self, run_id: str, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
-        deps: list[tuple[Any, ...]] = []
         for step in steps:
             if not isinstance(step, Step):
                 raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
@@ -514,9 +510,7 @@ class Store:
                     data,
                 )
             )
-            for pos, dep in enumerate(step.depends_on):
-                deps.append((run_id, step.step_id, dep.step_id, dep.kind, pos))
-        return rows, deps
+        return rows
 
     # -- reading -------------------------------------------------------------------------------------------------
 
@@ -581,9 +575,10 @@ class Store:
 
     def _stored_run(self, conn: Connection, row: RunRow) -> Run:
         """The run of ``row`` as stored (no live-outcome override), read inside the caller's transaction."""
-        steps = conn.execute(
-            "SELECT step_id, data FROM steps WHERE run_id = ? ORDER BY idx, step_id", (row.run_id,)
-        ).fetchall()
+        # in index order (then step id), sorted here: the primary key finds the rows, no index on idx is kept up
+        found = conn.execute("SELECT idx, step_id, data FROM steps WHERE run_id = ?", (row.run_id,)).fetchall()
+        found.sort(key=_step_order)
+        steps = [(step_id, data) for _, step_id, data in found]
         where = f"run {row.run_id!r} in the store {self.location!r}"
         recs = None
         if row.has_recording:

@@ -75,7 +75,7 @@ class PgConnection:
 
     def executemany(self, sql: str, parameters: Any) -> None:
         """The statement once per row (psycopg's pipeline); a plain INSERT of many rows by one COPY, which costs
-        psycopg a fraction of the per-row work (a finished 10,000-step run's ~19,000 dependency rows)."""
+        psycopg a fraction of the per-row work (a long run's recorded calls)."""
         rows = list(parameters)
         if not rows:
             return
@@ -196,16 +196,3 @@ class PostgresBackend:
     @staticmethod
     def schema_version(conn: Any) -> int:
         return _migrations.meta_version(conn)
-
-    @staticmethod
-    def delete_dependencies(conn: Any, run_id: str, consumers: Sequence[str]) -> None:
-        """One statement for the whole batch (an array parameter), planned afresh every time: psycopg prepares a
-        statement run five times, and PostgreSQL's generic plan for it, chosen while a live run's ``dependencies``
-        were still nearly empty, scanned the whole table — every batch of a growing run got slower (10,000 live
-        steps in batches of 100: from 10 ms a batch at the start to 120 ms at the end; with a fresh plan ~20 ms
-        throughout)."""
-        if consumers:
-            conn.raw.execute(
-                "DELETE FROM dependencies WHERE run_id = %s AND consumer = ANY(%s)", (run_id, list(consumers)),
-                prepare=False,
-            )

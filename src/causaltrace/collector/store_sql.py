@@ -30,7 +30,6 @@ from causaltrace.schema import RecordedCall, Recording, Run, Step
 __all__ = [
     "CHILD_TABLES",
     "CorruptRecordError",
-    "DEP_INSERT",
     "DERIVED_TABLES",
     "REC_INSERT",
     "RUN_COLUMNS",
@@ -43,7 +42,6 @@ __all__ = [
     "NoStoreYetError",
     "RunRow",
     "build_run",
-    "delete_dependencies_of",
     "explain",
     "gc_paused",
     "iso",
@@ -119,10 +117,6 @@ class Backend(Protocol):
 
     def insert_id(self, conn: Connection, sql: str, params: Sequence[Any]) -> int:
         """Run an INSERT into a table with an auto-numbered ``id`` and return the new id."""
-        ...
-
-    def delete_dependencies(self, conn: Connection, run_id: str, consumers: Sequence[str]) -> None:
-        """Delete the dependency rows of these consumer steps of a run (a step written again replaces them)."""
         ...
 
     def schema_version(self, conn: Connection) -> int:
@@ -204,7 +198,6 @@ STEP_UPSERT = (
     "ON CONFLICT (run_id, step_id) DO UPDATE SET idx = excluded.idx, kind = excluded.kind, agent = excluded.agent, "
     "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data"
 )
-DEP_INSERT = "INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)"
 #: A recorded call's row; ``chunks`` lists the chunks its ``data`` references (``recording_chunks.py``), or NULL.
 REC_INSERT = (
     "INSERT INTO recordings (run_id, seq, step_id, agent_key, kind, ordinal, request_hash, data, chunks) "
@@ -212,17 +205,8 @@ REC_INSERT = (
 )
 
 
-def delete_dependencies_of(conn: Connection, run_id: str, consumers: Sequence[str]) -> None:
-    """Delete the dependency rows of these consumer steps (a step written again replaces them): one statement per
-    500 steps (SQLite's way; PostgreSQL's backend has its own, see ``PostgresBackend.delete_dependencies``)."""
-    for start in range(0, len(consumers), 500):  # SQLite's bound-parameter limit
-        chunk = consumers[start : start + 500]
-        marks = ", ".join("?" * len(chunk))
-        conn.execute(f"DELETE FROM dependencies WHERE run_id = ? AND consumer IN ({marks})", (run_id, *chunk))
-
-
 #: A run's rows besides its recording (which ``recording_chunks.delete_recording`` removes with its chunks).
-CHILD_TABLES = ("steps", "dependencies")
+CHILD_TABLES = ("steps",)
 DERIVED_TABLES = ("diagnoses", "repair_pairs")
 #: What :meth:`Store.import_run` did with a run.
 ImportOutcome = Literal["stored", "unchanged", "replaced"]

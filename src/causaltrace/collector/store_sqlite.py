@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.collector import _migrations
-from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS, delete_dependencies_of
+from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS
 from causaltrace.exceptions import StoreError
 
 __all__ = ["SQLiteBackend"]
@@ -113,8 +113,6 @@ class SQLiteBackend:
     @staticmethod
     def schema_version(conn: Any) -> int:
         return _migrations.user_version(conn)
-
-    delete_dependencies = staticmethod(delete_dependencies_of)
 
     # -- opening -------------------------------------------------------------------------------------------------
 
