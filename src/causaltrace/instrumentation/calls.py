@@ -96,6 +96,19 @@ class CallLog:
             return Recording(run_id=self.run_id, calls=tuple(sorted(self._calls, key=lambda c: c.start_order)))
 
 
+#: The scalar types a validated RecordedCall's response holds as they are.
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_scalar(value: str | int | float) -> str | int | float:
+    """A response that is an instance of a str / int / float subclass (smolagents' ``AgentText``) as the plain
+    value a validated RecordedCall holds (the call is built without a validation; the framework's object, which may
+    carry more state, is not kept)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    return int(value) if isinstance(value, int) else float(value)
+
+
 @dataclass
 class CallHandle:
     """A recorded LLM or tool call in flight; :meth:`finish` stores its response."""
@@ -122,6 +135,8 @@ class CallHandle:
         except TypeError as exc:
             logger.info("causaltrace: call %s/%s#%d not recordable: %s", self.agent_key, self.kind, self.ordinal, exc)
             encoded, response_type, live_only = None, None, True
+        if type(encoded) not in _PLAIN_SCALARS and isinstance(encoded, (str, int, float)):
+            encoded = _plain_scalar(encoded)
         # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
         # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
         self.call = construct(
