@@ -37,6 +37,7 @@ from causaltrace import semconv
 from causaltrace.collector.live import ns_to_datetime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.calls import CallHandle, CallLog
+from causaltrace.instrumentation.roster import ROSTER_KEY
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import CURRENT_STEP, Dep, StepHandle, construct, current_step, usage_of
 from causaltrace.instrumentation.tracing import Tracing, get_tracing, now_ns
@@ -110,6 +111,8 @@ class RunContext:
         self.verify = verify
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.agents: list[str] = []
+        #: What each agent can do (:mod:`.roster`), stored with the run for the diagnosis, never exported.
+        self.roster: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._next_index = 0
         self._spans: dict[str, SpanContext] = {}  # span contexts only: ended spans are not kept alive
@@ -172,6 +175,13 @@ class RunContext:
             name = _safe_text(name)
             if name and name not in self.agents:
                 self.agents.append(name)
+
+    @never_raise()
+    def add_roster(self, roster: Mapping[str, Mapping[str, Any]]) -> None:
+        """Note what agents can do (:mod:`causaltrace.instrumentation.roster`); the first entry of a name stays."""
+        with self._lock:
+            for name, entry in roster.items():
+                self.roster.setdefault(name, dict(entry))
 
     # -- steps ---------------------------------------------------------------------------------------------------
 
@@ -418,7 +428,8 @@ class RunContext:
             "started_at": ns_to_datetime(self.start_ns),
             "ended_at": ns_to_datetime(end_ns),
             "outcome": self.outcome,
-            "metadata": self.metadata,
+            # the roster goes to the store only: the root span's attributes below are built from self.metadata
+            "metadata": {**self.metadata, ROSTER_KEY: self.roster} if self.roster else self.metadata,
             "recording": recording,
         }
         error = None

@@ -159,7 +159,7 @@ def _correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     before, after = values
     kind = replacement_kind(step)
     if kind == "target":
-        if f.family != "unfit_routing" or before not in run.agents:
+        if f.family != "unfit_routing" or before not in _routable(run, step):
             return None
         replacement: Any = before
     else:
@@ -170,6 +170,15 @@ def _correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
                         finding=f, description=_describe(kind, original_value(step, kind), replacement, before,
                                                          after))
+
+
+def _routable(run: Run, step: Step) -> set[str]:
+    """The agents a route may go to: those that ran, the step's own candidates, and the run's roster (an agent
+    that never ran is routable when the team has it — issue 32's routing by what agents can do)."""
+    listed = step.metadata.get("candidates")
+    roster = (run.metadata or {}).get("roster")
+    return {*run.agents, *(str(c) for c in listed or () if isinstance(listed, list)),
+            *(roster if isinstance(roster, dict) else ())}
 
 
 def _describe(kind: str, original: Any, replacement: Any, before: str, after: str) -> str:
@@ -226,7 +235,10 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
     for f in findings:
         if f.step_id != step.step_id or f.family not in CORRECTABLE:
             continue
-        c = _omission_correction(step, run, f) if f.family == "omission" else _correction(step, run, f)
+        # an early answer gets the call for its missing item; a retyped list (its source list is evidence) gets its
+        # missing item put back by substitution, as a changed value does
+        early = f.family == "omission" and not any(e.role == "source" for e in f.evidence)
+        c = _omission_correction(step, run, f) if early else _correction(step, run, f)
         if c is not None:
             out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
     return list(out.values())

@@ -36,7 +36,9 @@ class Change:
     kind: str
     before: str
     after: str
-    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified" | "unfounded" | "omitted"
+    how: str  # "restatement" | "substitution" | "copy" | "unsupported" | "ignored" | "unverified" | "unfounded" | "omitted" | "unfit"
+    #: what the comparison rests on beyond the two values ("unfit": the request's words the alternative covers)
+    detail: str = ""
 
     def describe(self) -> str:
         where = "the task" if self.source == TASK else f"step {self.source}"
@@ -48,6 +50,9 @@ class Change:
         if self.how == "unfounded":
             return (f"selects {self.after!r}, whose reply states the failing {self.before!r} from nothing it was given "
                     "(no source, no tool, no arithmetic): the choice of speaker decided the answer")
+        if self.how == "unfit":
+            return (f"routes to {self.after!r}, whose description and tools share no word with what {where} asks, "
+                    f"while {self.before!r}'s cover it ({self.detail}): a routing choice that does not fit the request")
         if self.how == "omitted":
             return (f"states the answer {self.after!r} before any step used the task's {self.before!r} (the answer "
                     "leaves out an item the task named: a premature answer)")
@@ -58,8 +63,9 @@ class Change:
         return f"{verb} {self.kind} {self.after!r} where {where} had {self.before!r} ({self.how} changes a value)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "source": self.source, "kind": self.kind, "before": self.before,
-                "after": self.after, "how": self.how}
+        out = {"index": self.index, "source": self.source, "kind": self.kind, "before": self.before,
+               "after": self.after, "how": self.how}
+        return {**out, "detail": self.detail} if self.detail else out
 
 
 @dataclass

@@ -16,12 +16,18 @@ import re
 from collections import defaultdict
 from datetime import datetime
 
+from causaltrace.attribution.stages.capabilities import capability_words
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import is_copy_slip, mean_slip, restated, substituted
 from causaltrace.attribution.stages.provenance_derive import derivation, group_derivation, run_totals
 from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
-from causaltrace.attribution.stages.targets import called_names, grounded_alternative
+from causaltrace.attribution.stages.targets import (
+    called_names,
+    capable_alternative,
+    grounded_alternative,
+    names_decide,
+)
 from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, number_key, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
@@ -111,6 +117,7 @@ class ProvenanceWalk:
         self.skip = frozenset(n for n in names if n)
         self.agent_list = [n for n in agents_of(run) if n]
         self.agent_names = {n.lower() for n in self.agent_list}
+        self.capabilities = capability_words(run)
         self.producers = split_producers(run)
         self.prov = Provenance(anchor=anchor, step_ids={s.index: s.step_id for s in steps},
                                position={s.index: p for p, s in enumerate(self.steps)})
@@ -249,10 +256,32 @@ class ProvenanceWalk:
         texts = [(j, task_request(self.run.task or "") if j == TASK else self._routing_text(j))
                  for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
         found = grounded_alternative(chosen, candidates, texts)
+        change = None
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
-            if change not in self.prov.changes:
-                self.prov.changes.append(change)
+        elif self.capabilities:
+            change = self._unfit(owner, chosen, candidates, texts)
+        if change is not None and change not in self.prov.changes:
+            self.prov.changes.append(change)
+
+    def _unfit(self, owner: int, chosen: str, candidates: list[str], texts: list[tuple[int, str]]) -> Change | None:
+        """When no source names any candidate (:func:`.targets.names_decide`), the nearest request among the routing
+        step's sources (the task, or a task delegated to this agent) compared with what each candidate can do
+        (:func:`.targets.capable_alternative`); neither the agent deciding the route nor one that already acted is
+        an alternative."""
+        if names_decide([chosen, *candidates], texts):
+            return None
+        # an agent that already acted had its turn at the work: a later route elsewhere is the next part of it
+        acted = {s.agent for s in self.run.steps if s.index < owner and s.kind in ("llm_response", "message", "tool_call")}
+        deciding = self.by_index[owner].agent if owner in self.by_index else None
+        others = [c for c in candidates if c != deciding and c not in acted]
+        for j, text in texts:
+            if j == TASK or self.by_index[j].kind == "task":
+                fit = capable_alternative(chosen, others, text, self.capabilities)
+                if fit is None:
+                    return None
+                return Change(owner, j, "target", fit[0], chosen, "unfit", detail=", ".join(fit[1]))
+        return None
 
     def _routing_text(self, j: int) -> str:
         """What source step ``j`` says for routing: the task's request when it is the task (its context is not an

@@ -14,11 +14,12 @@ expert are dropped), so a match is a shared meaningful word, never the suffix ev
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from causaltrace.attribution.stages.capabilities import Capability, stems
 from causaltrace.attribution.stages.tokens import salient_tokens
 
-__all__ = ["called_names", "grounded_alternative", "name_words"]
+__all__ = ["called_names", "capable_alternative", "grounded_alternative", "name_words", "names_decide"]
 
 _GENERIC = frozenset({"agent", "agents", "assistant", "team", "bot", "expert", "specialist", "manager", "helper",
                       "proxy", "user", "transfer", "desk", "worker"})
@@ -90,3 +91,35 @@ def grounded_alternative(chosen: str, candidates: Iterable[str], sources: Sequen
         if mine:
             return None
     return None
+
+
+def names_decide(candidates: Iterable[str], sources: Sequence[tuple[int, str]]) -> bool:
+    """True when some source names some candidate (by its words or its written name): the agents' names then decide
+    the route (:func:`grounded_alternative`), not what the agents can do."""
+    names = list(dict.fromkeys(candidates))
+    for _, text in sources:
+        words, written = _source_words(text[:20_000]), _written(text[:20_000], names)
+        if any(_score(n, words, written) for n in names):
+            return True
+    return False
+
+
+def capable_alternative(chosen: str, candidates: Iterable[str], request: str,
+                        capabilities: Mapping[str, Capability]) -> tuple[str, tuple[str, ...]] | None:
+    """``(alternative, the request's words it covers)`` when one other candidate fits what ``request`` asks (its
+    tools' names and descriptions, :class:`.capabilities.Capability.fit`) clearly better than ``chosen`` does — at
+    least a tool name's worth, more than twice the chosen agent's fit, and more than any other candidate; None when
+    what the chosen agent can do is unknown (not in the roster; no tool and no description of its own: a planner
+    or coordinator), when it fits, or when nothing decides."""
+    if not (capabilities.get(chosen) or Capability(frozenset(), frozenset())).known:
+        return None
+    words = stems(request)
+    mine = capabilities[chosen].fit(words)
+    scored = sorted(((capabilities[o].fit(words), o) for o in set(candidates) if o != chosen and o in capabilities),
+                    reverse=True)
+    if not scored:
+        return None
+    best_fit, best = scored[0]
+    if best_fit < 2 or best_fit <= 2 * mine or (len(scored) > 1 and scored[1][0] == best_fit):
+        return None
+    return best, capabilities[best].covered(words)

@@ -38,6 +38,7 @@ from causaltrace.instrumentation.autogen._state import (
 )
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.autogen._turns import begin_turn, end_turn, patch_agent_class, turn_scope
+from causaltrace.instrumentation.roster import autogen_roster
 from causaltrace.instrumentation.runs import attach_run, current_run, run_scope
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep, current_step
@@ -152,6 +153,8 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
                 metadata={"agent_key": "/".join(path), "team": True},
             )
         )
+    if team:  # what its participants can do, for the diagnosis (stored with the run, not exported)
+        ctx.add_roster(autogen_roster(obj))
     if team:  # the team's id and participants, where OpenInference's instrumentor shows them (its CHAIN span)
         if team_turn is not None:
             team_turn.set_span_attributes(team_attributes(obj))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from causaltrace.instrumentation.roster import smolagents_roster
 from causaltrace.instrumentation.runs import attach_run
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import unregister_callees
@@ -123,7 +124,8 @@ def _start(run: AgentRun) -> None:
     """The run's first steps: the top-level task then its agent_turn, or a managed agent_turn then its task."""
     meta = {"agent_key": run.key, "agent_class": type(run.agent).__name__,
             "max_steps": getattr(run.agent, "max_steps", None)}
-    if run.parent is None:
+    if run.parent is None:  # what the agent and its managed agents can do (stored with the run, not exported)
+        run.ctx.add_roster(smolagents_roster(run.agent))
         run.task_step = run.ctx.start_step(
             "task", agent="user", content=text(run.task), metadata={"user_input": True}
         )
