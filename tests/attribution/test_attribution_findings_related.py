@@ -21,7 +21,16 @@ _SOURCE_ROLES = ("source", "request", "omitted_item", "superseded_by", "unchecke
 
 def _typed(value: object) -> str:
     text = str(value).strip()
+    if text.startswith("[") and text.endswith("]") and text[1:-1].strip():  # a list: the type of its items
+        return "list of " + _typed(text[1:-1].split(",")[0].strip(" '\""))
     return "number" if _NUMBER.fullmatch(text) else "word"
+
+
+def _comparable(source: str, role: str, changed: str) -> bool:
+    """Same type; an item left out of a list (``omitted_item``) is compared with the list's items."""
+    if role == "omitted_item" and changed.startswith("list of "):
+        return source == changed.removeprefix("list of ")
+    return source == changed
 
 
 def _check(run, d) -> list[str]:
@@ -44,7 +53,7 @@ def _check(run, d) -> list[str]:
                 # (the number used carries the label the source excluded: "80 cancelled" after "excluding
                 # cancelled"), not the values themselves
                 if e.value not in (None, "") and c.value not in (None, "") and f.family not in (
-                        "unchecked_approval", "ignored_instruction") and _typed(e.value) != _typed(c.value):
+                        "unchecked_approval", "ignored_instruction") and not _comparable(_typed(e.value), e.role, _typed(c.value)):
                     problems.append(f"{run.run_id} #{f.index} {f.family}: {e.value!r} vs {c.value!r}")
     return problems
 

@@ -15,6 +15,7 @@ family                module                                    from
 ``unsupported_value`` :mod:`.value_changes`                     stages.provenance (a number nothing gave)
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
 ``omission``          :mod:`.omissions`                         stages.provenance_passes (premature answer)
+``omission``          :mod:`.retyped_lists`                     a result's list retyped without one of its items
 ``unchecked_approval`` :mod:`.approvals`                        stages.provenance_passes (unverified approval)
 ``ignored_instruction`` :mod:`.instructions`                    stages.provenance_walk (excluded values used)
 ``task_drift``        :mod:`.drift`                             stages.drift (the opening vs the request)
@@ -43,6 +44,7 @@ from causaltrace.attribution.findings.fabrication import detect_made_up_data
 from causaltrace.attribution.findings.instructions import detect_ignored_instructions
 from causaltrace.attribution.findings.loops import detect_loops_without_progress
 from causaltrace.attribution.findings.omissions import detect_omissions
+from causaltrace.attribution.findings.retyped_lists import detect_retyped_omissions
 from causaltrace.attribution.findings.routing import detect_unfit_routing
 from causaltrace.attribution.findings.superseded import detect_superseded_values
 from causaltrace.attribution.findings.value_changes import detect_changed_values, detect_unsupported_values
@@ -128,6 +130,7 @@ class FindingsStage(Stage[Findings]):
                       *detect_superseded_values(run, prov, graph),
                       *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
+                      *detect_retyped_omissions(run, prov, graph),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph)]
         return Findings(missed_changes(items))
 
