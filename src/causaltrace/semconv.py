@@ -32,11 +32,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import pydantic_core
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv.attributes import error_attributes as _error
 from opentelemetry.semconv.attributes import server_attributes as _server
 
+from causaltrace.recording import attribute_json, cut_json, model_json_pieces
 from causaltrace.schema import (
     Annotations,
     Dependency,
@@ -407,17 +407,14 @@ def error_type_of(reason: str | None) -> str:
     return ERROR_TYPE_OTHER
 
 
-def _dumps(value: Any) -> str:
-    """A structured attribute as compact JSON text, keys in insertion order (pydantic-core: this runs for every
-    step); what JSON cannot hold is written as its ``str``."""
-    try:
-        return pydantic_core.to_json(value, fallback=str).decode()
-    except Exception:  # a value whose own serialiser raises: the standard library decides (or strs it)
-        return json.dumps(value, ensure_ascii=False, default=str)
+#: A structured attribute as compact JSON (:func:`causaltrace.recording.attribute_json`); with a limit, a longer
+#: text in it comes cut as the payload policy cuts it, never written whole (issue 35 "Bad input").
+_dumps = functools.partial(attribute_json, marker=TRUNCATION_MARKER)
 
 
-def step_attributes(step: Step) -> dict[str, Any]:
-    """The span attributes of a step, in full (the payload policy is applied afterwards by the emitter)."""
+def step_attributes(step: Step, *, cut_at: int | None = None) -> dict[str, Any]:
+    """The span attributes of a step, in full (the payload policy is applied afterwards by the emitter); with
+    ``cut_at``, a JSON attribute holding a longer text comes already cut to it (``recording.CutText``)."""
     attrs: dict[str, Any] = {
         STEP_ID: step.step_id,
         STEP_INDEX: step.index,
@@ -434,9 +431,9 @@ def step_attributes(step: Step) -> dict[str, Any]:
     if step.parent_step_id:
         attrs[STEP_PARENT_ID] = step.parent_step_id
     if step.inputs:
-        attrs[STEP_INPUTS] = _dumps(step.inputs)
+        attrs[STEP_INPUTS] = _dumps(step.inputs, cut_at)
     if step.outputs:
-        attrs[STEP_OUTPUTS] = _dumps(step.outputs)
+        attrs[STEP_OUTPUTS] = _dumps(step.outputs, cut_at)
     if step.model is not None:
         attrs[GEN_AI_REQUEST_MODEL] = step.model
     if step.usage is not None:
@@ -447,7 +444,7 @@ def step_attributes(step: Step) -> dict[str, Any]:
     if step.call_id is not None:
         attrs[GEN_AI_TOOL_CALL_ID] = step.call_id
     if step.arguments is not None:
-        attrs[STEP_ARGUMENTS] = _dumps(step.arguments)
+        attrs[STEP_ARGUMENTS] = _dumps(step.arguments, cut_at)
     if step.error is not None:
         attrs[STEP_ERROR_TYPE] = step.error.type
         attrs[STEP_ERROR_MESSAGE] = step.error.message
@@ -457,7 +454,7 @@ def step_attributes(step: Step) -> dict[str, Any]:
     if step.action_signature is not None:
         attrs[STEP_ACTION_SIGNATURE] = step.action_signature
     if step.metadata:
-        attrs[STEP_METADATA] = _dumps(step.metadata)
+        attrs[STEP_METADATA] = _dumps(step.metadata, cut_at)
     if step.truncated:
         attrs[STEP_TRUNCATED] = True
     if step.source is not None:
@@ -720,8 +717,10 @@ def run_attributes(
     recording: Recording | None = None,
     started_at: datetime | None = None,
     ended_at: datetime | None = None,
+    cut_at: int | None = None,
 ) -> dict[str, Any]:
-    """The root span's ``causaltrace.run.*`` attributes (JSON-encoded where structured)."""
+    """The root span's ``causaltrace.run.*`` attributes (JSON-encoded where structured); ``cut_at``: a longer final
+    answer or reason comes cut, as in :func:`step_attributes`."""
     attrs: dict[str, Any] = {
         RUN_ID: run_id,
         RUN_FRAMEWORK: framework,
@@ -736,7 +735,8 @@ def run_attributes(
     if agents:
         attrs[RUN_AGENTS] = list(agents)
     if outcome is not None:
-        attrs[RUN_OUTCOME] = outcome.model_dump_json()
+        cut = None if cut_at is None else cut_json(model_json_pieces(outcome, cut_at + 1), cut_at, TRUNCATION_MARKER)
+        attrs[RUN_OUTCOME] = outcome.model_dump_json() if cut is None else cut
         attrs[RUN_STATUS] = outcome.status
         if outcome.status == "failure":
             attrs[ERROR_TYPE] = error_type_of(outcome.reason) if outcome.stop == "error" else ERROR_TYPE_OTHER

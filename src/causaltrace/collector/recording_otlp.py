@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from causaltrace import semconv
+from causaltrace.recording import LONG_TEXT_CHARS, json_pieces_size, json_pieces_text, model_json_pieces
 from causaltrace.schema import Recording
 
 __all__ = [
@@ -101,13 +102,20 @@ def _recording_json(recording: Recording, max_bytes: int | None) -> tuple[str | 
     size = len(head.encode("utf-8", "surrogatepass")) + max(0, len(recording.calls) - 1)  # and the commas
     parts: list[str] | None = []
     for call in recording.calls:
-        text = call.model_dump_json()
-        size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        # a call holding a long text (a 50 MB tool result) is measured without its JSON being written (issue 35
+        # "Bad input"): written only if the recording stays under the ceiling
+        pieces = model_json_pieces(call, LONG_TEXT_CHARS, deep=True)
+        if pieces is None:
+            text: str | None = call.model_dump_json()
+            size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))  # type: ignore[union-attr]
+        else:
+            text = None
+            size += json_pieces_size(pieces)[1]
         if parts is not None:
             if max_bytes is not None and size > max_bytes:
                 parts = None  # too large: what is held so far goes, the rest is only measured
             else:
-                parts.append(text)
+                parts.append(text if text is not None else json_pieces_text(pieces))  # type: ignore[arg-type]
     if parts is None:
         return None, size
     if size <= _KEPT_MAX_BYTES:

@@ -87,14 +87,14 @@ def _datetime(nanos: Any) -> datetime | None:
     return None if nanos == 0 else _EPOCH + timedelta(microseconds=nanos // 1000)
 
 
-def merged_step_attributes(call: Step, result: Step) -> dict[str, Any]:
+def merged_step_attributes(call: Step, result: Step, *, cut_at: int | None = None) -> dict[str, Any]:
     """The attributes of the one span of a tool call and its result (:func:`call_result_pairs`): the call's own
     (:func:`step_attributes`), when it ended, and the result's under ``causaltrace.result.*`` with when it started.
     The span starts with the call and ends with the result; the result's own span id is written only where it
-    differs from the call's (a stored run whose steps had two spans)."""
-    attrs = step_attributes(call)
+    differs from the call's (a stored run whose steps had two spans). ``cut_at``: as :func:`step_attributes`."""
+    attrs = step_attributes(call, cut_at=cut_at)
     attrs[STEP_ENDED_AT] = _nanos(call.ended_at)
-    for key, value in step_attributes(result).items():
+    for key, value in step_attributes(result, cut_at=cut_at).items():
         if key.startswith(_STEP_PREFIX):
             attrs[RESULT_PREFIX + key[len(_STEP_PREFIX):]] = value
         elif key.startswith(_DEPENDS_PREFIX) or key.startswith(_SOURCE_PREFIX):

@@ -37,6 +37,7 @@ from causaltrace.collector import tool_spans
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import count_payload_cuts, exporting
+from causaltrace.recording import CutText, forget_long_texts
 from causaltrace.schema import Recording, Step, utf8_safe
 
 __all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]
@@ -123,8 +124,12 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
     cut: list[str] = []
     for key, value in attrs.items():
         cls = type(value)
-        if cls is str:
-            if len(value) > limit:
+        if cls is str or cls is CutText:
+            if cls is not str:  # cut before its JSON was written whole (semconv.step_attributes(cut_at=...))
+                attrs[key] = value = str(value)
+                truncated = True
+                cut.append(key)
+            elif len(value) > limit:
                 value, truncated = _truncate(value, limit)[0], True
                 attrs[key] = value
                 cut.append(key)
@@ -463,17 +468,21 @@ class Emitter:
         attrs = span.attributes
         config = self.config
         messages = step.inputs.get("messages") if step.kind == "llm_response" and step.inputs else None
+        # hidden or redacted payloads go through the policy whole (its callback sees whole attributes); else a long
+        # JSON attribute comes already cut (issue 35 "Bad input": never written whole only to be cut)
+        policied = config.hide_inputs or config.hide_outputs or config.redact is not None
+        cut_at = None if policied else config.max_attribute_chars
         if result is None:
-            full = semconv.step_attributes(step)
+            full = semconv.step_attributes(step, cut_at=cut_at)
         else:
-            full = tool_spans.merged_step_attributes(step, result)
+            full = tool_spans.merged_step_attributes(step, result, cut_at=cut_at)
             if result.span_id == step.span_id:
                 full.pop(semconv.RESULT_SPAN_ID, None)
         self._note_provider(step, full)
         extras = span.extras
         if extras is not None and _INPUT_MESSAGE_ROLE in extras:
             messages = None  # the adapter gave the request's messages as the framework holds them
-        if config.hide_inputs or config.hide_outputs or config.redact is not None:
+        if policied:
             attrs.update(apply_payload_policy(full, config))
             if extras:
                 extras = allowed_extras(extras, config)
@@ -516,6 +525,15 @@ class Emitter:
         # written: the span object lives on with its step handle (for its context) but its attributes are the
         # ReadableSpan's now — dropped here, so a run's many ended steps hold less for the garbage collector
         span.attributes, span.extras = {}, None
+
+    def cut_at(self) -> int | None:
+        """The attribute limit a long JSON attribute may be cut to before it is written whole (issue 35 "Bad input";
+        ``semconv.step_attributes(cut_at=...)``): None when the payload policy hides or redacts, whose callback
+        sees whole attributes."""
+        config = self.config
+        if config.hide_inputs or config.hide_outputs or config.redact is not None:
+            return None
+        return config.max_attribute_chars
 
     def _content_switches(self) -> tuple[bool, bool, tuple[str, ...]]:
         """(OpenInference content on, GenAI content on, the extras' blocked prefixes) of this emitter's config, read
@@ -565,6 +583,7 @@ class Emitter:
             recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,
             hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact,
         )
+        forget_long_texts()  # the run's long texts are written: their measures need not hold them any longer
         if semconv.RECORDING_CHUNKS in carried:  # an event: the root's own tags stay the run's (issue 33 item 4)
             span.add_event(semconv.RECORDING_EVENT, attributes=carried, timestamp=end_time_ns)
         elif carried:

@@ -446,6 +446,7 @@ class RunContext:
                 agents=tuple(self.agents),
                 outcome=self.outcome,
                 metadata=self.metadata,
+                cut_at=self.tracing.emitter.cut_at(),
             ),
             error=error,
             final_answer=self.outcome.final_answer,

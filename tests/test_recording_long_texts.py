@@ -1,0 +1,108 @@
+"""Long texts in JSON, written once (recording.json_pieces and friends, issue 35 "Bad input"): a value's JSON cut at
+its long strings stands for exactly the JSON pydantic writes — whole, measured, or cut to a limit — and whatever
+could make it differ (a lone surrogate, a serializer of the model's own) sends the caller back to the whole JSON."""
+
+from __future__ import annotations
+
+import orjson
+import pydantic_core
+import pytest
+from pydantic import BaseModel, computed_field, field_serializer
+
+from causaltrace.recording import (
+    encode_response,
+    forget_long_texts,
+    json_literal,
+    json_pieces,
+    json_pieces_head,
+    json_pieces_size,
+    json_pieces_text,
+    literal_size,
+    model_json_pieces,
+)
+from causaltrace.schema import Outcome
+
+#: Every kind of character JSON treats apart: quotes, backslashes, control characters, DEL, non-ASCII (2, 3 and 4
+#: UTF-8 bytes).
+MIXED = 'a"b\\c\nd\te\x01f\x1fg\x7fh é ☃ 𝄞 ' * 3000
+
+
+def _dumps(value):
+    return pydantic_core.to_json(value, fallback=str).decode()
+
+
+def test_orjson_escapes_every_code_point_as_pydantic_core_does():
+    # the splice writes long strings with orjson where pydantic-core would have written them: the same bytes for
+    # every character (escapes are per character, so for every string)
+    for start in range(0, 0x110000, 0x4000):
+        text = "".join(chr(c) for c in range(start, min(start + 0x4000, 0x110000)) if not 0xD800 <= c <= 0xDFFF)
+        assert orjson.dumps(text) == pydantic_core.to_json(text) == json_literal(text)
+
+
+@pytest.mark.parametrize("text", ["0123456789abcdef" * 8000, MIXED], ids=["ascii", "mixed"])
+def test_pieces_stand_for_the_whole_json_exactly(text):
+    value = {"result": text, "is_error": False, "nested": [{"a": text[:100]}, {"b": MIXED[::-1]}], "n": 1.5e-7}
+    whole = _dumps(value)
+    pieces = json_pieces(value, _dumps, 5000)
+    assert pieces is not None and len(pieces) == 5  # two long strings cut out
+    assert json_pieces_text(pieces) == whole
+    assert json_pieces_size(pieces) == (len(whole), len(whole.encode()))
+    for n in (1, 10, 11, 12, 13, 16384, len(whole) - 1):
+        assert json_pieces_head(pieces, n) == whole[:n]  # a cut may fall inside an escape or a character's bytes
+    assert value["result"] is text  # the caller's value is left alone
+
+
+def test_a_value_without_long_strings_or_with_a_lone_surrogate_is_left_to_the_whole_json():
+    assert json_pieces({"a": "short", "b": [1, 2]}, _dumps, 5000) is None
+    assert json_pieces({"a": "x" * 6000 + "\udc80"}, _dumps, 5000) is None
+    shared = {"t": "x" * 6000}
+    assert json_pieces({"a": shared, "b": shared}, _dumps, 5000) is None  # a part met twice: written whole
+
+
+def test_literal_sizes_count_characters_and_bytes_and_are_forgotten():
+    chars, size = literal_size(MIXED)
+    literal = pydantic_core.to_json(MIXED)
+    assert (chars, size) == (len(literal.decode()), len(literal))
+    forget_long_texts()
+    assert literal_size(MIXED) == (chars, size)
+
+
+class ToolResult(BaseModel):
+    content: str
+    name: str
+    is_error: bool = False
+
+
+class Shouting(BaseModel):
+    content: str
+
+    @field_serializer("content")
+    def _loud(self, value: str) -> str:
+        return value[:10]
+
+
+class Measured(BaseModel):
+    content: str
+
+    @computed_field
+    def size(self) -> int:
+        return len(self.content)
+
+
+def test_a_model_is_cut_at_its_plain_text_fields_only():
+    result = ToolResult(content=MIXED, name="fetch")
+    pieces = model_json_pieces(result, 5000)
+    assert pieces is not None and json_pieces_text(pieces) == result.model_dump_json()
+    outcome = Outcome(status="failure", final_answer=MIXED, stop="normal", reason="r" * 6000)
+    pieces = model_json_pieces(outcome, 5000)
+    assert pieces is not None and json_pieces_text(pieces) == outcome.model_dump_json()
+    # a serializer or a computed field of the model's own would see a stand-in: such models are written whole
+    assert model_json_pieces(Shouting(content=MIXED), 5000) is None
+    assert model_json_pieces(Measured(content=MIXED), 5000) is None
+    assert model_json_pieces(ToolResult(content="short", name="f"), 5000) is None
+
+
+def test_a_long_tool_result_is_recorded_exactly_as_its_own_json():
+    result = ToolResult(content=MIXED * 3, name="fetch")  # above LONG_TEXT_CHARS: written by the splice
+    envelope, type_name = encode_response(result)
+    assert envelope == {"type": type_name, "json": result.model_dump_json()}
