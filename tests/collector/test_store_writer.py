@@ -154,6 +154,45 @@ def test_transaction_groups_writes_and_rolls_them_all_back_on_error(store_target
     assert done.is_set() and {r["run_id"] for r in store.list_runs()} == {"a", "c"}
 
 
+def test_the_collectors_of_a_process_write_a_target_through_one_open_store(store_target: str) -> None:
+    """A set-up configured again (a new collector, same store) writes through the Store the first one opened — not
+    opened, checked and compiled again — and both runs are stored; a closed Store is not reused."""
+    first = RunCollector(TraceConfig(store=True, db_path=store_target))
+    _write_run(first, "shared-1", 2)
+    assert first.flush(10)
+    second = RunCollector(TraceConfig(store=True, db_path=store_target))
+    _write_run(second, "shared-2", 3)
+    assert second.flush(10)
+    assert second._store is first._store
+    with Store(store_target) as reader:
+        assert [len(reader.get_run(r).steps) for r in ("shared-1", "shared-2")] == [2, 3]
+    first._store.close()  # type: ignore[union-attr]
+    third = RunCollector(TraceConfig(store=True, db_path=store_target))
+    _write_run(third, "shared-3", 1)
+    assert third.flush(10) and third.write_errors == 0
+    assert third._store is not first._store
+    with Store(store_target) as reader:
+        assert len(reader.get_run("shared-3").steps) == 1
+
+
+def test_a_store_file_deleted_between_set_ups_is_created_again(tmp_path: Path) -> None:
+    """The open Store of a file that was deleted since (a user's ``rm``, a test's clean-up) is not written on (its
+    writes would go to the deleted file): the next set-up opens the path again and the run is there."""
+    db = tmp_path / "gone.db"
+    first = RunCollector(TraceConfig(store=True, db_path=db))
+    _write_run(first, "before", 1)
+    assert first.flush(10)
+    for path in tmp_path.glob("gone.db*"):
+        path.unlink()
+    second = RunCollector(TraceConfig(store=True, db_path=db))
+    _write_run(second, "after", 2)
+    assert second.flush(10) and second.write_errors == 0
+    assert second._store is not first._store
+    with Store(db) as reader:
+        assert [r["run_id"] for r in reader.list_runs()] == ["after"]
+        assert len(reader.get_run("after").steps) == 2
+
+
 _LIVE_CHILD = textwrap.dedent(
     """
     import os, sys, time

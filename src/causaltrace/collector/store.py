@@ -166,6 +166,7 @@ class Store:
         self.readonly = readonly
         self._lock = threading.RLock()
         self._batched = 0  # > 0 inside transaction(): writes join it (only its thread holds the lock meanwhile)
+        self._pid = os.getpid()
         self._conn: Connection | None = None
         try:
             self._conn = self._backend.connect()
@@ -187,6 +188,16 @@ class Store:
                 except Exception:  # a broken connection may fail to close: it is dropped either way
                     logger.debug("causaltrace store: closing a broken connection failed", exc_info=True)
             self._conn = self._backend.connect()
+
+    def reusable(self) -> bool:
+        """Whether this open Store can take more writes as it is: open, writable, in the process that opened it,
+        its connection not known broken, and — SQLite — its file still the one it opened (the live collector keeps
+        one open Store per target for the whole process: ``collector/live.py``)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or self.readonly or self._pid != os.getpid():
+                return False
+            return bool(getattr(conn, "usable", True)) and self._backend.same_file()
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -91,6 +91,11 @@ class PgConnection:
     def close(self) -> None:
         self.raw.close()
 
+    @property
+    def usable(self) -> bool:
+        """Not closed and not known broken (a server that went away unnoticed is found by the next write)."""
+        return not (self.raw.closed or self.raw.broken)
+
 
 class PostgresBackend:
     """A store in a PostgreSQL database (the Store holds the logic; this opens, checks and migrates)."""
@@ -173,6 +178,11 @@ class PostgresBackend:
         )
 
     # -- the statements PostgreSQL spells its own way ------------------------------------------------------------
+
+    @staticmethod
+    def same_file() -> bool:
+        """A database is not a file: always the same store (see ``SQLiteBackend.same_file``)."""
+        return True
 
     @staticmethod
     def begin_write(conn: Any) -> None:

@@ -123,6 +123,10 @@ class Backend(Protocol):
         """The store's schema version."""
         ...
 
+    def same_file(self) -> bool:
+        """Whether the store the connection opened is still the one its target names (SQLite: the same file)."""
+        ...
+
 
 def shown_target(target: str | os.PathLike[str]) -> str:
     """A store target as messages show it: a path as it is; a URL with its password — in the user part

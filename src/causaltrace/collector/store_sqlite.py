@@ -44,6 +44,8 @@ class SQLiteBackend:
         self.location = str(path)
         self.readonly = readonly
         self._empty = False
+        #: The file the last connection opened (device, inode): see :meth:`same_file`.
+        self._file_id: tuple[int, int] | None = None
 
     @classmethod
     def empty(cls, location: str) -> SQLiteBackend:
@@ -78,7 +80,20 @@ class SQLiteBackend:
         except BaseException:
             conn.close()
             raise
+        self._file_id = self._identity()
         return conn
+
+    def same_file(self) -> bool:
+        """Whether the file at the store's path is still the one the connection opened (a store deleted or replaced
+        since — a test's or a user's ``rm`` — is not: writing on through the old connection would write nowhere)."""
+        return self._file_id is not None and self._identity() == self._file_id
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def _refuse_special(self) -> None:
         """A FIFO, a device or a socket as the store is refused: SQLite would wait for a FIFO's writer forever."""
