@@ -409,13 +409,14 @@ _literals_lock = threading.Lock()
 _TOKEN = f"causaltrace-long-{secrets.token_hex(8)}-"
 
 
-def json_literal(text: str) -> bytes:
+def json_literal(text: str, *, remember: bool = True) -> bytes:
     """``text`` as a JSON string literal: the very bytes ``pydantic_core.to_json(text)`` writes, by orjson — which
     escapes every character as pydantic-core does (tests/test_recording_long_texts.py checks every code point) at
-    about three times the speed. Its size is remembered (:func:`literal_size`). A lone surrogate raises
-    ``TypeError``, as pydantic-core raises (its ``PydanticSerializationError`` is a ``ValueError``)."""
+    about three times the speed. Its size is remembered (:func:`literal_size`) unless ``remember`` is false (the
+    store's writer: it writes after the run's end, which forgets them). A lone surrogate raises ``TypeError``, as
+    pydantic-core raises (its ``PydanticSerializationError`` is a ``ValueError``)."""
     literal = orjson.dumps(text)
-    if len(text) >= _SHARE_MIN_CHARS:
+    if remember and len(text) >= _SHARE_MIN_CHARS:
         _remember(text, literal)
     return literal
 

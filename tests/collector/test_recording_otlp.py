@@ -151,7 +151,29 @@ def test_the_store_writes_the_recorded_calls_from_the_json_the_export_made(span_
     gc.collect()
     from causaltrace.collector import recording_otlp
 
-    assert recording_id not in recording_otlp._kept  # kept only while the Recording lives
+    assert all(key[1] != recording_id for key in recording_otlp._kept)  # kept only while the Recording lives
+
+
+def test_the_store_keeps_as_chunks_the_literals_the_export_wrote(span_capture, causaltrace_home, monkeypatch):
+    """A recording with a long text (issue 35 "Bad input"): the export measures it by writing the text's JSON
+    literal, which the store's writer takes as the text's chunk instead of writing it again — kept only when a store
+    is on; the run reads back equal, its long text a chunk."""
+    from causaltrace.collector.recording_otlp import take_literals
+    from causaltrace.collector.store import Store
+
+    monkeypatch.setenv("CAUSALTRACE_EXPORT_RECORDING_MAX_BYTES", "100000")  # measured, not sent
+    text = 'é"\\n' * 20_000  # 100 K characters, long enough to be written apart
+    run, _, root = _live(span_capture, TraceConfig(store=False), n_calls=2, text=text)
+    assert root[semconv.RECORDING_OMITTED] == f"too large: {len(run.recording.model_dump_json().encode())} bytes > 100000"
+    assert take_literals(run.recording) is None  # no store: nothing kept
+    span_capture[1].clear()
+    run, _, root = _live(span_capture, TraceConfig(store=True), n_calls=2, text=text)
+    assert root[semconv.RECORDING_OMITTED].startswith("too large")
+    assert take_literals(run.recording) is None  # the store's writer took them
+    with Store() as store:
+        assert store.get_run(run.run_id) == run
+        chunks = store._connection().execute("SELECT data FROM recording_chunks").fetchall()
+    assert any(json.loads(data).startswith(text) for (data,) in chunks)
 
 
 def test_recording_attributes_bad_input():

@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pydantic_core
-
 from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError
+from causaltrace.recording import json_literal
 from causaltrace.schema import RecordedCall, utf8_safe
 
 __all__ = [
@@ -132,18 +131,23 @@ class _Splitter:
     candidates are tried per piece, longest first, so the search stays linear in the recording's size.
     """
 
-    def __init__(self, out: SplitRecording) -> None:
+    def __init__(self, out: SplitRecording, literals: Mapping[int, tuple[str, bytes]] | None = None) -> None:
         self.out = out
         self.digest_of: dict[str, str] = {}
         self.pieces_of: dict[str, list[str]] = {}
+        self.literals = literals or {}
 
     def digest(self, text: str) -> str:
         found = self.digest_of.get(text)
         if found is None:
-            try:
-                literal = pydantic_core.to_json(text)
-            except pydantic_core.PydanticSerializationError:  # a lone surrogate: U+FFFD, as the call's own JSON does
-                literal = pydantic_core.to_json(utf8_safe(text))
+            kept = self.literals.get(id(text))
+            if kept is not None and kept[0] is text:
+                literal = kept[1]  # written by the run's export (issue 35 "Bad input"): not written again
+            else:
+                try:  # pydantic-core's bytes, by orjson (recording.json_literal)
+                    literal = json_literal(text, remember=False)
+                except TypeError:  # a lone surrogate: U+FFFD, as the call's own JSON does
+                    literal = json_literal(utf8_safe(text), remember=False)
             found = hashlib.sha256(literal).hexdigest()
             self.out.chunks.setdefault(found, literal.decode())
             self.digest_of[text] = found
@@ -212,16 +216,18 @@ def placeholder(ref: str | list[str]) -> str:
     return ref if isinstance(ref, str) else "+".join(ref)
 
 
-def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str] | None = None) -> SplitRecording:
+def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str] | None = None,
+                literals: Mapping[int, tuple[str, bytes]] | None = None) -> SplitRecording:
     """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``).
 
     ``texts``, when given, are the calls' own JSON (``call.model_dump_json()``, in order), already made by whoever
     had them: not made again, and a call whose JSON is shorter than :data:`CHUNK_MIN_CHARS` holds no large string (a
     string's JSON literal is longer than the string), so it is not searched. Each call is searched at most once, and
-    a call holding a large string is serialized only with its references in place (never whole).
+    a call holding a large string is serialized only with its references in place (never whole). ``literals``
+    (id of a string -> (the string, its JSON literal)), when given, are literals the run's export already wrote.
     """
     out = SplitRecording()
-    splitter = _Splitter(out)
+    splitter = _Splitter(out, literals)
     given: Sequence[str | None] = texts if texts is not None and len(texts) == len(calls) else [None] * len(calls)
     found: list[list[tuple[Path, str]]] = []
     for call, text in zip(calls, given, strict=True):

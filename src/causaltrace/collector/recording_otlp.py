@@ -40,7 +40,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from causaltrace import semconv
-from causaltrace.recording import LONG_TEXT_CHARS, json_pieces_size, json_pieces_text, model_json_pieces
+from causaltrace.recording import (
+    LONG_TEXT_CHARS,
+    json_literal,
+    json_pieces_size,
+    json_pieces_text,
+    model_json_pieces,
+)
 from causaltrace.schema import Recording
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "recording_attributes",
     "recording_from_attributes",
     "take_call_texts",
+    "take_literals",
 ]
 
 logger = logging.getLogger("causaltrace")
@@ -92,24 +99,27 @@ def _omitted(reason: str) -> dict[str, Any]:
     return {semconv.RECORDING_OMITTED: reason}
 
 
-def _recording_json(recording: Recording, max_bytes: int | None) -> tuple[str | None, int]:
+def _recording_json(recording: Recording, max_bytes: int | None, literals: dict[int, tuple[str, bytes]] | None = None
+                    ) -> tuple[str | None, int]:
     """``(recording.model_dump_json(), its UTF-8 length)`` built one call at a time; the text is None once the
     length passes ``max_bytes`` (the rest is only measured, one call's JSON at a time). A run whose tool returned
     20 MB carries it in every later request: building the whole text (then its bytes) only to find it above the
     ceiling cost the process about twice the recording's size in memory at the end of every such run (issue 21
-    item 14)."""
+    item 14). A call holding a long text (a 50 MB tool result) is measured without its JSON being written, and
+    written only if the recording stays under the ceiling (issue 35 "Bad input"); the long texts' JSON literals
+    go to ``literals`` (id -> (text, literal)) when given: the store's chunks are those very literals."""
     head = Recording(run_id=recording.run_id).model_dump_json()  # {"run_id":…,"calls":[]}: the calls go between
     size = len(head.encode("utf-8", "surrogatepass")) + max(0, len(recording.calls) - 1)  # and the commas
     parts: list[str] | None = []
     for call in recording.calls:
-        # a call holding a long text (a 50 MB tool result) is measured without its JSON being written (issue 35
-        # "Bad input"): written only if the recording stays under the ceiling
         pieces = model_json_pieces(call, LONG_TEXT_CHARS, deep=True)
         if pieces is None:
             text: str | None = call.model_dump_json()
             size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))  # type: ignore[union-attr]
         else:
             text = None
+            if literals is not None:
+                literals.update((id(long), (long, json_literal(long))) for long in pieces[1::2])
             size += json_pieces_size(pieces)[1]
         if parts is not None:
             if max_bytes is not None and size > max_bytes:
@@ -119,41 +129,52 @@ def _recording_json(recording: Recording, max_bytes: int | None) -> tuple[str | 
     if parts is None:
         return None, size
     if size <= _KEPT_MAX_BYTES:
-        _keep_call_texts(recording, parts)
+        _keep(_TEXTS, recording, tuple(parts))
     return head[:-2] + ",".join(parts) + "]}", size
 
 
 # The calls' JSON, made once (issue 35 item 2): the export above writes every recorded call's JSON at the run's end;
 # the store's writer, which writes each call as a row of that very JSON (``recording_chunks.split_calls``), takes it
-# from here instead of serializing the calls again. Kept per Recording object only while that object lives (a weak
+# from here instead of serializing the calls again — and, for a recording with long texts, the JSON literals of
+# those texts, which the store keeps as chunks. Kept per Recording object only while that object lives (a weak
 # reference drops the entry with it), for a few recordings at a time, and taken — removed — by the store.
 _KEPT_MAX_BYTES = 4 * 1024 * 1024
 _KEPT_MAX_RECORDINGS = 16
-_kept: dict[int, tuple[weakref.ref[Recording], tuple[str, ...]]] = {}
+_TEXTS, _LITERALS = "texts", "literals"
+_kept: dict[tuple[str, int], tuple[weakref.ref[Recording], Any]] = {}
 _kept_lock = threading.Lock()
 
 
-def _keep_call_texts(recording: Recording, texts: list[str]) -> None:
-    """Keep ``texts`` for the store (never raises: the export does not depend on it)."""
-    key = id(recording)
+def _keep(kind: str, recording: Recording, value: Any) -> None:
+    """Keep ``value`` for the store (never raises: the export does not depend on it)."""
+    key = (kind, id(recording))
     try:
         ref = weakref.ref(recording, lambda _, key=key: _kept.pop(key, None))  # type: ignore[misc]
         with _kept_lock:
             while len(_kept) >= _KEPT_MAX_RECORDINGS:
                 _kept.pop(next(iter(_kept)), None)
-            _kept[key] = (ref, tuple(texts))
+            _kept[key] = (ref, value)
     except Exception:  # a weak reference's callback (a Recording collected meanwhile) changed the table: not kept
-        logger.debug("causaltrace: the calls' JSON of run %s is not kept for the store", recording.run_id, exc_info=True)
+        logger.debug("causaltrace: the %s of run %s are not kept for the store", kind, recording.run_id, exc_info=True)
+
+
+def _take(kind: str, recording: Recording) -> Any:
+    with _kept_lock:
+        entry = _kept.pop((kind, id(recording)), None)
+    return None if entry is None or entry[0]() is not recording else entry[1]
 
 
 def take_call_texts(recording: Recording) -> tuple[str, ...] | None:
     """The JSON of each of ``recording``'s calls (``call.model_dump_json()``, in order) when the export already made
     it, else None; taken once (the entry is removed)."""
-    with _kept_lock:
-        entry = _kept.pop(id(recording), None)
-    if entry is None or entry[0]() is not recording or len(entry[1]) != len(recording.calls):
-        return None
-    return entry[1]
+    texts = _take(_TEXTS, recording)
+    return texts if texts is not None and len(texts) == len(recording.calls) else None
+
+
+def take_literals(recording: Recording) -> dict[int, tuple[str, bytes]] | None:
+    """The JSON literals of ``recording``'s long texts (id of the text -> (text, literal)) the export wrote while it
+    measured them (``recording_attributes(for_store=True)``), else None; taken once."""
+    return _take(_LITERALS, recording)
 
 
 def recording_attributes(
@@ -164,10 +185,13 @@ def recording_attributes(
     hide_inputs: bool = False,
     hide_outputs: bool = False,
     redact: Callable[[str, Any], Any] | None = None,
+    for_store: bool = False,
 ) -> dict[str, Any]:
     """The root span attributes that carry ``recording`` (see the module docstring), or say why they do not.
 
     Empty for a run without a recording (recording off). Never raises: a failure to encode is an omission.
+    ``for_store``: the run is stored next, so the JSON literals of its long texts, written here to measure them,
+    are kept for the store's chunks (:func:`take_literals`).
     """
     if recording is None:
         return {}
@@ -177,7 +201,10 @@ def recording_attributes(
         return _omitted("hidden inputs" if hide_inputs else "hidden outputs")
     try:
         # with a redaction callback the whole text is needed whatever its size: the callback's answer is the one sent
-        whole, size = _recording_json(recording, settings.max_bytes if redact is None else None)
+        literals: dict[int, tuple[str, bytes]] | None = {} if for_store else None
+        whole, size = _recording_json(recording, settings.max_bytes if redact is None else None, literals)
+        if literals:
+            _keep(_LITERALS, recording, literals)
         if whole is None:
             return _omitted(f"too large: {size} bytes > {settings.max_bytes}")
         text: Any = whole

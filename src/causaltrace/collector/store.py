@@ -370,7 +370,8 @@ class Store:
         split = None
         if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
             texts = recording_otlp.take_call_texts(run.recording)
-            split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts)
+            split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts,
+                                                 recording_otlp.take_literals(run.recording))
         data = run.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
             old = self._row(conn, run.run_id)

@@ -581,7 +581,7 @@ class Emitter:
         config = self.config
         carried = recording_attributes(
             recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,
-            hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact,
+            hide_inputs=config.hide_inputs, hide_outputs=config.hide_outputs, redact=config.redact, for_store=config.store,
         )
         forget_long_texts()  # the run's long texts are written: their measures need not hold them any longer
         if semconv.RECORDING_CHUNKS in carried:  # an event: the root's own tags stay the run's (issue 33 item 4)
