@@ -319,7 +319,9 @@ def text_of(message: Any) -> str:
 
 def extract_code(text: str) -> dict[str, str] | None:
     """``{code, language}`` of the Markdown code blocks in ``text`` (joined), or None when there is none."""
-    blocks = _CODE_BLOCK.findall(text or "")
+    if not text or "`" not in text:  # one character is found 4x faster than the pattern (a 50 MB message: 4 ms)
+        return None
+    blocks = _CODE_BLOCK.findall(text)
     if not blocks:
         return None
     return {"code": "\n\n".join(code for _, code in blocks), "language": blocks[0][0] or ""}
