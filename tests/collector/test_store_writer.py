@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -131,6 +133,39 @@ def test_a_step_re_sent_before_its_runs_end_is_stored_as_last_sent(counting_stor
     assert collector.flush(10)
     assert [s.content for s in run.steps] == ["m0", "m1, ended", "m2, ended"]
     assert store.get_run("r3") == run
+
+
+class FlakyStore(Store):
+    """A real store that does not answer while ``down`` is set (its transactions fail as a locked file does)."""
+
+    down = False
+
+    def transaction(self):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise sqlite3.OperationalError("database is locked (planted)")
+        return super().transaction()
+
+
+def test_a_step_re_sent_while_the_store_does_not_answer_is_stored_as_last_sent(store_target: str) -> None:
+    """A step stored live, sent again while the store does not answer, then its run's end: the held end carries the
+    step (its held re-send is dropped as subsumed) and rewrites it — the stored run equals the Run."""
+    store = FlakyStore(store_target)
+    collector = _collector(store)
+    collector.begin_run("r4", framework="test", task="t", name=None, trace_id=None, started_at=T0)
+    collector.accept(_step("r4", 0))
+    collector.accept(_step("r4", 1))
+    assert collector.flush(10)  # r4/0 and r4/1 are stored live
+    store.down = True
+    collector.accept(_step("r4", 1).model_copy(update={"content": "m1, ended"}))
+    collector.flush(10)  # the batch holding the re-send fails: held
+    run = collector.finish_run("r4", framework="test", task="t", started_at=T0, ended_at=T0,
+                               outcome=Outcome(status="success", stop="normal"), wait_s=0)
+    time.sleep(0.3)  # the writer takes the end into its backlog (the re-send is subsumed) and retries in vain
+    store.down = False
+    assert collector.drain(30)
+    assert [s.content for s in run.steps] == ["m0", "m1, ended"]
+    assert store.get_run("r4") == run
+    store.close()
 
 
 def test_transaction_groups_writes_and_rolls_them_all_back_on_error(store_target: str) -> None:

@@ -391,6 +391,8 @@ class RunCollector:
                 if event is not None:
                     event.set()
         dropped, subsumed = self.backlog.extend(new)
+        for _, (run_id, step), _ in subsumed:  # a step stored live and sent again since: the end rewrites it
+            self._stored.get(run_id, set()).discard(step.step_id)
         self._settled(subsumed)  # their run's end, queued after them, writes them
         if dropped:
             self._dropped(dropped)
@@ -513,12 +515,21 @@ class RunCollector:
         pending: list[tuple[str, Any, threading.Event | None]],
         written_before: dict[str, set[str] | None] | None = None,
     ) -> dict[str, set[str] | None]:
-        """Write ``pending`` in order; returns per run the step ids written (None: the run was finished)."""
+        """Write ``pending`` in order; returns per run the step ids written (None: the run was finished).
+
+        A run whose end is in the batch has its steps written by that end, which carries them all (the Run holds the
+        latest version of each): its step operations before the end are not written on their own first — one
+        statement and one look-up of the run's row fewer per run."""
         written: dict[str, set[str] | None] = {}
         batch: list[Step] = []
-        for op, payload, _ in pending:
+        carried = _carried_by_an_end(pending)
+        resent: dict[str, set[str]] = {}  # per run, the steps its end carries that were sent again in this batch
+        for i, (op, payload, _) in enumerate(pending):
             if op == "steps":
-                batch.append(payload[1])
+                if i in carried:
+                    resent.setdefault(payload[0], set()).add(payload[1].step_id)
+                else:
+                    batch.append(payload[1])
                 continue
             self._write_steps(store, batch, written)
             batch = []
@@ -529,6 +540,7 @@ class RunCollector:
                 stored = set(self._stored.get(payload.run_id, ()))
                 stored |= (written_before or {}).get(payload.run_id) or set()
                 stored |= written.get(payload.run_id) or set()
+                stored -= resent.pop(payload.run_id, set())  # stored live, sent again since: the end rewrites them
                 store.finish_run(payload, stored_steps=stored)
                 written[payload.run_id] = None
         self._write_steps(store, batch, written)
@@ -609,6 +621,23 @@ def _open_shared(target: Any, max_chars: int) -> Store:
     with _SHARED_LOCK:
         _SHARED[key] = store
     return store
+
+
+def _carried_by_an_end(pending: list[Op]) -> set[int]:
+    """The positions of the step operations whose run ends later in ``pending`` (not begun again in between: a
+    replaced run's id takes new steps), read from the end."""
+    ending: set[str] = set()
+    carried: set[int] = set()
+    for i in range(len(pending) - 1, -1, -1):
+        op, payload, _ = pending[i]
+        if op == "steps":
+            if payload[0] in ending:
+                carried.add(i)
+        elif op == "finish":
+            ending.add(payload.run_id)
+        elif op == "begin":
+            ending.discard(payload[0])
+    return carried
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:

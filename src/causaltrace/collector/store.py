@@ -83,6 +83,7 @@ from causaltrace.collector import _migrations, recording_chunks, recording_otlp
 from causaltrace.collector.store_sql import (
     CHILD_TABLES,
     DERIVED_TABLES,
+    HEAD_COLUMNS,
     RUN_COLUMNS,
     STEP_UPSERT,
     TRUNCATION_MARKER,
@@ -91,6 +92,7 @@ from causaltrace.collector.store_sql import (
     CorruptRecordError,
     ImportOutcome,
     NoStoreYetError,
+    RunHead,
     RunRow,
     build_run,
     explain,
@@ -315,7 +317,7 @@ class Store:
         head = truncate_run_text(head, self.max_chars)
         data = head.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
-            old = self._row(conn, run_id)
+            old = self._head(conn, run_id)
             same_writer = old is not None and old.state == "running" and old.writer() == writer
             if old is not None and not same_writer:
                 self._delete_children(conn, run_id, derived=True)
@@ -347,7 +349,7 @@ class Store:
             return
         rows = self._step_rows(run_id, steps)
         with self._write() as conn:
-            old = self._row(conn, run_id)
+            old = self._head(conn, run_id)
             if old is None:
                 raise StoreError(f"run {run_id!r} was not begun in the store {self.location!r}; call begin_run first")
             if old.state == "finished":
@@ -374,7 +376,7 @@ class Store:
                                                  recording_otlp.take_literals(run.recording))
         data = run.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
-            old = self._row(conn, run.run_id)
+            old = self._head(conn, run.run_id)
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
             sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
             live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
@@ -525,6 +527,13 @@ class Store:
         return rows
 
     # -- reading -------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _head(conn: Connection, run_id: str) -> RunHead | None:
+        """What a write needs of a stored run's row (its state, writer and sort key), or None: the narrow read
+        every live write does (the whole row, its JSON included, cost a third more)."""
+        row = conn.execute(f"SELECT {HEAD_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return RunHead(*row) if row is not None else None
 
     @staticmethod
     def _row(conn: Connection, run_id: str) -> RunRow | None:

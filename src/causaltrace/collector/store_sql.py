@@ -30,6 +30,7 @@ from causaltrace.schema import RecordedCall, Recording, Run, Step
 __all__ = [
     "CHILD_TABLES",
     "CorruptRecordError",
+    "HEAD_COLUMNS",
     "DERIVED_TABLES",
     "REC_INSERT",
     "RUN_COLUMNS",
@@ -40,6 +41,7 @@ __all__ = [
     "ImportOutcome",
     "Connection",
     "NoStoreYetError",
+    "RunHead",
     "RunRow",
     "build_run",
     "explain",
@@ -52,6 +54,7 @@ __all__ = [
     "sort_ts",
     "truncate_run_text",
     "truncate_step",
+    "writer_of",
 ]
 
 logger = logging.getLogger("causaltrace.collector.store")
@@ -216,6 +219,29 @@ DERIVED_TABLES = ("diagnoses", "repair_pairs")
 ImportOutcome = Literal["stored", "unchanged", "replaced"]
 
 
+def writer_of(pid: int | None, start: str | None, host: str | None) -> WriterInfo | None:
+    """The writer a run row names (None: the row names none — an imported or finished-elsewhere run)."""
+    if pid is None:
+        return None
+    return WriterInfo(pid=int(pid), start_time=start or "", host=host or "")
+
+
+class RunHead(NamedTuple):
+    """The columns of a ``runs`` row a write decides by (``HEAD_COLUMNS`` order)."""
+
+    state: str
+    writer_pid: int | None
+    writer_start: str | None
+    writer_host: str | None
+    sort_ts: float
+
+    def writer(self) -> WriterInfo | None:
+        return writer_of(self.writer_pid, self.writer_start, self.writer_host)
+
+
+HEAD_COLUMNS = "state, writer_pid, writer_start, writer_host, sort_ts"
+
+
 class RunRow(NamedTuple):
     """A ``runs`` row by column name (fields in ``RUN_COLUMNS`` order)."""
 
@@ -237,9 +263,7 @@ class RunRow(NamedTuple):
     sort_ts: float
 
     def writer(self) -> WriterInfo | None:
-        if self.writer_pid is None:
-            return None
-        return WriterInfo(pid=int(self.writer_pid), start_time=self.writer_start or "", host=self.writer_host or "")
+        return writer_of(self.writer_pid, self.writer_start, self.writer_host)
 
 
 # ---------------------------------------------------------------------------------------------------------- store
