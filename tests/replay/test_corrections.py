@@ -97,8 +97,8 @@ def test_the_corrections_of_a_step_come_from_its_findings_only(run):
 @pytest.mark.parametrize("name", ["smol-premature-three", "ag-premature-three"])
 async def test_an_omission_is_corrected_by_the_call_for_the_missing_item_in_both_adapters(name, tmp_path):
     """The shopper answered before pricing the gizmo: the correction replaces the producing reply's tool calls with
-    get_price(item='gizmo') — the tool that handled the other items — and both adapters replay that reply (the
-    team's planted policy still answers early once the flaky tool fails: no flip here, a real call)."""
+    get_price(item='gizmo') — the tool that handled the other items — and both adapters replay that reply into the
+    right total (the flaky get_price failed once in the recorded run, not again in the replay)."""
     from _zoo import zoo_home
     from causaltrace.replay.corrections import findings_of
     from causaltrace.replay.guarded import guarded_replay
@@ -117,3 +117,26 @@ async def test_an_omission_is_corrected_by_the_call_for_the_missing_item_in_both
     assert result.error is None and result.divergence is None and result.run is not None
     assert any(s.kind == "tool_call" and s.tool_name == "get_price" and (s.arguments or {}).get("item") == "gizmo"
                for s in result.run.steps)
+    assert result.flipped
+
+
+@pytest.mark.parametrize("name", ["smol-unit-two", "ag-unit-two"])
+async def test_a_wrong_unit_is_repaired_by_its_correction_in_both_adapters(name, tmp_path):
+    """The shipper priced the second parcel in lb; the correction ``unit: lb → kg`` is the replay's first live call
+    of the flaky shipping_cost. The tool's transient failure follows the run (it failed once, before, in the
+    recording), so the corrected call answers and the run flips — before, the fresh team's tool failed it and the
+    retry put ``lb`` back, and no wrong_unit case of either framework was repaired. The unedited control replay
+    answers every recorded request as recorded, so the flip is confirmed by two checks, not six."""
+    from _zoo import zoo_home
+    from causaltrace.testing.faults import all_cases
+    from causaltrace.testing.faults import runner as faults_runner
+
+    case = next(c for c in all_cases() if c.name == name)
+    with zoo_home(tmp_path):
+        run = await faults_runner.record(case)
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert result.repaired and result.decisive.index == case.true_step(run)
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.description == "argument unit: lb → kg"
+    assert result.pair is not None and result.pair.basis == "correction"
+    assert result.check_replays == 2 and not result.nondeterministic

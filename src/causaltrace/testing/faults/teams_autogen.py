@@ -2,8 +2,11 @@
 
 Each ``build_*(planted)`` returns a FRESH team (fresh tools, fresh :class:`ScriptedChatCompletionClient` s whose
 answers are deterministic functions of the request). ``planted=True`` plants ONE decisive error; every team also
-holds a recovered tool error as a distractor: a *flaky* tool fails on its first call (per fresh team) and the agent
-calls it again.
+holds a recovered tool error as a distractor: a *flaky* tool fails on the run's first call of it and the agent
+retries the failed call as it was. The failure follows the run, not the team object (:func:`_flaky`): a replay
+builds a fresh team and serves the recorded calls before its edit, so its first LIVE call does not fail again; and
+an agent retries a failed call as it was (:func:`_retrying`), so a correction that does meet the failure is retried,
+not replaced by the planted mistake.
 
 ==========  ================================================================================================
 builder     the team, the planted error
@@ -100,14 +103,46 @@ def first_text_of(request: ScriptedRequest, source: str) -> str:
     return texts[0] if texts else ""
 
 
-def _flaky(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """Wrap an async tool function so that its FIRST call raises (the recovered distractor)."""
-    state = {"calls": 0}
+#: What a flaky tool says on its first call: a transient failure, to be retried as it was.
+TRANSIENT = "service temporarily unavailable, try again"
+
+
+def _failed_calls(request: ScriptedRequest) -> list[ToolCallSpec]:
+    """The calls of the latest tool round that failed transiently (:data:`TRANSIENT`), as they were; [] when the
+    request does not end with such a round."""
+    if not request.messages or not isinstance(request.messages[-1], FunctionExecutionResultMessage):
+        return []
+    failed = {r.call_id for r in request.messages[-1].content if r.is_error and TRANSIENT in r.content}
+    for m in reversed(request.messages[:-1]) if failed else ():
+        if isinstance(m, AssistantMessage) and isinstance(m.content, list):
+            return [ToolCallSpec(c.name, json.loads(c.arguments)) for c in m.content
+                    if isinstance(c, FunctionCall) and c.id in failed]
+    return []
+
+
+def _retrying(policy: Callable[[ScriptedRequest], Reply]) -> Callable[[ScriptedRequest], Reply]:
+    """``policy``, except that after a transient tool failure the agent retries the failed call as it was, as a
+    model told "try again" does. Why it matters: the flaky tools fail on the first call of a fresh team, and in a
+    replay that is the first LIVE call, often the corrected one; a policy that recomputed its call there would put
+    the planted mistake back (a corrected ``unit: lb → kg`` failed, then ``lb`` again), so no correction of a later
+    step could flip."""
+
+    def retrying(request: ScriptedRequest) -> Reply:
+        return _failed_calls(request) or policy(request)
+
+    return retrying
+
+
+def _flaky(fn: Callable[..., Any], name: str, state: dict[str, Any]) -> Callable[..., Any]:
+    """Wrap an async tool function so that the RUN's first call of it raises (the recovered distractor): its first
+    call on this object, unless the agent's conversation (``state["context"]``, bound by :func:`_agent`) already
+    holds a result of it — a replay serves the recorded calls before its edit without reaching the tool object, and
+    the run's transient failure is among them, so the first LIVE call must not fail again."""
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         state["calls"] += 1
-        if state["calls"] == 1:
-            raise RuntimeError(f"{name}: service temporarily unavailable, try again")
+        if state["calls"] == 1 and not await _called_before(state.get("context"), name):
+            raise RuntimeError(f"{name}: {TRANSIENT}")
         return await fn(*args, **kwargs)
 
     wrapper.__name__ = fn.__name__
@@ -119,10 +154,23 @@ def _flaky(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return wrapper
 
 
+async def _called_before(context: Any, name: str) -> bool:
+    """Whether the model context holds a result of tool ``name`` (this run called it before)."""
+    if context is None:
+        return False
+    return any(isinstance(m, FunctionExecutionResultMessage) and any(r.name == name for r in m.content)
+               for m in await context.get_messages())
+
+
 def _tool(fn: Callable[..., Any], description: str, *, flaky: bool = False) -> Any:
     from autogen_core.tools import FunctionTool
 
-    return FunctionTool(_flaky(fn, fn.__name__) if flaky else fn, description=description, name=fn.__name__)
+    if not flaky:
+        return FunctionTool(fn, description=description, name=fn.__name__)
+    state: dict[str, Any] = {"calls": 0}
+    tool = FunctionTool(_flaky(fn, fn.__name__, state), description=description, name=fn.__name__)
+    tool.flaky_state = state  # type: ignore[attr-defined]  # _agent binds its model context
+    return tool
 
 
 def _agent(name: str, policy: Callable[[ScriptedRequest], Reply], tools: list[Any] | None = None, *,
@@ -132,8 +180,14 @@ def _agent(name: str, policy: Callable[[ScriptedRequest], Reply], tools: list[An
     kwargs: dict[str, Any] = {}
     if handoffs:
         kwargs["handoffs"] = handoffs
-    return AssistantAgent(name, model_client=ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
-                          tools=tools or None, max_tool_iterations=iterations,
+    from autogen_core.model_context import UnboundedChatCompletionContext
+
+    context = UnboundedChatCompletionContext()  # the agent's default, made here so its flaky tools can read it
+    for t in tools or ():
+        if hasattr(t, "flaky_state"):
+            t.flaky_state["context"] = context
+    return AssistantAgent(name, model_client=ScriptedChatCompletionClient(_retrying(policy), model=f"scripted-{name}"),
+                          tools=tools or None, max_tool_iterations=iterations, model_context=context,
                           system_message=f"You are {name}.", **kwargs)
 
 

@@ -3,7 +3,11 @@
 Each ``build_*`` function is a zero-argument-ready factory body (the suite binds ``planted``): it returns a FRESH
 agent (fresh tools, fresh scripted models) whose models are deterministic functions of their request. Every team
 plants ONE decisive error when ``planted=True`` and holds a recovered tool error as a distractor: a *flaky* tool
-fails on its first call (per fresh tool object) and the agent retries it.
+fails on the run's first call of it and the agent retries it. The failure follows the run, not the tool object
+(:func:`make_tool`): a replay builds fresh tools and serves the recorded calls before its edit, so its first LIVE call
+does not fail again. A ToolCallingAgent retries a failed call as it was (:func:`_retrying`), so a correction that does
+meet the failure is retried, not replaced by the planted mistake; a CodeAgent's policy writes its own retry (some
+teams' planted error IS their reaction to the failure, e.g. a placeholder key when the secret store fails).
 
 ==================  ============================================================================================
 builder             the team, the planted error
@@ -34,6 +38,7 @@ smolagents is imported lazily (inside the builders).
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from typing import Any
@@ -121,22 +126,94 @@ def written_plan(request: ScriptedRequest) -> str:
 
 def make_tool(name: str, description: str, inputs: dict[str, dict[str, str]], output_type: str,
               fn: Callable[..., Any], *, flaky: bool = False) -> Any:
-    """A fresh smolagents Tool calling ``fn(**arguments)``; ``flaky=True`` makes its FIRST call raise."""
+    """A fresh smolagents Tool calling ``fn(**arguments)``; ``flaky=True`` makes the RUN's first call of it raise:
+    its first call on this object, unless the memory of the agents bound to it (its agent, and the agents managing
+    that one: :func:`_bind_flaky`) shows an earlier call — a replay serves the recorded calls before its edit without
+    reaching the tool object, and the run's transient failure is among them, so the first LIVE call must not fail
+    again."""
     from smolagents import Tool
 
-    state = {"calls": 0}
+    state: dict[str, Any] = {"calls": 0, "seen_by": []}
 
     def forward(self: Any, **kwargs: Any) -> Any:
         state["calls"] += 1
-        if flaky and state["calls"] == 1:
-            raise RuntimeError(f"{name}: service temporarily unavailable, try again")
+        if flaky and state["calls"] == 1 and not _called_before(state["seen_by"]):
+            raise RuntimeError(f"{name}: {TRANSIENT}")
         return fn(**kwargs)
 
     cls = type(f"{name}_tool", (Tool,), {
         "name": name, "description": description, "inputs": inputs, "output_type": output_type,
         "forward": forward, "skip_forward_signature_validation": True,
     })
-    return cls()
+    tool = cls()
+    if flaky:
+        tool.flaky_state = state
+    return tool
+
+
+def _called_before(seen_by: list[tuple[Any, str]]) -> bool:
+    """Whether an agent's memory holds a finished step that called ``callee`` (a tool or a managed agent; by name
+    in a ToolCallingAgent's calls, as ``callee(`` in a CodeAgent's code) for any ``(agent, callee)``."""
+    from smolagents.memory import ActionStep
+
+    return any(isinstance(step, ActionStep) and any(c.name == callee or f"{callee}(" in str(c.arguments)
+                                                    for c in step.tool_calls or ())
+               for agent, callee in seen_by for step in agent.memory.steps)
+
+
+def _bind_flaky(agent: Any, tools: list[Any], managed: list[Any]) -> Any:
+    """Let ``agent``'s memory tell its flaky tools, and its managed agents' flaky tools, that the run called them
+    before (a managed agent's memory starts afresh with every task, its manager's does not)."""
+    for tool in tools:
+        if hasattr(tool, "flaky_state"):
+            tool.flaky_state["seen_by"].append((agent, tool.name))
+    for worker in managed:
+        for tool in worker.tools.values():
+            if hasattr(tool, "flaky_state"):
+                tool.flaky_state["seen_by"].append((agent, worker.name))
+    return agent
+
+
+#: What a flaky tool says on its first call: a transient failure, to be retried as it was.
+TRANSIENT = "service temporarily unavailable, try again"
+
+_FAILED_CALL = re.compile(r"Error executing tool '(\w+)' with arguments (\{.*)", re.S)
+
+
+def _failed_call(observation: str) -> Call | None:
+    """The tool call a ToolCallingAgent's error observation names (``Error executing tool 'x' with arguments
+    {...}: ...``), or None."""
+    found = _FAILED_CALL.search(observation)
+    if found is None:
+        return None
+    text = found.group(2)
+    for end in (m.end() for m in re.finditer(r"\}(?=: )", text)):  # the arguments' repr ends at a "}: "
+        try:
+            arguments = ast.literal_eval(text[:end])
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(arguments, dict):
+            return Call(found.group(1), arguments)
+    return None
+
+
+def _retrying(policy: Callable[[ScriptedRequest], Reply]) -> Callable[[ScriptedRequest], Reply]:
+    """A ToolCallingAgent's ``policy``, except that after a transient tool failure (:data:`TRANSIENT`) the agent
+    retries the call its error names as it was, as a model told "try again" does. Why it matters: the flaky tools
+    fail on the first call of a fresh team, and in a replay that is the first LIVE call, often the corrected one; a
+    policy that recomputed its call there would put the planted mistake back (a corrected ``unit: lb → kg`` failed,
+    then ``lb`` again), so no correction of a later step could flip. The recorded runs are unchanged: every
+    ToolCallingAgent policy of the suite retried the same call anyway."""
+
+    def retrying(request: ScriptedRequest) -> Reply:
+        last = request.observations[-1] if request.observations else ""
+        if TRANSIENT in last and request.tool_names and request.messages[-1][0] == "tool-response":
+            again = _failed_call(last)
+            if again is not None:
+                return [again]
+        return policy(request)
+
+    return retrying
 
 
 def _s(desc: str) -> dict[str, str]:
@@ -165,8 +242,9 @@ def _tool_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], na
 
     from causaltrace.testing.smolagents import ScriptedModel
 
-    return ToolCallingAgent(tools=tools, model=ScriptedModel(policy), name=name, description=description,
-                            max_steps=max_steps, managed_agents=managed or [], verbosity_level=LogLevel.OFF)
+    return _bind_flaky(ToolCallingAgent(tools=tools, model=ScriptedModel(_retrying(policy)), name=name,
+                                        description=description, max_steps=max_steps, managed_agents=managed or [],
+                                        verbosity_level=LogLevel.OFF), tools, managed or [])
 
 
 def _code_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], name: str, *, max_steps: int = 6,
@@ -175,8 +253,8 @@ def _code_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], na
 
     from causaltrace.testing.smolagents import ScriptedModel
 
-    return CodeAgent(tools=tools, model=ScriptedModel(policy), name=name, max_steps=max_steps,
-                     managed_agents=managed or [], verbosity_level=LogLevel.OFF)
+    return _bind_flaky(CodeAgent(tools=tools, model=ScriptedModel(policy), name=name, max_steps=max_steps,
+                                 managed_agents=managed or [], verbosity_level=LogLevel.OFF), tools, managed or [])
 
 
 # ------------------------------------------------------------------------------------ wrong tool argument
