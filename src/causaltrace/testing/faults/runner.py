@@ -98,6 +98,13 @@ class CaseResult:
     corrections_untried: int = 0
 
     @property
+    def repair_ratio(self) -> float | None:
+        """Repair wall time ÷ the run's wall time (issue 32's repair cost target), None without both."""
+        if self.run_seconds <= 0 or self.repair_seconds <= 0:
+            return None
+        return round(self.repair_seconds / self.run_seconds, 1)
+
+    @property
     def localized(self) -> bool:
         return self.true_step is not None and self.found_step == self.true_step
 
@@ -116,6 +123,7 @@ class CaseResult:
             "seconds": self.seconds,
             "run_seconds": self.run_seconds,
             "repair_seconds": self.repair_seconds,
+            "repair_ratio": self.repair_ratio,
             "error": self.error,
             "found_basis": self.found_basis,
             "pair": self.pair,
@@ -200,6 +208,16 @@ def stored_run(case: FaultCase, home: str, *, suffix: str = "") -> Any:
         store.close()
 
 
+def run_wall_seconds(run: Any) -> float:
+    """The run's own wall time, from its recorded start to its end (the factory's build included: the suite builds
+    the team inside the run marking) — the denominator of the repair ratio. Taken from the Run, not from the time
+    this process took to get it: with ``--from-store`` that was the store read (a few ms), which inflated the ratio
+    about tenfold. 0 when the run has no timestamps."""
+    if run.started_at is None or run.ended_at is None:
+        return 0.0
+    return max(0.0, (run.ended_at - run.started_at).total_seconds())
+
+
 async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = True,
                    on_replay: Callable[[Any, Any], None] | None = None, from_store: str | None = None,
                    twins: bool = False) -> CaseResult:
@@ -214,7 +232,7 @@ async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = T
                         repaired=False, replays=0, live_calls_before_intervention=0, held_out=case.held_out)
     try:
         run = await record(case) if from_store is None else stored_run(case, from_store)
-        result.run_seconds = round(time.perf_counter() - started, 3)
+        result.run_seconds = round(run_wall_seconds(run) or time.perf_counter() - started, 3)
         result.true_step = case.true_step(run)
         errors = [s.index for s in run.steps if s.status == "error"]
         result.first_error_step = errors[0] if errors else None
@@ -241,38 +259,35 @@ async def run_case(case: FaultCase, *, sandbox: Any = None, repair_run: bool = T
 
 async def _repair_case(case: FaultCase, run: Any, result: CaseResult, sandbox: Any,
                        on_replay: Callable[[Any, Any], None] | None) -> None:
-    """Repair ``run`` with deterministic mutations, guided by ``graph``'s candidates, then every other candidate."""
+    """Repair ``run`` with deterministic mutations, guided by ``graph``'s diagnosis (its findings give the
+    corrections), over every candidate step of the run in ONE search: the corrections of all of them first, earliest
+    step first, then — only if none flipped — their alternatives, then the tool results (issue 32 item 5). Two
+    searches, the diagnosis's candidates and then the rest, tried the first group's alternatives before the second
+    group's corrections, and probed the factory twice."""
     from causaltrace.attribution.engine import diagnose
     from causaltrace.replay.executor import default_sandbox
     from causaltrace.replay.repair import repair
 
     diagnosis = await diagnose(run, "graph", None, store=False)
     sandbox = sandbox or default_sandbox()
-    first = [c.step_id for c in diagnosis.candidates]
-    allowed = {s.step_id for s in run.candidate_steps()}
-    first = [c for c in first if c in allowed]
-    attempts = []
-    if first:
-        attempts.append(("diagnosis", await repair(run, case.factory, case.verify, candidates=first, k=0,
-                                                   diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
-    if not attempts or not attempts[-1][1].repaired:
-        rest = [s.step_id for s in run.candidate_steps() if s.step_id not in set(first)]
-        if rest:
-            attempts.append(("all", await repair(run, case.factory, case.verify, candidates=rest, k=0,
-                                                 diagnosis=diagnosis, sandbox=sandbox, on_replay=on_replay)))
-    for where, rep in attempts:
-        result.replays += rep.replays
-        result.live_calls_before_intervention += rep.live_calls_before_intervention
-        result.budget_exhausted = result.budget_exhausted or rep.budget_exhausted
-        result.corrections_untried += rep.corrections_untried
-        if rep.repaired and rep.decisive is not None:
-            result.repaired = True
-            result.found_step = rep.decisive.index
-            result.found_in = where
-            best = rep.decisive.best
-            result.found_basis = best.intervention.basis if best is not None else None
-            result.pair = "correction" if rep.pair is not None else (
-                "alternative" if rep.alternative_pair is not None else None)
+    ranked = {c.step_id for c in diagnosis.candidates}
+    everything = [s.step_id for s in run.candidate_steps()]
+    if not everything:
+        return
+    rep = await repair(run, case.factory, case.verify, candidates=everything, k=0, diagnosis=diagnosis,
+                       sandbox=sandbox, on_replay=on_replay)
+    result.replays += rep.replays
+    result.live_calls_before_intervention += rep.live_calls_before_intervention
+    result.budget_exhausted = rep.budget_exhausted
+    result.corrections_untried = rep.corrections_untried
+    if rep.repaired and rep.decisive is not None:
+        result.repaired = True
+        result.found_step = rep.decisive.index
+        result.found_in = "diagnosis" if rep.decisive.step_id in ranked else "all"
+        best = rep.decisive.best
+        result.found_basis = best.intervention.basis if best is not None else None
+        result.pair = "correction" if rep.pair is not None else (
+            "alternative" if rep.alternative_pair is not None else None)
 
 
 def _run_named(name: str, repair_run: bool = True, from_store: str | None = None, twins: bool = False) -> CaseResult:
@@ -339,7 +354,7 @@ def summarize(results: Sequence[CaseResult], *, repair_run: bool = True) -> dict
                                            for r in members), len(members)),
                 "repaired_rate": rate(sum(bool(r["repaired"]) for r in members), len(members))}
 
-    ratios = [r.repair_seconds / r.run_seconds for r in results if r.run_seconds > 0 and r.repair_seconds > 0]
+    ratios = [r.repair_seconds / r.run_seconds for r in results if r.repair_ratio is not None]
     report = {
         "n": n,
         "localized_rate": rate(sum(r.localized for r in results)),
