@@ -140,3 +140,35 @@ async def test_a_wrong_unit_is_repaired_by_its_correction_in_both_adapters(name,
     assert best.basis == "correction" and best.description == "argument unit: lb → kg"
     assert result.pair is not None and result.pair.basis == "correction"
     assert result.check_replays == 2 and not result.nondeterministic
+
+
+@pytest.mark.parametrize(("name", "fixed"), [("smol-plan-gallons", "Convert 4 gallons to litres."),
+                                             ("ag-plan-miles", "miles")])
+async def test_a_substituted_unit_is_put_back_in_the_words_the_step_writes(name, fixed, tmp_path):
+    """The finding names units canonically (``qt`` where the task had ``gal``); the delegation writes "quarts". The
+    correction writes the source's unit in the step's form ("gallons", plural like "quarts"; "feet" → "miles") and
+    flips the run at the planted step — before, it matched nothing and the search ran through 131 alternatives."""
+    from _zoo import zoo_home
+    from causaltrace.replay.corrections import findings_of
+    from causaltrace.testing.faults import all_cases
+    from causaltrace.testing.faults import runner as faults_runner
+
+    case = next(c for c in all_cases() if c.name == name)
+    with zoo_home(tmp_path):
+        run = await faults_runner.record(case)
+        findings = findings_of(run)
+        unit = next(f for f in findings if f.family == "value_changed" and f.index == case.true_step(run))
+        [fix] = corrections_for(run.step(unit.step_id), run, findings)
+        assert fixed in str(fix.replacement)
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert result.repaired and result.decisive.index == case.true_step(run)
+    assert result.decisive.best.intervention.basis == "correction" and result.replays == 3
+
+
+def test_a_unit_word_keeps_its_form():
+    from causaltrace.replay.corrections import _same_form
+
+    assert _same_form(["gallon", "gallons"], "quarts", "gal") == "gallons"
+    assert _same_form(["mile", "miles"], "feet", "mi") == "miles"  # the task's singular does not fit a plural slot
+    assert _same_form(["pounds"], "ounce", "lb") == "lb"  # the run never wrote the singular: the symbol
+    assert _same_form(["gallons"], "qt", "gal") == "gal"

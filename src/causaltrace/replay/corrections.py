@@ -164,6 +164,7 @@ def _correction(step: Step, run: Run, f: Finding) -> Intervention | None:
         replacement: Any = before
     else:
         original = original_value(step, kind)
+        before, after = _written_units(run, f, original, before, after)
         replacement = _substitute(original, before, after)
         if replacement is None or replacement == original:
             return None
@@ -179,6 +180,45 @@ def _routable(run: Run, step: Step) -> set[str]:
     roster = (run.metadata or {}).get("roster")
     return {*run.agents, *(str(c) for c in listed or () if isinstance(listed, list)),
             *(roster if isinstance(roster, dict) else ())}
+
+
+_WORD = re.compile(r"[A-Za-z°]+")
+
+
+def _written_units(run: Run, f: Finding, original: Any, before: str, after: str) -> tuple[str, str]:
+    """``(before, after)`` as the texts write them when the finding names units canonically (``gal`` for ``qt``)
+    but the step writes a word (``Convert 4 quarts``): ``after`` becomes the step's word for that unit and
+    ``before`` a word the run wrote for the source's unit, in the same form (:func:`_same_form`) — otherwise the
+    correction of a substituted unit matched nothing and its step fell back to alternatives (smol-plan-gallons:
+    131 replays, no flip). Other values are returned as they are."""
+    from causaltrace.attribution.stages.values import unit_group
+
+    unit_a, unit_b = unit_group(after), unit_group(before)
+    if unit_a is None or unit_b is None or unit_a[1] != unit_b[1]:
+        return before, after
+    text = json.dumps(original, default=str) if not isinstance(original, str) else original
+    written = next((w for w in _WORD.findall(text) if (unit_group(w) or ("",))[0] == unit_a[0]), None)
+    if written is None or written.lower() == after.lower():
+        return before, after
+    source = {e.step_id for e in f.evidence if e.role in ("source", "request", "superseded_by")}
+    texts = [s.content or "" for s in run.steps if s.step_id in source] + [run.task or ""] + [
+        s.content or "" for s in run.steps if s.step_id not in source]
+    said = [w for t in texts for w in _WORD.findall(t) if (unit_group(w) or ("",))[0] == unit_b[0]]
+    return _same_form(said, written, unit_b[0]), written
+
+
+def _same_form(said: Sequence[str], written: str, canonical: str) -> str:
+    """The first of ``said`` (the run's words for unit ``canonical``, the source's first) in the form of
+    ``written``: plural when it is (``quarts`` → ``gallons``, ``feet`` → ``miles``), singular when it is, the symbol
+    for a symbol; the symbol when the run never wrote that form."""
+
+    def plural(word: str) -> bool:
+        return word.lower().endswith("s") or word.lower() == "feet"
+
+    if len(written) <= 3 and written.lower() != "ft":
+        return canonical
+    return next((w for w in said if w.lower() != canonical and len(w) > 3 and plural(w) == plural(written)),
+                canonical)
 
 
 def _describe(kind: str, original: Any, replacement: Any, before: str, after: str) -> str:
