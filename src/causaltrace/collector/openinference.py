@@ -73,6 +73,7 @@ from causaltrace.collector.foreign_common import (
     step_error,
     step_status,
 )
+from causaltrace.collector.foreign_roster import roster_of_trace
 from causaltrace.collector.genai import LLM_OPERATIONS, OPERATION, GenAIReader, framework_of
 from causaltrace.collector.span_autogen import (
     ORCHESTRATOR,
@@ -493,4 +494,7 @@ def run_of_trace(trace_id: str, spans: list[SpanLike], where: str) -> Run | None
     reader.flush()
     if not any(s.kind != "task" for s in b.steps):
         return None
+    roster = roster_of_trace(tree, _agent_name)  # what each agent can do, as a live run stores it
+    if roster:
+        b.metadata["roster"] = roster
     return b.build(framework=framework_of(spans), trace_id=trace_id)

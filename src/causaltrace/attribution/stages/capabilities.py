@@ -21,13 +21,20 @@ __all__ = ["Capability", "capability_words", "stems"]
 #: the run-metadata key of the roster (``causaltrace.instrumentation.roster.ROSTER_KEY``; attribution does not
 #: import instrumentation)
 _ROSTER_KEY = "roster"
-#: words are compared by their first letters, so "refund" meets "refundable" and "customer" "customers"
+#: words are compared by their first letters, so "refund" meets "refundable" and "orders" "order"
 _STEM = 6
 
 
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):  # a plural: orders, refunds, devices
+        word = word[:-1]
+    return word[:_STEM]
+
+
 def stems(text: str) -> frozenset[str]:
-    """The salient words of ``text`` (:func:`.tokens.salient_tokens`, numbers left out), cut to their stem."""
-    return frozenset(w[:_STEM] for w in salient_tokens(text[:20_000]) if not w[0].isdigit())
+    """The salient words of ``text`` (:func:`.tokens.salient_tokens`, numbers left out), cut to their stem (a
+    plural's ``s`` dropped, then the first letters)."""
+    return frozenset(_stem(w) for w in salient_tokens(text[:20_000]) if not w[0].isdigit())
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,10 @@ class ProvenanceWalk:
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
         elif self.capabilities:
-            change = self._unfit(owner, chosen, candidates, texts)
+            # a step that lists its candidates (a selector's) chooses among them; else among the roster too: the
+            # agent that should have been called may never have run
+            pool = candidates if isinstance(listed, list) else [*candidates, *self.capabilities]
+            change = self._unfit(owner, chosen, pool, texts)
         if change is not None and change not in self.prov.changes:
             self.prov.changes.append(change)
 
