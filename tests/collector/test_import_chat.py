@@ -71,7 +71,14 @@ def test_openai_messages_json_import_maps_calls_and_results(tmp_path, capsys):
     assert [(d.step_id, d.kind) for d in first_call.depends_on] == [(run.steps[1].step_id, "produced_by")]
     assert [(d.step_id, d.kind) for d in first_result.depends_on] == [(first_call.step_id, "tool_result_of")]
     assert first_result.outputs == {"result": "43", "is_error": False} and first_result.agent == "solver"
-    assert run.steps[4].depends_on == ()  # no text in that message: nothing to be produced by
+    # no text in that message: nothing to be produced by; the conversation's protocol says it saw the result before
+    # it (derived at import, as for a Who&When log: a log with tool calls is no live run)
+    assert [(d.step_id, d.kind) for d in run.steps[4].depends_on] == [(first_result.step_id, "saw")]
+    assert run.metadata["dependencies"] == "derived"
+    from causaltrace.attribution.stages.dependencies import build_dependency_graph
+
+    graph = build_dependency_graph(run)
+    assert graph.source == "recovered" and (3, 4, "saw") in {(e.producer, e.consumer, e.kind) for e in graph.edges}
     assert run.metadata[PROVENANCE_KEY] == "chat" and run.metadata[SOURCE_FORMAT_KEY] == "openai"
     assert run.metadata[HAS_RECORDING_KEY] is False and run.recording is None
     assert run.metadata["system_prompts"] == ["You are a careful calculator."]

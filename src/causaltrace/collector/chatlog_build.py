@@ -22,6 +22,7 @@ import hashlib
 import json
 from typing import Any
 
+from causaltrace.collector.protocol_rules import DERIVED, DERIVED_KEY, derive_dependencies
 from causaltrace.collector.speakers import classify_speaker
 from causaltrace.exceptions import InvalidInputError
 from causaltrace.schema import Dependency, Outcome, Run, Step, StepError, StepSource, action_signature
@@ -168,8 +169,26 @@ class ChatBuilder:
         self.steps = _typed_speakers(self.steps, by_content=self.provenance == "chat")
         metadata = {PROVENANCE_KEY: self.provenance, SOURCE_FORMAT_KEY: self.shape, HAS_RECORDING_KEY: False,
                     **self.metadata}
+        if self.provenance == "chat" and DERIVED_KEY not in metadata:
+            # a log states only a result's call and a call's message: who read what follows from the conversation's
+            # protocol, derived here as for a Who&When log (a log with one tool call is no live run)
+            self.steps = _with_derived(self.steps)
+            metadata[DERIVED_KEY] = DERIVED
         return Run(run_id=self.run_id, framework=framework or self.shape, task=self.task, agents=tuple(agents),
                    steps=tuple(self.steps), outcome=outcome, metadata=metadata, **run_fields)
+
+
+def _with_derived(steps: list[Step]) -> list[Step]:
+    """``steps`` with the dependencies the conversation's protocol derives (:func:`.protocol_rules.derive_dependencies`)
+    added where the log states none between the two steps: a call ``produced_by`` its message does not also
+    ``saw`` it."""
+    stated = {s.step_id: {d.step_id for d in s.depends_on} for s in steps}
+    out = []
+    for step in derive_dependencies(steps):
+        deps = tuple(d for i, d in enumerate(step.depends_on)
+                     if i < len(stated[step.step_id]) or d.step_id not in stated[step.step_id])
+        out.append(step if deps == step.depends_on else step.model_copy(update={"depends_on": deps}))
+    return out
 
 
 def _typed_speakers(steps: list[Step], *, by_content: bool) -> list[Step]:

@@ -116,10 +116,11 @@ def agents_of(run: Run) -> list[str]:
 def split_producers(run: Run) -> set[str]:
     """Ids of the steps whose output was split into steps they produced (``produced_by``: a model reply into its
     tool calls, a code run into its calls): the children carry the producer's content. An imported log's steps are
-    whole log entries, none split, so a run whose importer derived its dependencies has none (its ``produced_by``,
-    a thought → its instruction, is a protocol relation the dependency graph carries)."""
+    whole log entries, none split — but a chat log's assistant message is split into its text and its tool calls —
+    so a run whose importer derived its dependencies has only those (its other ``produced_by``, a thought → its
+    instruction, is a protocol relation the dependency graph carries)."""
     if dependencies_derived(run):
-        return set()
+        return {d.step_id for s in run.steps if s.kind == "tool_call" for d in s.depends_on if d.kind == "produced_by"}
     return {d.step_id for s in run.steps for d in s.depends_on if d.kind == "produced_by"}
 
 
