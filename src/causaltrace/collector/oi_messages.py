@@ -63,9 +63,19 @@ _CALL_ARGUMENTS = "tool_call.function.arguments"
 _SCHEMA = "tool.json_schema"
 
 
-#: ``json.dumps(value, ensure_ascii=False, default=str)`` with the encoder made once, not per call (what json.dumps
-#: does for any non-default option): every structured OpenInference attribute of every model call goes through it.
-json_text = json.JSONEncoder(ensure_ascii=False, default=str).encode
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_TEXT = json.encoder.encode_basestring
+
+
+def json_text(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, default=str)``, the same text: every structured OpenInference
+    attribute of every model call goes through it, so the standard library's C encoder is called directly (what
+    ``JSONEncoder.encode`` ends in, without its two Python frames); a fresh one per call, as the library makes it
+    (its circular-reference markers are per call)."""
+    if _C_ENCODER is None or isinstance(value, str):
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODER({}, str, _ENCODE_TEXT, None, ": ", ", ", False, False, True)(value, 0))
 
 
 def _text(value: Any) -> str:
@@ -77,17 +87,26 @@ def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> di
     out: dict[str, Any] = {}
     for i, message in enumerate(messages):
         head = f"{prefix}.{i}."
-        out[head + _ROLE] = str(message.get("role") or "")
+        role = message.get("role")
+        out[head + _ROLE] = role if type(role) is str else str(role or "")
         content = message.get("content")
-        if isinstance(content, list):
+        if type(content) is str:
+            out[head + _CONTENT] = content
+        elif isinstance(content, list):
             for j, part in enumerate(content):
                 _part(out, f"{head}{_CONTENTS}.{j}.", part)
         elif content is not None:
             out[head + _CONTENT] = _text(content)
-        for key, attr in (("name", _NAME), ("tool_call_id", _TOOL_CALL_ID), ("thought", "thought")):
-            value = message.get(key)
-            if value:
-                out[head + attr] = str(value)
+        # the optional keys, unrolled (this runs for every message of every model call)
+        value = message.get("name")
+        if value:
+            out[head + _NAME] = str(value)
+        value = message.get("tool_call_id")
+        if value:
+            out[head + _TOOL_CALL_ID] = str(value)
+        value = message.get("thought")
+        if value:
+            out[head + "thought"] = str(value)
         for k, call in enumerate(message.get("tool_calls") or ()):
             call_head = f"{head}{_TOOL_CALLS}.{k}."
             if call.get("id") is not None:

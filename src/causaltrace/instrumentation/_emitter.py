@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
@@ -114,12 +114,31 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messa
     return out
 
 
+_IS_STR = str.__instancecheck__
+_IS_LIST = list.__instancecheck__
+
+
+def _nothing_to_cut(attrs: dict[str, Any], limit: int) -> bool:
+    """True when :func:`_cut_long_texts` would change nothing: no tuple nor CutText, and every text (alone or in a
+    list) ASCII and at most ``limit`` long — the common case, decided in C (``filter`` / ``map`` over the values: no
+    Python loop per attribute; a span has 15-40 of them)."""
+    values = attrs.values()
+    types = set(map(type, values))
+    if tuple in types or CutText in types:  # a tuple becomes a list; a text cut before its JSON was written is marked
+        return False
+    texts = [*filter(_IS_STR, values), *filter(_IS_STR, chain.from_iterable(filter(_IS_LIST, values)))]
+    return not texts or (max(map(len, texts)) <= limit and all(map(str.isascii, texts)))
+
+
 def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
     """Cut texts (and texts in lists) longer than ``limit`` in place, with a marker; tuples become lists; a text
     that is not valid UTF-8 gets U+FFFD for its lone surrogates (:func:`~causaltrace.schema.utf8_safe`: OTLP's
     protobuf strings cannot carry them, and one used to fail the whole export batch). Both are counted in
-    :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread, so only
-    texts and lists are looked at, and non-ASCII texts only are searched for surrogates."""
+    :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread: the common
+    case (nothing to do) is found in C first (:func:`_nothing_to_cut`); else only texts and lists are looked at, and
+    non-ASCII texts only are searched for surrogates."""
+    if _nothing_to_cut(attrs, limit):
+        return
     truncated = replaced = False
     cut: list[str] = []
     for key, value in attrs.items():
@@ -472,8 +491,8 @@ class Emitter:
         # JSON attribute comes already cut (issue 35 "Bad input": never written whole only to be cut)
         policied = config.hide_inputs or config.hide_outputs or config.redact is not None
         cut_at = None if policied else config.max_attribute_chars
-        if result is None:
-            full = semconv.step_attributes(step, cut_at=cut_at)
+        if result is None:  # without a payload policy, straight into the span's own dict
+            full = semconv.step_attributes(step, None if policied else attrs, cut_at=cut_at)
         else:
             full = tool_spans.merged_step_attributes(step, result, cut_at=cut_at)
             if result.span_id == step.span_id:
@@ -490,7 +509,8 @@ class Emitter:
                 _merge_extras(attrs, extras)
         else:  # the common case: the full attributes, long texts cut in place
             oi_content, genai_content, blocked = self._content_switches()
-            attrs.update(full)
+            if full is not attrs:
+                attrs.update(full)
             # the adapter's own answer messages stand for the ones the Step's text would give: not built at all
             semconv.openinference_attributes(attrs, messages=messages if oi_content else None,
                                              output_messages=extras is None or _OUTPUT_MESSAGE_ROLE not in extras)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextvars
 import json
 from collections.abc import Iterable, Mapping
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from opentelemetry.trace import SpanContext
@@ -92,43 +94,41 @@ class StepOwner(Protocol):
     def links_of(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]: ...
 
 
+#: The value types a JSON payload holds without a look inside (floats are looked at: NaN is not JSON).
+_SCALARS = frozenset({str, int, bool, type(None)})
+_STR_KEYS = frozenset({str})
+
+
 def _is_plain_json(value: Any, depth: int = 0) -> bool:
-    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation). One call
-    per container: scalars are checked in the container's loop (this runs on every payload of every step)."""
+    """True when ``value`` is made of JSON types only (the common case, checked without a serialisation). A
+    container's key and value types are gathered in C (``set(map(type, …))``); only its floats, dicts and lists are
+    looked at one by one (this runs on every payload of every step)."""
     cls = type(value)
     if cls is dict:
+        if depth > 50 or not _STR_KEYS.issuperset(map(type, value)):
+            return False
+        items: Any = value.values()
+    elif cls is list:
         if depth > 50:
             return False
-        for key, item in value.items():
-            if type(key) is not str:
-                return False
-            cls = type(item)
-            if cls is str or cls is int or cls is bool or item is None:
-                continue
-            if cls is float:
-                if item != item:  # NaN is not JSON
-                    return False
-            elif (cls is not dict and cls is not list) or not _is_plain_json(item, depth + 1):
-                return False
+        items = value
+    elif cls is str or cls is int or cls is bool or value is None:
         return True
-    if cls is list:
-        if depth > 50:
-            return False
-        for item in value:
-            cls = type(item)
-            if cls is str or cls is int or cls is bool or item is None:
-                continue
-            if cls is float:
-                if item != item:
-                    return False
-            elif (cls is not dict and cls is not list) or not _is_plain_json(item, depth + 1):
-                return False
-        return True
-    if cls is str or cls is int or cls is bool or value is None:
-        return True
-    if cls is float:
+    elif cls is float:
         return value == value  # NaN is not JSON
-    return False
+    else:
+        return False
+    types = set(map(type, items))
+    if _SCALARS.issuperset(types):
+        return True
+    for item in items:
+        cls = type(item)
+        if cls is float:
+            if item != item:
+                return False
+        elif cls not in _SCALARS and ((cls is not dict and cls is not list) or not _is_plain_json(item, depth + 1)):
+            return False
+    return True
 
 
 def as_json(value: Any) -> Any:
@@ -156,10 +156,10 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     obj = cls.__new__(cls)
     object.__setattr__(obj, "__dict__", values)
-    fields_set = _FIELDS_SETS.get(cls) if len(values) == len(cls.model_fields) else None
-    if fields_set is None:
+    fields_set = _FIELDS_SETS.get(cls)
+    if fields_set is None or len(values) != len(fields_set):
         fields_set = set(values)
-        if cls.model_config.get("frozen") and fields_set == cls.model_fields.keys():
+        if cls.model_config.get("frozen") and fields_set == cls.__pydantic_fields__.keys():
             _FIELDS_SETS[cls] = fields_set
     object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
     object.__setattr__(obj, "__pydantic_extra__", None)
@@ -261,9 +261,9 @@ class StepHandle:
         if depends_on:
             self._add_dependencies(depends_on)
         fields = self._fields
-        for name, value in zip(_LATE_FIELDS, values, strict=True):
-            if value is not KEEP:
-                fields[name] = usage_of(*value) if name == "usage" and isinstance(value, tuple) else value
+        # only the fields given (most calls give two or three of the nine): picked in C
+        for name, value in compress(zip(_LATE_FIELDS, values, strict=True), map(is_not, values, repeat(KEEP))):
+            fields[name] = usage_of(*value) if name == "usage" and isinstance(value, tuple) else value
 
     @never_raise()
     def add_dependencies(self, deps: Iterable[Dep | Dependency]) -> None:
