@@ -368,14 +368,15 @@ class Emitter:
     def start_step_span(
         self,
         name: str,
-        attributes: Mapping[str, Any],
+        attributes: dict[str, Any],
         *,
         parent: Span | SpanContext | StepSpan | None,
         links: Iterable[tuple[SpanContext, str, str]] = (),
         start_time_ns: int,
         joins: str | None = None,
     ) -> StepSpan | None:
-        """Open a step's span under ``parent``; ``links`` are (producer span context, dependency kind, producer id).
+        """Open a step's span under ``parent``; ``links`` are (producer span context, dependency kind, producer id);
+        ``attributes`` (a fresh dict: the span keeps it, no copy per step) are the span's first.
 
         A ``tool_call``'s span waits for its result: a step started with ``joins`` (the call's step id; a
         ``tool_response`` or a ``code_execution``, :func:`tool_spans.call_result_pairs`) shares it — same span id —
@@ -401,7 +402,7 @@ class Emitter:
                     call = pair.call_span
                     pair.result_span = StepSpan(
                         name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
-                        attributes=dict(attributes),
+                        attributes=attributes,
                         links=[link for link in otel_links if link.context.span_id != call.context.span_id],
                         joins=joins,
                     )
@@ -413,7 +414,7 @@ class Emitter:
             context=context,
             parent=parent_ctx,
             start_ns=start_time_ns,
-            attributes=dict(attributes),
+            attributes=attributes,
             links=otel_links,
         )
         if attributes.get(semconv.STEP_KIND) == "tool_call":

@@ -39,7 +39,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.calls import CallHandle, CallLog
 from causaltrace.instrumentation.roster import ROSTER_KEY
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.steps import CURRENT_STEP, Dep, StepHandle, construct, current_step, usage_of
+from causaltrace.instrumentation.steps import CURRENT_STEP, Dep, StepHandle, construct, usage_of
 from causaltrace.instrumentation.tracing import Tracing, get_tracing, now_ns
 from causaltrace.schema import (
     DEPENDENCY_KINDS,
@@ -235,7 +235,7 @@ class RunContext:
     ) -> StepHandle | None:
         """Start a step; its index is the next in this run. ``parent`` defaults to the current step, if any."""
         if parent is None:
-            cur = current_step()
+            cur = CURRENT_STEP.get()
             parent = cur if cur is not None and cur.ctx is self else None
         parent_id = parent.step_id if isinstance(parent, StepHandle) else parent
         if isinstance(usage, tuple):
@@ -265,14 +265,14 @@ class RunContext:
             "parent_step_id": parent_id,
             "depends_on": tuple(deps),
             "content": content,
-            "inputs": dict(inputs or {}),
-            "outputs": dict(outputs or {}),
+            "inputs": dict(inputs) if inputs else {},
+            "outputs": dict(outputs) if outputs else {},
             "model": model,
             "tool_name": tool_name,
             "arguments": dict(arguments) if arguments is not None else None,
             "call_id": call_id,
             "usage": usage,
-            "metadata": dict(metadata or {}),
+            "metadata": dict(metadata) if metadata else {},
             "started_at": ns_to_datetime(start_ns),
         }
         if kind not in _STEP_KINDS:

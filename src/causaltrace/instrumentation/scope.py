@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+from operator import itemgetter
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -10,6 +11,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 __all__ = ["Scope"]
+
+_SET = contextvars.ContextVar.set
+_RESET = contextvars.ContextVar.reset
+_FIRST = itemgetter(0)
 
 
 class Scope:
@@ -28,9 +33,8 @@ class Scope:
         self._otel_token: object = None
 
     def __enter__(self) -> Scope:
-        tokens = self._tokens = []
-        for var, value in self._values:  # a loop, not a comprehension: one Python call less per scope
-            tokens.append(var.set(value))
+        if self._values:  # the variables set in C: no Python loop per scope
+            self._tokens = list(map(_SET, *zip(*self._values, strict=True)))
         if self._span is not None:
             self._otel_token = otel_context.attach(trace.set_span_in_context(self._span))
         return self
@@ -39,5 +43,6 @@ class Scope:
         if self._otel_token is not None:
             otel_context.detach(self._otel_token)  # type: ignore[arg-type]
             self._otel_token = None
-        for (var, _), token in zip(reversed(self._values), reversed(self._tokens), strict=True):
-            var.reset(token)
+        if self._tokens:  # reset in the reverse order, in C
+            any(map(_RESET, map(_FIRST, reversed(self._values)), reversed(self._tokens)))  # reset gives None: all
+            self._tokens = []
