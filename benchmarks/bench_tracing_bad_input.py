@@ -13,7 +13,9 @@ exercised.
    ToolCallSummaryMessage). The same run with a 16-byte result is the "small event". The added CPU of the big event
    is ``(traced big - traced small) - (untraced big - untraced small)``: what causaltrace spends on the payload,
    net of what AutoGen itself spends on it. Baseline: ``orjson.dumps`` of the payload + SHA-256 of the bytes.
-   Target: <= 3x. The lower quartile of ``--big-repeats`` runs per mode, the modes interleaved.
+   Target: <= 3x. The lower quartile of ``--big-repeats`` runs per mode, the modes interleaved. Its parts: the
+   spans alone (store and recording off), what the recording adds (store off minus that), what the store adds
+   (the defaults minus store off).
 2. ``concurrent`` — the benchmark teams of ``bench_autogen_overhead.py`` (planner, solver, reviewer on scripted
    clients; 15 framework events a run) and ``bench_smolagents_overhead.py`` (the example manager CodeAgent with its
    managed agent on ScriptedModel; 14 events): 20 runs in 20 threads released together, each with its own team or
@@ -131,11 +133,16 @@ def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
                 for k in configs}
     added = added_by["defaults"]
     base = baseline_dump_and_hash(big, repeats)
+    # where it goes: the spans alone (store and recording off), what the recording adds, what the store adds
+    parts = {"spans": added_by["store+record off"],
+             "recording": round(added_by["store off"] - added_by["store+record off"], 4),
+             "store": round(added - added_by["store off"], 4)}
     return {
         "payload_bytes": len(big),
         "cpu_s_lower_quartile": {m: round(v, 4) for m, v in q.items()},
         "added_cpu_s_big_minus_small": round(added, 4),
         "added_cpu_s_big_minus_small_by_config": added_by,
+        "added_cpu_s_parts": parts,
         "baseline_orjson_sha256_s": round(base, 4),
         "ratio_to_baseline": round(added / base, 2),
         "target": 3.0,
@@ -325,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['payload_bytes'] / 2**20:.0f} MiB tool result: added CPU (big - small event, net of AutoGen's "
                   f"own) {r['added_cpu_s_big_minus_small'] * 1e3:.0f} ms; orjson dump + SHA-256 "
                   f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); "
-                  "added by config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in by_config.items()))
+                  "added by config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in by_config.items())
+                  + "; parts: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in r["added_cpu_s_parts"].items()))
         if "concurrent" in wanted:
             for team in fresh_runs():
                 r = bench_concurrent(home, team, args.threads, args.rounds)

@@ -1,16 +1,18 @@
-"""Long texts in JSON, written once (recording.json_pieces and friends, issue 35 "Bad input"): a value's JSON cut at
+"""Long texts in JSON, written once (recording.long_texts, issue 35 "Bad input"): a value's JSON cut at
 its long strings stands for exactly the JSON pydantic writes — whole, measured, or cut to a limit — and whatever
 could make it differ (a lone surrogate, a serializer of the model's own) sends the caller back to the whole JSON."""
 
 from __future__ import annotations
+
+import tracemalloc
 
 import orjson
 import pydantic_core
 import pytest
 from pydantic import BaseModel, computed_field, field_serializer
 
-from causaltrace.recording import (
-    encode_response,
+from causaltrace.recording import encode_response
+from causaltrace.recording.long_texts import (
     forget_long_texts,
     json_literal,
     json_pieces,
@@ -62,7 +64,7 @@ def test_a_value_without_long_strings_or_with_a_lone_surrogate_is_left_to_the_wh
 def test_literal_sizes_count_characters_and_bytes_and_are_forgotten():
     chars, size = literal_size(MIXED)
     literal = pydantic_core.to_json(MIXED)
-    assert (chars, size) == (len(literal.decode()), len(literal))
+    assert (chars, size) == (len(literal.decode()), len(literal)) and json_literal(MIXED) == literal
     forget_long_texts()
     assert literal_size(MIXED) == (chars, size)
 
@@ -106,3 +108,16 @@ def test_a_long_tool_result_is_recorded_exactly_as_its_own_json():
     result = ToolResult(content=MIXED * 3, name="fetch")  # above LONG_TEXT_CHARS: written by the splice
     envelope, type_name = encode_response(result)
     assert envelope == {"type": type_name, "json": result.model_dump_json()}
+
+
+def test_a_long_literal_is_written_without_reserving_ten_times_its_size():
+    # orjson reserves about ten bytes per character for its output: a 50 MB tool result's literal held half a
+    # gigabyte of address space; written a slice at a time, the literal costs about its own size
+    text = "0123456789abcdef" * 400_000  # 6.4 MB
+    tracemalloc.start()
+    try:
+        literal = json_literal(text, remember=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert literal == orjson.dumps(text) and peak < 2 * len(text)

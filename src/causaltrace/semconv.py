@@ -36,7 +36,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
 from opentelemetry.semconv.attributes import error_attributes as _error
 from opentelemetry.semconv.attributes import server_attributes as _server
 
-from causaltrace.recording import attribute_json, cut_json, model_json_pieces
+from causaltrace.recording.long_texts import attribute_json, cut_json, model_json_pieces
 from causaltrace.schema import (
     Annotations,
     Dependency,
@@ -407,15 +407,15 @@ def error_type_of(reason: str | None) -> str:
     return ERROR_TYPE_OTHER
 
 
-#: A structured attribute as compact JSON (:func:`causaltrace.recording.attribute_json`); with a limit, a longer
-#: text in it comes cut as the payload policy cuts it, never written whole (issue 35 "Bad input").
+#: A structured attribute as compact JSON (:func:`causaltrace.recording.long_texts.attribute_json`); with a limit,
+#: a longer text in it comes cut as the payload policy cuts it, never written whole (issue 35 "Bad input").
 _dumps = functools.partial(attribute_json, marker=TRUNCATION_MARKER)
 
 
 def step_attributes(step: Step, into: dict[str, Any] | None = None, *, cut_at: int | None = None) -> dict[str, Any]:
     """The span attributes of a step, in full (the payload policy is applied afterwards by the emitter); written
     into ``into`` when given (the span's own dict: no second dict to build and merge per step); with ``cut_at``, a
-    JSON attribute holding a longer text comes already cut to it (``recording.CutText``)."""
+    JSON attribute holding a longer text comes already cut to it (``recording.long_texts.CutText``)."""
     attrs: dict[str, Any] = {} if into is None else into
     attrs[STEP_ID] = step.step_id
     attrs[STEP_INDEX] = step.index

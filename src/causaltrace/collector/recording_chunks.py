@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError
-from causaltrace.recording import json_literal
+from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, utf8_safe
 
 __all__ = [
@@ -131,7 +131,7 @@ class _Splitter:
     candidates are tried per piece, longest first, so the search stays linear in the recording's size.
     """
 
-    def __init__(self, out: SplitRecording, literals: Mapping[int, tuple[str, bytes]] | None = None) -> None:
+    def __init__(self, out: SplitRecording, literals: Mapping[int, tuple[str, bytes | bytearray]] | None = None) -> None:
         self.out = out
         self.digest_of: dict[str, str] = {}
         self.pieces_of: dict[str, list[str]] = {}
@@ -144,7 +144,7 @@ class _Splitter:
             if kept is not None and kept[0] is text:
                 literal = kept[1]  # written by the run's export (issue 35 "Bad input"): not written again
             else:
-                try:  # pydantic-core's bytes, by orjson (recording.json_literal)
+                try:  # pydantic-core's bytes, by orjson (recording.long_texts.json_literal)
                     literal = json_literal(text, remember=False)
                 except TypeError:  # a lone surrogate: U+FFFD, as the call's own JSON does
                     literal = json_literal(utf8_safe(text), remember=False)
@@ -217,7 +217,7 @@ def placeholder(ref: str | list[str]) -> str:
 
 
 def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str] | None = None,
-                literals: Mapping[int, tuple[str, bytes]] | None = None) -> SplitRecording:
+                literals: Mapping[int, tuple[str, bytes | bytearray]] | None = None) -> SplitRecording:
     """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``).
 
     ``texts``, when given, are the calls' own JSON (``call.model_dump_json()``, in order), already made by whoever

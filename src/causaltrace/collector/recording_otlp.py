@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from causaltrace import semconv
-from causaltrace.recording import (
+from causaltrace.recording.long_texts import (
     LONG_TEXT_CHARS,
     json_literal,
     json_pieces_size,
@@ -99,7 +99,7 @@ def _omitted(reason: str) -> dict[str, Any]:
     return {semconv.RECORDING_OMITTED: reason}
 
 
-def _recording_json(recording: Recording, max_bytes: int | None, literals: dict[int, tuple[str, bytes]] | None = None
+def _recording_json(recording: Recording, max_bytes: int | None, literals: dict[int, tuple[str, bytes | bytearray]] | None = None
                     ) -> tuple[str | None, int]:
     """``(recording.model_dump_json(), its UTF-8 length)`` built one call at a time; the text is None once the
     length passes ``max_bytes`` (the rest is only measured, one call's JSON at a time). A run whose tool returned
@@ -171,7 +171,7 @@ def take_call_texts(recording: Recording) -> tuple[str, ...] | None:
     return texts if texts is not None and len(texts) == len(recording.calls) else None
 
 
-def take_literals(recording: Recording) -> dict[int, tuple[str, bytes]] | None:
+def take_literals(recording: Recording) -> dict[int, tuple[str, bytes | bytearray]] | None:
     """The JSON literals of ``recording``'s long texts (id of the text -> (text, literal)) the export wrote while it
     measured them (``recording_attributes(for_store=True)``), else None; taken once."""
     return _take(_LITERALS, recording)
@@ -201,7 +201,7 @@ def recording_attributes(
         return _omitted("hidden inputs" if hide_inputs else "hidden outputs")
     try:
         # with a redaction callback the whole text is needed whatever its size: the callback's answer is the one sent
-        literals: dict[int, tuple[str, bytes]] | None = {} if for_store else None
+        literals: dict[int, tuple[str, bytes | bytearray]] | None = {} if for_store else None
         whole, size = _recording_json(recording, settings.max_bytes if redact is None else None, literals)
         if literals:
             _keep(_LITERALS, recording, literals)

@@ -37,7 +37,7 @@ from causaltrace.collector import tool_spans
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import count_payload_cuts, exporting
-from causaltrace.recording import CutText, forget_long_texts
+from causaltrace.recording.long_texts import CutText, forget_long_texts
 from causaltrace.schema import Recording, Step, utf8_safe
 
 __all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]

@@ -9,13 +9,10 @@ these values live in (:class:`~causaltrace.schema.RecordedCall`, :class:`~causal
   at call time, before the framework mutates it (:func:`request_hash`: SHA-256 of the compact JSON).
 * :func:`encode_response` / :func:`decode_response`: a response stored as JSON where possible, else a typed
   envelope (type name + model JSON or base64 pickle), served back as the same type.
-* Long texts in JSON, written once (issue 35 "Bad input"): :func:`json_pieces` cuts a value's JSON at its long
-  strings, whose literals are written by orjson once per string object (:func:`literal_size` remembers their
-  length) — so a 50 MB tool result is measured once and cut to the span attribute limit
-  (:func:`json_pieces_head`) or sized for the Recording's export (:func:`json_pieces_size`) without its JSON being
-  written whole each time.
+* :mod:`causaltrace.recording.long_texts`: long texts in JSON, written once (a 50 MB tool result is measured once,
+  cut to the span attribute limit or sized for the Recording's export without its JSON being written whole).
 
-This module imports no other causaltrace module: the trunk's data model imports it, never the other way.
+This package imports no other causaltrace module: the trunk's data model imports it, never the other way.
 """
 
 from __future__ import annotations
@@ -28,8 +25,6 @@ import importlib
 import json
 import pickle
 import re
-import secrets
-import threading
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, get_args
@@ -38,24 +33,14 @@ import orjson
 import pydantic_core
 from pydantic import BaseModel, JsonValue
 
+from causaltrace.recording.long_texts import LONG_TEXT_CHARS, json_pieces_text, model_json_pieces
+
 __all__ = [
-    "LONG_TEXT_CHARS",
-    "CutText",
     "canonical_json",
     "canonical_request",
-    "attribute_json",
     "canonicalize_request",
-    "cut_json",
     "decode_response",
     "encode_response",
-    "forget_long_texts",
-    "json_literal",
-    "json_pieces",
-    "json_pieces_head",
-    "json_pieces_size",
-    "json_pieces_text",
-    "literal_size",
-    "model_json_pieces",
     "request_hash",
 ]
 
@@ -395,263 +380,6 @@ def request_hash(canonical_request: Any) -> str:
     return hashlib.sha256(_canonical_text(canonical_request)[0].encode()).hexdigest()
 
 
-# ------------------------------------------------------------------------------- long texts in JSON, written once
-
-#: From how many characters a string of a response model is written by :func:`json_pieces_text` (and its literal's
-#: size remembered): below this, cutting the JSON apart costs more than it saves.
-LONG_TEXT_CHARS = 65_536
-#: How many long texts' literal sizes are remembered at a time (each entry holds its text alive: see
-#: :func:`forget_long_texts`).
-_LITERALS_KEPT = 8
-_literals: dict[int, tuple[str, int, int]] = {}
-_literals_lock = threading.Lock()
-#: Stand-ins for long strings in a value's JSON: unguessable, so the JSON around them cannot hold one by chance.
-_TOKEN = f"causaltrace-long-{secrets.token_hex(8)}-"
-
-
-def json_literal(text: str, *, remember: bool = True) -> bytes:
-    """``text`` as a JSON string literal: the very bytes ``pydantic_core.to_json(text)`` writes, by orjson — which
-    escapes every character as pydantic-core does (tests/test_recording_long_texts.py checks every code point) at
-    about three times the speed. Its size is remembered (:func:`literal_size`) unless ``remember`` is false (the
-    store's writer: it writes after the run's end, which forgets them). A lone surrogate raises ``TypeError``, as
-    pydantic-core raises (its ``PydanticSerializationError`` is a ``ValueError``)."""
-    literal = orjson.dumps(text)
-    if remember and len(text) >= _SHARE_MIN_CHARS:
-        _remember(text, literal)
-    return literal
-
-
-def literal_size(text: str) -> tuple[int, int]:
-    """(characters, UTF-8 bytes) of ``text``'s JSON literal (:func:`json_literal`), measured once per string object
-    while it is one of the last few long texts measured: a tool result is one object in the call's response, the
-    steps that show it and the run's outcome. Raises as :func:`json_literal` does."""
-    known = _literals.get(id(text))
-    if known is not None and known[0] is text:
-        return known[1], known[2]
-    return _remember(text, orjson.dumps(text))
-
-
-def _remember(text: str, literal: bytes) -> tuple[int, int]:
-    size = len(literal)
-    # the escapes are ASCII; every other character is one character of the literal, however many bytes it takes
-    chars = size if text.isascii() else size - len(text.encode()) + len(text)
-    with _literals_lock:
-        while len(_literals) >= _LITERALS_KEPT:
-            _literals.pop(next(iter(_literals)), None)
-        _literals[id(text)] = (text, chars, size)
-    return chars, size
-
-
-def forget_long_texts() -> None:
-    """Forget the remembered literal sizes, and so let their texts go: called when a run ends (the sizes are only
-    worth keeping while the run that carries the text writes it)."""
-    with _literals_lock:
-        _literals.clear()
-
-
-def _check_writable(text: str) -> None:
-    """Raise ``TypeError`` when ``text`` holds a lone surrogate, which the serializers write their own way (or refuse):
-    such a text is never cut out (an ASCII text holds none: known without a look)."""
-    if not text.isascii():
-        literal_size(text)
-
-
-def _holds_long(value: dict[Any, Any] | list[Any], min_chars: int) -> bool:
-    """Whether a string of at least ``min_chars`` is anywhere inside ``value``'s dicts and lists (one loop, no call
-    per value: it looks at every request of a run when the Recording is exported). False as well when a dict or
-    list is met twice (a shared or circular part: such data is serialized whole, as it always was)."""
-    stack: list[Any] = [value]
-    seen = {id(value)}
-    found = False
-    while stack:
-        node = stack.pop()
-        for item in node.values() if type(node) is dict else node:
-            kind = type(item)
-            if kind is str:
-                if len(item) >= min_chars:
-                    found = True
-            elif kind is dict or kind is list:
-                if id(item) in seen:
-                    return False
-                seen.add(id(item))
-                stack.append(item)
-    return found
-
-
-def _swap_long(value: Any, min_chars: int, texts: list[str]) -> Any:
-    """``value`` with every string of at least ``min_chars`` inside its dicts and lists replaced by a stand-in
-    (``_TOKEN`` + its index in ``texts``, where the string is appended), or ``value`` itself when it holds none;
-    its dicts and lists are copied, the strings shared."""
-    cls = type(value)
-    if cls is str:
-        if len(value) < min_chars:
-            return value
-        texts.append(value)
-        return f"{_TOKEN}{len(texts) - 1}"
-    if (cls is not dict and cls is not list) or not _holds_long(value, min_chars):
-        return value
-    root = dict(value) if cls is dict else list(value)
-    stack: list[Any] = [root]
-    while stack:
-        node = stack.pop()
-        for key, item in node.items() if type(node) is dict else enumerate(node):
-            kind = type(item)
-            if kind is str:
-                if len(item) >= min_chars:
-                    texts.append(item)
-                    node[key] = f"{_TOKEN}{len(texts) - 1}"
-            elif kind is dict or kind is list:
-                node[key] = child = dict(item) if kind is dict else list(item)
-                stack.append(child)
-    return root
-
-
-def _pieces(skeleton: str, texts: list[str]) -> list[str] | None:
-    """The JSON ``skeleton`` split at each stand-in's literal: ``[json, text, json, …]``, or None when a stand-in
-    is not there exactly once (the serializer changed it, or left it out)."""
-    found: list[tuple[int, int]] = []
-    for index in range(len(texts)):
-        mark = f'"{_TOKEN}{index}"'
-        at = skeleton.find(mark)
-        if at < 0 or skeleton.find(mark, at + 1) >= 0:
-            return None
-        found.append((at, index))
-    found.sort()
-    pieces: list[str] = []
-    last = 0
-    for at, index in found:
-        pieces.append(skeleton[last:at])
-        pieces.append(texts[index])
-        last = at + len(_TOKEN) + len(str(index)) + 2
-    pieces.append(skeleton[last:])
-    return pieces
-
-
-def json_pieces(value: Any, serialize: Any, min_chars: int) -> list[str] | None:
-    """``serialize(value)`` — a JSON serializer that writes strings as pydantic-core does — cut at the long strings
-    (``min_chars`` or more characters) inside ``value``'s dicts, lists and tuples: ``[json, text, json, text, …,
-    json]``, the JSON around them with each long string between (to be written as its literal), the long strings
-    never serialized here. None when ``value`` holds no long string, or when the pieces could not stand for
-    ``serialize(value)`` exactly: a long string with a lone surrogate, a serializer that raised or changed a
-    stand-in (the caller then serializes the whole)."""
-    texts: list[str] = []
-    try:
-        swapped = _swap_long(value, min_chars, texts)
-        if not texts:
-            return None
-        for text in texts:
-            _check_writable(text)
-        return _pieces(serialize(swapped), texts)
-    except (TypeError, ValueError, RecursionError):
-        return None
-
-
-#: (model class, field names) → whether those fields can be cut out of the class's JSON (decided once).
-_PLAIN_FIELDS: dict[tuple[type, tuple[str, ...]], bool] = {}
-#: The field types whose values pydantic writes as they are: texts, and JSON data (a recorded call's request).
-_PLAIN_TYPES = (str, str | None, JsonValue)
-
-
-def _plain_fields(cls: type[BaseModel], names: tuple[str, ...]) -> bool:
-    """Whether pydantic writes the values of ``names`` as they are: fields annotated ``str``, ``str | None`` or
-    ``JsonValue`` without constraints or serializers, in a model with no model serializer and no computed field
-    (which might read them)."""
-    key = (cls, names)
-    known = _PLAIN_FIELDS.get(key)
-    if known is None:
-        try:
-            decorators = cls.__pydantic_decorators__
-            serialized = {f for d in decorators.field_serializers.values() for f in d.info.fields}
-            fields = cls.model_fields
-            known = (not decorators.model_serializers and not cls.model_computed_fields
-                     and not serialized & {*names, "*"}
-                     and all(fields[n].annotation in _PLAIN_TYPES and not fields[n].metadata for n in names))
-        except Exception:  # a class that does not answer like a pydantic model
-            known = False
-        _PLAIN_FIELDS[key] = known
-    return known
-
-
-def model_json_pieces(model: BaseModel, min_chars: int, *, deep: bool = False) -> list[str] | None:
-    """pydantic's JSON of ``model`` (``BaseModel.model_dump_json``) as :func:`json_pieces`, cut at the long texts
-    (``min_chars`` or more characters) of its own text fields (a tool result's ``content``, an outcome's
-    ``final_answer``) and, when ``deep``, inside its dict and list fields (a recorded call's request and response);
-    None when it has none, or when they are not written as they are (:func:`_plain_fields`)."""
-    cls = type(model)
-    texts: list[str] = []
-    update: dict[str, Any] = {}
-    for name in cls.model_fields:
-        value = getattr(model, name, None)
-        kind = type(value)
-        if kind is str:
-            if len(value) >= min_chars:
-                texts.append(value)
-                update[name] = f"{_TOKEN}{len(texts) - 1}"
-        elif deep and (kind is dict or kind is list):
-            swapped = _swap_long(value, min_chars, texts)
-            if swapped is not value:
-                update[name] = swapped
-    if not update or not _plain_fields(cls, tuple(update)):
-        return None
-    try:
-        for text in texts:
-            _check_writable(text)
-        skeleton = BaseModel.model_dump_json(model.model_copy(update=update))
-    except (TypeError, ValueError):
-        return None
-    return _pieces(skeleton, texts)
-
-
-def json_pieces_text(pieces: list[str]) -> str:
-    """The whole JSON :func:`json_pieces` stands for, each long string written as its literal once."""
-    return "".join(piece if i % 2 == 0 else json_literal(piece).decode() for i, piece in enumerate(pieces))
-
-
-def json_pieces_size(pieces: list[str]) -> tuple[int, int]:
-    """(characters, UTF-8 bytes) of the JSON :func:`json_pieces` stands for, without writing it."""
-    chars = size = 0
-    for i, piece in enumerate(pieces):
-        if i % 2:
-            c, b = literal_size(piece)
-        else:
-            c = len(piece)
-            b = c if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
-        chars += c
-        size += b
-    return chars, size
-
-
-class CutText(str):
-    """A JSON text already cut as the payload policy cuts a span attribute — its first ``limit`` characters and the
-    marker — made without writing the whole JSON (:func:`cut_json`): the emitter takes it as cut and exports it as
-    a plain ``str``."""
-
-    __slots__ = ()
-
-
-def cut_json(pieces: list[str] | None, limit: int, marker: str) -> CutText | None:
-    """The JSON ``pieces`` stand for (:func:`json_pieces`, :func:`model_json_pieces`; None passes through) cut to
-    ``limit`` characters, followed by ``marker`` formatted with ``n``, the number of characters cut."""
-    if pieces is None:
-        return None
-    return CutText(json_pieces_head(pieces, limit) + marker.format(n=json_pieces_size(pieces)[0] - limit))
-
-
-def json_pieces_head(pieces: list[str], n: int) -> str:
-    """The first ``n`` characters of the JSON :func:`json_pieces` stands for (a long string's literal is written
-    for as many characters as are wanted: escapes are per character, so its first ``n`` characters are those of the
-    literal of the string's first ``n``)."""
-    out: list[str] = []
-    left = n
-    for i, piece in enumerate(pieces):
-        if left <= 0:
-            break
-        part = piece[:left] if i % 2 == 0 else orjson.dumps(piece[:left]).decode()[:left]
-        out.append(part)
-        left -= len(part)
-    return "".join(out)
-
-
 def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     """Encode a response for the Recording: ``(json, None)`` when it is plain JSON, else a typed envelope.
 
@@ -681,33 +409,6 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     except Exception as exc:  # pickling user objects can raise anything
         raise TypeError(f"cannot record a {type_name}: {exc}") from exc
     return {"type": type_name, "pickle_b64": base64.b64encode(blob).decode()}, type_name
-
-
-def attribute_json(value: Any, limit: int | None = None, *, marker: str) -> str:
-    """A structured span attribute as compact JSON text, keys in insertion order (pydantic-core: this runs for every
-    step); what JSON cannot hold is written as its ``str``.
-
-    With ``limit``, a dict holding a longer text directly under one of its keys (where the adapters put a tool's
-    result or a message's text) comes cut to ``limit`` as the payload policy cuts it, followed by ``marker``
-    (a :class:`CutText`): the long texts are measured, never written whole (issue 35 "Bad input": a 50 MB tool
-    result was written as JSON three times per run only to be cut to 16 K). A long text deeper down is written
-    whole and cut afterwards."""
-    if limit is not None and type(value) is dict:
-        for item in value.values():
-            if type(item) is str and len(item) > limit:
-                cut = cut_json(json_pieces(value, _attribute_json, limit + 1), limit, marker)
-                if cut is not None:
-                    return cut
-                break
-    try:
-        return pydantic_core.to_json(value, fallback=str).decode()
-    except Exception:  # a value whose own serialiser raises: the standard library decides (or strs it)
-        return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _attribute_json(value: Any) -> str:
-    """:func:`attribute_json`'s JSON, or an error where it would take the standard library's way."""
-    return pydantic_core.to_json(value, fallback=str).decode()
 
 
 def _model_json(value: BaseModel) -> str:
