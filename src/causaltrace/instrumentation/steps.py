@@ -180,13 +180,17 @@ def build_step(data: dict[str, Any]) -> Step:
         value = data.get(key)
         if value:  # an empty one (or None) is JSON as it is
             data[key] = as_json(value)
-    for key in ("content", "agent"):
-        if not isinstance(data[key], str):
-            data[key] = "" if data[key] is None else str(data[key])
-    for key in ("agent", "model", "tool_name", "call_id"):  # names the store keeps in columns: valid UTF-8 only
-        value = data.get(key)
-        if value is not None and not value.isascii():
-            data[key] = utf8_safe(value)
+    if type(data["content"]) is not str or type(data["agent"]) is not str:
+        for key in ("content", "agent"):
+            if not isinstance(data[key], str):
+                data[key] = "" if data[key] is None else str(data[key])
+    # names the store keeps in columns: valid UTF-8 only (all ASCII, the common case, is one check in C)
+    names = (data["agent"], data.get("model"), data.get("tool_name"), data.get("call_id"))
+    if not "".join(filter(None, names)).isascii():
+        for key in ("agent", "model", "tool_name", "call_id"):
+            value = data.get(key)
+            if value is not None and not value.isascii():
+                data[key] = utf8_safe(value)
     data["truncated"] = False
     data.setdefault("action_signature", None)
     data.setdefault("source", None)  # a live step was not read from another instrumentor's span
