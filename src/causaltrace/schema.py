@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
@@ -395,6 +396,10 @@ class Recording(_Model):
 # ------------------------------------------------------------------------------------------------------- runs
 
 
+#: the lookups a Run caches (dropped from its copies: :meth:`Run.model_copy`)
+_RUN_CACHES = ("_by_id", "_by_index")
+
+
 class Run(_Model):
     """One run of a team or agent: its steps, how it ended, and what was recorded for replay."""
 
@@ -450,6 +455,14 @@ class Run(_Model):
 
     # -- lookups -------------------------------------------------------------------------------------------------
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Run:
+        """A copy (pydantic's), without the lookups cached on this Run: a copy with other ``steps`` must not answer
+        :meth:`step` / :meth:`step_at` from the original's steps."""
+        copied = super().model_copy(update=update, deep=deep)
+        for name in _RUN_CACHES:
+            copied.__dict__.pop(name, None)
+        return copied
+
     @cached_property
     def _by_id(self) -> dict[str, Step]:
         return {s.step_id: s for s in self.steps}
@@ -460,10 +473,16 @@ class Run(_Model):
 
     def step_at(self, index: int) -> Step:
         """The step with this index (KeyError when absent)."""
+        return self._by_index[index]
+
+    @cached_property
+    def _by_index(self) -> dict[int, Step]:
+        # built once per (immutable) Run: detectors look steps up by index for every piece of evidence, and a
+        # linear search made a 10,000-step run's diagnosis quadratic
+        out: dict[int, Step] = {}
         for s in self.steps:
-            if s.index == index:
-                return s
-        raise KeyError(index)
+            out.setdefault(s.index, s)
+        return out
 
     def children(self, step_id: str) -> list[Step]:
         """Steps whose parent is ``step_id``, in index order."""

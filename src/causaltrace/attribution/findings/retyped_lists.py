@@ -38,6 +38,8 @@ _SUBSET = re.compile(r"\b(above|below|over|under|at least|at most|more than|less
                      r"excluding|without|other than|top|first|last|highest|lowest|largest|smallest|filter\w*)\b",
                      re.IGNORECASE)
 _MIN_SOURCE = 3
+#: how many dependency hops back a retyped list's source may lie
+_DEPTH = 6
 
 
 def list_literals(text: str) -> list[tuple[str, list[str]]]:
@@ -65,13 +67,27 @@ def _as_written(literal: str, source: list[str], written: list[str]) -> str:
     return "[" + separator.join(f"{quote}{item}{quote}" for item in source) + "]"
 
 
+def _near_ancestors(graph: DependencyGraph, index: int) -> set[int]:
+    """The steps ``index`` depended on within :data:`_DEPTH` hops: a list is retyped from a result the step (or the
+    reply, code or message before it) read, and a bounded walk keeps a 10,000-step run linear."""
+    seen: set[int] = set()
+    frontier = [index]
+    for _ in range(_DEPTH):
+        frontier = [p for i in frontier for p in graph.producers(i) if p not in seen]
+        seen.update(frontier)
+        if not frontier or len(seen) > 400:
+            break
+    return seen
+
+
 def _retyped(step: Step, graph: DependencyGraph | None, run: Run) -> tuple[int, str, str, str] | None:
     """``(source index, source list, written list, first missing item)`` for the step's first retyped list."""
     written = list_literals(content_of(step))
     if not written:
         return None
-    ancestors = graph.ancestors(step.index) if graph is not None and graph.edges else set(range(step.index))
-    sources = [s for s in run.steps if s.index in ancestors and s.kind in _RESULT_KINDS]
+    near = _near_ancestors(graph, step.index) if graph is not None and graph.edges else set(
+        range(max(0, step.index - _DEPTH * 4), step.index))
+    sources = sorted((s for s in (run.step_at(i) for i in near) if s.kind in _RESULT_KINDS), key=lambda s: s.index)
     for literal, items in written:
         for source in reversed(sources):
             for _, full in list_literals(content_of(source)):
