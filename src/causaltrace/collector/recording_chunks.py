@@ -283,14 +283,17 @@ def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, rep
         conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
         conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
     digests = sorted(split.chunks)
-    have = _existing(conn, digests)
-    conn.executemany(
-        "INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)",
-        [(d, len(split.chunks[d]), split.chunks[d]) for d in digests if d not in have],
-    )
-    conn.executemany("INSERT INTO recording_chunk_refs (run_id, digest) VALUES (?, ?)", [(run_id, d) for d in digests])
+    if digests:  # most recordings hold no long text: no statement for it
+        have = _existing(conn, digests)
+        conn.executemany(
+            "INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)",
+            [(d, len(split.chunks[d]), split.chunks[d]) for d in digests if d not in have],
+        )
+        conn.executemany("INSERT INTO recording_chunk_refs (run_id, digest) VALUES (?, ?)",
+                         [(run_id, d) for d in digests])
     conn.executemany(REC_INSERT, split.rows)
-    _collect(conn, old - set(digests))
+    if old:
+        _collect(conn, old - set(digests))
 
 
 def delete_recording(conn: Connection, run_id: str) -> None:
