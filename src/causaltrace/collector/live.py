@@ -21,13 +21,14 @@ span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open whi
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import queue
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ class RunCollector:
         #: Steps that arrived after their run had finished (not kept; the store ignores them too).
         self.late_steps = 0
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[str, Any, threading.Event | None]] = queue.Queue()
+        self._queue: _OpQueue | queue.Queue[Op] = _OpQueue()
         self._writer: threading.Thread | None = None
         #: How long the writer waits for more operations to share one transaction (a run's end or a flush cuts it
         #: short): the most a crash can lose of what was already handed over.
@@ -128,10 +129,14 @@ class RunCollector:
         self._reconnect = False
         self._backoff_s = _BACKOFF_MIN_S
         self._inflight: list[Op] = []
-        #: Data operations handed over and neither written, nor dropped: what :meth:`drain` waits for.
-        self._unwritten = 0
-        self._count_lock = threading.Lock()  # guards _unwritten (entered in C on every hand-over)
-        self._idle = threading.Condition(self._count_lock)
+        #: Data operations handed over (counted by ``next`` — one atomic C call per hand-over, no lock) and settled
+        #: (written or dropped: added under ``_idle``); their difference is what :meth:`drain` waits for.
+        self._handed = itertools.count(1)
+        self._handed_reads = 0
+        self._settled_n = 0
+        self._idle = threading.Condition(threading.Lock())
+        #: The process whose writer thread runs (None: none runs; a fork's child has none either).
+        self._writer_pid: int | None = None
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -208,7 +213,7 @@ class RunCollector:
         out first. The writer retries a store that does not answer meanwhile."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
-            while self._unwritten > 0:
+            while self._unwritten() > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -219,8 +224,11 @@ class RunCollector:
         """Interpreter exit (called by ``atexit``): wait a bounded time for what is queued — begin rows first — and
         say in one line what could not be written. Returns whether everything was written."""
         _LIVE.discard(self)  # said once: interpreter exit does not wait for it again
-        if self._writer is None or self._unwritten <= 0:
+        if self._writer is None:
             return True
+        with self._idle:
+            if self._unwritten() <= 0:
+                return True
         self._exiting = True
         self._wake.set()
         self._urgent.set()
@@ -250,8 +258,7 @@ class RunCollector:
             return
         self._ensure_writer()
         if op != "flush":
-            with self._count_lock:
-                self._unwritten += 1
+            next(self._handed)
         self._queue.put((op, payload, done))
         if done is not None and (self._down.is_set() or self._stalled):
             done.set()  # the store does not answer: the operation is held, its submitter does not wait
@@ -267,8 +274,14 @@ class RunCollector:
             n += op != "flush"
         if n:
             with self._idle:
-                self._unwritten -= n
+                self._settled_n += n
                 self._idle.notify_all()
+
+    def _unwritten(self) -> int:
+        """Data operations handed over and not settled yet (the caller holds ``_idle``). ``next`` reads the
+        hand-over counter and counts the read itself, which ``_handed_reads`` takes back out."""
+        self._handed_reads += 1
+        return next(self._handed) - self._handed_reads - self._settled_n
 
     def _stall(self, run_id: str, wait_s: float) -> None:
         """A run's end waited ``wait_s`` in vain (the store is locked or slow): say so once per episode; until the
@@ -283,14 +296,22 @@ class RunCollector:
             )
 
     def _ensure_writer(self) -> None:
-        if self._writer is not None and self._writer.is_alive():
-            return
+        if self._writer_pid == os.getpid():  # the writer runs (it clears the mark if it ever ends; a fork's child
+            return  # has another pid): no ``is_alive()`` — a lock and three calls — on every hand-over
         with self._lock:
-            if self._writer is not None and self._writer.is_alive():
+            if self._writer is not None and self._writer.is_alive():  # (a fork's child: not alive)
                 return
-            self._writer = threading.Thread(target=self._write_loop, name="causaltrace-store-writer", daemon=True)
+            self._writer = threading.Thread(target=self._run_writer, name="causaltrace-store-writer", daemon=True)
             self._writer.start()
             _LIVE.add(self)
+
+    def _run_writer(self) -> None:
+        """The writer thread: marks the process it runs in while :meth:`_write_loop` runs (forever, normally)."""
+        self._writer_pid = os.getpid()
+        try:
+            self._write_loop()
+        finally:
+            self._writer_pid = None
 
     def _open_store(self) -> RunStore:
         """The store of the next batch. One rule for every part of causaltrace (``Store()``, ``repair()``, this
@@ -500,11 +521,8 @@ class RunCollector:
         with q.mutex:
             items = q.queue
             take = min(len(items), limit - len(into))
-            if take == len(items):
-                into.extend(items)
-                items.clear()
-            else:
-                into.extend([items.popleft() for _ in range(take)])
+            pop = items.popleft  # one at a time: a put appends without the lock (``_OpQueue``)
+            into.extend([pop() for _ in range(take)])
             if take and q.maxsize > 0:
                 q.not_full.notify(take)
         return into
@@ -621,6 +639,41 @@ def _open_shared(target: Any, max_chars: int) -> Store:
     with _SHARED_LOCK:
         _SHARED[key] = store
     return store
+
+
+class _OpQueue:
+    """The writer's queue of operations: what ``queue.Queue`` offers it (``put``, a blocking ``get``, the ``queue``
+    deque and ``mutex`` of the bulk drain), with a ``put`` that is a deque append — no lock, no condition, no notify
+    in Python: ~3 µs a step on the agent's thread with ``queue.Queue`` — unless the writer sleeps in ``get``, which a
+    put then wakes. (Under the GIL an append before the sleeper's check is seen by it; one after it finds the flag
+    set and takes the lock, which the sleeper holds until it waits.)"""
+
+    maxsize = 0
+
+    def __init__(self) -> None:
+        self.queue: deque[Op] = deque()
+        self.mutex = threading.Lock()
+        self.not_full = self._ready = threading.Condition(self.mutex)  # never waited on: the queue is unbounded
+        self._sleeping = False
+
+    def put(self, item: Op) -> None:
+        self.queue.append(item)
+        if self._sleeping:
+            with self._ready:
+                self._ready.notify()
+
+    def get(self) -> Op:
+        items = self.queue
+        if items:
+            return items.popleft()
+        with self._ready:
+            self._sleeping = True
+            try:
+                while not items:
+                    self._ready.wait()
+            finally:
+                self._sleeping = False
+            return items.popleft()
 
 
 def _carried_by_an_end(pending: list[Op]) -> set[int]:
