@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from unittest.mock import patch
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from causaltrace import recording
 from causaltrace.instrumentation.smolagents._access import CallIdPattern
 from causaltrace.recording import (
     _canonical_text,
@@ -54,11 +56,25 @@ _json = st.recursive(
 
 
 @settings(max_examples=400, deadline=None)
-@given(request=_json, pattern=st.sampled_from([None, PATTERN, KNOWN_IDS]))
-def test_text_path_equals_reference_walk(request, pattern):
-    canonical, digest = canonical_request(request, call_id_pattern=pattern)
+@given(request=_json, pattern=st.sampled_from([None, PATTERN, KNOWN_IDS]), walk_from=st.sampled_from([65_536, 0]))
+def test_text_path_equals_reference_walk(request, pattern, walk_from):
+    # walk_from 0: every edited request is made by the walk, as a large one is (the hash still from the edited text)
+    with patch.object(recording, "_WALK_MIN_TEXT", walk_from):
+        canonical, digest = canonical_request(request, call_id_pattern=pattern)
     assert canonical == _canonical_walk(json.loads(_plain_json_bytes(request)), pattern, ("created_at",))
     assert digest == request_hash(canonical) == hashlib.sha256(canonical_json(canonical).encode()).hexdigest()
+
+
+def test_a_large_request_keeps_its_long_texts_as_they_are():
+    """A 50 MB tool result in a model request is aliased around, not copied: the canonical request holds the very
+    text object (parsing the edited text back made a copy per request)."""
+    result = "r" * 100_000
+    request = {"messages": [{"role": "tool", "tool_call_id": "call_abc", "content": result},
+                            {"role": "assistant", "tool_calls": [{"id": "call_abc", "name": "fetch"}]}]}
+    canonical, digest = canonical_request(request)
+    assert canonical["messages"][0]["content"] is result
+    assert canonical["messages"][0]["tool_call_id"] == canonical["messages"][1]["tool_calls"][0]["id"] == "call#0"
+    assert digest == request_hash(canonical)
 
 
 #: Anything JSON-ish the fast writer may meet: every kind of float (orjson formats them differently), integers

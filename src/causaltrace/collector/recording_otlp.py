@@ -119,7 +119,9 @@ def _recording_json(recording: Recording, max_bytes: int | None, literals: dict[
         else:
             text = None
             if literals is not None:
-                literals.update((id(long), (long, json_literal(long))) for long in pieces[1::2])
+                for long in pieces[1::2]:  # a text later requests carry again is one object: written once
+                    if id(long) not in literals:
+                        literals[id(long)] = (long, json_literal(long))
             size += json_pieces_size(pieces)[1]
         if parts is not None:
             if max_bytes is not None and size > max_bytes:

@@ -306,6 +306,8 @@ def _canonical_walk(plain: Any, call_id_pattern: Any, drop: tuple[str, ...]) -> 
     return walk(plain)
 
 
+#: From how many characters of text an edited canonical request is made by walking its data, not parsed back.
+_WALK_MIN_TEXT = 65_536
 #: A canonical request's text from which its long strings are shared (``canonical_request(shared=...)``), and how
 #: long such a string is: below these, looking costs more than it could save.
 _SHARE_MIN_TEXT = 65_536
@@ -350,7 +352,11 @@ def canonical_request(
         canonical = _canonical_walk(plain, call_id_pattern, drop)
         digest = request_hash(canonical)
     else:
-        if edited is not text:
+        if edited is not text and call_id_pattern is None and len(text) >= _WALK_MIN_TEXT:
+            # a large request is aliased on its data: the walk visits its containers and shares its texts, where
+            # parsing the edited text back copied every one (a 50 MB tool result, once per later model request)
+            plain = _canonical_walk(plain, None, drop)
+        elif edited is not text:
             plain = orjson.loads(edited) if by_orjson else json.loads(edited)
         canonical, digest = plain, hashlib.sha256(edited.encode()).hexdigest()
     if shared is not None and len(text) >= _SHARE_MIN_TEXT:
