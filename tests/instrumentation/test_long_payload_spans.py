@@ -17,6 +17,7 @@ from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._export import export_stats
 from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
 from causaltrace.instrumentation.tracing import reset_tracing
+from causaltrace.recording import long_texts
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, call
 
 #: Every kind of character JSON treats apart, 300 K characters of it: above the span limit and the recording's
@@ -82,7 +83,18 @@ def test_a_long_tool_result_is_exported_as_the_whole_then_cut_way_exports_it(spa
     assert tool[semconv.RESULT_OUTPUTS] == whole[:limit] + semconv.TRUNCATION_MARKER.format(n=len(whole) - limit)
     assert tool[semconv.RESULT_TRUNCATED] is True and spans["run"][semconv.RECORDING_OMITTED].startswith("too large")
     assert all(type(v) is str for attrs in spans.values() for v in attrs.values() if isinstance(v, str))
+    assert not long_texts._literals  # the run's end let its texts go (the sizes measured hold them)
     # the Recording keeps the whole result, written as the model's own JSON
     (tool_call,) = [c for c in recording.calls if c.kind == "tool"]
     result = FunctionExecutionResult.model_validate_json(tool_call.response["json"])
     assert result.content == PAYLOAD and tool_call.response["json"] == result.model_dump_json()
+
+
+def test_a_run_sampled_out_lets_its_long_texts_go(causaltrace_home):
+    """The recording measures a long result whether or not the run's spans are sampled: its end forgets them too."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from _builders import capture_spans
+
+    spans, _ = _run(capture_spans(sampler=ALWAYS_OFF), TraceConfig(store=False))
+    assert spans == {} and not long_texts._literals

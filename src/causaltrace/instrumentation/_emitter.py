@@ -597,6 +597,7 @@ class Emitter:
         so the exported run can be replayed. ``final_answer``: the outcome's, which the root shows as its output
         (else read back from the outcome's JSON)."""
         if span is None or not span.is_recording():
+            forget_long_texts()  # a run sampled out measured its recorded texts all the same
             return
         span.set_attributes(apply_payload_policy(attributes, self.config, final_answer=final_answer))
         config = self.config
