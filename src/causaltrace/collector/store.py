@@ -45,7 +45,8 @@ Design decisions:
   graph (a crashed writer never sent a parent) is still returned, unvalidated, when it is not finished.
 * **Concurrency.** Writers serialise (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the store's advisory lock), so a
   read-then-write never races another process. One connection per Store behind an internal re-entrant lock, so
-  a background collector thread may write through it.
+  a background collector thread may write through it (the live collectors of a process share one Store per target:
+  ``collector/live.py``; :meth:`Store.reusable` says whether an open one still serves).
 * **Schema versions.** One ordered history for both backends (``_migrations.py``); a store written by a newer
   causaltrace, a database of another application, or a file that is not SQLite is a ``StoreError`` naming it.
 * **Re-beginning a run.** ``begin_run`` on an id that is already ``running`` under the same writer only refreshes

@@ -3,6 +3,12 @@
 * **Concurrency.** WAL journal, a 30 s busy timeout, and every write in ``BEGIN IMMEDIATE`` (so two processes
   never dead-end on a read→write lock upgrade). One connection per Store with ``check_same_thread=False``; the
   Store's re-entrant lock lets a background collector thread write through it.
+* **Durability.** ``synchronous = NORMAL`` with the WAL journal: a commit is atomic and survives the writing
+  process being killed at any point (the WAL is in the operating system's cache, SQLite's documented guarantee for
+  every ``synchronous`` level) — the live collector's crash record, a run's ``incomplete`` row with its steps,
+  rests on that; only a power loss or an operating-system crash may take back the transactions committed since the
+  last checkpoint (the WAL is synced before each checkpoint, the database after it). ``FULL`` would add an fsync to
+  every commit — two a run — for that case alone.
 * **Schema versions.** ``PRAGMA user_version`` plus the ordered migrations of ``_migrations.py``; a file written
   by a newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
   naming the path.
