@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
@@ -114,31 +114,13 @@ def apply_payload_policy(attrs: Mapping[str, Any], config: TraceConfig, *, messa
     return out
 
 
-_IS_STR = str.__instancecheck__
-_IS_LIST = list.__instancecheck__
-
-
-def _nothing_to_cut(attrs: dict[str, Any], limit: int) -> bool:
-    """True when :func:`_cut_long_texts` would change nothing: no tuple nor CutText, and every text (alone or in a
-    list) ASCII and at most ``limit`` long — the common case, decided in C (``filter`` / ``map`` over the values: no
-    Python loop per attribute; a span has 15-40 of them)."""
-    values = attrs.values()
-    types = set(map(type, values))
-    if tuple in types or CutText in types:  # a tuple becomes a list; a text cut before its JSON was written is marked
-        return False
-    texts = [*filter(_IS_STR, values), *filter(_IS_STR, chain.from_iterable(filter(_IS_LIST, values)))]
-    return not texts or (max(map(len, texts)) <= limit and all(map(str.isascii, texts)))
-
-
 def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
     """Cut texts (and texts in lists) longer than ``limit`` in place, with a marker; tuples become lists; a text
     that is not valid UTF-8 gets U+FFFD for its lone surrogates (:func:`~causaltrace.schema.utf8_safe`: OTLP's
     protobuf strings cannot carry them, and one used to fail the whole export batch). Both are counted in
-    :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread: the common
-    case (nothing to do) is found in C first (:func:`_nothing_to_cut`); else only texts and lists are looked at, and
-    non-ASCII texts only are searched for surrogates."""
-    if _nothing_to_cut(attrs, limit):
-        return
+    :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread, so only
+    texts and lists are looked at, and non-ASCII texts only are searched for surrogates (a plain loop: faster here
+    than filter / map over the values, measured on real spans' 15-40 attributes)."""
     truncated = replaced = False
     cut: list[str] = []
     for key, value in attrs.items():

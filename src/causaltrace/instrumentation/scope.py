@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-from operator import itemgetter
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -11,10 +10,6 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 __all__ = ["Scope"]
-
-_SET = contextvars.ContextVar.set
-_RESET = contextvars.ContextVar.reset
-_FIRST = itemgetter(0)
 
 
 class Scope:
@@ -33,8 +28,9 @@ class Scope:
         self._otel_token: object = None
 
     def __enter__(self) -> Scope:
-        if self._values:  # the variables set in C: no Python loop per scope
-            self._tokens = list(map(_SET, *zip(*self._values, strict=True)))
+        tokens = self._tokens = []
+        for var, value in self._values:  # a loop, not a comprehension (nor map: measured slower for 1-3 variables)
+            tokens.append(var.set(value))
         if self._span is not None:
             self._otel_token = otel_context.attach(trace.set_span_in_context(self._span))
         return self
@@ -43,6 +39,5 @@ class Scope:
         if self._otel_token is not None:
             otel_context.detach(self._otel_token)  # type: ignore[arg-type]
             self._otel_token = None
-        if self._tokens:  # reset in the reverse order, in C
-            any(map(_RESET, map(_FIRST, reversed(self._values)), reversed(self._tokens)))  # reset gives None: all
-            self._tokens = []
+        for (var, _), token in zip(reversed(self._values), reversed(self._tokens), strict=True):
+            var.reset(token)
