@@ -135,6 +135,36 @@ def test_a_step_re_sent_before_its_runs_end_is_stored_as_last_sent(counting_stor
     assert store.get_run("r3") == run
 
 
+def test_steps_handed_over_by_many_threads_at_once_are_all_written(tmp_path: Path) -> None:
+    """The hand-over takes no lock (a deque the writer drains while threads append, a counter ``drain`` reads): eight
+    threads hand over 300 steps each of their own runs while the writer drains with a short linger — every step is
+    stored, ``drain`` sees the count settle to zero, and the writer never sleeps on a step left queued."""
+    store = Store(tmp_path / "many.db")
+    collector = RunCollector(TraceConfig(store=True), store_factory=lambda: store)
+    collector.linger_s = 0.002  # many small batches: drains race the appends
+
+    def hand_over(run_id: str) -> None:
+        collector.begin_run(run_id, framework="test", task="t", name=None, trace_id=None, started_at=T0)
+        for i in range(300):
+            collector.accept(_step(run_id, i))
+
+    threads = [threading.Thread(target=hand_over, args=(f"t{n}",)) for n in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between almost any two bytecodes: the races get their chance
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert collector.drain(60)
+    with collector._idle:
+        assert collector._unwritten() == 0
+    assert [len(store.get_run(f"t{n}").steps) for n in range(8)] == [300] * 8
+    store.close()
+
+
 class FlakyStore(Store):
     """A real store that does not answer while ``down`` is set (its transactions fail as a locked file does)."""
 
