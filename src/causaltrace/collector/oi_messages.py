@@ -229,6 +229,28 @@ def request_parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+#: Invocation parameters of plain scalars (a client's temperature, max_tokens…) → their attributes: a client sends
+#: the same ones on every call. The key holds each value's type (0, 0.0 and False are equal keys, not equal JSON).
+_PARAMETERS: dict[tuple[Any, ...], dict[str, Any]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """``llm.invocation_parameters`` (JSON) and the ``gen_ai.request.*`` attributes of a call's parameters, made
+    once per distinct set of scalar parameters (the caller copies them)."""
+    key: tuple[Any, ...] | None = None
+    if all(type(value) in _SCALARS for value in parameters.values()):
+        key = tuple((name, type(value), value) for name, value in parameters.items())
+        cached = _PARAMETERS.get(key)
+        if cached is not None:
+            return cached
+    attrs = {semconv.OI_LLM_INVOCATION_PARAMETERS: json_text(parameters)}
+    attrs.update(request_parameter_attributes(parameters))
+    if key is not None and len(_PARAMETERS) < 256 and list not in set(map(type, attrs.values())):
+        _PARAMETERS[key] = attrs  # shared by the calls' spans: lists (stop sequences) are not, they could be edited
+    return attrs
+
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -279,8 +301,7 @@ def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas:
     attrs[semconv.OI_INPUT_VALUE] = json_text({"messages": messages})
     attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
     attrs.update(tool_attributes(schemas))
-    attrs[semconv.OI_LLM_INVOCATION_PARAMETERS] = json_text(parameters)
-    attrs.update(request_parameter_attributes(parameters))
+    attrs.update(_parameter_attributes(parameters))
     attrs.update(server_attributes(client))
     provider = semconv.client_provider(client)
     if provider is not None:
