@@ -138,14 +138,16 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
         unit = "replays" if has_recording(run) else "predictions"  # a prediction counts as one replay
         bound = [f"{args.max_replays} {unit}" if args.max_replays else "", f"{args.max_seconds:g} s"
-                 if args.max_seconds else ""]
+                 if args.max_seconds else "", f"{args.max_alternatives} after the corrections"
+                 if args.max_alternatives else ""]
         err.print(f"[dim]repair budget: {' and '.join(b for b in bound if b) or 'unbounded'}; the framework's "
                   "output during replays is kept with each replay[/]", soft_wrap=True)
         result = asyncio.run(
             repair(run, factory, verify, candidates, args.k, model=args.model, store=store, on_replay=progress,
                    mutation_budget=args.budget, environment=not args.no_environment,
                    max_replays=args.max_replays or None, max_seconds=args.max_seconds or None,
-                   concurrency=args.concurrency, prune=not args.no_prune)
+                   max_alternatives=args.max_alternatives or None, concurrency=args.concurrency,
+                   prune=not args.no_prune)
         )
         verdict = store.verdict(run.run_id)
     out = guarded(Console(file=sys.stdout, highlight=False))
@@ -307,7 +309,7 @@ def add_replay_commands(sub: Any) -> None:
     """Add ``repair``, ``pairs`` and ``demo`` to the ``causaltrace`` subcommands."""
     from causaltrace.cli.annotation import add_annotate_argument
     from causaltrace.cli.arguments import int_at_least, seconds_or_unbounded
-    from causaltrace.replay.repair import DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
+    from causaltrace.replay.repair import DEFAULT_MAX_ALTERNATIVES, DEFAULT_MAX_REPLAYS, DEFAULT_MAX_SECONDS
 
     d = sub.add_parser("demo", help="run the demo teams: trace, diagnose, repair by replay, report (offline)")
     d.add_argument("--framework", default="both", choices=["autogen", "smolagents", "both"],
@@ -331,6 +333,9 @@ def add_replay_commands(sub: Any) -> None:
                         "on a run without a recording each predicted outcome counts as one")
     p.add_argument("--max-seconds", type=seconds_or_unbounded, default=DEFAULT_MAX_SECONDS,
                    help=f"stop the search after this many seconds (default {DEFAULT_MAX_SECONDS:g}; 0 = no bound)")
+    p.add_argument("--max-alternatives", type=int_at_least(0), default=DEFAULT_MAX_ALTERNATIVES,
+                   help=f"after every correction failed, stop after this many replays of alternatives and tool "
+                        f"results (default {DEFAULT_MAX_ALTERNATIVES}; 0 = no bound): their flips prove no error")
     p.add_argument("--concurrency", type=int_at_least(1), default=None, metavar="N",
                    help="replays of one step's proposals run at once (default min(4, CPU count)); the answer is "
                         "that of --concurrency 1")

@@ -141,6 +141,23 @@ async def test_systemexit_or_keyboardinterrupt_from_a_tool_marks_that_replay_not
     assert not result.repaired
 
 
+async def test_the_replays_after_the_corrections_have_a_budget_of_their_own():
+    """Issue 32 (repair cost): once every correction was tried, the alternatives — then the tool results — stop at
+    ``max_alternatives`` replays (``budget_exhausted="alternatives"``, no correction untried); without that bound the
+    same search goes on through every alternative. A verifier that never passes: nothing flips."""
+    run = await _record()
+    steps = [_add(run).step_id]
+    kwargs: dict[str, Any] = {"k": 0, "store": False, "sandbox": default_sandbox(), "probe": False, "concurrency": 1}
+    bounded = await repair(run, example.build_failing, lambda outcome: False, steps, max_alternatives=3, **kwargs)
+    passes = [(a.basis, len(a.replays)) for a in bounded.attempts]
+    assert passes[0][0] == "correction" and passes[0][1] >= 1  # the finding's correction (b: 26 -> 25) came first
+    assert [n for basis, n in passes if basis != "correction"] == [3]
+    assert bounded.budget_exhausted == "alternatives" and bounded.corrections_untried == 0
+    assert "the alternatives' budget ran out" in bounded.diagnosis.explanation
+    free = await repair(run, example.build_failing, lambda outcome: False, steps, max_alternatives=None, **kwargs)
+    assert sum(len(a.replays) for a in free.attempts if a.basis != "correction") > 3 and not free.budget_exhausted
+
+
 # --------------------------------------------------------------------------------------------------- the CLI
 
 

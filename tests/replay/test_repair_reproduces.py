@@ -103,7 +103,7 @@ def _planted(run: Any) -> Any:
 
 async def _repair(run: Any, factory: Any, store: Any, **kwargs: Any) -> Any:
     return await repair(run, factory, verify, k=0, store=store, sandbox=default_sandbox(), probe=False,
-                        concurrency=1, max_replays=60, **kwargs)
+                        concurrency=1, max_replays=60, max_alternatives=None, **kwargs)  # every edit: alternatives
 
 
 async def test_a_noisy_tool_never_yields_a_verified_error_at_a_step_that_is_not_the_planted_one():
@@ -238,7 +238,8 @@ async def test_a_smolagents_noisy_tool_never_yields_a_verified_error_at_another_
         run = _smol_record()
         planted = _planted(run)
         result = await repair(run, smol_agent, smol_verify, k=0, store=False, sandbox=default_sandbox(), probe=False,
-                              concurrency=1, max_replays=40, corrections=False, environment=False)
+                              concurrency=1, max_replays=40, max_alternatives=None, corrections=False,
+                              environment=False)
         if result.decisive is not None and result.decisive.step_id != planted.step_id:
             wrong.append((seed, result.decisive.index, result.diagnosis.explanation))
         if result.nondeterministic:

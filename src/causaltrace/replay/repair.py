@@ -48,10 +48,13 @@ first only adds its replays). A stricter rule (content lineage only, no observat
 earliest flipping step of ag-review-lamps (#15 reaches the top step #18 only by observation).
 
 The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
-either runs out the search stops and the result says so (``budget_exhausted``). On the predictive path (a run with
-no recording) each predicted outcome is a model call standing in for a replay and counts as one against
-``max_replays``: the budget bounds replays and predictions alike. What the framework prints during a replay
-(AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
+either runs out the search stops and the result says so (``budget_exhausted``). The replays after the corrections'
+pass (alternatives, then tool results) have a bound of their own, ``max_alternatives`` (default 20, exhausted
+``"alternatives"``): such a flip proves no error (issue 32 item 5), and on the fault suite the searches that found
+nothing spent 90-290 replays there, the costliest repairs by far. ``corrections_untried`` counts what a budget left.
+On the predictive path (a run with no recording) each predicted outcome is a model call standing in for a replay and
+counts as one against ``max_replays``: the budget bounds replays and predictions alike. What the framework prints
+during a replay (AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
 (``output_lines`` and the last lines in ``artifacts["replays"]``) — and never reaches the user's terminal.
 
 Bad input is a marked replay (``ReplayResult.error``, also in ``artifacts["replays"]``) and the search goes on: a
@@ -145,6 +148,8 @@ logger = logging.getLogger("causaltrace")
 #: should be repaired with a model's proposals or a narrower ``candidates`` list, not by brute force.
 DEFAULT_MAX_REPLAYS = 200
 DEFAULT_MAX_SECONDS = 600.0
+#: The replays after the corrections' pass (alternatives, then tool results): their flips prove no error.
+DEFAULT_MAX_ALTERNATIVES = 20
 #: A replay that takes longer is stopped and marked (a proposal that makes a team loop until a limit it lacks).
 DEFAULT_REPLAY_TIMEOUT_S = 120.0
 
@@ -313,6 +318,7 @@ async def repair(
     max_replays: int | None = DEFAULT_MAX_REPLAYS,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
     replay_timeout_s: float | None = DEFAULT_REPLAY_TIMEOUT_S,
+    max_alternatives: int | None = DEFAULT_MAX_ALTERNATIVES,
     probe: bool = True,
     concurrency: int | None = None,
     prune: bool = True,
@@ -322,16 +328,17 @@ async def repair(
     """Search for the earliest step whose minimal correction flips the run (module docstring); store the result.
 
     ``store`` is True (the default store), False (nothing is stored), or a :class:`~causaltrace.protocols.RunStore`.
-    ``on_replay`` is called after every replay (progress).
-    ``agent_first`` searches the agents' decisions before tool results; ``environment=False`` skips the tool-result
-    phase altogether; ``max_replays`` / ``max_seconds`` bound the search and ``replay_timeout_s`` each replay (None:
-    unbounded) (module docstring). ``probe`` checks, before the first replay, that the factory's models answer the
-    conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError`` when they do not).
-    ``concurrency`` replays of one step's proposals run at once (default :func:`default_concurrency`); the result is
-    that of one at a time (:mod:`causaltrace.replay.concurrency`). ``prune`` skips the candidate steps provenance
-    rules out (reach 0; module docstring); ``order_proposals`` tries each step's suspicious edits first (module
-    docstring; None: as ``prune`` — provenance guides both or neither). ``corrections=False`` skips the corrections'
-    pass (every proposal is then an alternative: a flip proves no error).
+    ``on_replay`` is called after every replay (progress). ``agent_first`` searches the agents' decisions before
+    tool results; ``environment=False`` skips the tool-result phase altogether; ``max_replays`` / ``max_seconds``
+    bound the search, ``max_alternatives`` the replays after the corrections' pass and ``replay_timeout_s`` each
+    replay (None: unbounded) (module docstring). ``probe`` checks, before the first replay, that the factory's
+    models answer the conversation rather than recite a fixed list (:mod:`causaltrace.replay.probe`; a ``UserError``
+    when they do not). ``concurrency`` replays of one step's proposals run at once (default
+    :func:`default_concurrency`); the result is that of one at a time (:mod:`causaltrace.replay.concurrency`).
+    ``prune`` skips the candidate steps provenance rules out (reach 0; module docstring); ``order_proposals`` tries
+    each step's suspicious edits first (module docstring; None: as ``prune`` — provenance guides both or neither).
+    ``corrections=False`` skips the corrections' pass (every proposal is then an alternative: a flip proves no
+    error).
     """
     judge = _repairable(run, model)
     started = time.perf_counter()
@@ -342,7 +349,7 @@ async def repair(
     steps, pruned, suspicion = _guided(run, _resolve_candidates(run, candidates, diagnosis), prune,
                                        prune if order_proposals is None else order_proposals,
                                        keep=_ends_work_before_an_omission(run, findings))
-    budget = _Budget(max_replays, max_seconds, started, replay_timeout_s)
+    budget = _Budget(max_replays, max_seconds, started, replay_timeout_s, max_alternatives=max_alternatives)
     budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
     tried = _Tried(on_replay, store_obj, run, diagnosis, started, pruned)
     with routed_output(), on_interrupt(tried.save):
@@ -469,6 +476,8 @@ async def _search(run: Run, steps: list[Step], factory: Factory, verify: Any, *,
     decisive: StepAttempt | None = None
     replays = 0
     for phase, basis, phase_steps in _phases(steps, agent_first=agent_first, environment=environment):
+        if basis == "alternative" and budget.alternatives_from is None:
+            budget.alternatives_from = replays  # the corrections' pass is over: the alternatives' bound starts
         for step in phase_steps:
             if budget.exhausted(replays):
                 break
@@ -667,6 +676,8 @@ class _Budget:
     replay_timeout_s: float | None = None
     #: replays of one step's proposals in flight at once
     concurrency: int = 1
+    max_alternatives: int | None = None  # the bound after the corrections' pass; the replays when that pass ended
+    alternatives_from: int | None = None
 
     def timeout(self) -> float | None:
         """One replay's time limit from now: the replay timeout, cut to what is left of the seconds budget (so
@@ -681,6 +692,9 @@ class _Budget:
             return "replays"
         if self.max_seconds is not None and time.perf_counter() - self.started >= self.max_seconds:
             return "seconds"
+        if (self.max_alternatives is not None and self.alternatives_from is not None
+                and replays - self.alternatives_from >= self.max_alternatives):
+            return "alternatives"
         return ""
 
 
@@ -702,8 +716,8 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, proposa
     async with contextlib.aclosing(results):
         async for result, output in results:
             # a replay started within the seconds budget and cut at its end (issue 36 item 3) is recorded: it says
-            # what hung; one past the replays budget ran ahead and is not
-            if budget.exhausted(done) == "replays":
+            # what hung; one past a replay count (all replays, or the alternatives') ran ahead and is not
+            if budget.exhausted(done) in ("replays", "alternatives"):
                 break
             done += _cost(result)
             attempt.replays.append(result)

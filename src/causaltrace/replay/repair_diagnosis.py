@@ -189,7 +189,9 @@ def no_flip_reason(attempts: list[StepAttempt], replays: int, predictions: int, 
         reason += ("; the critics' consensus rejected the predicted flip" + ("s" if len(rejected) > 1 else "")
                    + " at " + ", ".join(f"step #{a.index} ({a.best.consensus.score:.2f})" for a in rejected
                                         if a.best is not None and a.best.consensus is not None))
-    if exhausted:
+    if exhausted == "alternatives":
+        reason += "; every correction was tried, and the search stopped when the alternatives' budget ran out"
+    elif exhausted:
         reason += f"; the search stopped when its budget of {exhausted} ran out"
     return reason
 
