@@ -39,6 +39,8 @@ smolagents is imported lazily (inside the builders).
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -236,6 +238,24 @@ def _summary(_: ScriptedRequest) -> str:
     return "I could not finish the task."
 
 
+@functools.cache
+def _parsed_templates(name: str) -> dict[str, Any]:
+    """smolagents' prompt templates ``name`` (``toolcalling_agent``, ``code_agent``), parsed once per process."""
+    import importlib.resources
+
+    import yaml
+
+    return yaml.safe_load(importlib.resources.files("smolagents.prompts").joinpath(f"{name}.yaml").read_text())
+
+
+def _templates(name: str) -> dict[str, Any]:
+    """A copy of the default prompt templates an agent of this kind would load itself — without parsing the YAML
+    for every agent: smolagents' pure-Python YAML parse was ~35 ms of the ~47 ms a team of this suite took to build,
+    and a repair builds the team again for every replay (the recorded run's wall time, the repair ratio's
+    denominator, does not include the build). The same templates: the agents' requests are unchanged."""
+    return copy.deepcopy(_parsed_templates(name))
+
+
 def _tool_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], name: str, *, max_steps: int = 6,
                 description: str | None = None, managed: list[Any] | None = None) -> Any:
     from smolagents import LogLevel, ToolCallingAgent
@@ -244,7 +264,8 @@ def _tool_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], na
 
     return _bind_flaky(ToolCallingAgent(tools=tools, model=ScriptedModel(_retrying(policy)), name=name,
                                         description=description, max_steps=max_steps, managed_agents=managed or [],
-                                        verbosity_level=LogLevel.OFF), tools, managed or [])
+                                        verbosity_level=LogLevel.OFF,
+                                        prompt_templates=_templates("toolcalling_agent")), tools, managed or [])
 
 
 def _code_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], name: str, *, max_steps: int = 6,
@@ -254,7 +275,8 @@ def _code_agent(policy: Callable[[ScriptedRequest], Reply], tools: list[Any], na
     from causaltrace.testing.smolagents import ScriptedModel
 
     return _bind_flaky(CodeAgent(tools=tools, model=ScriptedModel(policy), name=name, max_steps=max_steps,
-                                 managed_agents=managed or [], verbosity_level=LogLevel.OFF), tools, managed or [])
+                                 managed_agents=managed or [], verbosity_level=LogLevel.OFF,
+                                 prompt_templates=_templates("code_agent")), tools, managed or [])
 
 
 # ------------------------------------------------------------------------------------ wrong tool argument
