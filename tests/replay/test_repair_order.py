@@ -164,3 +164,33 @@ def test_ties_keep_the_given_order_and_restoring_edits_come_first():
     # nothing suspicious: the order is the given one, untouched
     assert suspicious_first(given, original, "text", StepSuspicion()) == given
     assert suspicious_first(given, original, "text", StepSuspicion(changed=frozenset({"99"}))) == given
+
+
+async def test_one_edit_reached_from_two_steps_is_replayed_once(tmp_path):
+    """Issue 32 (repair cost): a CodeAgent's code is the same recorded edit whether it is changed on the
+    ``python_interpreter`` tool_call or on the code_execution that ran it (``edits.edit_key``), so the search
+    replays each edit once: the later step's proposals that repeat the earlier step's are not replayed again."""
+    from _zoo import zoo_home
+    from causaltrace.replay.edits import edit_key
+    from causaltrace.schema import Intervention
+    from causaltrace.testing.faults import all_cases
+    from causaltrace.testing.faults import runner as faults_runner
+
+    case = next(c for c in all_cases() if c.name == "smol-readings-threshold")
+    with zoo_home(tmp_path):
+        run = await faults_runner.record(case)
+        ran = next(s for s in run.steps if s.kind == "code_execution" and "r > 50" in s.inputs.get("code", ""))
+        call = next(s for s in run.steps if s.kind == "tool_call" and s.tool_name == "python_interpreter"
+                    and s.index < ran.index and "r > 50" in str(s.arguments))
+        code = ran.inputs["code"]
+        same = [edit_key(run, Intervention(step_id=s.step_id, replacement=code.replace("> 50", ">= 50")))
+                for s in (call, ran)]
+        assert same[0] is not None and same[0] == same[1]
+        assert edit_key(run, Intervention(step_id=ran.step_id, replacement=code.replace("> 50", "> 49"))) != same[0]
+        never = lambda outcome: False  # noqa: E731  (nothing flips: every proposal of both steps is tried)
+        result = await repair(run, case.factory, never, [call.step_id, ran.step_id], k=0, store=False,
+                              probe=False, concurrency=1, corrections=False, max_alternatives=None, prune=False,
+                              sandbox=default_sandbox())
+    keys = [edit_key(run, r.intervention) for a in result.attempts for r in a.replays]
+    assert len(keys) == len(set(keys)) and len(keys) > 1  # five proposals on each step, five replays in all
+    assert [a.index for a in result.attempts if a.replays] == [call.index]

@@ -531,3 +531,37 @@ def test_session_call_back_result_nested_too_deeply_is_an_error_in_the_code(sand
         result = session.execute("try:\n    deep()\nexcept TypeError as e:\n    print('caught', e)\nkept = 1")
         assert result["stdout"].startswith("caught the result of 'deep' cannot be sent to the sandbox"), result
         assert session.execute("kept + 1")["output"] == 2
+
+
+def test_a_repair_search_starts_the_next_python_worker_ahead_and_leaves_none(sandbox: SubprocessSandbox,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 (repair cost): within ``spare_workers()`` (the repair search) a session's worker is one started in
+    the background that only said "ready" — a fresh process, as a start of its own would give — and the next is
+    started ahead; when the search ends no spare is left (this module's fixture checks that no sandboxed process or
+    cgroup remains). Outside it, nothing is started ahead."""
+    from causaltrace.replay.sandbox import session as session_module
+    from causaltrace.replay.sandbox.spares import _pending, spare_workers
+
+    taken: list[bool] = []
+    real = session_module.take_spare
+
+    def counted(*args: object, **kwargs: object) -> object:
+        got = real(*args, **kwargs)  # type: ignore[arg-type]
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(session_module, "take_spare", counted)
+    with spare_workers():
+        with PythonWorkerSession(sandbox, timeout_s=30, memory_mb=256) as first:
+            assert first.execute("x = 41\nprint(x + 1)")["stdout"] == "42\n"
+        deadline = time.monotonic() + 30
+        while _pending()["ready"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with PythonWorkerSession(sandbox, {"add": lambda a, b: a + b}, timeout_s=30, memory_mb=256) as second:
+            out = second.execute("print(add(1, 2))\nprint('x' in globals())")["stdout"]
+        assert out == "3\nFalse\n"  # the spare ran nothing before: no variable of the first session
+        assert taken == [False, True]
+    assert _pending() == {"depth": 0, "ready": 0, "in_flight": 0}
+    with PythonWorkerSession(sandbox, timeout_s=30, memory_mb=256) as third:
+        assert third.execute("print(1)")["stdout"] == "1\n"
+    assert taken == [False, True, False] and _pending() == {"depth": 0, "ready": 0, "in_flight": 0}

@@ -41,7 +41,7 @@ from causaltrace.exceptions import UserError
 from causaltrace.protocols import CallEdit, EditPart
 from causaltrace.schema import Intervention, RecordedCall, Recording, Run, Step
 
-__all__ = ["code_of", "original_value", "replacement_kind", "resolve_edit"]
+__all__ = ["code_of", "edit_key", "original_value", "replacement_kind", "resolve_edit"]
 
 #: Step kinds with a MagenticOne progress-ledger decision (``metadata["ledger_field"]``).
 _LEDGER_FIELDS = ("next_speaker", "instruction_or_question")
@@ -110,6 +110,24 @@ def resolve_edit(
             f"cannot intervene on a {step.kind!r} step when replaying {framework} (supported: {', '.join(edit_kinds)})"
         )
     return _Resolver(run, recording, step, intervention.replacement).edit()
+
+
+def edit_key(run: Run, intervention: Intervention) -> str | None:
+    """What a replay of ``intervention`` changes, as a key: the recorded call, its slot and part, the new value and
+    what it replaces. Two interventions with one key replay the same edited run — a CodeAgent's code edited on its
+    llm_response step and on its ``python_interpreter`` tool_call, a final answer edited on the ``final_answer``
+    step and on the message it answers — so repair replays the key once (issue 32, repair cost). None when the
+    edit does not resolve (the replay then says why)."""
+    if run.recording is None:
+        return None
+    try:
+        edit = resolve_edit(run, run.recording, intervention)
+    except Exception:
+        return None
+    if edit is None:
+        return None
+    return json.dumps([list(edit.key), edit.slot, edit.part, edit.value, edit.old, edit.field], sort_keys=True,
+                      default=str)
 
 
 class _Resolver:

@@ -110,7 +110,7 @@ from causaltrace.replay.concurrency import (
 )
 from causaltrace.replay.consensus import confirm_flagged
 from causaltrace.replay.corrections import classify, corrections_for, findings_of
-from causaltrace.replay.edits import original_value, replacement_kind
+from causaltrace.replay.edits import edit_key, original_value, replacement_kind
 from causaltrace.replay.executor import ReplayPolicy, answered_differently, default_sandbox, has_recording
 from causaltrace.replay.guarded import UserCodeTimeout, Watch, captured_output, guarded_replay, watched_factory
 from causaltrace.replay.minimality import minimality
@@ -118,28 +118,14 @@ from causaltrace.replay.probe import probe_models
 from causaltrace.replay.proposals import proposals_for
 from causaltrace.replay.repair_diagnosis import updated_diagnosis
 from causaltrace.replay.turns import assistant_turn, corrected_turn, producing_llm
-from causaltrace.schema import (
-    Diagnosis,
-    Finding,
-    RepairPair,
-    ReplayResult,
-    Run,
-    Step,
-)
+from causaltrace.schema import Diagnosis, Finding, RepairPair, ReplayResult, Run, Step
 
 if TYPE_CHECKING:  # provenance loads where repair runs (``import causaltrace`` stays light)
     from causaltrace.attribution.stages.provenance import Provenance
     from causaltrace.replay.suspicion import StepSuspicion, SuspicionIndex
 
-__all__ = [
-    "RepairResult",
-    "StepAttempt",
-    "build_repair_pair",
-    "is_environment_step",
-    "repair",
-    "repair_pair_or_reason",
-    "repair_sync",
-]
+__all__ = ["RepairResult", "StepAttempt", "build_repair_pair", "is_environment_step", "repair",
+           "repair_pair_or_reason", "repair_sync"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -337,8 +323,7 @@ async def repair(
     :func:`default_concurrency`); the result is that of one at a time (:mod:`causaltrace.replay.concurrency`).
     ``prune`` skips the candidate steps provenance rules out (reach 0; module docstring); ``order_proposals`` tries
     each step's suspicious edits first (module docstring; None: as ``prune`` — provenance guides both or neither).
-    ``corrections=False`` skips the corrections' pass (every proposal is then an alternative: a flip proves no
-    error).
+    ``corrections=False`` skips the corrections' pass (every proposal is then an alternative: a flip proves none).
     """
     judge = _repairable(run, model)
     started = time.perf_counter()
@@ -349,10 +334,11 @@ async def repair(
     steps, pruned, suspicion = _guided(run, _resolve_candidates(run, candidates, diagnosis), prune,
                                        prune if order_proposals is None else order_proposals,
                                        keep=_ends_work_before_an_omission(run, findings))
-    budget = _Budget(max_replays, max_seconds, started, replay_timeout_s, max_alternatives=max_alternatives)
-    budget.concurrency = max(1, concurrency if concurrency is not None else default_concurrency())
+    budget = _Budget(max_replays, max_seconds, started, replay_timeout_s,
+                     max(1, default_concurrency() if concurrency is None else concurrency), max_alternatives)
     tried = _Tried(on_replay, store_obj, run, diagnosis, started, pruned)
-    with routed_output(), on_interrupt(tried.save):
+    from causaltrace.replay.sandbox.spares import spare_workers  # the sandbox package loads where repair runs
+    with routed_output(), on_interrupt(tried.save), spare_workers():  # a CodeAgent's worker started ahead
         probed = await _probe(run, factory, sandbox, budget.timeout()) if probe and has_recording(run) else ""
         attempts, decisive, spent = await _search(
             run, steps, factory, verify, agent_first=agent_first, environment=environment, exhaustive=exhaustive,
@@ -678,6 +664,15 @@ class _Budget:
     concurrency: int = 1
     max_alternatives: int | None = None  # the bound after the corrections' pass; the replays when that pass ended
     alternatives_from: int | None = None
+    edits: set[str] = field(default_factory=set)  # what the search's replays changed (edits.edit_key)
+
+    def first(self, key: str | None) -> bool:
+        """Whether the edit ``key`` is new to this search (it is then noted); an edit without a key always is."""
+        if key is None:
+            return True
+        new = key not in self.edits
+        self.edits.add(key)
+        return new
 
     def timeout(self) -> float | None:
         """One replay's time limit from now: the replay timeout, cut to what is left of the seconds budget (so
@@ -705,6 +700,7 @@ async def _try_step(run: Run, step: Step, factory: Factory, verify: Any, proposa
     """Replay ``proposals`` for one step, in order, until one flips the run (CRS = 1) or the budget runs out."""
     attempt = StepAttempt(step_id=step.step_id, index=step.index,
                           phase="environment" if is_environment_step(step) else phase, basis=basis)
+    proposals = [p for p in proposals if budget.first(edit_key(run, p))]  # an edit replayed already: not again
     original = original_value(step, replacement_kind(step))
     done = replays_so_far
     # each replay's timeout is set when it starts: the replay timeout, cut to what is left of the seconds budget

@@ -29,6 +29,7 @@ from typing import Any
 
 from causaltrace.exceptions import SandboxError, SandboxTimeout
 from causaltrace.protocols import Sandbox, Worker
+from causaltrace.replay.sandbox.spares import take_spare
 
 __all__ = ["PYWORKER_SOURCE", "PythonWorkerSession"]
 
@@ -87,9 +88,12 @@ class PythonWorkerSession:
         return list(getter()) if callable(getter) else ["python3", "-c", PYWORKER_SOURCE]
 
     def _start(self) -> None:
-        worker = self.sandbox.open_worker(self._argv(), timeout_s=self.idle_timeout_s, memory_mb=self.memory_mb)
+        argv = self._argv()
+        spare = take_spare(self.sandbox, argv, idle_s=self.idle_timeout_s, memory_mb=self.memory_mb,
+                           start_timeout_s=self.start_timeout_s)  # within a repair search (:mod:`.spares`)
+        worker = spare or self.sandbox.open_worker(argv, timeout_s=self.idle_timeout_s, memory_mb=self.memory_mb)
         try:
-            hello = worker.recv(timeout_s=self.start_timeout_s)
+            hello = {"type": "ready"} if spare is not None else worker.recv(timeout_s=self.start_timeout_s)
             if hello.get("type") != "ready":
                 raise SandboxError(f"the Python worker greeted with {hello!r} instead of 'ready'")
             self._worker = worker

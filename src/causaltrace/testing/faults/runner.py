@@ -5,11 +5,12 @@ Per case:
 
 1. record the failed run, instrumented and stored (``causaltrace.run``), with the planted factory;
 2. ``diagnose(run, "graph", model=None)``: the ranked candidates (deterministic stages only);
-3. ``repair(run, factory, verify, candidates=<the diagnosis candidates>)`` with no model: mutation proposals,
-   replayed, earliest step with CRS = 1; if none of them flips, the remaining candidate steps of the run (already
-   exhausted steps are not replayed again — every replay here is deterministic);
+3. ``repair(run, factory, verify, candidates=<every candidate step>, diagnosis=<graph's>)`` with no model, one
+   search: the corrections the diagnosis's findings derive, earliest step first, then (none flipped) the mutation
+   alternatives and the tool results, within their budget; the earliest flip with CRS = 1;
 4. report ``{name, framework, true_step, found_step, repaired, replays, live_calls_before_intervention}``
-   (localized = ``found_step == true_step``; ``true_step`` comes from the case's rule applied to the recorded run).
+   (localized = ``found_step == true_step``; ``true_step`` comes from the case's rule applied to the recorded run)
+   and the repair's cost: ``repair_seconds`` and ``repair_ratio`` (÷ the recorded run's own wall time).
 
 The suite runs offline: ``CAUSALTRACE_MODEL`` is ignored (removed from the worker's environment) and every model is
 a reactive scripted one. Runs and replays go to the store of ``$CAUSALTRACE_HOME`` (the CLI uses a temporary one
