@@ -49,9 +49,10 @@ earliest flipping step of ag-review-lamps (#15 reaches the top step #18 only by 
 
 The search is bounded: ``max_replays`` (default 200) and ``max_seconds`` (default 600) are on by default; when
 either runs out the search stops and the result says so (``budget_exhausted``). The replays after the corrections'
-pass (alternatives, then tool results) have a bound of their own, ``max_alternatives`` (default 20, exhausted
-``"alternatives"``): such a flip proves no error (issue 32 item 5), and on the fault suite the searches that found
-nothing spent 90-290 replays there, the costliest repairs by far. ``corrections_untried`` counts what a budget left.
+pass (alternatives, then tool results) have a bound of their own, ``max_alternatives`` (default 12, exhausted
+``"alternatives"``): such a flip proves no error (issue 32 item 5); on the fault suite the searches that found
+nothing spent 84-290 replays there, the costliest repairs by far, while each alternative that flipped at the planted
+step of a tuning-half case did so within its first 12. ``corrections_untried`` counts what a budget left.
 On the predictive path (a run with no recording) each predicted outcome is a model call standing in for a replay and
 counts as one against ``max_replays``: the budget bounds replays and predictions alike. What the framework prints
 during a replay (AutoGen tracebacks, smolagents' rich panels) is captured per replay — kept with the replay's record
@@ -135,7 +136,7 @@ logger = logging.getLogger("causaltrace")
 DEFAULT_MAX_REPLAYS = 200
 DEFAULT_MAX_SECONDS = 600.0
 #: The replays after the corrections' pass (alternatives, then tool results): their flips prove no error.
-DEFAULT_MAX_ALTERNATIVES = 20
+DEFAULT_MAX_ALTERNATIVES = 12
 #: A replay that takes longer is stopped and marked (a proposal that makes a team loop until a limit it lacks).
 DEFAULT_REPLAY_TIMEOUT_S = 120.0
 

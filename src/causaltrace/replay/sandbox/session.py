@@ -29,7 +29,7 @@ from typing import Any
 
 from causaltrace.exceptions import SandboxError, SandboxTimeout
 from causaltrace.protocols import Sandbox, Worker
-from causaltrace.replay.sandbox.spares import take_spare
+from causaltrace.replay.sandbox.spares import retire_worker, take_spare
 
 __all__ = ["PYWORKER_SOURCE", "PythonWorkerSession"]
 
@@ -140,7 +140,8 @@ class PythonWorkerSession:
         if worker is not None:
             with contextlib.suppress(SandboxError):
                 worker.send({"type": "shutdown"})
-            worker.close()
+            if not retire_worker(worker):  # within a repair search it is closed in the background (.spares)
+                worker.close()
 
     def __enter__(self) -> PythonWorkerSession:
         return self
