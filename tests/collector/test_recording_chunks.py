@@ -18,7 +18,7 @@ import pytest
 from _builders import RunBuilder
 from _postgres import sql_rows
 from causaltrace.cli import main
-from causaltrace.collector import _migrations
+from causaltrace.collector import _migrations, recording_chunks
 from causaltrace.collector.store import SCHEMA_VERSION, Store
 from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS, iso, now_iso, sort_ts
 from causaltrace.exceptions import StoreError
@@ -361,6 +361,45 @@ def test_export_import_and_the_otlp_recording_carry_the_whole_recording(
         assert [d for d, _ in chunk_rows(store)] == [digest_of(payload)]
     attrs = recording_attributes(stored.recording, settings=RecordingExport(max_bytes=10**8), chunk_chars=32_000)
     assert recording_from_attributes(attrs) == (run.recording, None)
+
+
+class _Unhashable(str):
+    """A text that fails if it is ever hashed (the splitter keys long texts by identity, never by hash)."""
+
+    def __hash__(self) -> int:
+        raise AssertionError("a long text was hashed")
+
+
+def test_equal_long_texts_of_other_objects_are_one_chunk_and_none_is_hashed(store_target: str) -> None:
+    """Python hashes every character of a string the first time it is a dict key (14 ms for a 50 MB tool result):
+    the splitter finds a text again by identity, an equal text of another object by a whole compare, and neither
+    is ever hashed; the chunk keeps the literal's character count, and SQLite keeps the literal as its UTF-8 bytes
+    (not decoded to be written), read back equal."""
+    text = random_text(20_000) + "é–\n\"" + random_text(20_000)  # non-ASCII: characters != bytes
+    one, other = _Unhashable(text), _Unhashable("".join(text))  # equal, two objects
+    assert one is not other
+    calls = [RecordedCall.model_construct(agent_key="team/a", kind="tool", ordinal=0, request_hash="0" * 64,
+                                          request={"name": "read"}, response=one),
+             RecordedCall.model_construct(agent_key="team/a", kind="llm", ordinal=0, request_hash="1" * 64,
+                                          request={"messages": [{"content": other}]}, response={"text": one})]
+    split = recording_chunks.split_calls("nohash-0001", calls)
+    assert list(split.chunks) == [digest_of(text)]
+    assert [json.loads(row[-1]) for row in split.rows] == [
+        [[digest_of(text), "response"]], [[digest_of(text), "request", "messages", 0, "content"],
+                                          [digest_of(text), "response", "text"]]]
+    builder = RunBuilder("nohash-0001").task("t", step_id="s0")
+    builder.recorded("tool", {"name": "read"}, agent_key="team/a", response=text)
+    builder.recorded("llm", {"messages": [{"content": "".join(text)}]}, agent_key="team/a", response={"text": text})
+    run = builder.build()
+    with Store(store_target) as store:
+        store.finish_run(run)
+        assert store.get_run(run.run_id).recording == run.recording
+        literal = pydantic_core.to_json(text)
+        assert chunk_rows(store) == [(digest_of(text), len(literal.decode()))]
+        data = sql_rows(store, "SELECT data FROM recording_chunks")[0][0]
+        assert (data if isinstance(data, bytes) else data.encode()) == literal
+        if store.path is not None:  # SQLite: the bytes as they were written
+            assert isinstance(data, bytes)
 
 
 def test_a_large_string_with_a_lone_surrogate_is_stored_as_the_call_json_would_be(tmp_path: Path) -> None:

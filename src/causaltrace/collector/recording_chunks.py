@@ -11,7 +11,8 @@ How (schema v3, ``_migrations.py``, both backends):
   ``response`` (a message's content, a tool result, a long system prompt) is kept once per store in
   ``recording_chunks (digest, chars, data)``: ``data`` is the string's JSON literal (as it would have stood inside
   the call's JSON — escapes included, so any text PostgreSQL's ``TEXT`` cannot hold, a NUL, stays storable) and
-  ``digest`` the SHA-256 of that literal's UTF-8.
+  ``digest`` the SHA-256 of that literal's UTF-8. SQLite keeps the literal as those UTF-8 bytes (a BLOB in the
+  ``TEXT`` column: a 50 MB literal is not decoded to be written; older rows are text, both read alike).
 * **Pieces.** A string of at least :data:`SEARCH_MIN_CHARS` that contains a shorter large string of the same
   recording is kept as pieces instead: the part before it, that string's pieces, the part after. smolagents sends a
   tool result inside ``Observation:\n…``, beside the tool call's own response; a prompt that grows by appending
@@ -70,13 +71,49 @@ Path = list[str | int]
 
 class SplitRecording:
     """A recording ready to write: its ``recordings`` rows (``REC_INSERT`` order) and the chunks they reference
-    (digest -> JSON literal)."""
+    (digest -> (characters, JSON literal): the literal as the UTF-8 bytes it was written as, which
+    :func:`write_recording` decodes only for a backend that needs text)."""
 
     __slots__ = ("chunks", "rows")
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
-        self.chunks: dict[str, str] = {}
+        self.chunks: dict[str, tuple[int, bytes | bytearray]] = {}
+
+
+class _TextMap:
+    """A dict keyed by long strings that never hashes them (Python hashes every character of a 50 MB string the
+    first time it is a key): found by identity (the same object — a tool result the calls share), else by length,
+    head and tail, compared whole (an equal string that is another object: a memory compare, no hash)."""
+
+    __slots__ = ("_by_id", "_by_shape")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[str, Any]] = {}
+        self._by_shape: dict[tuple[int, str, str], list[tuple[str, Any]]] = {}
+
+    @staticmethod
+    def _shape(text: str) -> tuple[int, str, str]:
+        return len(text), text[:32], text[-32:]
+
+    def get(self, text: str) -> Any:
+        known = self._by_id.get(id(text))
+        if known is not None and known[0] is text:
+            return known[1]
+        for other, value in self._by_shape.get(self._shape(text), ()):
+            if other == text:
+                return value
+        return None
+
+    def __setitem__(self, text: str, value: Any) -> None:
+        self._by_id[id(text)] = (text, value)  # the text is held: its id stays its own
+        self._by_shape.setdefault(self._shape(text), []).append((text, value))
+
+    def __getitem__(self, text: str) -> Any:
+        value = self.get(text)
+        if value is None:
+            raise KeyError(text[:64])
+        return value
 
 
 def _large_strings(value: Any, trail: Path, into: list[tuple[Path, str]]) -> None:
@@ -123,8 +160,8 @@ def _replaced(value: Any, found: list[tuple[Path, str]]) -> Any:
 class _Splitter:
     """Cuts the large strings out of a recording's calls.
 
-    Each distinct string gets its pieces once (equal strings from different requests meet in dicts keyed by the
-    string, which compare them without hashing them again). A string of at least :data:`SEARCH_MIN_CHARS` that
+    Each distinct string gets its pieces once (equal strings from different requests meet in a :class:`_TextMap`,
+    which never hashes them). A string of at least :data:`SEARCH_MIN_CHARS` that
     contains a shorter such string of the same recording is stored as pieces — the part before it, its pieces, the
     part after (each searched again) — so a tool result the framework wraps (smolagents sends ``Observation:\n`` +
     the result) or a text that grows by appending keeps the shared part once. At most :data:`SEARCH_TRIES`
@@ -133,8 +170,8 @@ class _Splitter:
 
     def __init__(self, out: SplitRecording, literals: Mapping[int, tuple[str, bytes | bytearray]] | None = None) -> None:
         self.out = out
-        self.digest_of: dict[str, str] = {}
-        self.pieces_of: dict[str, list[str]] = {}
+        self.digest_of = _TextMap()
+        self.pieces_of = _TextMap()
         self.literals = literals or {}
 
     def digest(self, text: str) -> str:
@@ -149,16 +186,20 @@ class _Splitter:
                 except TypeError:  # a lone surrogate: U+FFFD, as the call's own JSON does
                     literal = json_literal(utf8_safe(text), remember=False)
             found = hashlib.sha256(literal).hexdigest()
-            self.out.chunks.setdefault(found, literal.decode())
+            # an ASCII text (a flag of the str) has an ASCII literal: its characters are its bytes, nothing decoded
+            chars = len(literal) if text.isascii() else len(literal.decode())
+            self.out.chunks.setdefault(found, (chars, literal))
             self.digest_of[text] = found
         return found
 
     def plan(self, strings: list[tuple[Path, str]]) -> None:
         """Decide the pieces of every large string of the recording (``strings``, in first-seen order), shortest
         first (a string's candidates are the shorter ones already planned)."""
-        distinct = dict.fromkeys(text for _, text in strings)
+        distinct = {id(text): text for _, text in strings}  # one per object: no string is hashed
         searched: list[str] = []
-        for text in sorted(distinct, key=len):
+        for text in sorted(distinct.values(), key=len):
+            if self.pieces_of.get(text) is not None:  # an equal string, another object
+                continue
             if len(text) >= SEARCH_MIN_CHARS:
                 self.pieces_of[text] = self._pieces(text, searched)
                 searched.append(text)
@@ -274,10 +315,13 @@ def _collect(conn: Connection, digests: set[str]) -> None:
         )
 
 
-def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, replaces: bool = True) -> None:
+def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, replaces: bool = True,
+                    utf8_blobs: bool = False) -> None:
     """Replace the run's recording by ``split`` inside the caller's write transaction: chunks the store already
     holds are not written again, chunks only the old recording used are deleted. ``replaces=False``: the run has no
-    recording yet (a live run's final write), so there is nothing to look up or delete first."""
+    recording yet (a live run's final write), so there is nothing to look up or delete first. ``utf8_blobs``: the
+    backend takes a chunk's literal as its UTF-8 bytes (SQLite: a 50 MB literal is not decoded to text first; it is
+    read back as bytes, which ``json.loads`` reads as it reads text); else it is written as text."""
     old = _digests_of_run(conn, run_id) if replaces else set()
     if replaces:
         conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
@@ -287,7 +331,8 @@ def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, rep
         have = _existing(conn, digests)
         conn.executemany(
             "INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)",
-            [(d, len(split.chunks[d]), split.chunks[d]) for d in digests if d not in have],
+            [(d, chars, literal if utf8_blobs else literal.decode())
+             for d, (chars, literal) in ((d, split.chunks[d]) for d in digests if d not in have)],
         )
         conn.executemany("INSERT INTO recording_chunk_refs (run_id, digest) VALUES (?, ?)",
                          [(run_id, d) for d in digests])

@@ -414,7 +414,8 @@ class Store:
             # finished run drops it): nothing to replace
             had = old is None or old.state == "finished"
             if split is not None:
-                recording_chunks.write_recording(conn, run.run_id, split, replaces=had)
+                recording_chunks.write_recording(conn, run.run_id, split, replaces=had,
+                                                 utf8_blobs=self._backend.utf8_blobs)
             elif had:
                 recording_chunks.delete_recording(conn, run.run_id)
 

@@ -101,6 +101,7 @@ class PostgresBackend:
     """A store in a PostgreSQL database (the Store holds the logic; this opens, checks and migrates)."""
 
     path = None
+    utf8_blobs = False  # TEXT takes a str: a recording chunk's literal is decoded first (see Backend.utf8_blobs)
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url

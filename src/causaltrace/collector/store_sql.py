@@ -101,6 +101,9 @@ class Backend(Protocol):
     location: str
     #: The engine's error base classes: the store turns them into a StoreError naming ``location``.
     errors: tuple[type[BaseException], ...]
+    #: Whether a TEXT column takes UTF-8 bytes as they are (SQLite keeps them as a BLOB and reads them back as bytes:
+    #: a recording chunk's JSON literal is written without decoding it; PostgreSQL's TEXT needs a str).
+    utf8_blobs: bool
 
     def connect(self) -> Connection:
         """Open (and unless read-only, migrate) the store; a StoreError naming ``location`` when it cannot."""

@@ -44,6 +44,7 @@ class SQLiteBackend:
     """A store file: opening, migrating, checking and read-only access (the Store holds the logic)."""
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    utf8_blobs = True  # a recording chunk's literal is written as its bytes (see Backend.utf8_blobs)
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
