@@ -392,11 +392,13 @@ def _save(store: RunStore | None, diagnosis: Diagnosis, *pairs: RepairPair | Non
 
 
 def _untried_corrections(run: Run, steps: list[Step], attempts: list[StepAttempt], findings: list[Finding]) -> int:
-    """How many corrections of the candidate steps the search never replayed (it ran out of budget first)."""
-    tried = {(r.intervention.step_id, json.dumps(r.intervention.replacement, sort_keys=True, default=str))
-             for a in attempts for r in a.replays}
-    return sum(1 for step in steps for c in corrections_for(step, run, findings)
-               if (step.step_id, json.dumps(c.replacement, sort_keys=True, default=str)) not in tried)
+    """How many corrections of the candidate steps the search never replayed (it ran out of budget first); one whose
+    edit a replay already made at another step (``edits.edit_key``) was tried."""
+    def key(i: Any) -> str:
+        return edit_key(run, i) or i.step_id + json.dumps(i.replacement, sort_keys=True, default=str)
+
+    tried = {key(r.intervention) for a in attempts for r in a.replays}
+    return sum(1 for step in steps for c in corrections_for(step, run, findings) if key(c) not in tried)
 
 
 def _repairable(run: Run, model: str | Any) -> Any:
