@@ -609,6 +609,49 @@ def test_a_long_text_is_cut_wherever_it_stands_and_a_cut_text_is_not_cut_again(s
         assert store.get_run("cut-0002") == again
 
 
+def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(store_target: str) -> None:
+    """The store makes a cut text's JSON once per write and puts it where each field shows it (a tool result is
+    its step's content and output, its message's, the final answer's): every stored row is the very JSON of the cut
+    step (escapes, non-ASCII and all), a text only equal to another is found too, a lone surrogate and a text equal
+    to the mark the JSON is assembled with take the plain way, and the run reads back as cut."""
+    from causaltrace.collector import store_sql
+
+    limit = 1000
+    text = ("é\"\\\n\t\x01€😀<>&'" + "abc" * 50) * 20  # every escape pydantic writes, 4 K characters
+    twin = "".join(text)  # equal, another object
+    surrogate = "s" * 500 + "\udc80" + "t" * 800  # inside the kept part
+    mark = store_sql._mark(0)
+    steps = (
+        Step(step_id="a", run_id="cut-many", index=0, kind="tool_response", content=text,
+             outputs={"result": text, "deep": [{"x": twin}], "n": 1}, inputs={"k": "short"}),
+        Step(step_id="b", run_id="cut-many", index=1, kind="message", content=twin, outputs={"text": text},
+             status="error", error=StepError(type="E", message=text)),
+        Step(step_id="c", run_id="cut-many", index=2, kind="final_answer", content=surrogate + text),
+        Step(step_id="d", run_id="cut-many", index=3, kind="message", content=text, outputs={"m": mark}),
+        Step(step_id="e", run_id="cut-many", index=4, kind="message", content="short", outputs={"text": "x" * 900}),
+    )
+    literals: dict[int, Any] = {}
+    for step in steps:
+        plain = store_sql.truncate_step(step, limit)
+        got_step, got = store_sql.cut_step_json(step, limit, literals)
+        assert got == plain.model_dump_json(), step.step_id
+        assert got_step.truncated is plain.truncated and got_step.step_id == step.step_id
+    assert len(literals) == 2  # the text and the twin: one literal each, whatever field or step shows them
+    with Store(store_target, max_chars=limit) as store:
+        store.finish_run(Run(run_id="cut-many", steps=steps))
+        back = store.get_run("cut-many")
+        begin(store, "cut-live")
+        store.add_steps("cut-live", [s.model_copy(update={"run_id": "cut-live"}) for s in steps])
+        live = store.get_run("cut-live")
+    cut = text[:limit] + f"…[causaltrace: truncated {len(text) - limit} chars]"
+    assert back.step("a").outputs == {"result": cut, "deep": [{"x": cut}], "n": 1}
+    assert back.step("b").error == StepError(type="E", message=cut)
+    assert back.step("c").content == (surrogate + text)[:limit].replace("\udc80", "\ufffd") + \
+        f"…[causaltrace: truncated {len(surrogate + text) - limit} chars]"
+    assert back.step("d").outputs == {"m": mark} and back.step("e") == steps[4]
+    assert [s.model_copy(update={"run_id": "cut-many"}) for s in live.steps] == list(back.steps)
+
+
 # ----------------------------------------------------------------------------------- diagnoses, repair pairs
 
 

@@ -96,6 +96,7 @@ from causaltrace.collector.store_sql import (
     RunHead,
     RunRow,
     build_run,
+    cut_step_json,
     explain,
     iso,
     long_text_on_top,
@@ -104,7 +105,6 @@ from causaltrace.collector.store_sql import (
     shown_target,
     sort_ts,
     truncate_run_text,
-    truncate_step,
 )
 from causaltrace.collector.store_sqlite import SQLiteBackend
 from causaltrace.collector.writers import WriterInfo
@@ -499,6 +499,7 @@ class Store:
 
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
+        literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
         for step in steps:
             if not isinstance(step, Step):
                 raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
@@ -506,13 +507,12 @@ class Store:
                 raise InvalidInputError(
                     f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
                 )
-            cut = truncate_step(step, self.max_chars) if long_text_on_top(step, self.max_chars) else step
-            data = model_json(cut)
-            if cut is step and len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
-                cut = truncate_step(step, self.max_chars)
-                if cut is not step:
-                    data = model_json(cut)
-            step = cut
+            if long_text_on_top(step, self.max_chars):
+                step, data = cut_step_json(step, self.max_chars, literals)
+            else:
+                data = model_json(step)
+                if len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
+                    step, data = cut_step_json(step, self.max_chars, literals, data)
             rows.append(
                 (
                     run_id,

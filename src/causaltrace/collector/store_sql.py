@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from pydantic_core import PydanticSerializationError
 
 from causaltrace.collector.writers import WriterInfo
 from causaltrace.exceptions import StoreError, TraceAssemblyError
+from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, Recording, Run, Step
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "RunHead",
     "RunRow",
     "build_run",
+    "cut_step_json",
     "explain",
     "gc_paused",
     "iso",
@@ -320,8 +323,10 @@ def long_text_on_top(step: Step, limit: int) -> bool:
     return False
 
 
-def truncate_step(step: Step, limit: int) -> Step:
-    """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself."""
+def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None) -> Step:
+    """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself. With ``marks``,
+    each such text is instead replaced by :func:`_mark` of its position and appended to ``marks`` (the caller puts
+    its cut's JSON literal there: :func:`cut_step_json`)."""
     cut = 0
 
     def walk(value: Any) -> Any:
@@ -329,7 +334,10 @@ def truncate_step(step: Step, limit: int) -> Step:
         if isinstance(value, str):
             if _too_long(value, limit):
                 cut += 1
-                return _cut(value, limit)
+                if marks is None:
+                    return _cut(value, limit)
+                marks.append(value)
+                return _mark(len(marks) - 1)
             return value
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
@@ -351,6 +359,54 @@ def truncate_step(step: Step, limit: int) -> Step:
         return step
     update["truncated"] = True
     return step.model_copy(update=update)
+
+
+#: What stands for a cut text while a step's JSON is made (:func:`cut_step_json`): ASCII, so its JSON is itself in
+#: quotes, and a per-process nonce, so no stored text is taken for it (a count check guards that too).
+_MARK = "causaltrace-cut:" + secrets.token_hex(8) + ":{}"
+_MARKS = re.compile(rb'"' + re.escape(_MARK.split("{")[0].encode()) + rb'(\d+)"')
+
+
+def _mark(n: int) -> str:
+    return _MARK.format(n)
+
+
+def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes | bytearray]],
+                  data: str | None = None) -> tuple[Step, str]:
+    """The cut step (:func:`truncate_step`) and its JSON — the same text as ``model_json(truncate_step(step,
+    limit))`` — made without serializing the long texts again: each cut text's JSON literal is made once (by orjson:
+    ``recording.long_texts.json_literal``) and kept in ``literals`` (id of the whole text -> (text, literal)) for
+    the other fields and steps of the same write that show it (a tool's result is its step's content and its
+    output, its message's, the final answer's: each cut copy was 2 M characters escaped again). The step's own JSON
+    holds a mark where each of them goes. A text the literal cannot be made of (a lone surrogate) takes the plain
+    way. ``data``: the step's JSON when the caller made it already (returned as it is when nothing is cut)."""
+    marks: list[str] = []
+    cut = truncate_step(step, limit, marks=marks)
+    if not marks:
+        return cut, model_json(cut) if data is None else data
+    try:
+        pieces = []
+        for text in marks:
+            known = literals.get(id(text))
+            if known is None or known[0] is not text:
+                known = literals[id(text)] = (text, json_literal(_cut(text, limit), remember=False))
+            pieces.append(known[1])
+        data = cut.__pydantic_serializer__.to_json(cut)
+    except (TypeError, PydanticSerializationError):  # a lone surrogate: the model's own way replaces it
+        cut = truncate_step(step, limit)
+        return cut, model_json(cut)
+    used = [0] * len(pieces)
+
+    def literal(match: re.Match[bytes]) -> bytes | bytearray:
+        n = int(match[1])
+        used[n] += 1
+        return pieces[n]
+
+    out = _MARKS.sub(literal, data)
+    if used != [1] * len(pieces):  # a stored text equal to a mark (never by chance: the nonce): the plain way
+        cut = truncate_step(step, limit)
+        return cut, model_json(cut)
+    return cut, out.decode()
 
 # -- reading -------------------------------------------------------------------------------------------------
 
