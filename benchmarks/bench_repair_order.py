@@ -45,13 +45,14 @@ def _differences(chosen: dict[str, Any], rejected: dict[str, Any]) -> list[str]:
     return out
 
 
-#: search name -> repair() options
+#: search name -> repair() options; none bounds the alternatives (``max_alternatives=None``): the orders are
+#: compared like for like with ``old-order``, which has no such budget
 ORDERS: dict[str, dict[str, Any]] = {
-    "agent-first": {"agent_first": True},
-    "concurrency-1": {"agent_first": True, "concurrency": 1},
-    "unordered": {"agent_first": True, "order_proposals": False},
-    "unpruned": {"agent_first": True, "prune": False},
-    "old-order": {"agent_first": False, "prune": False},
+    "agent-first": {"agent_first": True, "max_alternatives": None},
+    "concurrency-1": {"agent_first": True, "concurrency": 1, "max_alternatives": None},
+    "unordered": {"agent_first": True, "order_proposals": False, "max_alternatives": None},
+    "unpruned": {"agent_first": True, "prune": False, "max_alternatives": None},
+    "old-order": {"agent_first": False, "prune": False, "max_alternatives": None},
 }
 
 
