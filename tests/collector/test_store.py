@@ -612,8 +612,9 @@ def test_a_long_text_is_cut_wherever_it_stands_and_a_cut_text_is_not_cut_again(s
 def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(store_target: str) -> None:
     """The store makes a cut text's JSON once per write and puts it where each field shows it (a tool result is
     its step's content and output, its message's, the final answer's): every stored row is the very JSON of the cut
-    step (escapes, non-ASCII and all), a text only equal to another is found too, a lone surrogate and a text equal
-    to the mark the JSON is assembled with take the plain way, and the run reads back as cut."""
+    step (escapes, non-ASCII and all; SQLite's as its UTF-8 bytes), a text only equal to another is found too, a
+    lone surrogate and a text equal to the mark the JSON is assembled with take the plain way, and the run reads back
+    as cut."""
     from causaltrace.collector import store_sql
 
     limit = 1000
@@ -636,6 +637,8 @@ def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(st
         got_step, got = store_sql.cut_step_json(step, limit, literals)
         assert got == plain.model_dump_json(), step.step_id
         assert got_step.truncated is plain.truncated and got_step.step_id == step.step_id
+        raw = store_sql.cut_step_json(step, limit, literals, utf8=True)[1]  # SQLite's row: the UTF-8 as it is
+        assert (raw if isinstance(raw, bytes) else raw.encode()) == got.encode()
     assert len(literals) == 2  # the text and the twin: one literal each, whatever field or step shows them
     with Store(store_target, max_chars=limit) as store:
         store.finish_run(Run(run_id="cut-many", steps=steps))
@@ -643,6 +646,9 @@ def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(st
         begin(store, "cut-live")
         store.add_steps("cut-live", [s.model_copy(update={"run_id": "cut-live"}) for s in steps])
         live = store.get_run("cut-live")
+        kinds = dict(sql_rows(store, "SELECT step_id, data FROM steps WHERE run_id = 'cut-many'"))
+    if store.path is not None:  # SQLite keeps a cut step's row as the UTF-8 bytes it was made as
+        assert isinstance(kinds["a"], bytes) and isinstance(kinds["e"], str)
     cut = text[:limit] + f"…[causaltrace: truncated {len(text) - limit} chars]"
     assert back.step("a").outputs == {"result": cut, "deep": [{"x": cut}], "n": 1}
     assert back.step("b").error == StepError(type="E", message=cut)

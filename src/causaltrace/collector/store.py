@@ -500,6 +500,7 @@ class Store:
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
+        utf8 = self._backend.utf8_blobs  # a cut step's row as its UTF-8 bytes (cut_step_json)
         for step in steps:
             if not isinstance(step, Step):
                 raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
@@ -507,12 +508,13 @@ class Store:
                 raise InvalidInputError(
                     f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
                 )
+            data: str | bytes
             if long_text_on_top(step, self.max_chars):
-                step, data = cut_step_json(step, self.max_chars, literals)
+                step, data = cut_step_json(step, self.max_chars, literals, utf8=utf8)
             else:
                 data = model_json(step)
                 if len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
-                    step, data = cut_step_json(step, self.max_chars, literals, data)
+                    step, data = cut_step_json(step, self.max_chars, literals, data, utf8=utf8)
             rows.append(
                 (
                     run_id,

@@ -372,14 +372,17 @@ def _mark(n: int) -> str:
 
 
 def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes | bytearray]],
-                  data: str | None = None) -> tuple[Step, str]:
+                  data: str | None = None, *, utf8: bool = False) -> tuple[Step, str | bytes]:
     """The cut step (:func:`truncate_step`) and its JSON — the same text as ``model_json(truncate_step(step,
     limit))`` — made without serializing the long texts again: each cut text's JSON literal is made once (by orjson:
     ``recording.long_texts.json_literal``) and kept in ``literals`` (id of the whole text -> (text, literal)) for
     the other fields and steps of the same write that show it (a tool's result is its step's content and its
     output, its message's, the final answer's: each cut copy was 2 M characters escaped again). The step's own JSON
     holds a mark where each of them goes. A text the literal cannot be made of (a lone surrogate) takes the plain
-    way. ``data``: the step's JSON when the caller made it already (returned as it is when nothing is cut)."""
+    way. ``data``: the step's JSON when the caller made it already (returned as it is when nothing is cut).
+    ``utf8``: a cut step's JSON is returned as its UTF-8 bytes (for a backend that stores them as they are:
+    ``Backend.utf8_blobs``) — the cut's marker is not ASCII, so as text a 4 MB row was decoded to a two-byte-per-
+    character string and encoded back to UTF-8 to be written, 5 ms a row."""
     marks: list[str] = []
     cut = truncate_step(step, limit, marks=marks)
     if not marks:
@@ -406,17 +409,19 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
     if used != [1] * len(pieces):  # a stored text equal to a mark (never by chance: the nonce): the plain way
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
-    return cut, out.decode()
+    return cut, out if utf8 else out.decode()
 
 # -- reading -------------------------------------------------------------------------------------------------
 
 
 def build_run(
-    where: str, row: RunRow, steps: list[tuple[str, str]], recs: Sequence[tuple[int, str | dict[str, Any]]] | None
+    where: str, row: RunRow, steps: list[tuple[str, str | bytes]],
+    recs: Sequence[tuple[int, str | dict[str, Any]]] | None
 ) -> Run:
     """Parse the stored JSON back into a Run; a corrupt record is a StoreError naming
     ``where`` (the run and its store) and the part. A recorded call comes as its JSON text, or as its JSON data
-    (a call whose chunks were put back in place: ``recording_chunks.resolve_calls``).
+    (a call whose chunks were put back in place: ``recording_chunks.resolve_calls``). A step's JSON is text, or
+    its UTF-8 bytes (SQLite keeps a cut step's row so: ``cut_step_json``).
 
     Each step is parsed on its own (faster than one big document, and a failure names the step) with the
     cyclic garbage collector paused: 10,000 steps allocate enough objects to trigger several full
