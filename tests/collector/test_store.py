@@ -629,7 +629,9 @@ def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(st
              status="error", error=StepError(type="E", message=text)),
         Step(step_id="c", run_id="cut-many", index=2, kind="final_answer", content=surrogate + text),
         Step(step_id="d", run_id="cut-many", index=3, kind="message", content=text, outputs={"m": mark}),
-        Step(step_id="e", run_id="cut-many", index=4, kind="message", content="short", outputs={"text": "x" * 900}),
+        Step(step_id="f", run_id="cut-many", index=4, kind="message", content=text,
+             outputs={"q": 'a"' + store_sql._mark(7)}),  # its JSON holds '"<mark 7>"' (an escaped quote before)
+        Step(step_id="e", run_id="cut-many", index=5, kind="message", content="short", outputs={"text": "x" * 900}),
     )
     literals: dict[int, Any] = {}
     for step in steps:
@@ -654,7 +656,7 @@ def test_a_long_text_in_many_fields_is_stored_as_the_plain_cut_would_store_it(st
     assert back.step("b").error == StepError(type="E", message=cut)
     assert back.step("c").content == (surrogate + text)[:limit].replace("\udc80", "\ufffd") + \
         f"…[causaltrace: truncated {len(surrogate + text) - limit} chars]"
-    assert back.step("d").outputs == {"m": mark} and back.step("e") == steps[4]
+    assert back.step("d").outputs == {"m": mark} and back.step("e") == steps[-1]
     assert [s.model_copy(update={"run_id": "cut-many"}) for s in live.steps] == list(back.steps)
 
 

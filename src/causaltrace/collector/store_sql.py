@@ -398,15 +398,15 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
     except (TypeError, PydanticSerializationError):  # a lone surrogate: the model's own way replaces it
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
-    used = [0] * len(pieces)
+    used = [0] * (len(pieces) + 1)  # the last counts marks of no piece
 
     def literal(match: re.Match[bytes]) -> bytes | bytearray:
-        n = int(match[1])
+        n = min(int(match[1]), len(pieces))
         used[n] += 1
-        return pieces[n]
+        return pieces[n] if n < len(pieces) else match[0]
 
     out = _MARKS.sub(literal, data)
-    if used != [1] * len(pieces):  # a stored text equal to a mark (never by chance: the nonce): the plain way
+    if used != [1] * len(pieces) + [0]:  # a stored text holding a mark (never by chance: the nonce): the plain way
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
     return cut, out if utf8 else out.decode()
