@@ -12,9 +12,10 @@ run on the recorded run (:class:`causaltrace.attribution.findings.FindingsStage`
 
 An omitted item (the answer stated before every item the task named was handled) is corrected in place of the early
 answer: the producing model reply's tool calls are replaced wholesale by a call of the tool that handled the earlier
-items, for the missing item (both adapters rewrite a reply's tool calls). Not derived (their steps fall back to
-alternatives): a missing element of a retyped list, a loop, an unrecovered error, made-up data, a drifted plan —
-their corrections are not a value the run already holds.
+items, for the missing item (both adapters rewrite a reply's tool calls). An approval of a result nobody checked
+is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`). Not derived
+(their steps fall back to alternatives): a loop, an unrecovered error, made-up data, a drifted plan — their
+corrections are not a value the run already holds.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from typing import Any
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["CORRECTABLE", "classify", "corrections_for", "findings_of"]
+__all__ = ["CORRECTABLE", "classify", "corrections_for", "explains", "findings_of"]
 
 logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
-CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value"})
+CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
+                         "unchecked_approval"})
+#: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
+RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -275,13 +279,28 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
     for f in findings:
         if f.step_id != step.step_id or f.family not in CORRECTABLE:
             continue
-        # an early answer gets the call for its missing item; a retyped list (its source list is evidence) gets its
-        # missing item put back by substitution, as a changed value does
-        early = f.family == "omission" and not any(e.role == "source" for e in f.evidence)
-        c = _omission_correction(step, run, f) if early else _correction(step, run, f)
+        c = _derived(step, run, f)
         if c is not None:
             out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
     return list(out.values())
+
+
+def _derived(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """The correction ``f`` derives at ``step`` (module docstring), by family."""
+    if f.family == "unchecked_approval":
+        from causaltrace.replay.correct_approval import approval_correction
+
+        return approval_correction(step, run, f)
+    # an early answer gets the call for its missing item; a retyped list (its source list is evidence) gets its
+    # missing item put back by substitution, as a changed value does
+    if f.family == "omission" and not any(e.role == "source" for e in f.evidence):
+        return _omission_correction(step, run, f)
+    return _correction(step, run, f)
+
+
+def explains(f: Finding) -> str:
+    """What a correction derived from ``f`` did, for the explanation of its flip."""
+    return RESTORES.get(f.family, "restoring what its source had") + f" ({f.family.replace('_', ' ')})"
 
 
 def classify(proposals: Sequence[Intervention], corrections: Sequence[Intervention]) -> list[Intervention]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from causaltrace.replay.consensus import consensus_artifact
+from causaltrace.replay.corrections import explains
 from causaltrace.schema import Candidate, Cost, Diagnosis, EvidenceItem, ReplayResult, Run, Step
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def updated_diagnosis(run: Run, diagnosis: Diagnosis | None, attempts: list[Step
     basis = best.intervention.basis
     if basis == "correction":
         found = best.intervention.finding
-        rests = f", restoring what its source had ({found.family.replace('_', ' ')})" if found is not None else ""
+        rests = f", {explains(found)}" if found is not None else ""
         explanation = (
             f"Correcting step #{step.index} ({step.kind} by {step.agent or '-'}) — {best.intervention.description}"
             f"{rests} — {how}; it is the earliest step whose correction does.{pruned_note(pruned, sentence=True)}"
