@@ -31,6 +31,11 @@ How (schema v3, ``_migrations.py``, both backends):
 * **Reading** puts each string back at its paths (its pieces joined) — one string object for all the calls that
   carry it, so a run read back holds the payload once in memory too — and the Recording equals the one written. A
   reference whose chunk is missing is a StoreError naming the call and the digest.
+* **Long chunks in files** (issue 35 "Bad input", SQLite only): a chunk whose literal is at least
+  ``blob_files.BLOB_MIN_BYTES`` (1 MiB) is written to a content-addressed file beside the store before its row
+  commits; the row holds ``blob_files.mark`` (the byte count) in ``data``. Its file goes when its row goes (after
+  the commit), orphans are swept under the write lock, a missing or damaged file is a CorruptRecordError naming it
+  (``blob_files.py`` says why and how). PostgreSQL keeps every chunk in the database.
 
 Old stores migrate without rewriting their rows (v2 recordings are read as they are; a run written again is
 chunked). ``CAUSALTRACE_STORE_MAX_CHARS`` is unchanged: it cuts step fields only, recordings stay whole.
@@ -40,9 +45,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from causaltrace.collector.blob_files import BLOB_MIN_BYTES, BlobFileError, BlobFiles, is_mark, mark, marked_size
 from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError
 from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, utf8_safe
@@ -52,9 +59,13 @@ __all__ = [
     "SplitRecording",
     "delete_recording",
     "resolve_calls",
+    "settle_files",
     "split_calls",
+    "sweep_files",
     "write_recording",
 ]
+
+logger = logging.getLogger("causaltrace.collector.store")
 
 #: From how many characters a string of a recorded call is kept as a chunk (shorter ones are cheaper inline than
 #: the 64-character digest, the path and the row that would stand for them).
@@ -304,24 +315,29 @@ def _existing(conn: Connection, digests: Sequence[str]) -> set[str]:
     return found
 
 
-def _collect(conn: Connection, digests: set[str]) -> None:
-    """Delete those of ``digests`` that no run's recording references any more."""
+def _collect(conn: Connection, digests: set[str], files: BlobFiles | None = None) -> None:
+    """Delete those of ``digests`` that no run's recording references any more (with ``files``, those that may be
+    kept in a file go to ``files.dropped``: their files are deleted once the transaction commits)."""
+    unused = ("FROM recording_chunks WHERE digest IN ({}) AND NOT EXISTS "
+              "(SELECT 1 FROM recording_chunk_refs r WHERE r.digest = recording_chunks.digest)")
     for part in _batches(sorted(digests)):
         marks = ", ".join("?" * len(part))
-        conn.execute(
-            f"DELETE FROM recording_chunks WHERE digest IN ({marks}) AND NOT EXISTS "
-            "(SELECT 1 FROM recording_chunk_refs r WHERE r.digest = recording_chunks.digest)",
-            tuple(part),
-        )
+        if files is not None:  # a file holds at least BLOB_MIN_BYTES, so at least a quarter as many characters
+            files.dropped.update(r[0] for r in conn.execute(
+                f"SELECT digest {unused.format(marks)} AND chars >= ?", (*part, BLOB_MIN_BYTES // 4)).fetchall())
+        conn.execute(f"DELETE {unused.format(marks)}", tuple(part))
 
 
 def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, replaces: bool = True,
-                    utf8_blobs: bool = False) -> None:
+                    utf8_blobs: bool = False, files: BlobFiles | None = None) -> None:
     """Replace the run's recording by ``split`` inside the caller's write transaction: chunks the store already
     holds are not written again, chunks only the old recording used are deleted. ``replaces=False``: the run has no
     recording yet (a live run's final write), so there is nothing to look up or delete first. ``utf8_blobs``: the
     backend takes a chunk's literal as its UTF-8 bytes (SQLite: a 50 MB literal is not decoded to text first; it is
-    read back as bytes, which ``json.loads`` reads as it reads text); else it is written as text."""
+    read back as bytes, which ``json.loads`` reads as it reads text); else it is written as text. ``files`` (a
+    SQLite store): a literal of at least ``BLOB_MIN_BYTES`` is written to its file beside the store now, before the
+    row (which holds ``blob_files.mark``) commits; a chunk the store already holds gets its file again if it is
+    missing (same key, same bytes: a lost file is repaired by storing its text again)."""
     old = _digests_of_run(conn, run_id) if replaces else set()
     if replaces:
         conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
@@ -329,24 +345,66 @@ def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, rep
     digests = sorted(split.chunks)
     if digests:  # most recordings hold no long text: no statement for it
         have = _existing(conn, digests)
-        conn.executemany(
-            "INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)",
-            [(d, chars, literal if utf8_blobs else literal.decode())
-             for d, (chars, literal) in ((d, split.chunks[d]) for d in digests if d not in have)],
-        )
+        rows = []
+        for d in digests:
+            chars, literal = split.chunks[d]
+            if files is not None and len(literal) >= BLOB_MIN_BYTES:
+                files.write(d, literal)  # (a file already there is a stat)
+                if d not in have:
+                    rows.append((d, chars, mark(len(literal))))
+            elif d not in have:
+                rows.append((d, chars, literal if utf8_blobs else literal.decode()))
+        conn.executemany("INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?)", rows)
         conn.executemany("INSERT INTO recording_chunk_refs (run_id, digest) VALUES (?, ?)",
                          [(run_id, d) for d in digests])
     conn.executemany(REC_INSERT, split.rows)
     if old:
-        _collect(conn, old - set(digests))
+        _collect(conn, old - set(digests), files)
 
 
-def delete_recording(conn: Connection, run_id: str) -> None:
-    """Delete the run's recording and every chunk no other run references (inside the caller's transaction)."""
+def delete_recording(conn: Connection, run_id: str, files: BlobFiles | None = None) -> None:
+    """Delete the run's recording and every chunk no other run references (inside the caller's transaction; their
+    files, with ``files``, once it commits: :func:`settle_files`)."""
     old = _digests_of_run(conn, run_id)
     conn.execute("DELETE FROM recordings WHERE run_id = ?", (run_id,))
     conn.execute("DELETE FROM recording_chunk_refs WHERE run_id = ?", (run_id,))
-    _collect(conn, old)
+    _collect(conn, old, files)
+
+
+def settle_files(conn: Connection, files: BlobFiles, begin: Callable[[Connection], None], *, committed: bool) -> None:
+    """After a write transaction ended: delete the files of the chunks it deleted (it committed) or the files it
+    wrote (it rolled back) that no row names — in a write transaction of their own, so no other writer can store
+    the same text meanwhile (files are written only under the store's write lock); after a deletion, orphans too
+    (:func:`sweep_files`). A failure here leaves orphans for a later sweep (logged, never raised)."""
+    candidates = files.dropped if committed else files.written
+    files.dropped, files.written = set(), set()
+    if not candidates:
+        return
+    try:
+        begin(conn)
+        try:
+            kept = _existing(conn, sorted(candidates))
+            files.remove(candidates - kept)
+            if committed:
+                sweep_files(conn, files)
+        finally:
+            conn.execute("COMMIT")
+    except Exception as exc:  # the data is committed (or rolled back) already: only files are left over
+        logger.debug("causaltrace store: cannot delete the files of unused chunks yet: %s", exc)
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def sweep_files(conn: Connection, files: BlobFiles) -> int:
+    """Inside the caller's write transaction: delete every file beside the store that no chunk row names (its
+    writer died before committing, or before deleting it: an orphan is never read, a row names every file read)
+    and every temporary file; return how many files went."""
+    keys, temps = files.listed()
+    kept = _existing(conn, keys) if keys else set()
+    gone = [key for key in keys if key not in kept]
+    files.remove(gone)
+    files.discard(temps)
+    return len(gone)
 
 
 # ------------------------------------------------------------------------------------------------------ reading
@@ -376,13 +434,15 @@ def _parse_refs(where: str, seq: int, chunks: str) -> list[list[Any]]:
     return refs
 
 
-def _chunk_texts(conn: Connection, where: str, digests: set[str]) -> dict[str, str]:
+def _chunk_texts(conn: Connection, where: str, digests: set[str], files: BlobFiles | None) -> dict[str, str]:
     texts: dict[str, str] = {}
     for part in _batches(sorted(digests)):
         marks = ", ".join("?" * len(part))
         for digest, literal in conn.execute(
             f"SELECT digest, data FROM recording_chunks WHERE digest IN ({marks})", tuple(part)
         ).fetchall():
+            if is_mark(literal):
+                literal = _file_literal(where, digest, literal, files)
             try:
                 text = json.loads(literal)
             except ValueError:
@@ -393,16 +453,30 @@ def _chunk_texts(conn: Connection, where: str, digests: set[str]) -> dict[str, s
     return texts
 
 
+def _file_literal(where: str, digest: str, stored: str | bytes, files: BlobFiles | None) -> bytes:
+    """The literal of a chunk whose row says it is kept in a file beside the store (a CorruptRecordError naming the
+    run, the chunk and the file when it is missing or damaged)."""
+    if files is None:
+        raise CorruptRecordError(f"{where}: the stored chunk {digest} is kept in a file beside a SQLite store "
+                                 "file, which this store has none of")
+    try:
+        return files.read(digest, marked_size(stored))
+    except ValueError:
+        raise CorruptRecordError(f"{where}: the stored chunk {digest} is corrupt (a damaged file reference)") from None
+    except BlobFileError as exc:
+        raise CorruptRecordError(f"{where}: the stored chunk {digest} cannot be read: {exc}") from None
+
+
 def resolve_calls(
-    conn: Connection, where: str, rows: Sequence[tuple[int, str, str | None]]
+    conn: Connection, where: str, rows: Sequence[tuple[int, str, str | None]], files: BlobFiles | None = None
 ) -> list[tuple[int, str | dict[str, Any]]]:
     """``(seq, data, chunks)`` rows as ``(seq, call)``: the stored JSON text where the row references no chunk, else
     the call's JSON data with every chunked string back in place — one string object per distinct string, shared
     by every call that carries it (a StoreError naming ``where`` and the call when the row or a chunk is damaged or
-    missing). The caller validates the RecordedCall."""
+    missing; ``files``: where a SQLite store keeps its long chunks). The caller validates the RecordedCall."""
     refs_of = {seq: _parse_refs(where, seq, chunks) for seq, _, chunks in rows if chunks is not None}
     wanted = {d for refs in refs_of.values() for r in refs for d in ([r[0]] if isinstance(r[0], str) else r[0])}
-    texts = _chunk_texts(conn, where, wanted)
+    texts = _chunk_texts(conn, where, wanted, files)
     joined: dict[str, str] = {}
     out: list[tuple[int, str | dict[str, Any]]] = []
     for seq, data, _ in rows:

@@ -60,6 +60,8 @@ Design decisions:
   unless asked (``replace=True``, the CLI's ``--replace``).
 * **Deleting a run** removes its steps, recording, diagnoses and repair pairs, and the recording
   chunks no other run uses (replacing a run's recording does the same for the chunks the new one does not use).
+* **Long texts of a SQLite store** (a recording chunk of at least 1 MiB) are files beside it, ``<file>.blobs/``
+  (``blob_files.py``): read transparently, deleted with their last row; copy that directory with the file.
 * **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
   and never written (the backends say how); writing through such a Store is a ``StoreError``. A store nobody
   wrote yet — a missing SQLite file, a PostgreSQL database without our tables — reads as an empty store.
@@ -178,6 +180,8 @@ class Store:
                 raise
             self._backend = SQLiteBackend.empty(self.location)  # never written: an empty store, nothing created
             self._conn = self._backend.connect()
+        #: Where a SQLite store keeps its long texts (``blob_files.py``); None for PostgreSQL.
+        self._files = self._backend.blob_files
 
 
     def reconnect(self) -> None:
@@ -262,13 +266,19 @@ class Store:
                 yield conn
                 conn.execute("COMMIT")
             except self._backend.errors as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                self._roll_back(conn)
                 raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                self._roll_back(conn)
                 raise
+            if self._files is not None and self._files.dropped:  # the files of the chunk rows it deleted
+                recording_chunks.settle_files(conn, self._files, self._backend.begin_write, committed=True)
+
+    def _roll_back(self, conn: Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if self._files is not None:  # the files it wrote for rows that never committed
+            recording_chunks.settle_files(conn, self._files, self._backend.begin_write, committed=False)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -415,9 +425,9 @@ class Store:
             had = old is None or old.state == "finished"
             if split is not None:
                 recording_chunks.write_recording(conn, run.run_id, split, replaces=had,
-                                                 utf8_blobs=self._backend.utf8_blobs)
+                                                 utf8_blobs=self._backend.utf8_blobs, files=self._files)
             elif had:
-                recording_chunks.delete_recording(conn, run.run_id)
+                recording_chunks.delete_recording(conn, run.run_id, self._files)
 
     def save_run(self, run: Run) -> None:
         """Store a whole run, replacing a stored run of that id; saving the same run twice leaves one copy and
@@ -487,15 +497,14 @@ class Store:
             self._delete_children(conn, row.run_id, derived=True)
             conn.execute("DELETE FROM runs WHERE run_id = ?", (row.run_id,))
 
-    @staticmethod
-    def _delete_children(conn: Connection, run_id: str, *, derived: bool = False, recording: bool = True) -> None:
+    def _delete_children(self, conn: Connection, run_id: str, *, derived: bool = False, recording: bool = True) -> None:
         """Delete a run's steps and (unless ``recording=False``: the caller replaces it) recording with
         the chunks no other run uses; with ``derived`` also its diagnoses and repair pairs (the run is being
         replaced by another one, so what was concluded about the old one no longer holds)."""
         for table in CHILD_TABLES + (DERIVED_TABLES if derived else ()):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         if recording:
-            recording_chunks.delete_recording(conn, run_id)
+            recording_chunks.delete_recording(conn, run_id, self._files)
 
     def _step_rows(self, run_id: str, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
@@ -610,7 +619,7 @@ class Store:
             rows = conn.execute(
                 "SELECT seq, data, chunks FROM recordings WHERE run_id = ? ORDER BY seq", (row.run_id,)
             ).fetchall()
-            recs = recording_chunks.resolve_calls(conn, where, rows)
+            recs = recording_chunks.resolve_calls(conn, where, rows, self._files)
         return build_run(where, row, steps, recs)
 
     def _live_outcome(self, row: RunRow) -> Outcome | None:

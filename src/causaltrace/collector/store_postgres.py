@@ -102,6 +102,7 @@ class PostgresBackend:
 
     path = None
     utf8_blobs = False  # TEXT takes a str: a recording chunk's literal is decoded first (see Backend.utf8_blobs)
+    blob_files = None  # the database keeps every text (it may be remote): no files beside it
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url

@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from causaltrace.collector.blob_files import BlobFiles
 from causaltrace.collector.writers import WriterInfo
 from causaltrace.exceptions import StoreError, TraceAssemblyError
 from causaltrace.recording.long_texts import json_literal
@@ -107,6 +108,9 @@ class Backend(Protocol):
     #: Whether a TEXT column takes UTF-8 bytes as they are (SQLite keeps them as a BLOB and reads them back as bytes:
     #: a recording chunk's JSON literal is written without decoding it; PostgreSQL's TEXT needs a str).
     utf8_blobs: bool
+    #: Where the store keeps its long texts as files (SQLite: beside its file, ``blob_files.py``), or None (the
+    #: database keeps everything: PostgreSQL).
+    blob_files: BlobFiles | None
 
     def connect(self) -> Connection:
         """Open (and unless read-only, migrate) the store; a StoreError naming ``location`` when it cannot."""

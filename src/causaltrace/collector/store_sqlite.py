@@ -17,6 +17,12 @@
 * **Schema versions.** ``PRAGMA user_version`` plus the ordered migrations of ``_migrations.py``; a file written
   by a newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
   naming the path.
+* **Long texts beside the file** (issue 35 "Bad input"): a recording chunk of at least 1 MiB is kept in a
+  content-addressed file in ``<store file>.blobs/`` instead of going through the WAL (``blob_files.py``). A copy
+  of a store is its file AND that directory (``causaltrace export`` reads through the store: it needs nothing
+  more); a copy without the directory reads, but a run whose long text is missing is a CorruptRecordError naming
+  the file. Opening a store for writing sweeps the files no row names (orphans of a writer that died), when no
+  other writer holds the store at that moment (never waited for).
 * **Read-only opening** (``readonly=True``, used by the CLI's inspection commands): the file is opened ``mode=ro``
   (``immutable=1`` where SQLite could not read a WAL store otherwise: a directory this process may not write),
   never migrated and never written; an older schema is read through a migrated in-memory copy, a missing file
@@ -33,7 +39,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from causaltrace.collector import _migrations
+from causaltrace.collector import _migrations, recording_chunks
+from causaltrace.collector.blob_files import BlobFiles
 from causaltrace.collector.store_sql import RUN_COLUMNS, RUN_PLACEHOLDERS
 from causaltrace.exceptions import StoreError
 
@@ -58,6 +65,8 @@ class SQLiteBackend:
         self._empty = False
         #: The file the last connection opened (device, inode): see :meth:`same_file`.
         self._file_id: tuple[int, int] | None = None
+        #: Where the long texts are kept (``blob_files.py``): beside the file.
+        self.blob_files: BlobFiles | None = BlobFiles.beside(path)
 
     @classmethod
     def empty(cls, location: str) -> SQLiteBackend:
@@ -66,6 +75,7 @@ class SQLiteBackend:
         backend = cls(Path(), readonly=True)
         backend.location = location
         backend._empty = True
+        backend.blob_files = None
         return backend
 
     def connect(self) -> sqlite3.Connection:
@@ -93,7 +103,30 @@ class SQLiteBackend:
             conn.close()
             raise
         self._file_id = self._identity()
+        self._sweep(conn)
         return conn
+
+    def _sweep(self, conn: sqlite3.Connection) -> None:
+        """Delete the files beside the store no row names (``recording_chunks.sweep_files``), if there is a folder of
+        them and no other writer holds the store right now (not waited for: the next opening sweeps)."""
+        files = self.blob_files
+        if files is None or not files.root.is_dir():
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                gone = recording_chunks.sweep_files(conn, files)
+            finally:
+                conn.execute("COMMIT")
+            if gone:
+                logger.debug("causaltrace store: deleted %d file(s) beside %s no row names", gone, self.path)
+        except (sqlite3.Error, OSError) as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            logger.debug("causaltrace store: files beside %s not swept now: %s", self.path, exc)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
 
     def same_file(self) -> bool:
         """Whether the file at the store's path is still the one the connection opened (a store deleted or replaced

@@ -1,0 +1,202 @@
+"""A SQLite store keeps its long texts in content-addressed files beside it (issue 35 "Bad input",
+``collector/blob_files.py``): a recording chunk of at least 1 MiB is written to ``<store>.blobs/ab/abcdef…`` before
+its row commits, read back transparently (Store, CLI export), deleted when no row names it any more, swept when
+orphaned by a writer that died, and a missing or damaged file is one clear error naming it — never other content.
+PostgreSQL keeps every text in the database."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _postgres import sql_rows
+from causaltrace.cli import main
+from causaltrace.collector.blob_files import BLOB_MIN_BYTES, MARK_PREFIX
+from causaltrace.collector.store import Store
+from causaltrace.exceptions import StoreError
+from causaltrace.schema import Run
+from test_recording_chunks import payload_run, random_text
+
+#: A payload whose JSON literal is above the files' threshold (hex: one byte a character, plus the quotes).
+BIG = BLOB_MIN_BYTES + 10_000
+
+
+def literal_digest(text: str) -> str:
+    return hashlib.sha256(f'"{text}"'.encode()).hexdigest()
+
+
+def blob_path(db: str | Path, text: str) -> Path:
+    digest = literal_digest(text)
+    return Path(f"{db}.blobs") / digest[:2] / digest
+
+
+def files_beside(db: str | Path) -> list[Path]:
+    root = Path(f"{db}.blobs")
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def test_a_long_chunk_goes_to_a_file_beside_sqlite_and_stays_in_postgres(store_target: str) -> None:
+    payload, small = random_text(BIG), random_text(200_000)
+    run = payload_run("file-0001", payload, later_calls=3)
+    with Store(store_target, max_chars=10_000) as store:  # (the steps' copies of the payload cut short)
+        store.finish_run(run)
+        store.finish_run(payload_run("file-0002", small, later_calls=1))
+        assert store.get_run("file-0001").recording == run.recording  # read back whole, equal
+        rows = dict(sql_rows(store, "SELECT digest, substr(CAST(data AS TEXT), 1, 40) FROM recording_chunks"))
+        if store.path is None:  # PostgreSQL: the literal is the row
+            assert rows[literal_digest(payload)] == f'"{payload[:39]}'
+            return
+        assert rows[literal_digest(payload)] == f"{MARK_PREFIX}{BIG + 2}"
+        assert rows[literal_digest(small)].startswith('"')  # below the threshold: in the database as before
+    path = blob_path(store_target, payload)
+    assert files_beside(store_target) == [path] and path.read_bytes() == f'"{payload}"'.encode()
+    # the text never went through the WAL: the database and its log hold a fraction of it
+    written = sum(os.path.getsize(p) for p in Path(store_target).parent.glob("store.db*") if p.is_file())
+    assert written < BIG // 2
+
+
+def test_the_file_goes_with_the_last_row_that_names_it(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    with Store(db) as store:
+        store.finish_run(payload_run("keep-0001", payload, later_calls=1))
+        store.finish_run(payload_run("keep-0002", payload, later_calls=2))
+        assert files_beside(db) == [blob_path(db, payload)]  # one file for both runs
+        store.delete_run("keep-0001")
+        assert files_beside(db) == [blob_path(db, payload)]  # still named by keep-0002
+        store.save_run(payload_run("keep-0002", random_text(5_000), later_calls=1))  # its recording replaced
+        assert files_beside(db) == []
+        store.finish_run(payload_run("keep-0003", payload, later_calls=1))
+        store.delete_run("keep-0003")
+        assert files_beside(db) == []
+
+
+def test_a_missing_or_damaged_file_is_one_error_naming_it_and_storing_the_text_again_repairs_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    run = payload_run("lost-0001", payload, later_calls=2)
+    with Store(db) as store:
+        store.finish_run(run)
+    path = blob_path(db, payload)
+    whole = path.read_bytes()
+    for damage in (b"", whole[:-1], whole[:-2] + b'0"', None):  # empty, cut short, same size other bytes, gone
+        if damage is None:
+            path.unlink()
+        else:
+            path.write_bytes(damage)
+        with Store(db, readonly=True) as store, pytest.raises(StoreError) as err:
+            store.get_run("lost-0001")
+        message = str(err.value)
+        assert "lost-0001" in message and literal_digest(payload) in message and str(path) in message
+        assert ("missing" if damage is None else "damaged") in message
+    # the CLI: one line, exit 2, no traceback
+    assert main(["--db", str(db), "export", "lost-0001"]) == 2
+    assert "missing" in capsys.readouterr().err
+    with Store(db) as store:
+        store.finish_run(payload_run("lost-0002", payload, later_calls=1))  # the same text again writes the file
+        assert store.get_run("lost-0001") == run
+    out = tmp_path / "run.json"
+    assert main(["--db", str(db), "export", "lost-0001", "-o", str(out)]) == 0
+    assert payload in out.read_text()
+
+
+def _die_before_commit(db: str, payload: str) -> None:
+    """A writer killed mid-write: the file is written, the transaction holding its row never commits."""
+    store = Store(db)
+    with store.transaction():
+        store.finish_run(payload_run("dead-0001", payload, later_calls=1))
+        os._exit(0)
+
+
+def test_an_orphan_file_is_never_read_and_the_next_writer_sweeps_it(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    Store(db).close()
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_die_before_commit, args=(str(db), payload))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == 0
+    orphan = blob_path(db, payload)
+    assert files_beside(db) == [orphan]  # written before the row, which never committed
+    temp = orphan.parent / ".tmp-0123456789abcdef-1-dead"  # a writer that died mid-write
+    temp.write_bytes(b'"half')
+    with Store(db, readonly=True) as store:  # a reader neither sees nor removes it
+        assert store.list_runs() == [] and not store.has_run("dead-0001")
+    assert temp.exists() and orphan.exists()
+    with Store(db) as store:  # a writer's opening sweeps
+        assert files_beside(db) == []
+        store.finish_run(payload_run("dead-0001", payload, later_calls=1))
+        assert store.get_run("dead-0001").recording is not None
+    assert files_beside(db) == [orphan]
+
+
+def test_a_rolled_back_write_leaves_no_file(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    with Store(db) as store:
+        with pytest.raises(RuntimeError, match="changed my mind"), store.transaction():
+            store.finish_run(payload_run("undo-0001", payload, later_calls=1))
+            assert files_beside(db) == [blob_path(db, payload)]
+            raise RuntimeError("changed my mind")
+        assert files_beside(db) == [] and not store.has_run("undo-0001")
+
+
+def _write_same(db: str, tag: str, payload: str, barrier: Any) -> None:
+    with Store(db) as store:
+        barrier.wait(60)
+        for r in range(3):
+            store.finish_run(payload_run(f"{tag}-{r}", payload, later_calls=1))
+        store.delete_run(f"{tag}-0")
+
+
+def test_writers_storing_the_same_text_at_once_share_one_whole_file(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    payload = random_text(BIG)
+    Store(db).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_write_same, args=(db, f"w{i}", payload, barrier)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert files_beside(db) == [blob_path(db, payload)]
+    with Store(db) as store:
+        for i in range(3):
+            for r in (1, 2):
+                back: Run = store.get_run(f"w{i}-{r}")
+                assert back.recording == payload_run(f"w{i}-{r}", payload, later_calls=1).recording
+        for run in store.list_runs():
+            store.delete_run(run["run_id"])
+    assert files_beside(db) == []
+
+
+def test_a_text_stored_whole_in_the_database_reads_as_before(tmp_path: Path) -> None:
+    """A long chunk a causaltrace before the files wrote into its row stays readable (and writing the same text
+    again keeps that row as it is)."""
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    run = payload_run("old-0001", payload, later_calls=1)
+    with Store(db) as store:
+        store.finish_run(run)
+    digest = literal_digest(payload)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE recording_chunks SET data = ? WHERE digest = ?", (f'"{payload}"', digest))
+    conn.close()
+    blob_path(db, payload).unlink()
+    with Store(db) as store:
+        assert store.get_run("old-0001") == run
+        store.finish_run(payload_run("old-0002", payload, later_calls=1))
+        assert store.get_run("old-0002").recording == payload_run("old-0002", payload, later_calls=1).recording
+        assert store.get_run("old-0001") == run
