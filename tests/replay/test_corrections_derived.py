@@ -70,3 +70,128 @@ async def test_an_unchecked_approval_is_corrected_by_a_rejection_naming_the_clai
     assert all(a.basis == "correction" for a in result.attempts)  # found in the corrections' pass
     assert result.pair is not None and result.pair.basis == "correction"
     assert "rejecting the result it approved unchecked" in result.diagnosis.explanation
+
+
+# ------------------------------------------------------------------------------------------------- made-up data
+
+RATES_TASK = "Convert 100 EUR and 200 GBP to USD at today's rates; report the sum as 'USD: <dollars>'."
+
+
+def build_rates(planted: bool = True, *, looked_up: bool = False):
+    """An AutoGen team: ``fetcher`` looks up each rate with ``get_rate`` (flaky: its first call fails and is retried),
+    ``accountant`` converts; planted: after the EUR rate the fetcher states GBP's rate "from memory" — with
+    ``looked_up``, after it looked GBP's rate up too."""
+    from causaltrace.testing.autogen import call
+    from causaltrace.testing.faults.teams_autogen import agent, results_of, round_robin, said, tool
+
+    rates = {"EUR": 1.08, "GBP": 1.27}
+
+    async def get_rate(pair: str) -> str:
+        """Today's exchange rate of a currency pair."""
+        return f"rate {pair}: {rates.get(pair.split('/')[0], 0)}"
+
+    def fetcher(request):
+        got = {args["pair"].split("/")[0]: result.rsplit(": ", 1)[1] for args, result in results_of(request, "get_rate")}
+        made_up = f"Today 1 EUR = {got.get('EUR')} USD. The GBP rate I know from memory: 1 GBP = 1.30 USD."
+        if "EUR" not in got:
+            return call("get_rate", pair="EUR/USD")
+        if "GBP" not in got:
+            return made_up if planted and not looked_up else call("get_rate", pair="GBP/USD")
+        return made_up if planted and looked_up else f"Today 1 EUR = {got['EUR']} USD. Today 1 GBP = {got['GBP']} USD."
+
+    def accountant(request):
+        eur, gbp = said(request, "fetcher", r"1 EUR = ([\d.]+)"), said(request, "fetcher", r"1 GBP = ([\d.]+)")
+        if eur and gbp:
+            return f"USD: {100 * float(eur.group(1)) + 200 * float(gbp.group(1)):.2f}. DONE"
+        return "I need both rates."
+
+    return round_robin([agent("fetcher", fetcher, [tool(get_rate, "Today's exchange rate of a currency pair.",
+                                                        flaky=True)]),
+                        agent("accountant", accountant)], "DONE", 6)
+
+
+def verify_rates(outcome):
+    from causaltrace.schema import Verdict
+
+    return Verdict(passed="USD: 362.00" in str(outcome.final_answer or ""), reason=str(outcome.final_answer))
+
+
+async def _record_rates(planted: bool, **variant):
+    import causaltrace
+
+    async with causaltrace.run(task=RATES_TASK, verify=verify_rates, name="rates") as handle:
+        await build_rates(planted, **variant).run(task=RATES_TASK)
+    return handle.run
+
+
+async def test_made_up_data_is_corrected_by_the_call_that_obtains_it_autogen(tmp_path):
+    """The fetcher stated GBP's rate from memory after looking up EUR's. The correction replaces that reply by a call
+    of the team's get_rate — the tool that fits "rate", with the arguments of the fetcher's earlier call and GBP, the
+    entity the made-up sentence names, in place of EUR — and the replay fetches the real rate: a flip at the
+    fabricating step. Without the fabrication (the twin) nothing is corrected."""
+    with zoo_home(tmp_path):
+        import causaltrace
+
+        causaltrace.instrument()
+        run = await _record_rates(True)
+        twin = await _record_rates(False)
+        findings = findings_of(run)
+        made_up = next(f for f in findings if f.family == "made_up_data")
+        [fix] = [c for c in corrections_for(run.step(made_up.step_id), run, findings) if c.finding == made_up]
+        assert run.step(fix.step_id).kind == "llm_response"
+        assert fix.replacement == {"text": None, "tool_calls": [{"name": "get_rate", "arguments": {"pair": "GBP/USD"}}]}
+        result = await repair(run, lambda: build_rates(True), verify_rates, k=0, sandbox=default_sandbox(),
+                              store=False)
+    assert run.outcome.status == "failure" and twin.outcome.status == "success" and _derived_corrections(twin) == []
+    assert result.repaired and result.decisive.step_id == made_up.step_id
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.finding.family == "made_up_data"
+    assert all(a.basis == "correction" for a in result.attempts)
+
+
+async def test_made_up_data_is_corrected_by_the_call_that_obtains_it_smolagents(tmp_path):
+    """The quant's code called the market API with a placeholder key after the secret store failed. The correction is
+    the code action of the tool that fits the made-up line ("placeholder until the secret store is back": get_secret,
+    not price_history) with the arguments of the quant's failed call; the replay reads the real key and the run
+    succeeds at the fabricating step. The fixed team gets no correction."""
+    case = _zoo_case("smol-fabricated-apikey")
+    with zoo_home(tmp_path):
+        run = await faults_runner.record(case)
+        twin = await faults_runner.record(case, twin=True)
+        findings = findings_of(run)
+        made_up = next(f for f in findings if f.family == "made_up_data")
+        [fix] = corrections_for(run.step(made_up.step_id), run, findings)
+        assert fix.step_id == made_up.step_id and fix.replacement == "print(get_secret(name='MARKET_API_KEY'))"
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert twin.outcome.status == "success" and _derived_corrections(twin) == []
+    assert result.repaired and result.decisive.step_id == made_up.step_id
+    assert result.decisive.best.intervention.basis == "correction" and result.pair is not None
+    assert "obtaining the data it made up" in result.diagnosis.explanation
+
+
+def test_a_tool_fits_made_up_data_by_its_words():
+    from causaltrace.replay.correct_made_up import stems
+
+    assert "sales" in stems("get_sales") & stems("simulate West's sales figures")
+    assert stems("the secret store") & stems("Read a secret from the secret store.") == {"secre", "store"}
+
+
+async def test_made_up_data_the_run_had_observed_is_corrected_by_the_observed_value(tmp_path):
+    """The fetcher looked GBP's rate up (1.27) and still stated one "from memory" (1.30): the observation of the run
+    holds the value for that entity, so the first correction puts it in place of the made-up number (the sentence's
+    other number, the 1 of "1 GBP", is a correction too, tried and failing) and the replay succeeds at that step."""
+    with zoo_home(tmp_path):
+        import causaltrace
+
+        causaltrace.instrument()
+        run = await _record_rates(True, looked_up=True)
+        findings = findings_of(run)
+        made_up = next(f for f in findings if f.family == "made_up_data")
+        fixes = [c for c in corrections_for(run.step(made_up.step_id), run, findings) if c.finding == made_up]
+        assert [c.description.split(" (")[0] for c in fixes[:2]] == ["number 1 → 1.27", "number 1.30 → 1.27"]
+        assert fixes[-1].replacement["tool_calls"][0]["name"] == "get_rate"  # the call comes after the observed value
+        result = await repair(run, lambda: build_rates(True, looked_up=True), verify_rates, k=0,
+                              sandbox=default_sandbox(), store=False)
+    assert result.repaired and result.decisive.step_id == made_up.step_id
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.description.startswith("number 1.30 → 1.27")

@@ -13,9 +13,9 @@ run on the recorded run (:class:`causaltrace.attribution.findings.FindingsStage`
 An omitted item (the answer stated before every item the task named was handled) is corrected in place of the early
 answer: the producing model reply's tool calls are replaced wholesale by a call of the tool that handled the earlier
 items, for the missing item (both adapters rewrite a reply's tool calls). An approval of a result nobody checked
-is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`). Not derived
-(their steps fall back to alternatives): a loop, an unrecovered error, made-up data, a drifted plan — their
-corrections are not a value the run already holds.
+is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`); made-up
+data by a call of the team's tool that fits it (:mod:`causaltrace.replay.correct_made_up`). Not derived (their steps
+fall back to alternatives): a loop, an unrecovered error, a drifted plan.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
 CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
-                         "unchecked_approval"})
+                         "unchecked_approval", "made_up_data"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
-RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked"}
+RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
+            "made_up_data": "obtaining the data it made up from the team's tool"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -274,13 +275,18 @@ def _omission_correction(step: Step, run: Run, f: Finding) -> Intervention | Non
 
 
 def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[Intervention]:
-    """The corrections of ``step``: one per correctable finding at it (module docstring), deduplicated."""
+    """The corrections of ``step``: those of each correctable finding at it (module docstring), deduplicated."""
     out: dict[str, Intervention] = {}
     for f in findings:
         if f.step_id != step.step_id or f.family not in CORRECTABLE:
             continue
-        c = _derived(step, run, f)
-        if c is not None:
+        if f.family == "made_up_data":
+            from causaltrace.replay.correct_made_up import made_up_corrections
+
+            derived = made_up_corrections(step, run, f)
+        else:
+            derived = [c for c in [_derived(step, run, f)] if c is not None]
+        for c in derived:
             out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
     return list(out.values())
 

@@ -1,0 +1,187 @@
+"""The correction of made-up data (family ``made_up_data``; issue 32 item 5): obtain the value instead of inventing it.
+
+A step that simulates figures, assumes a placeholder key or states a number "from what I know" stands in for a
+lookup its agent stopped trying. What it should have done is derived from the run, not from the case: in place of
+the fabricating model reply, a call of the team's own tool that fits the data the reply made up, so the replay
+fetches the real value.
+
+* **What was made up**: the reply's lines (code) or sentences (text) that carry the finding's markers
+  (``simulate``, ``placeholder``, ``hypothetical`` …) — the fabricated value and what it stands for.
+* **The tool**: among the agent's tools (``Run.metadata["roster"]`` for live runs, else the tools it called), the
+  one whose name and description share the most word stems with those lines, the task's request breaking ties; when
+  none shares any, the tool the agent called last before the step (the lookup it gave up on). Code and the final
+  answer are no lookups.
+* **The arguments**: those of the agent's latest earlier call of that tool — the call that failed or found nothing
+  before the agent made its value up; when the made-up lines name one entity of the task and that call's one string
+  argument names another, the made-up one in its place. A tool the agent never called has no arguments the run
+  shows: no correction.
+* **The shape**: a code action's code becomes that call (``print(get_sales(region='West'))``); any other step's
+  producing reply has its tool calls replaced wholesale by it (both adapters replay a reply's tool calls).
+
+Before that call, when an earlier observation of the run already holds a value for the entity the made-up sentence
+names (a tool result naming the same task entities, with one number), a text step gets that value in place of the
+made-up number (:func:`_observed`): the run held the real value, the agent stated another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from causaltrace.replay.edits import replacement_kind
+from causaltrace.schema import Finding, Intervention, Run, Step
+
+__all__ = ["agent_tools", "made_up_corrections", "stems"]
+
+#: tools that are no lookup: running code and answering
+_NOT_LOOKUPS = frozenset({"python_interpreter", "final_answer"})
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_STOP = frozenset("the and for from with that this its their into then than what when where which your you are was "
+                  "were has have had not but can get set use let".split())
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+#: an entity the task names: a capitalised word or an identifier with an upper-case part (``West``, ``MARKET_API_KEY``)
+_ENTITY = re.compile(r"\b[A-Z][A-Za-z0-9_-]+\b")
+
+
+def stems(text: str) -> set[str]:
+    """The word stems of ``text`` (words of 3+ letters, split at ``_`` and case, lower-cased, cut to 5 letters) minus
+    function words: ``get_sales`` and "sales region" share ``sales``, "closing" and "closes" ``closi``/``close``."""
+    words = _WORD.findall(re.sub(r"([a-z])([A-Z])", r"\1 \2", text.replace("_", " ")))
+    return {w.lower()[:5] for w in words if w.lower() not in _STOP}
+
+
+def agent_tools(run: Run, agent: str) -> dict[str, str]:
+    """``{tool name: description}`` of ``agent``'s lookups: the roster's for a live run, else the tools its steps
+    called (no description)."""
+    roster = (run.metadata or {}).get("roster")
+    entry = roster.get(agent) if isinstance(roster, dict) else None
+    tools: dict[str, str] = {}
+    if isinstance(entry, dict):
+        for t in entry.get("tools") or ():
+            if isinstance(t, dict) and t.get("name"):
+                tools[str(t["name"])] = str(t.get("description") or "")
+    if not tools:
+        tools = {s.tool_name: "" for s in run.steps if s.kind == "tool_call" and s.agent == agent and s.tool_name}
+    return {name: text for name, text in tools.items() if name not in _NOT_LOOKUPS}
+
+
+def _made_up_lines(reply: str, markers: Iterable[str]) -> str:
+    """The lines (code) or sentences (text) of ``reply`` that carry a marker."""
+    wanted = [m.lower() for m in markers]
+    parts = [p for line in reply.splitlines() for p in _SENTENCE.split(line)]
+    return "\n".join(p for p in parts if any(m in p.lower() for m in wanted))
+
+
+def _fitting_tool(run: Run, step: Step, tools: dict[str, str], made_up: str) -> str | None:
+    """The tool that fits the made-up data (module docstring), or None."""
+    from causaltrace.attribution.stages.drift import task_request
+
+    lines, request = stems(made_up), stems(task_request(run.task or ""))
+    scored = sorted(((len(stems(f"{n} {d}") & lines), len(stems(f"{n} {d}") & request), n) for n, d in tools.items()),
+                    reverse=True)
+    if scored and scored[0][0] > 0:
+        return scored[0][2]
+    called = [s for s in run.steps if s.kind == "tool_call" and s.agent == step.agent and s.index < step.index
+              and s.tool_name in tools]
+    return called[-1].tool_name if called else None
+
+
+def _arguments(run: Run, step: Step, tool: str, made_up: str) -> dict[str, Any] | None:
+    """The arguments of the agent's latest earlier call of ``tool``, the made-up entity in place of another
+    (module docstring); None when the agent never called it."""
+    calls = [s for s in run.steps if s.kind == "tool_call" and s.agent == step.agent and s.tool_name == tool
+             and s.index < step.index]
+    if not calls:
+        return None
+    arguments = dict(calls[-1].arguments or {})
+    strings = [k for k, v in arguments.items() if isinstance(v, str)]
+    if len(strings) == 1:
+        value = arguments[strings[0]]
+        entities = set(_ENTITY.findall(run.task or ""))
+        made_up_names, named = _named(entities, made_up), _named(entities, value)
+        wanted, other = made_up_names - named, named - made_up_names
+        if len(wanted) == 1 and len(other) == 1:
+            arguments[strings[0]] = re.sub(rf"\b{re.escape(other.pop())}\b", wanted.pop(), value)
+    return arguments
+
+
+def _named(entities: set[str], text: str) -> set[str]:
+    """The ``entities`` ``text`` names as whole words."""
+    return {e for e in entities if re.search(rf"(?<![\w]){re.escape(e)}(?![\w])", text)}
+
+
+def _call_code(tool: str, arguments: dict[str, Any]) -> str:
+    """The call as a code action writes it, its result printed for the next step to observe."""
+    return f"print({tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}))"
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
+#: the most numbers of a made-up sentence an observed value is tried in place of
+_AT_MOST = 3
+
+
+def _observed(run: Run, step: Step, f: Finding, made_up: str) -> list[Intervention]:
+    """The made-up number replaced by what an earlier observation of the run says for the same entity: the latest
+    tool result naming the task entities the made-up sentence names (at least one) and holding one number (the
+    task's own numbers aside), in place of each number of the sentence the task does not give (at most
+    :data:`_AT_MOST`; a sentence writes "1 GBP = 1.30 USD": which is made up the replay tells); a text step only."""
+    if replacement_kind(step) != "text":
+        return []
+    task = run.task or ""
+    given, entities = set(_NUMBER.findall(task)), set(_ENTITY.findall(task))
+    named = _named(entities, made_up)
+    numbers = list(dict.fromkeys(n for n in _NUMBER.findall(made_up) if n not in given))
+    if not named or not numbers or len(numbers) > _AT_MOST:
+        return []
+    for obs in sorted((s for s in run.steps if s.kind == "tool_response" and s.index < step.index
+                       and s.status != "error"), key=lambda s: -s.index):
+        text = obs.content or ""
+        held = {n for n in _NUMBER.findall(text) if n not in given}
+        if _named(entities, text) != named or len(held) != 1:
+            continue
+        value, out = held.pop(), []
+        for number in numbers:
+            replacement = step.content or ""
+            for part in made_up.splitlines():  # only the made-up sentences: "1 EUR" elsewhere stays
+                fixed = _NUMBER.sub(lambda m, n=number, v=value: v if m.group(0) == n else m.group(0), part)
+                replacement = replacement.replace(part, fixed)
+            if replacement != step.content:
+                out.append(Intervention(step_id=step.step_id, replacement=replacement, source="mutation",
+                                        basis="correction", finding=f,
+                                        description=f"number {number} → {value} (observed at step {obs.index})"))
+        return out
+    return []
+
+
+def made_up_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
+    """What ``step`` made up, corrected (module docstring): the value an earlier observation holds for it, then the
+    call that obtains it; none when the run shows neither."""
+    from causaltrace.replay.turns import producing_llm
+
+    llm = producing_llm(run, step)
+    reply = str((llm.outputs.get("text") if llm is not None else None) or step.content or "")
+    markers = [str(e.value) for e in f.evidence if e.role == "marker" and e.value]
+    made_up = _made_up_lines(reply, markers) or _made_up_lines(step.content or "", markers)
+    if not made_up:
+        return []
+    call = _obtaining_call(step, run, f, llm, made_up)
+    return _observed(run, step, f, made_up) + ([call] if call is not None else [])
+
+
+def _obtaining_call(step: Step, run: Run, f: Finding, llm: Step | None, made_up: str) -> Intervention | None:
+    """The call of the team's tool that obtains what ``step`` made up (module docstring), or None."""
+    tools = agent_tools(run, step.agent) if step.agent else {}
+    tool = _fitting_tool(run, step, tools, made_up) if tools else None
+    arguments = _arguments(run, step, tool, made_up) if tool else None
+    if tool is None or arguments is None:
+        return None
+    described = f"call {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) instead of making the data up"
+    if replacement_kind(step) == "code":
+        return Intervention(step_id=step.step_id, replacement=_call_code(tool, arguments), source="mutation",
+                            basis="correction", finding=f, description=described)
+    if llm is None:
+        return None
+    return Intervention(step_id=llm.step_id, replacement={"text": None, "tool_calls": [{"name": tool,
+                                                                                          "arguments": arguments}]},
+                        source="mutation", basis="correction", finding=f, description=described)
