@@ -71,6 +71,11 @@ class PostgresServer:
             time.sleep(0.05)
         self.pid = None
 
+    def start_again(self) -> None:
+        """Start the cluster :meth:`stop` stopped (same data, port and options) and wait until it accepts connections."""
+        self._run(["pg_ctl", "-D", str(self.data), "-o", self._options, "-l", str(self.root / "log"), "-w", "start"])
+        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+
     def restart(self, down_s: float = 0.0) -> float:
         """Restart the server (fast shutdown: every connection is cut) and wait until it accepts connections again;
         returns the seconds it was away. ``down_s``: stay down that long between the stop and the start (a slower

@@ -14,6 +14,10 @@ retries with bounded backoff, and at interpreter exit waits up to :attr:`RunColl
 queued — each run's begin row (its ``incomplete`` crash record) first — then says in one line what it could not
 write. While the store does not answer, nobody waits on it: a run's start and end go on at once.
 
+A set-up that is replaced or forgotten (``configure()`` again, ``reset_tracing()``) ends its collector's writer thread
+once it has written what it was handed (:meth:`RunCollector.shutdown`); the threads of replaced set-ups no longer pile
+up, and a run begun under the old set-up that hands over later starts its writer again until that run is written.
+
 The collector finalises a Run on the adapter's run-end signal (:meth:`RunCollector.finish_run`), not when the root
 span ends (ARCHITECTURE decision 5: under ``watch`` the root span stays open while the diagnosis runs).
 """
@@ -137,6 +141,9 @@ class RunCollector:
         self._idle = threading.Condition(threading.Lock())
         #: The process whose writer thread runs (None: none runs; a fork's child has none either).
         self._writer_pid: int | None = None
+        #: The set-up that made this collector was replaced or forgotten (:meth:`shutdown`): the writer thread ends
+        #: whenever nothing is queued or held, and a late hand-over (a run begun under that set-up) starts it again.
+        self._retiring = False
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
@@ -220,6 +227,33 @@ class RunCollector:
                 self._idle.wait(min(left, 0.5))
         return True
 
+    def shutdown(self, timeout_s: float | None = None) -> bool:
+        """The set-up that made this collector is replaced or forgotten: wait (up to ``timeout_s``, as a flush) until
+        what was handed over is written, then end the writer thread. Returns whether everything was written.
+
+        Nothing is lost and nothing hangs: a store that does not answer (locked, down) keeps what it could not take in
+        the backlog, and the writer goes on retrying it and ends once it is written (interpreter exit waits for it
+        as before); a run begun under this set-up that hands over later starts the writer again, which ends again
+        when it has written it. The run stays with the collector it began with — its live steps, the step rows
+        already stored and its store target are this collector's — rather than moving to the set-up now in force."""
+        self._retiring = True
+        if self._writer is None:
+            return True
+        timeout_s = _SHUTDOWN_WAIT_S if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        if not self.flush(timeout_s):
+            return False
+        with self._idle:
+            if self._unwritten() > 0:  # held for a store that does not answer: the writer ends once it is written
+                return False
+        end = min(deadline, time.monotonic() + _RETIRE_WAIT_S)  # a late hand-over meanwhile keeps the writer busy
+        while (writer := self._writer) is not None and writer is not threading.current_thread():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            writer.join(left)
+        return True
+
     def close(self, timeout_s: float | None = None) -> bool:
         """Interpreter exit (called by ``atexit``): wait a bounded time for what is queued — begin rows first — and
         say in one line what could not be written. Returns whether everything was written."""
@@ -260,6 +294,8 @@ class RunCollector:
         if op != "flush":
             next(self._handed)
         self._queue.put((op, payload, done))
+        if self._retiring:  # the writer may have ended since: check again AFTER the put (see :meth:`_retire`)
+            self._ensure_writer()
         if done is not None and (self._down.is_set() or self._stalled):
             done.set()  # the store does not answer: the operation is held, its submitter does not wait
         if done is not None or urgent:  # someone waits on it, or a run began: end the writer's linger now
@@ -296,7 +332,7 @@ class RunCollector:
             )
 
     def _ensure_writer(self) -> None:
-        if self._writer_pid == os.getpid():  # the writer runs (it clears the mark if it ever ends; a fork's child
+        if self._writer_pid == os.getpid():  # the writer runs (it clears the mark before it ends; a fork's child
             return  # has another pid): no ``is_alive()`` — a lock and three calls — on every hand-over
         with self._lock:
             if self._writer is not None and self._writer.is_alive():  # (a fork's child: not alive)
@@ -306,12 +342,32 @@ class RunCollector:
             _LIVE.add(self)
 
     def _run_writer(self) -> None:
-        """The writer thread: marks the process it runs in while :meth:`_write_loop` runs (forever, normally)."""
+        """The writer thread: marks the process it runs in while :meth:`_write_loop` runs — until :meth:`_retire`
+        ends it (and clears the mark itself), or forever while the set-up is in force."""
         self._writer_pid = os.getpid()
         try:
             self._write_loop()
-        finally:
+        except BaseException:
             self._writer_pid = None
+            raise
+
+    def _retire(self) -> bool:
+        """Writer thread, once :meth:`shutdown` was called: whether to end now — nothing queued, nothing held.
+
+        Race-free with a hand-over on another thread, which (once the collector retires) checks for a writer again
+        AFTER it queued its operation (:meth:`_submit`): the mark is cleared first, so a hand-over that still saw it
+        queued before this check; one that did not takes :meth:`_ensure_writer`'s lock, which this decision holds,
+        and starts a new writer."""
+        if len(self.backlog) or self._queue.queue:
+            return False
+        self._writer_pid = None
+        with self._lock:
+            if self._queue.queue:  # handed over meanwhile: still this writer's to write
+                self._writer_pid = os.getpid()
+                return False
+            self._writer = None
+            _LIVE.discard(self)
+        return True
 
     def _open_store(self) -> RunStore:
         """The store of the next batch. One rule for every part of causaltrace (``Store()``, ``repair()``, this
@@ -350,6 +406,8 @@ class RunCollector:
 
     def _write_loop(self) -> None:
         while True:
+            if self._retiring and self._retire():
+                return
             pending = self._next_batch()
             if all(op == "flush" for op, _, _ in pending):  # nothing to write: wake the waiters
                 self._settled(pending)
@@ -603,6 +661,10 @@ _BACKOFF_EXIT_S = 0.25
 #: How long interpreter exit waits for queued writes (a store never opened in this process: at most the second).
 _EXIT_WAIT_S = 30.0
 _NEVER_OPENED_WAIT_S = 5.0
+#: How long a replaced set-up waits for its writes (:meth:`RunCollector.shutdown`, as the flush it always did), and
+#: at most for its writer thread to end after them (longer only when a late hand-over keeps it writing).
+_SHUTDOWN_WAIT_S = 30.0
+_RETIRE_WAIT_S = 1.0
 #: The Stores the collectors of this process write through, by (pid, target, max_chars): see :func:`_open_shared`.
 _SHARED: weakref.WeakValueDictionary[tuple[int, str, int], Store] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()

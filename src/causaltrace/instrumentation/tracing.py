@@ -31,8 +31,10 @@ class Tracing:
         self.emitter = Emitter(self.tracer, config)
 
     def shutdown(self) -> None:
-        """Flush the collector's pending writes (the set-up is being replaced or forgotten)."""
-        self.collector.flush()
+        """The set-up is being replaced or forgotten: its collector writes what it was handed (waiting as a flush
+        does) and ends its store writer thread (``RunCollector.shutdown``; a run still going under this set-up
+        starts it again until that run is written)."""
+        self.collector.shutdown()
 
 
 _TRACING: Tracing | None = None
