@@ -195,3 +195,139 @@ async def test_made_up_data_the_run_had_observed_is_corrected_by_the_observed_va
     assert result.repaired and result.decisive.step_id == made_up.step_id
     best = result.decisive.best.intervention
     assert best.basis == "correction" and best.description.startswith("number 1.30 → 1.27")
+
+
+# ------------------------------------------------------------------------------------ a plan about another task
+
+OFFICE_TASK = ("Yesterday the Madrid office reported 31 degrees, and that figure is fine. Now I need today's "
+               "temperature at the Valencia office. Answer 'TEMP: <n>'.")
+#: the opening plans: about the context's Madrid reading (planted), about the request (fixed) — both long enough to be
+#: judged as an opening
+DRIFTED_PLAN = ("Before anything else, let's audit yesterday's reading of the Madrid office (31 degrees) against its "
+                "sensor history. 1. reporter: pull the sensor history of the Madrid office and check yesterday's "
+                "reading for gaps or spikes. 2. Compare the cleaned series with the reported 31 degrees and write up "
+                "any discrepancy for facilities.")
+PLAN = ("Plan for today's temperature at the Valencia office: 1. reporter: read the current temperature of the "
+        "Valencia office from the building sensors, retrying if the service is unavailable. 2. Answer with the "
+        "reading in whole degrees as 'TEMP: <n>' once the sensor confirms it.")
+TEMPERATURES = {"Madrid": 29, "Valencia": 24}
+
+
+def verify_office(outcome):
+    from causaltrace.schema import Verdict
+
+    return Verdict(passed="TEMP: 24" in str(outcome.final_answer or ""), reason=str(outcome.final_answer))
+
+
+def build_office_autogen(planted: bool = True):
+    """AutoGen: ``planner`` writes the opening plan, ``reporter`` (``get_temperature``, flaky) reads the office the
+    plan names and answers; planted: the plan audits the Madrid reading the task mentions as fine."""
+    import re
+
+    from causaltrace.testing.autogen import call
+    from causaltrace.testing.faults.teams_autogen import agent, first_text_of, ok, round_robin, tool
+
+    async def get_temperature(office: str) -> str:
+        """Today's temperature at an office, in degrees Celsius."""
+        return f"temperature at {office}: {TEMPERATURES.get(office, 0)}"
+
+    def planner(request):
+        return "The plan stands." if request.last_from("planner") else (DRIFTED_PLAN if planted else PLAN)
+
+    def reporter(request):
+        found = ok(request, "get_temperature")
+        if found is not None:
+            return f"TEMP: {found.rsplit(': ', 1)[1]}. DONE"
+        office = re.search(r"of the (\w+) office", first_text_of(request, "planner"))
+        return call("get_temperature", office=office.group(1) if office else "?")
+
+    return round_robin([agent("planner", planner),
+                        agent("reporter", reporter, [tool(get_temperature, "Today's temperature at an office.",
+                                                          flaky=True)])], "DONE", 6)
+
+
+def build_office_smolagents(planted: bool = True):
+    """smolagents: a ToolCallingAgent plans first (one opening plan), then calls ``get_temperature`` (flaky) for the
+    office its plan names and answers; planted: the plan audits the Madrid reading."""
+    import re
+
+    from causaltrace.testing.faults.teams_smolagents import make_tool, string, tool_agent, written_plan
+    from causaltrace.testing.smolagents import Call
+
+    get_temperature = make_tool("get_temperature", "Today's temperature at an office, in degrees Celsius.",
+                                {"office": string("the office")}, "string",
+                                lambda office: f"temperature at {office}: {TEMPERATURES.get(office, 0)}", flaky=True)
+
+    def policy(request):
+        if request.is_planning:
+            return (DRIFTED_PLAN if planted else PLAN) + "<end_plan>"
+        if request.is_final_summary:
+            return "no temperature"
+        found = [m for o in request.observations for m in [re.search(r"temperature at \w+: (\d+)", o)] if m]
+        if found:
+            return [Call("final_answer", {"answer": f"TEMP: {found[-1].group(1)}"})]
+        office = re.search(r"of the (\w+) office", written_plan(request))
+        return [Call("get_temperature", {"office": office.group(1) if office else "?"})]
+
+    agent = tool_agent(policy, [get_temperature], "reporter", max_steps=5)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+async def _record_office(framework: str, planted: bool):
+    import asyncio
+
+    import causaltrace
+
+    build = build_office_autogen if framework == "autogen" else build_office_smolagents
+    if framework == "autogen":
+        async with causaltrace.run(task=OFFICE_TASK, verify=verify_office, name="office") as handle:
+            await build(planted).run(task=OFFICE_TASK)
+        return handle.run
+
+    def record():
+        with causaltrace.run(task=OFFICE_TASK, verify=verify_office, name="office") as handle:
+            build(planted).run(OFFICE_TASK)
+        return handle.run
+
+    return await asyncio.to_thread(record)
+
+
+@pytest.mark.parametrize("framework", ["autogen", "smolagents"])
+async def test_a_drifted_plan_is_restated_for_the_request_in_both_adapters(framework, tmp_path):
+    """The opening plan audits the Madrid reading the task calls fine, and the executor faithfully reads Madrid. The
+    correction puts the request's entity of the same kind (Valencia: both are "the … office") in place of the foreign
+    one — an AutoGen message, a smolagents planning step (its wrapper kept) — and the replay reads Valencia: a flip at
+    the opening. The restatement as the request itself is the second correction. The twin's plan is about the
+    request: no drift, no correction."""
+    import causaltrace
+
+    with zoo_home(tmp_path):
+        causaltrace.instrument()
+        run = await _record_office(framework, True)
+        twin = await _record_office(framework, False)
+        build = build_office_autogen if framework == "autogen" else build_office_smolagents
+        findings = findings_of(run)
+        drift = next(f for f in findings if f.family == "task_drift")
+        opening = run.step(drift.step_id)
+        assert opening.kind == ("message" if framework == "autogen" else "planning")
+        swap, restated = corrections_for(opening, run, findings)
+        assert swap.description == "entity Madrid → Valencia" and "Madrid" not in swap.replacement
+        assert "Now I need today's temperature at the Valencia office." in restated.replacement
+        result = await repair(run, lambda: build(True), verify_office, k=0, sandbox=default_sandbox(), store=False)
+    assert run.outcome.status == "failure" and twin.outcome.status == "success" and _derived_corrections(twin) == []
+    assert result.repaired and result.decisive.step_id == drift.step_id
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.finding.family == "task_drift" and best.description == swap.description
+    assert "restating its opening for the task's request" in result.diagnosis.explanation
+
+
+def test_entities_pair_only_with_an_entity_of_the_same_kind():
+    from causaltrace.attribution.stages.drift import task_request
+    from causaltrace.replay.correct_drift import entity_pairs
+
+    assert entity_pairs(OFFICE_TASK, task_request(OFFICE_TASK), DRIFTED_PLAN) == [("Madrid", "Valencia")]
+    task = ("Heads-up: the nightly job failed with KeyError: 'store_id'. Separately, I need the number of orders "
+            "the Lisbon store shipped in March. Answer 'SHIPPED: <n>'.")
+    plan = "Read the job log, find the KeyError and report its root cause."
+    assert entity_pairs(task, task_request(task), plan) == []  # an error name has no counterpart of its kind

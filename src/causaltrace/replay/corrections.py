@@ -14,8 +14,9 @@ An omitted item (the answer stated before every item the task named was handled)
 answer: the producing model reply's tool calls are replaced wholesale by a call of the tool that handled the earlier
 items, for the missing item (both adapters rewrite a reply's tool calls). An approval of a result nobody checked
 is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`); made-up
-data by a call of the team's tool that fits it (:mod:`causaltrace.replay.correct_made_up`). Not derived (their steps
-fall back to alternatives): a loop, an unrecovered error, a drifted plan.
+data by a call of the team's tool that fits it (:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about
+another task by its restatement for the task's request (:mod:`causaltrace.replay.correct_drift`). Not derived
+(their steps fall back to alternatives): a loop, an unrecovered error.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
 CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
-                         "unchecked_approval", "made_up_data"})
+                         "unchecked_approval", "made_up_data", "task_drift"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
 RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
-            "made_up_data": "obtaining the data it made up from the team's tool"}
+            "made_up_data": "obtaining the data it made up from the team's tool",
+            "task_drift": "restating its opening for the task's request"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -284,6 +286,10 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
             from causaltrace.replay.correct_made_up import made_up_corrections
 
             derived = made_up_corrections(step, run, f)
+        elif f.family == "task_drift":
+            from causaltrace.replay.correct_drift import drift_corrections
+
+            derived = drift_corrections(step, run, f)
         else:
             derived = [c for c in [_derived(step, run, f)] if c is not None]
         for c in derived:
