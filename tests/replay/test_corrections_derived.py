@@ -30,6 +30,19 @@ def _zoo_case(name: str):
     return next(c for c in zoo_smolagents_cases() + zoo_autogen_cases() if c.name == name)
 
 
+async def _zoo_runs(name: str, family: str, home):
+    """``(case, run, twin, finding, its corrections)`` of the zoo case ``name``: the failing run and its fixed twin,
+    recorded in ``home``, the run's finding of ``family`` and the corrections derived from it."""
+    case = _zoo_case(name)
+    with zoo_home(home):
+        run = await faults_runner.record(case)
+        twin = await faults_runner.record(case, twin=True)
+    findings = findings_of(run)
+    found = next(f for f in findings if f.family == family)
+    return case, run, twin, found, [c for c in corrections_for(run.step(found.step_id), run, findings)
+                                    if c.finding == found]
+
+
 def _derived_corrections(run) -> list:
     findings = findings_of(run)
     return [c for s in run.steps for c in corrections_for(s, run, findings) if c.finding.family in DERIVED]
@@ -53,15 +66,10 @@ async def test_an_unchecked_approval_is_corrected_by_a_rejection_naming_the_clai
     message — by a rejection that names "the task's 10% member discount"; the drafter applies it in the replay and the
     run succeeds: a replay-verified error with a pair. The fixed team's reviewer approves a checked result: no
     finding, no correction."""
-    case = _zoo_case(name)
+    case, run, twin, approval, [fix] = await _zoo_runs(name, "unchecked_approval", tmp_path)
+    assert fix.basis == "correction" and fix.step_id == approval.step_id
+    assert "the task's 10% member discount" in str(fix.replacement)
     with zoo_home(tmp_path):
-        run = await faults_runner.record(case)
-        twin = await faults_runner.record(case, twin=True)
-        findings = findings_of(run)
-        approval = next(f for f in findings if f.family == "unchecked_approval")
-        [fix] = corrections_for(run.step(approval.step_id), run, findings)
-        assert fix.basis == "correction" and fix.finding == approval and fix.step_id == approval.step_id
-        assert "the task's 10% member discount" in str(fix.replacement)
         result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
     assert twin.outcome.status == "success" and _derived_corrections(twin) == []
     assert result.repaired and result.decisive.step_id == approval.step_id
@@ -154,14 +162,9 @@ async def test_made_up_data_is_corrected_by_the_call_that_obtains_it_smolagents(
     the code action of the tool that fits the made-up line ("placeholder until the secret store is back": get_secret,
     not price_history) with the arguments of the quant's failed call; the replay reads the real key and the run
     succeeds at the fabricating step. The fixed team gets no correction."""
-    case = _zoo_case("smol-fabricated-apikey")
+    case, run, twin, made_up, [fix] = await _zoo_runs("smol-fabricated-apikey", "made_up_data", tmp_path)
+    assert fix.step_id == made_up.step_id and fix.replacement == "print(get_secret(name='MARKET_API_KEY'))"
     with zoo_home(tmp_path):
-        run = await faults_runner.record(case)
-        twin = await faults_runner.record(case, twin=True)
-        findings = findings_of(run)
-        made_up = next(f for f in findings if f.family == "made_up_data")
-        [fix] = corrections_for(run.step(made_up.step_id), run, findings)
-        assert fix.step_id == made_up.step_id and fix.replacement == "print(get_secret(name='MARKET_API_KEY'))"
         result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
     assert twin.outcome.status == "success" and _derived_corrections(twin) == []
     assert result.repaired and result.decisive.step_id == made_up.step_id

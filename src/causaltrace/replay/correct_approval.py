@@ -17,9 +17,9 @@ import re
 from typing import Any
 
 from causaltrace.replay.edits import final_answer_code, original_value, replacement_kind
-from causaltrace.schema import Finding, Intervention, Run
+from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["approval_correction", "claim_phrase", "rejection"]
+__all__ = ["approval_correction", "claim_phrase", "in_shape", "rejection"]
 
 #: how far past the value a claim's phrase runs (words), and where it stops
 _PHRASE_WORDS = 3
@@ -46,9 +46,10 @@ def rejection(claims: list[str]) -> str:
             "and correct it.")  # no word of approval: a team may end on one (AutoGen's TextMentionTermination)
 
 
-def _in_shape(kind: str, original: Any, text: str) -> Any:
-    """``text`` as the step writes its verdict: the text itself, the one string argument of a call (the answer),
-    or a code action's ``final_answer``; None for any other shape."""
+def in_shape(kind: str, original: Any, text: str) -> Any:
+    """``text`` in the place a step of replacement ``kind`` writes what it says: the text itself, the one string
+    argument of a call (an answer, a delegation's task), or a code action's ``final_answer``; None for any other
+    shape."""
     if kind == "text":
         return text
     if kind == "arguments" and isinstance(original, dict):
@@ -59,7 +60,7 @@ def _in_shape(kind: str, original: Any, text: str) -> Any:
     return None
 
 
-def approval_correction(step: Any, run: Run, f: Finding) -> Intervention | None:
+def approval_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     """The rejection of the unchecked result in place of ``step``'s approval (module docstring), or None when the
     finding names no unchecked value or the step's shape holds no verdict."""
     claims: list[str] = []
@@ -72,7 +73,7 @@ def approval_correction(step: Any, run: Run, f: Finding) -> Intervention | None:
         return None
     kind = replacement_kind(step)
     original = original_value(step, kind)
-    replacement = _in_shape(kind, original, rejection(list(dict.fromkeys(claims))))
+    replacement = in_shape(kind, original, rejection(list(dict.fromkeys(claims))))
     if replacement is None or replacement == original:
         return None
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",

@@ -21,8 +21,8 @@ step carries), a delegation's one string argument.
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from causaltrace.replay.correct_approval import in_shape
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
@@ -88,15 +88,6 @@ def _restated(step: Step, run: Run, request: str) -> str:
     return content[:at] + request + content[at + len(said):]
 
 
-def _in_shape(step: Step, kind: str, original: Any, text: str) -> Any:
-    if kind == "text":
-        return text
-    if kind == "arguments" and isinstance(original, dict):
-        strings = [k for k, v in original.items() if isinstance(v, str)]
-        return {**original, strings[0]: text} if len(strings) == 1 else None
-    return None
-
-
 def drift_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
     """The opening restated for the task's request (module docstring): the entity swap, then the request itself;
     none for a step whose shape holds no plan (code, a route)."""
@@ -113,9 +104,9 @@ def drift_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
     pairs = entity_pairs(task, request, text)
     found = []
     if pairs:
-        swapped = _in_shape(step, kind, original, _swap(text, pairs))
+        swapped = in_shape(kind, original, _swap(text, pairs))
         found.append((swapped, "; ".join(f"entity {a} → {b}" for a, b in pairs)))
     restated = _restated(step, run, request) if kind == "text" else request
-    found.append((_in_shape(step, kind, original, restated), "opening restated as the task's request"))
+    found.append((in_shape(kind, original, restated), "opening restated as the task's request"))
     return [Intervention(step_id=step.step_id, replacement=value, source="mutation", basis="correction", finding=f,
                          description=what) for value, what in found if value is not None and value != original]
