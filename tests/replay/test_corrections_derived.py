@@ -300,8 +300,8 @@ async def _record_office(framework: str, planted: bool):
 async def test_a_drifted_plan_is_restated_for_the_request_in_both_adapters(framework, tmp_path):
     """The opening plan audits the Madrid reading the task calls fine, and the executor faithfully reads Madrid. The
     correction puts the request's entity of the same kind (Valencia: both are "the … office") in place of the foreign
-    one — an AutoGen message, a smolagents planning step (its wrapper kept) — and the replay reads Valencia: a flip at
-    the opening. The restatement as the request itself is the second correction. The twin's plan is about the
+    one — an AutoGen message, the reply a smolagents planning step wraps — and the replay reads Valencia: a flip at
+    the opening, with a pair. The restatement as the request itself is the second correction. The twin's plan is about the
     request: no drift, no correction."""
     import causaltrace
 
@@ -316,12 +316,15 @@ async def test_a_drifted_plan_is_restated_for_the_request_in_both_adapters(frame
         assert opening.kind == ("message" if framework == "autogen" else "planning")
         swap, restated = corrections_for(opening, run, findings)
         assert swap.description == "entity Madrid → Valencia" and "Madrid" not in swap.replacement
+        # a smolagents plan is corrected in the reply it wraps: the replay and the pair hold what the model wrote
+        assert run.step(swap.step_id).kind == ("message" if framework == "autogen" else "llm_response")
         assert "Now I need today's temperature at the Valencia office." in restated.replacement
         result = await repair(run, lambda: build(True), verify_office, k=0, sandbox=default_sandbox(), store=False)
     assert run.outcome.status == "failure" and twin.outcome.status == "success" and _derived_corrections(twin) == []
     assert result.repaired and result.decisive.step_id == drift.step_id
     best = result.decisive.best.intervention
     assert best.basis == "correction" and best.finding.family == "task_drift" and best.description == swap.description
+    assert result.pair is not None and "Valencia office" in str(result.pair.chosen)
     assert "restating its opening for the task's request" in result.diagnosis.explanation
 
 

@@ -14,8 +14,8 @@ opening for the task's own request, derived from the finding and the task, never
    sentences that ask for something, :func:`~causaltrace.attribution.stages.drift.task_request`) — always possible,
    tried after the entity swap.
 
-Each takes the opening's place in the shape it has: a plan or message's text (a smolagents plan keeps the wrapper its
-step carries), a delegation's one string argument.
+Each takes the opening's place in the shape it has: a message's text, a delegation's one string argument, the text of
+the model reply a wrapped plan came from (a smolagents planning step wraps what the model wrote).
 """
 
 from __future__ import annotations
@@ -74,18 +74,16 @@ def _swap(text: str, pairs: list[tuple[str, str]]) -> str:
     return text
 
 
-def _restated(step: Step, run: Run, request: str) -> str:
-    """The opening's text replaced by the request, inside whatever wrapper the step's text puts around the model's
-    output (a smolagents plan's "Here are the facts I know and the plan …")."""
+def _wrapping_reply(step: Step, run: Run) -> Step | None:
+    """The model reply whose text ``step``'s text wraps (a smolagents plan: "Here are the facts I know and the plan
+    …" around what the model wrote), else None. A correction of such a step edits the reply's own text: the replay
+    and the repair pair then hold what the model would have written, not the wrapper."""
     from causaltrace.replay.turns import producing_llm
 
-    content = step.content or ""
     llm = producing_llm(run, step)
     said = str(llm.outputs.get("text") or "") if llm is not None and llm is not step else ""
-    at = content.find(said) if said else -1
-    if at < 0:
-        return request
-    return content[:at] + request + content[at + len(said):]
+    content = step.content or ""
+    return llm if said and said != content and said in content else None
 
 
 def drift_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
@@ -96,17 +94,16 @@ def drift_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
     task = run.task or ""
     request = task_request(task)
     kind = replacement_kind(step)
-    original = original_value(step, kind)
     if not request.strip() or kind not in ("text", "arguments"):
         return []
+    reply = _wrapping_reply(step, run) if kind == "text" else None
+    target, original = (reply, str(reply.outputs.get("text"))) if reply is not None else (step, original_value(step,
+                                                                                                               kind))
     text = original if isinstance(original, str) else " ".join(
         v for v in (original or {}).values() if isinstance(v, str))
     pairs = entity_pairs(task, request, text)
-    found = []
-    if pairs:
-        swapped = in_shape(kind, original, _swap(text, pairs))
-        found.append((swapped, "; ".join(f"entity {a} → {b}" for a, b in pairs)))
-    restated = _restated(step, run, request) if kind == "text" else request
-    found.append((in_shape(kind, original, restated), "opening restated as the task's request"))
-    return [Intervention(step_id=step.step_id, replacement=value, source="mutation", basis="correction", finding=f,
-                         description=what) for value, what in found if value is not None and value != original]
+    found = [(_swap(text, pairs), "; ".join(f"entity {a} → {b}" for a, b in pairs))] if pairs else []
+    found.append((request, "opening restated as the task's request"))
+    shaped = [(in_shape(kind, original, value), what) for value, what in found]
+    return [Intervention(step_id=target.step_id, replacement=value, source="mutation", basis="correction", finding=f,
+                         description=what) for value, what in shaped if value is not None and value != original]
