@@ -337,3 +337,19 @@ def test_entities_pair_only_with_an_entity_of_the_same_kind():
             "the Lisbon store shipped in March. Answer 'SHIPPED: <n>'.")
     plan = "Read the job log, find the KeyError and report its root cause."
     assert entity_pairs(task, task_request(task), plan) == []  # an error name has no counterpart of its kind
+
+
+async def test_a_finding_whose_correction_cannot_be_derived_costs_that_correction_not_the_repair(tmp_path):
+    """Bad input: evidence pointing past the run (an unchecked value at step 999), a made-up finding with no marker, a
+    drift finding on a run without a task — no correction and no exception; the other findings' corrections stay."""
+    from causaltrace.schema import FindingEvidence
+
+    case, run, _, approval, [fix] = await _zoo_runs("ag-review-lamps", "unchecked_approval", tmp_path)
+    step = run.step(approval.step_id)
+    past = approval.model_copy(update={"evidence": (FindingEvidence(index=999, value="10", role="unchecked"),)})
+    assert corrections_for(step, run, [past]) == []
+    assert corrections_for(step, run, [past, approval]) == [fix]
+    bare = approval.model_copy(update={"family": "made_up_data", "evidence": ()})
+    assert corrections_for(step, run, [bare]) == []
+    drift = approval.model_copy(update={"family": "task_drift"})
+    assert corrections_for(step, run.model_copy(update={"task": None}), [drift]) == []

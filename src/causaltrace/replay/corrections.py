@@ -277,37 +277,45 @@ def _omission_correction(step: Step, run: Run, f: Finding) -> Intervention | Non
 
 
 def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[Intervention]:
-    """The corrections of ``step``: those of each correctable finding at it (module docstring), deduplicated."""
+    """The corrections of ``step``: those of each correctable finding at it (module docstring), deduplicated. A
+    finding whose correction cannot be derived (evidence pointing past the run, a value of an odd shape) costs that
+    correction, never the repair: the step keeps its alternatives."""
     out: dict[str, Intervention] = {}
     for f in findings:
         if f.step_id != step.step_id or f.family not in CORRECTABLE:
             continue
-        if f.family == "made_up_data":
-            from causaltrace.replay.correct_made_up import made_up_corrections
-
-            derived = made_up_corrections(step, run, f)
-        elif f.family == "task_drift":
-            from causaltrace.replay.correct_drift import drift_corrections
-
-            derived = drift_corrections(step, run, f)
-        else:
-            derived = [c for c in [_derived(step, run, f)] if c is not None]
+        try:
+            derived = _derived(step, run, f)
+        except Exception as exc:
+            logger.info("causaltrace: no correction of step %d from its %s finding (%s: %s)", step.index, f.family,
+                        type(exc).__name__, exc)
+            continue
         for c in derived:
             out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
     return list(out.values())
 
 
-def _derived(step: Step, run: Run, f: Finding) -> Intervention | None:
-    """The correction ``f`` derives at ``step`` (module docstring), by family."""
+def _derived(step: Step, run: Run, f: Finding) -> list[Intervention]:
+    """The corrections ``f`` derives at ``step`` (module docstring), by family."""
+    if f.family == "made_up_data":
+        from causaltrace.replay.correct_made_up import made_up_corrections
+
+        return made_up_corrections(step, run, f)
+    if f.family == "task_drift":
+        from causaltrace.replay.correct_drift import drift_corrections
+
+        return drift_corrections(step, run, f)
     if f.family == "unchecked_approval":
         from causaltrace.replay.correct_approval import approval_correction
 
-        return approval_correction(step, run, f)
+        found = approval_correction(step, run, f)
     # an early answer gets the call for its missing item; a retyped list (its source list is evidence) gets its
     # missing item put back by substitution, as a changed value does
-    if f.family == "omission" and not any(e.role == "source" for e in f.evidence):
-        return _omission_correction(step, run, f)
-    return _correction(step, run, f)
+    elif f.family == "omission" and not any(e.role == "source" for e in f.evidence):
+        found = _omission_correction(step, run, f)
+    else:
+        found = _correction(step, run, f)
+    return [found] if found is not None else []
 
 
 def explains(f: Finding) -> str:
