@@ -222,9 +222,10 @@ def verify_office(outcome):
     return Verdict(passed="TEMP: 24" in str(outcome.final_answer or ""), reason=str(outcome.final_answer))
 
 
-def build_office_autogen(planted: bool = True):
+def build_office_autogen(planted: bool = True, *, guess: bool = False):
     """AutoGen: ``planner`` writes the opening plan, ``reporter`` (``get_temperature``, flaky) reads the office the
-    plan names and answers; planted: the plan audits the Madrid reading the task mentions as fine."""
+    plan names and answers; planted: the plan audits the Madrid reading the task mentions as fine; ``guess``: the
+    reporter states a temperature from memory without ever calling its tool."""
     import re
 
     from causaltrace.testing.autogen import call
@@ -241,6 +242,8 @@ def build_office_autogen(planted: bool = True):
         found = ok(request, "get_temperature")
         if found is not None:
             return f"TEMP: {found.rsplit(': ', 1)[1]}. DONE"
+        if guess:
+            return "I know the Valencia office from memory: it is usually 30 degrees. TEMP: 30. DONE"
         office = re.search(r"of the (\w+) office", first_text_of(request, "planner"))
         return call("get_temperature", office=office.group(1) if office else "?")
 
@@ -277,7 +280,7 @@ def build_office_smolagents(planted: bool = True):
     return agent
 
 
-async def _record_office(framework: str, planted: bool):
+async def _record_office(framework: str, planted: bool, **variant):
     import asyncio
 
     import causaltrace
@@ -285,7 +288,7 @@ async def _record_office(framework: str, planted: bool):
     build = build_office_autogen if framework == "autogen" else build_office_smolagents
     if framework == "autogen":
         async with causaltrace.run(task=OFFICE_TASK, verify=verify_office, name="office") as handle:
-            await build(planted).run(task=OFFICE_TASK)
+            await build(planted, **variant).run(task=OFFICE_TASK)
         return handle.run
 
     def record():
@@ -326,6 +329,28 @@ async def test_a_drifted_plan_is_restated_for_the_request_in_both_adapters(frame
     assert best.basis == "correction" and best.finding.family == "task_drift" and best.description == swap.description
     assert result.pair is not None and "Valencia office" in str(result.pair.chosen)
     assert "restating its opening for the task's request" in result.diagnosis.explanation
+
+
+async def test_made_up_data_with_a_tool_never_called_takes_the_arguments_from_its_schema(tmp_path):
+    """The reporter states Valencia's temperature from memory and never calls get_temperature. No earlier call gives
+    arguments; the tool's schema in the reply's recorded request has one string parameter, ``office``, and the made-up
+    sentence names one name of the task, Valencia: the correction calls get_temperature(office='Valencia') and the
+    replay answers with the real temperature."""
+    import causaltrace
+
+    with zoo_home(tmp_path):
+        causaltrace.instrument()
+        run = await _record_office("autogen", False, guess=True)
+        findings = findings_of(run)
+        made_up = next(f for f in findings if f.family == "made_up_data")
+        [fix] = [c for c in corrections_for(run.step(made_up.step_id), run, findings) if c.finding == made_up]
+        assert fix.replacement == {"text": None, "tool_calls": [{"name": "get_temperature",
+                                                                  "arguments": {"office": "Valencia"}}]}
+        result = await repair(run, lambda: build_office_autogen(False, guess=True), verify_office, k=0,
+                              sandbox=default_sandbox(), store=False)
+    assert run.outcome.status == "failure"
+    assert result.repaired and result.decisive.step_id == made_up.step_id
+    assert result.decisive.best.intervention.basis == "correction"
 
 
 def test_entities_pair_only_with_an_entity_of_the_same_kind():

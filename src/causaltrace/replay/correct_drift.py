@@ -26,7 +26,7 @@ from causaltrace.replay.correct_approval import in_shape
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["drift_corrections", "entity_pairs"]
+__all__ = ["drift_corrections", "entity_kinds", "entity_pairs"]
 
 #: an entity: a capitalised word or a code with a digit or a hyphen (``Valencia``, ``C-204``, ``KeyError``)
 _ENTITY = re.compile(r"(?<![\w'-])([A-Z][A-Za-z]+|[A-Z][A-Z0-9]*-?\d[\w-]*)(?![\w'-])")
@@ -37,7 +37,7 @@ _WORD = re.compile(r"[a-z]{3,}")
 _NO_KIND = frozenset("the and for with from that this our its last next was were has have had".split())
 
 
-def _entities(text: str) -> dict[str, set[str]]:
+def entity_kinds(text: str) -> dict[str, set[str]]:
     """``{entity: the lower-case words next to it}`` — its kind — for each entity of ``text`` that does not open a
     sentence (a capitalised first word is no entity)."""
     out: dict[str, set[str]] = {}
@@ -56,7 +56,7 @@ def entity_pairs(task: str, request: str, opening: str) -> list[tuple[str, str]]
     with the request's entity of the same kind (the same neighbouring noun in the task) that the opening lacks; one
     counterpart each, else none."""
     context = task.replace(request, " ") if request in task else task
-    in_context, in_request = _entities(context), _entities(request)
+    in_context, in_request = entity_kinds(context), entity_kinds(request)
     said = set(_ENTITY.findall(opening))
     pairs = []
     for foreign, kind in in_context.items():

@@ -13,8 +13,9 @@ fetches the real value.
   answer are no lookups.
 * **The arguments**: those of the agent's latest earlier call of that tool — the call that failed or found nothing
   before the agent made its value up; when the made-up lines name one entity of the task and that call's one string
-  argument names another, the made-up one in its place. A tool the agent never called has no arguments the run
-  shows: no correction.
+  argument names another, the made-up one in its place. A tool the agent never called gets arguments only when its
+  schema (in the reply's recorded request) has one parameter, a string: the one name of the task the made-up lines
+  name; else no correction.
 * **The shape**: a code action's code becomes that call (``print(get_sales(region='West'))``); any other step's
   producing reply has its tool calls replaced wholesale by it (both adapters replay a reply's tool calls).
 
@@ -106,6 +107,30 @@ def _arguments(run: Run, step: Step, tool: str, made_up: str) -> dict[str, Any] 
     return arguments
 
 
+def _schema_arguments(run: Run, llm: Step | None, tool: str, made_up: str) -> dict[str, Any] | None:
+    """The arguments of a tool the agent never called: when the tool schemas of the producing reply's recorded
+    request give ``tool`` one parameter, a string, the one name of the task (a capitalised word that does not open a
+    sentence and is no all-capitals label, :func:`~causaltrace.replay.correct_drift.entity_kinds`) the made-up
+    lines name; None otherwise."""
+    from causaltrace.replay.correct_drift import entity_kinds
+
+    ref = llm.inputs.get("recording") if llm is not None else None
+    call = (run.recording.find(str(ref.get("agent_key")), "llm", int(ref.get("ordinal", -1)))
+            if isinstance(ref, dict) and run.recording is not None else None)
+    request = call.request if call is not None and isinstance(call.request, dict) else {}
+    for schema in request.get("tools") or request.get("tools_to_call_from") or ():
+        spec = schema.get("function") if isinstance(schema, dict) and isinstance(schema.get("function"), dict) \
+            else schema
+        if not isinstance(spec, dict) or spec.get("name") != tool:
+            continue
+        properties = (spec.get("parameters") or {}).get("properties") or {}
+        if len(properties) != 1 or next(iter(properties.values()), {}).get("type") != "string":
+            return None
+        names = [e for e in entity_kinds(run.task or "") if not e.isupper() and e in _named({e}, made_up)]
+        return {next(iter(properties)): names[0]} if len(names) == 1 else None
+    return None
+
+
 def _named(entities: set[str], text: str) -> set[str]:
     """The ``entities`` ``text`` names as whole words."""
     return {e for e in entities if re.search(rf"(?<![\w]){re.escape(e)}(?![\w])", text)}
@@ -173,7 +198,7 @@ def _obtaining_call(step: Step, run: Run, f: Finding, llm: Step | None, made_up:
     """The call of the team's tool that obtains what ``step`` made up (module docstring), or None."""
     tools = agent_tools(run, step.agent) if step.agent else {}
     tool = _fitting_tool(run, step, tools, made_up) if tools else None
-    arguments = _arguments(run, step, tool, made_up) if tool else None
+    arguments = (_arguments(run, step, tool, made_up) or _schema_arguments(run, llm, tool, made_up)) if tool else None
     if tool is None or arguments is None:
         return None
     described = f"call {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) instead of making the data up"
