@@ -246,7 +246,7 @@ def test_a_v2_store_opens_migrates_and_reads_its_recordings_whole(store_target: 
     write_as_v2(conn, old)
     conn.close()
     with Store(store_target) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         assert store.get_run("old-0001") == old
         assert chunk_rows(store) == []  # its rows were not rewritten
         assert sql_rows(store, "SELECT COUNT(*) FROM recordings WHERE chunks IS NULL") == [(len(old.recording.calls),)]

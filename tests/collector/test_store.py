@@ -755,7 +755,7 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     assert _migrations.user_version(conn) == 1
     conn.close()
     with Store(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         assert store.get_run("v1-run-0001") == run
         assert [r["run_id"] for r in store.list_runs()] == ["v1-run-0002", "v1-run-0001"]  # sort key back-filled
         store.save_diagnosis(Diagnosis(run_id="v1-run-0001", method="graph"))  # a v2 table
@@ -763,10 +763,10 @@ def test_migration_from_v1(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert dict(conn.execute("SELECT key, value FROM meta")) == {
             "application": "causaltrace",
-            "schema_version": "4",
+            "schema_version": "5",
         }
     with Store(path) as store:  # reopening migrates nothing more
-        assert store.schema_version() == 4
+        assert store.schema_version() == 5
 
 
 def _schema_objects(store: Store) -> set[str]:
@@ -777,21 +777,25 @@ def _schema_objects(store: Store) -> set[str]:
                                                 "UNION SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
 
 
-def test_migration_v4_drops_the_dependencies_table_and_the_unused_indexes(store_target: str) -> None:
-    """A v3 store holding a run written the v3 way (its dependency rows filled, its steps inserted out of index
-    order) migrates when opened: the table and the indexes v4 drops are gone, the run reads back equal — its
-    dependencies from the steps' JSON, its steps in index order — and is deleted whole."""
+def _store_of_version(store_target: str, version: int) -> Any:
+    """A connection to a new store at schema ``version`` (SQLite or PostgreSQL, as the target says)."""
     if "://" not in store_target:
         conn: Any = sqlite3.connect(store_target, isolation_level=None)
-        assert _migrations.migrate(conn, target=3) == [1, 2, 3]
-    else:
-        import psycopg
+        assert _migrations.migrate(conn, target=version) == list(range(1, version + 1))
+        return conn
+    import psycopg
 
-        from causaltrace.collector.store_postgres import PgConnection, PostgresBackend
+    from causaltrace.collector.store_postgres import PgConnection, PostgresBackend
 
-        conn = PgConnection(psycopg.connect(store_target, autocommit=True))
-        assert _migrations.migrate_postgres(conn, lambda: PostgresBackend.begin_write(conn), target=3) == [1, 2, 3]
-    run = simple_run("v3-run-0001", n=12, started_at=T0)
+    conn = PgConnection(psycopg.connect(store_target, autocommit=True))
+    assert (_migrations.migrate_postgres(conn, lambda: PostgresBackend.begin_write(conn), target=version)
+            == list(range(1, version + 1)))
+    return conn
+
+
+def _write_old_way(conn: Any, run: Run, *, dependencies: bool) -> None:
+    """The run's rows as a causaltrace of schema v3 (``dependencies``) or v4 wrote them, its steps out of index
+    order."""
     conn.execute(
         "INSERT INTO runs (run_id, framework, name, task, trace_id, started_at, ended_at, status, state, "
         "has_recording, written_at, data, sort_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'finished', 0, ?, ?, ?)",
@@ -804,13 +808,22 @@ def test_migration_v4_drops_the_dependencies_table_and_the_unused_indexes(store_
             "VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
             (run.run_id, s.step_id, s.index, s.kind, s.agent, s.status, s.parent_step_id, s.model_dump_json()),
         )
-        for pos, d in enumerate(s.depends_on):
+        for pos, d in enumerate(s.depends_on if dependencies else ()):
             conn.execute("INSERT INTO dependencies (run_id, consumer, producer, kind, pos) VALUES (?, ?, ?, ?, ?)",
                          (run.run_id, s.step_id, d.step_id, d.kind, pos))
+
+
+def test_migration_v4_drops_the_dependencies_table_and_the_unused_indexes(store_target: str) -> None:
+    """A v3 store holding a run written the v3 way (its dependency rows filled, its steps inserted out of index
+    order) migrates when opened: the table and the indexes v4 drops are gone, the run reads back equal — its
+    dependencies from the steps' JSON, its steps in index order — and is deleted whole."""
+    conn = _store_of_version(store_target, 3)
+    run = simple_run("v3-run-0001", n=12, started_at=T0)
+    _write_old_way(conn, run, dependencies=True)
     conn.close()
     assert any(s.depends_on for s in run.steps)
     with Store(store_target) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         objects = _schema_objects(store)
         assert not {"dependencies", "deps_consumer", "deps_producer", "runs_status", "runs_state", "steps_run_idx"} & objects
         assert {"runs", "steps", "recordings", "runs_sort"} <= objects
@@ -818,6 +831,54 @@ def test_migration_v4_drops_the_dependencies_table_and_the_unused_indexes(store_
         assert back == run and [s.index for s in back.steps] == list(range(12))
         store.delete_run("v3-run-0001")
         assert sql_rows(store, "SELECT COUNT(*) FROM steps")[0][0] == 0
+
+
+def test_migration_v5_adds_the_text_references_and_sqlite_stores_a_long_cut_text_once(store_target: str) -> None:
+    """A v4 store migrates when opened (``steps.chunks``, ``runs.chunks``, ``text_chunk_refs``; nothing rewritten:
+    its run reads back equal). Then a run whose tool result (and final answer) is longer than the store's limit:
+    SQLite names the one cut text from each row that shows it and keeps it once, in a file; PostgreSQL keeps whole
+    rows as before. Both read the run back as cut, and deleting it leaves no text behind."""
+    from causaltrace.collector.store_sql import truncate_run_text, truncate_step
+
+    conn = _store_of_version(store_target, 4)
+    old = simple_run("v4-run-0001", n=6, started_at=T0)
+    _write_old_way(conn, old, dependencies=False)
+    conn.close()
+    limit = 1_100_000  # a cut literal of at least 1 MiB
+    payload = os.urandom(600_000).hex()
+    builder = (RunBuilder("v5-run-0001").task("Fetch it.", step_id="s0").turn("reader", step_id="s1")
+               .tool_call("reader", "fetch", {}, step_id="s2").tool_response("reader", payload, step_id="s3")
+               .llm("reader", payload, step_id="s4").end_turn())
+    built = builder.build(framework="autogen", task="Fetch it.")
+    run = built.model_copy(update={"outcome": Outcome(status="success", final_answer=payload)})
+    with Store(store_target, max_chars=limit) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 5
+        assert {"text_chunk_refs", "text_chunk_refs_digest"} <= _schema_objects(store)
+        assert sql_rows(store, "SELECT COUNT(*) FROM steps WHERE chunks IS NULL")[0][0] == 6  # old rows: whole
+        assert store.get_run("v4-run-0001") == old
+        store.finish_run(run)
+        back = store.get_run("v5-run-0001")
+        assert list(back.steps) == [truncate_step(s, limit) for s in run.steps]
+        assert back.outcome == truncate_run_text(run, limit).outcome
+        assert back.steps[3].content == payload[:limit] + f"…[causaltrace: truncated {len(payload) - limit} chars]"
+        rows = sql_rows(store, "SELECT step_id, LENGTH(CAST(data AS TEXT)), chunks FROM steps "
+                               "WHERE run_id = 'v5-run-0001' AND truncated = 1 ORDER BY step_id")
+        run_chunks = sql_rows(store, "SELECT chunks FROM runs WHERE run_id = 'v5-run-0001'")[0][0]
+        refs = sql_rows(store, "SELECT digest FROM text_chunk_refs")
+        if store.path is None:  # PostgreSQL: whole rows, as before v5
+            assert [r[0] for r in rows] == ["s3", "s4"] and all(r[1] > limit and r[2] is None for r in rows)
+            assert run_chunks is None and refs == []
+        else:  # SQLite: every row names the one cut text, kept once in a file
+            assert [r[0] for r in rows] == ["s3", "s4"] and all(r[1] < 5_000 for r in rows)
+            digest = refs[0][0]
+            assert refs == [(digest,)] and digest in rows[0][2] and digest in rows[1][2] and digest in run_chunks
+            files = [p for p in Path(f"{store_target}.blobs").rglob("*") if p.is_file()]
+            assert [p.name for p in files] == [digest]
+        store.delete_run("v5-run-0001")
+        assert sql_rows(store, "SELECT COUNT(*) FROM recording_chunks")[0][0] == 0
+        assert sql_rows(store, "SELECT COUNT(*) FROM text_chunk_refs")[0][0] == 0
+        if store.path is not None:
+            assert not [p for p in Path(f"{store_target}.blobs").rglob("*") if p.is_file()]
 
 
 def test_newer_schema_version_is_refused(tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def test_a_missing_or_damaged_file_is_one_error_naming_it_and_storing_the_text_a
         store.finish_run(run)
     path = blob_path(db, payload)
     whole = path.read_bytes()
-    for damage in (b"", whole[:-1], whole[:-2] + b'0"', None):  # empty, cut short, same size other bytes, gone
+    other = whole[:-2] + (b'1"' if whole[-2:] == b'0"' else b'0"')  # the same size, one byte changed
+    for damage in (b"", whole[:-1], other, None):  # empty, cut short, other bytes, gone
         if damage is None:
             path.unlink()
         else:

@@ -36,6 +36,13 @@ History:
   written is one b-tree insert fewer per index dropped, and a commit writes fewer pages. Nothing is rewritten. A
   causaltrace older than v4 still writing the same store (a process left running across the upgrade) fails its
   writes ("no such table: dependencies") and refuses the store when it reopens it: restart it after upgrading.
+* **v5** — a long text stored once across a run's rows (issue 35 "Bad input"): ``steps.chunks`` and
+  ``runs.chunks`` (JSON ``[[digest, *path], …]``: the values of the row's ``data`` that are references to a chunk
+  of ``recording_chunks``; NULL: the row is whole, as every row before v5) and ``text_chunk_refs (run_id,
+  digest)`` (the chunks a run's step and run rows name, beside ``recording_chunk_refs`` for its recording: a chunk
+  goes when neither names it). A SQLite store refers so to a cut text of at least 1 MiB, which it keeps in a file
+  (``blob_files.py``): a 50 MiB tool result's 2 M-character cut was written into six step rows and the run row.
+  PostgreSQL keeps writing whole rows. Nothing is rewritten; a causaltrace older than v5 refuses the store.
 
 Never edit a released migration: append a new one. Tests build an older file with ``migrate(conn, target=1)``.
 (``executescript`` is avoided on purpose: it commits the open transaction, which would break the atomic bump.)
@@ -227,14 +234,27 @@ def _v4(conn: Any, d: Dialect = SQLITE) -> None:
         conn.execute(sql)
 
 
+def _v5(conn: Any, d: Dialect = SQLITE) -> None:
+    conn.execute("ALTER TABLE steps ADD COLUMN chunks TEXT")  # JSON [[digest, *path], …] or NULL
+    conn.execute("ALTER TABLE runs ADD COLUMN chunks TEXT")
+    conn.execute(
+        f"""CREATE TABLE text_chunk_refs (
+               run_id {d.key} NOT NULL,
+               digest {d.key} NOT NULL,
+               PRIMARY KEY (run_id, digest)
+           )"""
+    )
+    conn.execute("CREATE INDEX text_chunk_refs_digest ON text_chunk_refs (digest)")
+
+
 #: The ordered schema history; ``MIGRATIONS[i]`` takes a file from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5)
 LATEST_VERSION = len(MIGRATIONS)
 #: Every table some migration creates (a version-0 file holding other tables is not ours; ``dependencies``, dropped by
 #: v4, stays listed: a store of an older version holds it).
 OUR_TABLES = frozenset({
     "meta", "runs", "steps", "dependencies", "recordings", "diagnoses", "repair_pairs", "recording_chunks",
-    "recording_chunk_refs",
+    "recording_chunk_refs", "text_chunk_refs",
 })
 
 

@@ -57,12 +57,16 @@ from causaltrace.schema import RecordedCall, utf8_safe
 __all__ = [
     "CHUNK_MIN_CHARS",
     "SplitRecording",
+    "TextRefs",
     "delete_recording",
+    "delete_texts",
     "resolve_calls",
+    "resolve_rows",
     "settle_files",
     "split_calls",
     "sweep_files",
     "write_recording",
+    "write_texts",
 ]
 
 logger = logging.getLogger("causaltrace.collector.store")
@@ -316,10 +320,11 @@ def _existing(conn: Connection, digests: Sequence[str]) -> set[str]:
 
 
 def _collect(conn: Connection, digests: set[str], files: BlobFiles | None = None) -> None:
-    """Delete those of ``digests`` that no run's recording references any more (with ``files``, those that may be
+    """Delete those of ``digests`` that no run's recording, step or run row references any more (with ``files``, those that may be
     kept in a file go to ``files.dropped``: their files are deleted once the transaction commits)."""
     unused = ("FROM recording_chunks WHERE digest IN ({}) AND NOT EXISTS "
-              "(SELECT 1 FROM recording_chunk_refs r WHERE r.digest = recording_chunks.digest)")
+              "(SELECT 1 FROM recording_chunk_refs r WHERE r.digest = recording_chunks.digest) AND NOT EXISTS "
+              "(SELECT 1 FROM text_chunk_refs t WHERE t.digest = recording_chunks.digest)")
     for part in _batches(sorted(digests)):
         marks = ", ".join("?" * len(part))
         if files is not None:  # a file holds at least BLOB_MIN_BYTES, so at least a quarter as many characters
@@ -371,6 +376,55 @@ def delete_recording(conn: Connection, run_id: str, files: BlobFiles | None = No
     _collect(conn, old, files)
 
 
+class TextRefs:
+    """The long cut texts one write's step and run rows name by reference instead of holding them (schema v5, a
+    SQLite store: ``store_sql.cut_step_json``'s ``refer``): a cut literal of at least ``BLOB_MIN_BYTES`` is keyed
+    by its SHA-256 — once per literal object: the six step rows and the run row of a 50 MiB tool result show one
+    — and kept in a file with its chunk row (:func:`write_texts`)."""
+
+    __slots__ = ("_keyed", "texts")
+
+    def __init__(self) -> None:
+        #: digest -> (characters, literal), as ``SplitRecording.chunks``.
+        self.texts: dict[str, tuple[int, bytes | bytearray]] = {}
+        self._keyed: dict[int, tuple[bytes | bytearray, str]] = {}
+
+    def refer(self, literal: bytes | bytearray) -> str | None:
+        """The key that stands for ``literal`` in a row, or None: it is short enough to stay in the row."""
+        if len(literal) < BLOB_MIN_BYTES:
+            return None
+        known = self._keyed.get(id(literal))
+        if known is not None and known[0] is literal:
+            return known[1]
+        digest = hashlib.sha256(literal).hexdigest()
+        chars = len(literal) if literal.isascii() else len(literal.decode())
+        self.texts.setdefault(digest, (chars, literal))
+        self._keyed[id(literal)] = (literal, digest)  # the literal is held: its id stays its own
+        return digest
+
+
+def write_texts(conn: Connection, run_id: str, refs: TextRefs, files: BlobFiles) -> None:
+    """Inside the caller's write transaction, before its rows commit: the texts the run's rows name (``refs``) —
+    each in its file (unless there: a stat), its chunk row (unless there) and the run's reference to it."""
+    if not refs.texts:
+        return
+    for digest, (_, literal) in refs.texts.items():
+        files.write(digest, literal)
+    conn.executemany("INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?) ON CONFLICT (digest) "
+                     "DO NOTHING", [(d, chars, mark(len(literal))) for d, (chars, literal) in refs.texts.items()])
+    conn.executemany("INSERT INTO text_chunk_refs (run_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                     [(run_id, d) for d in refs.texts])
+
+
+def delete_texts(conn: Connection, run_id: str, files: BlobFiles | None = None) -> None:
+    """Drop the run's references to texts its step and run rows named (they are being deleted or replaced) and
+    every chunk nothing references any more (inside the caller's transaction; files as :func:`delete_recording`)."""
+    old = {r[0] for r in conn.execute("SELECT digest FROM text_chunk_refs WHERE run_id = ?", (run_id,)).fetchall()}
+    if old:
+        conn.execute("DELETE FROM text_chunk_refs WHERE run_id = ?", (run_id,))
+        _collect(conn, old, files)
+
+
 def settle_files(conn: Connection, files: BlobFiles, begin: Callable[[Connection], None], *, committed: bool) -> None:
     """After a write transaction ended: delete the files of the chunks it deleted (it committed) or the files it
     wrote (it rolled back) that no row names — in a write transaction of their own, so no other writer can store
@@ -420,7 +474,7 @@ def _place(data: Any, mark: str, path: Sequence[Any], text: str) -> None:
     holder[path[-1]] = text
 
 
-def _parse_refs(where: str, seq: int, chunks: str) -> list[list[Any]]:
+def _parse_refs(where: str, what: str, chunks: str) -> list[list[Any]]:
     try:
         refs = json.loads(chunks)
         if not isinstance(refs, list) or not all(
@@ -430,7 +484,7 @@ def _parse_refs(where: str, seq: int, chunks: str) -> list[list[Any]]:
         ):
             raise ValueError("expected a list of [digest or [digests], field, …] references")
     except ValueError as exc:
-        raise CorruptRecordError(f"{where}: the chunk references of recorded call #{seq} are corrupt ({exc})") from exc
+        raise CorruptRecordError(f"{where}: the chunk references of {what} are corrupt ({exc})") from exc
     return refs
 
 
@@ -474,18 +528,29 @@ def resolve_calls(
     the call's JSON data with every chunked string back in place — one string object per distinct string, shared
     by every call that carries it (a StoreError naming ``where`` and the call when the row or a chunk is damaged or
     missing; ``files``: where a SQLite store keeps its long chunks). The caller validates the RecordedCall."""
-    refs_of = {seq: _parse_refs(where, seq, chunks) for seq, _, chunks in rows if chunks is not None}
+    return resolve_rows(conn, where, rows, "recorded call #{}", files)
+
+
+def resolve_rows(
+    conn: Connection, where: str, rows: Sequence[tuple[Any, Any, str | None]], what: str, files: BlobFiles | None
+) -> list[tuple[Any, Any]]:
+    """``(key, data, chunks)`` rows (recorded calls, steps, a run row) as ``(key, data)``: ``data`` as it is where
+    ``chunks`` is NULL, else its JSON data with every referenced text in place (:func:`resolve_calls`; ``what``
+    names a row in messages, ``{}`` its key)."""
+    refs_of = {key: _parse_refs(where, what.format(key), chunks) for key, _, chunks in rows if chunks is not None}
+    if not refs_of:
+        return [(key, data) for key, data, _ in rows]
     wanted = {d for refs in refs_of.values() for r in refs for d in ([r[0]] if isinstance(r[0], str) else r[0])}
     texts = _chunk_texts(conn, where, wanted, files)
     joined: dict[str, str] = {}
-    out: list[tuple[int, str | dict[str, Any]]] = []
-    for seq, data, _ in rows:
-        refs = refs_of.get(seq)
+    out: list[tuple[Any, Any]] = []
+    for key, data, _ in rows:
+        refs = refs_of.get(key)
         if refs is None:
-            out.append((seq, data))
+            out.append((key, data))
             continue
         try:
-            call = json.loads(data)
+            value = json.loads(data)
             for ref, *path in refs:
                 mark = placeholder(ref)
                 text = joined.get(mark)
@@ -493,10 +558,10 @@ def resolve_calls(
                     missing = next((d for d in ([ref] if isinstance(ref, str) else ref) if d not in texts), None)
                     if missing is not None:
                         raise CorruptRecordError(
-                            f"{where}: recorded call #{seq} references the chunk {missing} the store lacks")
+                            f"{where}: {what.format(key)} references the chunk {missing} the store lacks")
                     text = joined[mark] = texts[ref] if isinstance(ref, str) else "".join(texts[d] for d in ref)
-                _place(call, mark, path, text)
+                _place(value, mark, path, text)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise CorruptRecordError(f"{where}: recorded call #{seq} is corrupt ({exc})") from exc
-        out.append((seq, call))
+            raise CorruptRecordError(f"{where}: {what.format(key)} is corrupt ({exc})") from exc
+        out.append((key, value))
     return out

@@ -60,8 +60,10 @@ Design decisions:
   unless asked (``replace=True``, the CLI's ``--replace``).
 * **Deleting a run** removes its steps, recording, diagnoses and repair pairs, and the recording
   chunks no other run uses (replacing a run's recording does the same for the chunks the new one does not use).
-* **Long texts of a SQLite store** (a recording chunk of at least 1 MiB) are files beside it, ``<file>.blobs/``
-  (``blob_files.py``): read transparently, deleted with their last row; copy that directory with the file.
+* **Long texts of a SQLite store** (a recording chunk of at least 1 MiB; a cut text of a step or of the run whose
+  JSON is at least 1 MiB, kept once and named from every row that shows it: schema v5) are files beside it,
+  ``<file>.blobs/`` (``blob_files.py``): read transparently, deleted with their last row; copy that directory with
+  the file. PostgreSQL keeps them in its rows.
 * **Read-only opening** (``Store(target, readonly=True)``, used by the CLI's inspection commands): never migrated
   and never written (the backends say how); writing through such a Store is a ``StoreError``. A store nobody
   wrote yet — a missing SQLite file, a PostgreSQL database without our tables — reads as an empty store.
@@ -69,6 +71,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import json
 import logging
 import operator
 import os
@@ -87,7 +90,7 @@ from causaltrace.collector.store_sql import (
     CHILD_TABLES,
     DERIVED_TABLES,
     HEAD_COLUMNS,
-    RUN_COLUMNS,
+    RUN_READ_COLUMNS,
     STEP_UPSERT,
     TRUNCATION_MARKER,
     Backend,
@@ -104,6 +107,7 @@ from causaltrace.collector.store_sql import (
     long_text_on_top,
     model_json,
     now_iso,
+    run_row_json,
     shown_target,
     sort_ts,
     truncate_run_text,
@@ -358,7 +362,8 @@ class Store:
         """Upsert steps of a live run (a step may be re-sent with its end: its row is replaced)."""
         if not steps:
             return
-        rows = self._step_rows(run_id, steps)
+        refs = recording_chunks.TextRefs() if self._files is not None else None
+        rows = self._step_rows(run_id, steps, refs)
         with self._write() as conn:
             old = self._head(conn, run_id)
             if old is None:
@@ -368,6 +373,8 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
+            if refs is not None and self._files is not None:
+                recording_chunks.write_texts(conn, run_id, refs, self._files)
             conn.executemany(STEP_UPSERT, rows)
 
     def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
@@ -379,22 +386,25 @@ class Store:
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
-        run = truncate_run_text(run, self.max_chars)
+        whole, run = run, truncate_run_text(run, self.max_chars)
         split = None
         if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
             texts = recording_otlp.take_call_texts(run.recording)
             split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts,
                                                  recording_otlp.take_literals(run.recording))
-        data = run.model_dump_json(exclude={"steps", "recording"})
+        refs = recording_chunks.TextRefs() if self._files is not None else None
+        literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
+        data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
         with self._write() as conn:
             old = self._head(conn, run.run_id)
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
             sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
             live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
             if live:  # keep the rows written live; add the rest
-                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps])
+                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps], refs,
+                                       literals)
             else:
-                rows = self._step_rows(run.run_id, run.steps)
+                rows = self._step_rows(run.run_id, run.steps, refs, literals)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
                 # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
                 self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
@@ -419,6 +429,10 @@ class Store:
                     sort_key,
                 ),
             )
+            if run_chunks is not None:
+                conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
+            if refs is not None and self._files is not None:
+                recording_chunks.write_texts(conn, run.run_id, refs, self._files)
             conn.executemany(STEP_UPSERT, rows)
             # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
             # finished run drops it): nothing to replace
@@ -503,13 +517,18 @@ class Store:
         replaced by another one, so what was concluded about the old one no longer holds)."""
         for table in CHILD_TABLES + (DERIVED_TABLES if derived else ()):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        recording_chunks.delete_texts(conn, run_id, self._files)
         if recording:
             recording_chunks.delete_recording(conn, run_id, self._files)
 
-    def _step_rows(self, run_id: str, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
+    def _step_rows(self, run_id: str, steps: Sequence[Step], text_refs: recording_chunks.TextRefs | None = None,
+                   literals: dict[int, tuple[str, bytes | bytearray]] | None = None) -> list[tuple[Any, ...]]:
+        """The steps' rows (``STEP_UPSERT`` order); with ``text_refs`` (a SQLite store) a long cut text is named by
+        its key instead of held (``cut_step_json``), and the texts to write are left in ``text_refs``."""
         rows: list[tuple[Any, ...]] = []
-        literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
+        literals = {} if literals is None else literals  # the long texts' cut JSON literals, made once
         utf8 = self._backend.utf8_blobs  # a cut step's row as its UTF-8 bytes (cut_step_json)
+        refer = text_refs.refer if text_refs is not None else None
         for step in steps:
             if not isinstance(step, Step):
                 raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
@@ -518,12 +537,14 @@ class Store:
                     f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
                 )
             data: str | bytes
+            refs: list[list[Any]] = []
             if long_text_on_top(step, self.max_chars):
-                step, data = cut_step_json(step, self.max_chars, literals, utf8=utf8)
+                step, data = cut_step_json(step, self.max_chars, literals, utf8=utf8, refer=refer, refs=refs)
             else:
                 data = model_json(step)
                 if len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
-                    step, data = cut_step_json(step, self.max_chars, literals, data, utf8=utf8)
+                    step, data = cut_step_json(step, self.max_chars, literals, data, utf8=utf8, refer=refer,
+                                               refs=refs)
             rows.append(
                 (
                     run_id,
@@ -535,6 +556,7 @@ class Store:
                     step.parent_step_id,
                     int(step.truncated),
                     data,
+                    json.dumps(refs, separators=(",", ":")) if refs else None,
                 )
             )
         return rows
@@ -550,7 +572,7 @@ class Store:
 
     @staticmethod
     def _row(conn: Connection, run_id: str) -> RunRow | None:
-        row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = conn.execute(f"SELECT {RUN_READ_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return RunRow(*row) if row is not None else None
 
     def _resolve(self, conn: Connection, ref: str) -> RunRow:
@@ -610,10 +632,15 @@ class Store:
     def _stored_run(self, conn: Connection, row: RunRow) -> Run:
         """The run of ``row`` as stored (no live-outcome override), read inside the caller's transaction."""
         # in index order (then step id), sorted here: the primary key finds the rows, no index on idx is kept up
-        found = conn.execute("SELECT idx, step_id, data FROM steps WHERE run_id = ?", (row.run_id,)).fetchall()
+        found = conn.execute("SELECT idx, step_id, data, chunks FROM steps WHERE run_id = ?", (row.run_id,)).fetchall()
         found.sort(key=_step_order)
-        steps = [(step_id, data) for _, step_id, data in found]
         where = f"run {row.run_id!r} in the store {self.location!r}"
+        # a long text the rows name by reference (schema v5) put back in place
+        steps = recording_chunks.resolve_rows(conn, where, [(step_id, data, chunks) for _, step_id, data, chunks
+                                                            in found], "stored step {!r}", self._files)
+        if row.chunks is not None:
+            row = row._replace(data=recording_chunks.resolve_rows(
+                conn, where, [(0, row.data, row.chunks)], "the stored run record", self._files)[0][1])
         recs = None
         if row.has_recording:
             rows = conn.execute(

@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol
@@ -38,6 +38,7 @@ __all__ = [
     "REC_INSERT",
     "RUN_COLUMNS",
     "RUN_PLACEHOLDERS",
+    "RUN_READ_COLUMNS",
     "STEP_UPSERT",
     "TRUNCATION_MARKER",
     "Backend",
@@ -47,6 +48,7 @@ __all__ = [
     "RunHead",
     "RunRow",
     "build_run",
+    "cut_literal",
     "cut_step_json",
     "explain",
     "gc_paused",
@@ -54,6 +56,7 @@ __all__ = [
     "long_text_on_top",
     "model_json",
     "now_iso",
+    "run_row_json",
     "shown_target",
     "sort_ts",
     "truncate_run_text",
@@ -209,11 +212,16 @@ RUN_COLUMNS = (
     "writer_host, has_recording, written_at, data, sort_ts"
 )
 RUN_PLACEHOLDERS = ", ".join("?" * len(RUN_COLUMNS.split(",")))
+#: What a read takes of a run's row: its columns and ``chunks`` (schema v5: the long texts its ``data`` references;
+#: a write sets it apart, only for a run that has them: :func:`run_row_json`).
+RUN_READ_COLUMNS = RUN_COLUMNS + ", chunks"
+#: A step's row; ``chunks`` lists the long texts its ``data`` references (schema v5: ``cut_step_json``), or NULL.
 STEP_UPSERT = (
-    "INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "INSERT INTO steps (run_id, step_id, idx, kind, agent, status, parent, truncated, data, chunks) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id, step_id) DO UPDATE SET idx = excluded.idx, kind = excluded.kind, agent = excluded.agent, "
-    "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data"
+    "status = excluded.status, parent = excluded.parent, truncated = excluded.truncated, data = excluded.data, "
+    "chunks = excluded.chunks"
 )
 #: A recorded call's row; ``chunks`` lists the chunks its ``data`` references (``recording_chunks.py``), or NULL.
 REC_INSERT = (
@@ -269,8 +277,9 @@ class RunRow(NamedTuple):
     writer_host: str | None
     has_recording: int
     written_at: str
-    data: str
+    data: str | dict[str, Any]  # a dict: its referenced texts in place (``Store._stored_run``)
     sort_ts: float
+    chunks: str | None = None
 
     def writer(self) -> WriterInfo | None:
         return writer_of(self.writer_pid, self.writer_start, self.writer_host)
@@ -311,6 +320,39 @@ def truncate_run_text(run: Run, limit: int) -> Run:
     return run.model_copy(update=update) if update else run
 
 
+#: A run's own texts a store cuts (:func:`truncate_run_text`), by their path in the run's JSON.
+_RUN_TEXTS = (("outcome", "final_answer"), ("outcome", "reason"), ("task",))
+
+
+def run_row_json(run: Run, limit: int, literals: dict[int, tuple[str, bytes | bytearray]],
+                 refer: Callable[[bytes | bytearray], str | None] | None) -> tuple[str, str | None]:
+    """The run's row: its JSON without steps and recording, its own long texts cut (:func:`truncate_run_text`),
+    and its ``chunks`` (or None). With ``refer`` (schema v5, a SQLite store), a cut text whose literal it gives a key
+    for is named by that key instead (as :func:`cut_step_json` does: the final answer is the tool result its steps
+    show, one cut literal for all of them)."""
+    refs: list[list[Any]] = []
+    if refer is not None:
+        outcome: dict[str, Any] = {}
+        update: dict[str, Any] = {}
+        for path in _RUN_TEXTS:
+            text = getattr(run.outcome, path[1]) if len(path) == 2 else run.task
+            if text is None or len(text) <= limit:
+                continue
+            try:
+                key = refer(cut_literal(text, limit, literals))
+            except TypeError:  # a lone surrogate: cut as the model's own JSON replaces it
+                continue
+            if key is not None:
+                refs.append([key, *path])
+                (outcome if len(path) == 2 else update)[path[-1]] = key
+        if outcome:
+            update["outcome"] = run.outcome.model_copy(update=outcome)
+        if update:
+            run = run.model_copy(update=update)
+    data = truncate_run_text(run, limit).model_dump_json(exclude={"steps", "recording"})
+    return data, json.dumps(refs, separators=(",", ":")) if refs else None
+
+
 def long_text_on_top(step: Step, limit: int) -> bool:
     """Whether one of ``step``'s own texts, or a text directly under one of its dicts' keys — where the adapters put
     a tool's result or a message — is longer than ``limit``: such a step is cut BEFORE its JSON is made (a 50 MiB
@@ -327,13 +369,14 @@ def long_text_on_top(step: Step, limit: int) -> bool:
     return False
 
 
-def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None) -> Step:
+def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None,
+                  paths: list[list[str | int]] | None = None) -> Step:
     """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself. With ``marks``,
     each such text is instead replaced by :func:`_mark` of its position and appended to ``marks`` (the caller puts
-    its cut's JSON literal there: :func:`cut_step_json`)."""
+    its cut's JSON literal there: :func:`cut_step_json`), and with ``paths`` its path in the step's JSON too."""
     cut = 0
 
-    def walk(value: Any) -> Any:
+    def walk(value: Any, path: list[str | int]) -> Any:
         nonlocal cut
         if isinstance(value, str):
             if _too_long(value, limit):
@@ -341,24 +384,22 @@ def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None) -> 
                 if marks is None:
                     return _cut(value, limit)
                 marks.append(value)
+                if paths is not None:
+                    paths.append(path)
                 return _mark(len(marks) - 1)
             return value
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: walk(v, [*path, k]) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v) for v in value]
+            return [walk(v, [*path, i]) for i, v in enumerate(value)]
         return value
 
     update: dict[str, Any] = {
-        "content": walk(step.content),
-        "inputs": walk(step.inputs),
-        "outputs": walk(step.outputs),
-        "arguments": walk(step.arguments),
-        "metadata": walk(step.metadata),
-        "action_signature": walk(step.action_signature),
+        name: walk(getattr(step, name), [name])
+        for name in ("content", "inputs", "outputs", "arguments", "metadata", "action_signature")
     }
     if step.error is not None:
-        update["error"] = step.error.model_copy(update={"message": walk(step.error.message)})
+        update["error"] = step.error.model_copy(update={"message": walk(step.error.message, ["error", "message"])})
     if not cut:
         return step
     update["truncated"] = True
@@ -375,31 +416,52 @@ def _mark(n: int) -> str:
     return _MARK.format(n)
 
 
+def cut_literal(text: str, limit: int, literals: dict[int, tuple[str, bytes | bytearray]]) -> bytes | bytearray:
+    """The JSON literal of ``text`` cut to ``limit`` (by orjson: ``recording.long_texts.json_literal``; TypeError
+    for a lone surrogate), made once per text object and kept in ``literals`` (id of the whole text -> (text,
+    literal)) for the other fields and rows of the same write that show it."""
+    known = literals.get(id(text))
+    if known is None or known[0] is not text:
+        known = literals[id(text)] = (text, json_literal(_cut(text, limit) if _too_long(text, limit) else text,
+                                                         remember=False))
+    return known[1]
+
+
 def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes | bytearray]],
-                  data: str | None = None, *, utf8: bool = False) -> tuple[Step, str | bytes]:
+                  data: str | None = None, *, utf8: bool = False,
+                  refer: Callable[[bytes | bytearray], str | None] | None = None,
+                  refs: list[list[Any]] | None = None) -> tuple[Step, str | bytes]:
     """The cut step (:func:`truncate_step`) and its JSON — the same text as ``model_json(truncate_step(step,
-    limit))`` — made without serializing the long texts again: each cut text's JSON literal is made once (by orjson:
-    ``recording.long_texts.json_literal``) and kept in ``literals`` (id of the whole text -> (text, literal)) for
-    the other fields and steps of the same write that show it (a tool's result is its step's content and its
-    output, its message's, the final answer's: each cut copy was 2 M characters escaped again). The step's own JSON
-    holds a mark where each of them goes. A text the literal cannot be made of (a lone surrogate) takes the plain
-    way. ``data``: the step's JSON when the caller made it already (returned as it is when nothing is cut).
-    ``utf8``: a cut step's JSON is returned as its UTF-8 bytes (for a backend that stores them as they are:
-    ``Backend.utf8_blobs``) — the cut's marker is not ASCII, so as text a 4 MB row was decoded to a two-byte-per-
-    character string and encoded back to UTF-8 to be written, 5 ms a row."""
+    limit))`` — made without serializing the long texts again: each cut text's JSON literal is made once
+    (:func:`cut_literal`, kept in ``literals``) for the other fields and steps of the same write that show it (a
+    tool's result is its step's content and its output, its message's, the final answer's: each cut copy was 2 M
+    characters escaped again). The step's own JSON holds a mark where each of them goes. A text the literal cannot
+    be made of (a lone surrogate) takes the plain way. ``data``: the step's JSON when the caller made it already
+    (returned as it is when nothing is cut). ``utf8``: a cut step's JSON is returned as its UTF-8 bytes (for a
+    backend that stores them as they are: ``Backend.utf8_blobs``) — the cut's marker is not ASCII, so as text a
+    4 MB row was decoded to a two-byte-per-character string and encoded back to UTF-8 to be written, 5 ms a row.
+
+    ``refer`` (schema v5, a SQLite store): a cut literal it gives a key for (a digest: the text is kept once, as a
+    chunk) is not written into the JSON: the key stands there as a JSON string instead, and ``[key, *path]`` is
+    appended to ``refs`` (the row's ``chunks``; a row read back puts the text in its place)."""
     marks: list[str] = []
-    cut = truncate_step(step, limit, marks=marks)
+    paths: list[list[str | int]] = []
+    cut = truncate_step(step, limit, marks=marks, paths=paths)
     if not marks:
         return cut, model_json(cut) if data is None else data
     try:
         pieces = []
-        for text in marks:
-            known = literals.get(id(text))
-            if known is None or known[0] is not text:
-                known = literals[id(text)] = (text, json_literal(_cut(text, limit), remember=False))
-            pieces.append(known[1])
+        for text, path in zip(marks, paths, strict=True):
+            literal = cut_literal(text, limit, literals)
+            key = refer(literal) if refer is not None else None
+            if key is not None and refs is not None:
+                refs.append([key, *path])
+                literal = b'"' + key.encode() + b'"'
+            pieces.append(literal)
         data = cut.__pydantic_serializer__.to_json(cut)
     except (TypeError, PydanticSerializationError):  # a lone surrogate: the model's own way replaces it
+        if refs:
+            refs.clear()
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
     used = [0] * (len(pieces) + 1)  # the last counts marks of no piece
@@ -411,6 +473,8 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
 
     out = _MARKS.sub(literal, data)
     if used != [1] * len(pieces) + [0]:  # a stored text holding a mark (never by chance: the nonce): the plain way
+        if refs:
+            refs.clear()
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
     return cut, out if utf8 else out.decode()
@@ -419,7 +483,7 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
 
 
 def build_run(
-    where: str, row: RunRow, steps: list[tuple[str, str | bytes]],
+    where: str, row: RunRow, steps: Sequence[tuple[str, str | bytes | dict[str, Any]]],
     recs: Sequence[tuple[int, str | dict[str, Any]]] | None
 ) -> Run:
     """Parse the stored JSON back into a Run; a corrupt record is a StoreError naming
@@ -432,7 +496,7 @@ def build_run(
     collections that would double the time.
     """
     try:
-        fields = json.loads(row.data)
+        fields = row.data if isinstance(row.data, dict) else json.loads(row.data)
         if not isinstance(fields, dict):
             raise ValueError(f"expected a JSON object, got {type(fields).__name__}")
         for key in ("steps", "recording"):
@@ -445,7 +509,10 @@ def build_run(
         parsed: list[Step] = []
         for step_id, data in steps:
             try:
-                parsed.append(Step.model_validate_json(data))
+                if isinstance(data, dict):  # its referenced texts put back (schema v5)
+                    parsed.append(Step.model_validate(data))
+                else:
+                    parsed.append(Step.model_validate_json(data))
             except ValidationError as exc:
                 raise CorruptRecordError(f"{where}: stored step {step_id!r} is corrupt ({explain(exc)})") from exc
         recording = None

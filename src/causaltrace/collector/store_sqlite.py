@@ -17,8 +17,8 @@
 * **Schema versions.** ``PRAGMA user_version`` plus the ordered migrations of ``_migrations.py``; a file written
   by a newer causaltrace, a SQLite file of another application, or a file that is not SQLite is a ``StoreError``
   naming the path.
-* **Long texts beside the file** (issue 35 "Bad input"): a recording chunk of at least 1 MiB is kept in a
-  content-addressed file in ``<store file>.blobs/`` instead of going through the WAL (``blob_files.py``). A copy
+* **Long texts beside the file** (issue 35 "Bad input"): a recording chunk of at least 1 MiB, and a step's or the
+  run's cut text of at least 1 MiB (once for all the rows that show it), is kept in a content-addressed file in ``<store file>.blobs/`` instead of going through the WAL (``blob_files.py``). A copy
   of a store is its file AND that directory (``causaltrace export`` reads through the store: it needs nothing
   more); a copy without the directory reads, but a run whose long text is missing is a CorruptRecordError naming
   the file. Opening a store for writing sweeps the files no row names (orphans of a writer that died), when no
