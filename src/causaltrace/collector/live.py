@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -40,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from causaltrace.collector.backlog import Backlog, Op, is_transient, pending_summary
+from causaltrace.collector.handoff import Done, OpQueue
 from causaltrace.config import TraceConfig
 from causaltrace.protocols import RunStore
 from causaltrace.schema import Run, Step
@@ -105,7 +106,7 @@ class RunCollector:
         #: Steps that arrived after their run had finished (not kept; the store ignores them too).
         self.late_steps = 0
         self._lock = threading.Lock()
-        self._queue: _OpQueue | queue.Queue[Op] = _OpQueue()
+        self._queue: OpQueue | queue.Queue[Op] = OpQueue()
         self._writer: threading.Thread | None = None
         #: How long the writer waits for more operations to share one transaction (a run's end or a flush cuts it
         #: short): the most a crash can lose of what was already handed over.
@@ -147,7 +148,7 @@ class RunCollector:
 
     # -- the emitter's side -------------------------------------------------------------------------------------
 
-    def begin_run(self, run_id: str, **fields: Any) -> threading.Event:
+    def begin_run(self, run_id: str, **fields: Any) -> Done:
         """A run started: remember it and write its row (so a crash leaves an ``incomplete`` run, not nothing).
 
         The row is never held back by the writer's linger; the returned event is set once it is committed (or the
@@ -156,7 +157,9 @@ class RunCollector:
         with self._lock:
             self._runs.setdefault(run_id, _LiveRun(run_id))
             self._finished.pop(run_id, None)  # the same id begun again (a replaced run) takes steps again
-        done = threading.Event()
+        if not self.config.store:
+            return _NOTHING_TO_WRITE
+        done = Done()
         self._submit("begin", (run_id, fields), done)
         return done
 
@@ -167,12 +170,13 @@ class RunCollector:
         if self.config.store:
             self._submit("steps", (step.run_id, step))
 
-    def finish_run(self, run_id: str, *, wait_s: float = 10.0, **run_fields: Any) -> Run:
+    def finish_run(self, run_id: str, *, wait_s: float = 10.0, done: Done | None = None, **run_fields: Any) -> Run:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
 
         ``run_fields`` are the Run's other fields (framework, task, outcome, recording…). Waits up to ``wait_s``
-        for the store write so a CLI started right after sees the run (``0``: not at all — the async path waits
-        with :meth:`flush` off the event loop); never raises for a store failure.
+        for the store write so a CLI started right after sees the run (``0``: not at all); with ``done`` it never
+        waits: the writer sets ``done`` instead, which the async path awaits on its event loop
+        (:meth:`wait_stored`). Never raises for a store failure.
         """
         with self._lock:
             live = self._runs.pop(run_id, None) or _LiveRun(run_id)
@@ -180,11 +184,23 @@ class RunCollector:
             if len(self._finished) > _FINISHED_KEPT:
                 self._finished.popitem(last=False)
         run = Run(run_id=run_id, steps=tuple(live.steps.values()), **run_fields)
-        done = threading.Event()
-        self._submit("finish", run, done)
-        if self.config.store and wait_s > 0 and not done.wait(wait_s):
+        if not self.config.store:
+            if done is not None:
+                done.set()
+            return run
+        event = threading.Event() if done is None else done  # (a thread waits for this one: no Done needed)
+        self._submit("finish", run, event)
+        if done is None and wait_s > 0 and not event.wait(wait_s):
             self._stall(run_id, wait_s)
         return run
+
+    async def wait_stored(self, done: Done, run_id: str, wait_s: float) -> bool:
+        """The async run end: await ``done`` (given to :meth:`finish_run`) on the running loop for at most ``wait_s``
+        — the same bound and the same one line as the sync path's wait when it runs out (:meth:`_stall`)."""
+        if not self.config.store or await done.wait_async(wait_s):
+            return True
+        self._stall(run_id, wait_s)
+        return False
 
     def steps_of(self, run_id: str) -> list[Step]:
         """The steps collected so far for a live run, in index order."""
@@ -579,7 +595,7 @@ class RunCollector:
         with q.mutex:
             items = q.queue
             take = min(len(items), limit - len(into))
-            pop = items.popleft  # one at a time: a put appends without the lock (``_OpQueue``)
+            pop = items.popleft  # one at a time: a put appends without the lock (``OpQueue``)
             into.extend([pop() for _ in range(take)])
             if take and q.maxsize > 0:
                 q.not_full.notify(take)
@@ -665,6 +681,9 @@ _NEVER_OPENED_WAIT_S = 5.0
 #: at most for its writer thread to end after them (longer only when a late hand-over keeps it writing).
 _SHUTDOWN_WAIT_S = 30.0
 _RETIRE_WAIT_S = 1.0
+#: What :meth:`RunCollector.begin_run` returns with the store off: nothing to wait for (one shared, already set).
+_NOTHING_TO_WRITE = Done()
+_NOTHING_TO_WRITE.set()
 #: The Stores the collectors of this process write through, by (pid, target, max_chars): see :func:`_open_shared`.
 _SHARED: weakref.WeakValueDictionary[tuple[int, str, int], Store] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
@@ -701,41 +720,6 @@ def _open_shared(target: Any, max_chars: int) -> Store:
     with _SHARED_LOCK:
         _SHARED[key] = store
     return store
-
-
-class _OpQueue:
-    """The writer's queue of operations: what ``queue.Queue`` offers it (``put``, a blocking ``get``, the ``queue``
-    deque and ``mutex`` of the bulk drain), with a ``put`` that is a deque append — no lock, no condition, no notify
-    in Python: ~3 µs a step on the agent's thread with ``queue.Queue`` — unless the writer sleeps in ``get``, which a
-    put then wakes. (Under the GIL an append before the sleeper's check is seen by it; one after it finds the flag
-    set and takes the lock, which the sleeper holds until it waits.)"""
-
-    maxsize = 0
-
-    def __init__(self) -> None:
-        self.queue: deque[Op] = deque()
-        self.mutex = threading.Lock()
-        self.not_full = self._ready = threading.Condition(self.mutex)  # never waited on: the queue is unbounded
-        self._sleeping = False
-
-    def put(self, item: Op) -> None:
-        self.queue.append(item)
-        if self._sleeping:
-            with self._ready:
-                self._ready.notify()
-
-    def get(self) -> Op:
-        items = self.queue
-        if items:
-            return items.popleft()
-        with self._ready:
-            self._sleeping = True
-            try:
-                while not items:
-                    self._ready.wait()
-            finally:
-                self._sleeping = False
-            return items.popleft()
 
 
 def _carried_by_an_end(pending: list[Op]) -> set[int]:

@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry.trace import Span, SpanContext
 
 from causaltrace import semconv
+from causaltrace.collector.handoff import Done
 from causaltrace.collector.live import ns_to_datetime
 from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.calls import CallHandle, CallLog
@@ -144,7 +145,7 @@ class RunContext:
         if ctx is not None and ctx.is_valid:  # where a later annotation of the run's verdict hangs its span
             self.metadata[semconv.RUN_ROOT_SPAN_ID] = f"{ctx.span_id:016x}"
         #: Set once the run's begin row is committed (the crash record; ``causaltrace.run()`` waits for it, bounded).
-        self.begun: threading.Event | None = tracing.collector.begin_run(
+        self.begun: Done | None = tracing.collector.begin_run(
             self.run_id,
             framework=framework,
             task=self.task,
@@ -389,11 +390,12 @@ class RunContext:
     async def finish(self) -> Run | None:
         """Apply the verifier (sync or async), end the root span, store and return the Run."""
         verdict = await _safe_verdict(self.verify, self._pre_outcome())
-        run = self._complete(verdict, wait_s=0)
-        # wait for the store write off the event loop: a locked store must not stall the user's coroutines
-        loop = asyncio.get_running_loop()
-        if not await loop.run_in_executor(None, self.tracing.collector.flush, _FINISH_WAIT_S):
-            logger.warning("causaltrace: storing run %s took longer than %.0f s; it is still being written", self.run_id, _FINISH_WAIT_S)
+        # the store write is awaited ON the event loop, bounded: the writer completes a future of the loop when the
+        # run is written, so a locked store never stalls the user's coroutines and no executor thread carries the wait
+        stored = Done() if self.run is None and self.tracing.config.store else None
+        run = self._complete(verdict, stored=stored)
+        if stored is not None and self.run is not None:  # (not when the end failed before it was handed over)
+            await self.tracing.collector.wait_stored(stored, self.run_id, _FINISH_WAIT_S)
         return run
 
     def finish_sync(self) -> Run | None:
@@ -411,7 +413,9 @@ class RunContext:
         return Outcome(status="unknown", final_answer=self.final_answer, stop=stop, reason=self.reason)  # type: ignore[arg-type]
 
     @never_raise()
-    def _complete(self, verdict: Verdict | None, *, wait_s: float = 10.0) -> Run | None:
+    def _complete(self, verdict: Verdict | None, *, stored: Done | None = None) -> Run | None:
+        """End the run: its outcome, root span and Run, handed to the collector — which waits for the store write up
+        to ``_FINISH_WAIT_S``, unless ``stored`` is given (it is set when the write is done; the caller awaits it)."""
         if self.run is not None:
             return self.run
         self._close_open()
@@ -453,7 +457,7 @@ class RunContext:
             end_time_ns=None if self.keep_root_open else end_ns,
             recording=recording,
         )
-        self.run = self.tracing.collector.finish_run(self.run_id, wait_s=wait_s, **fields)
+        self.run = self.tracing.collector.finish_run(self.run_id, wait_s=_FINISH_WAIT_S, done=stored, **fields)
         if self.watch is not None:
             try:
                 self.watch.run_finished(self)
@@ -667,8 +671,8 @@ class RunHandle:
     async def __aenter__(self) -> RunHandle:
         self._enter()
         if self.ctx is not None and self.ctx.begun is not None and self.ctx.tracing.config.store:
-            try:  # off the event loop (item 9 of issue 21)
-                await asyncio.get_running_loop().run_in_executor(None, self.ctx.begun.wait, _BEGIN_WAIT_S)
+            try:  # on the event loop, never blocking it (item 9 of issue 21): the writer completes a future of it
+                await self.ctx.begun.wait_async(_BEGIN_WAIT_S)
             except Exception:
                 logger.debug("causaltrace: waiting for the begin row of %s failed", self.run_id, exc_info=True)
         return self
