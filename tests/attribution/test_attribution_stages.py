@@ -130,6 +130,23 @@ def test_failure_anchor_rules():
     assert (live.index, live.rule, live.symptom) == (15, "final answer", "final answer does not contain '55'")
 
 
+def test_failure_anchor_skips_a_repeated_standard_reply():
+    """A code executor's "no code to execute", sent each time it has nothing to run, says nothing about the answer:
+    the anchor is the answer before it (Who&When dev algo-46 / 52 / 102 anchored on that reply before)."""
+    boilerplate = "There is no code from the last 1 message for me to execute. Let other participants continue."
+    texts = ["Task: how many vampires live in the village? Plan: analyse the statements.",
+             "Analysis: every resident told the truth, so all are humans and zero are vampires.",
+             boilerplate, "I agree with the analysis: the number of vampires is confirmed to be zero.", boilerplate,
+             "TERMINATE"]
+    steps = tuple(Step(step_id=f"s{i}", run_id="r", index=i, kind="tool_response" if t == boilerplate else "message",
+                       agent="Computer_terminal" if t == boilerplate else f"expert{i % 2}", content=t)
+                  for i, t in enumerate(texts))
+    anchor = find_failure_anchor(Run(run_id="r", steps=steps, outcome=Outcome(status="failure")))
+    assert (anchor.index, anchor.rule) == (3, "latest substantive step")
+    once = Run(run_id="r", steps=steps[:3] + steps[5:], outcome=Outcome(status="failure"))  # said once: it counts
+    assert find_failure_anchor(once).index == 2
+
+
 def test_error_signals_name_the_introducer_and_recovery():
     run = fixture("algo", 2)
     [sig] = detect_error_signals(run, build_dependency_graph(run))

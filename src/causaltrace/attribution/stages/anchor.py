@@ -7,7 +7,9 @@ Deterministic rules, in order:
 2. the run produced a final answer: the last ``final_answer`` step (the answer the verifier rejected);
 3. otherwise, scanning the last ``window`` (5, EMFA's w) steps that are not user input in reverse, the latest one
    with substance — at least three salient tokens besides termination keywords, so a bare ``TERMINATE`` is skipped
-   (EMFA skips progress updates to find the step that answers); else the last such step.
+   (EMFA skips progress updates to find the step that answers) and that is not a verbatim repeat of an earlier
+   step (a framework's standard reply — a code executor's "there is no code to execute", sent every time it has
+   nothing to run — says nothing about this run's answer); else the last such step.
 
 The artifact records the index, the rule used, and the failure symptom (the verdict's / outcome's reason when known).
 EMFA's LLM refinement (pick the latest step in the last w=5 that answers the query) is issue 6's ``final_step``
@@ -64,8 +66,15 @@ def find_failure_anchor(run: Run, *, window: int = 5) -> FailureAnchor:
         last = answers[-1]
         return FailureAnchor(last.index, last.step_id, "final answer", symptom or "")
     agent_steps = [s for s in steps if not is_user_input(s)] or steps
+    seen: set[str] = set()
+    repeats: set[int] = set()
+    for step in steps:
+        text = step.content.strip()
+        if text in seen:
+            repeats.add(step.index)
+        seen.add(text)
     for step in reversed(agent_steps[-window:]):
-        if _has_substance(step.content):
+        if step.index not in repeats and _has_substance(step.content):
             rule = "final step" if step is agent_steps[-1] else "latest substantive step"
             return FailureAnchor(step.index, step.step_id, rule, symptom or "")
     last = agent_steps[-1]
