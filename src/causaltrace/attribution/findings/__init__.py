@@ -16,8 +16,10 @@ family                module                                    from
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
 ``omission``          :mod:`.omissions`                         stages.provenance_passes (premature answer)
 ``omission``          :mod:`.retyped_lists`                     a result's list retyped without one of its items
+``made_up_data``      :mod:`.filled_gaps`                       a table of results with one figure nobody gave
 ``unchecked_approval`` :mod:`.approvals`                        stages.provenance_passes (unverified approval)
 ``ignored_instruction`` :mod:`.instructions`                    stages.provenance_walk (excluded values used)
+``ignored_instruction`` :mod:`.dropped_bounds`                  a requested span across years narrowed to one
 ``task_drift``        :mod:`.drift`                             stages.drift (the opening vs the request)
 ``made_up_data``      :mod:`.fabrication`                       stages.fabrication (invention markers)
 ===================== ========================================= ================================================
@@ -38,9 +40,11 @@ from typing import Any, ClassVar
 from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.findings.approvals import detect_unchecked_approvals
 from causaltrace.attribution.findings.drift import detect_task_drift
+from causaltrace.attribution.findings.dropped_bounds import detect_dropped_bounds
 from causaltrace.attribution.findings.entries import detect_wrong_entries
 from causaltrace.attribution.findings.errors import detect_unrecovered_errors, worked_around
 from causaltrace.attribution.findings.fabrication import detect_made_up_data
+from causaltrace.attribution.findings.filled_gaps import detect_filled_gaps
 from causaltrace.attribution.findings.instructions import detect_ignored_instructions
 from causaltrace.attribution.findings.loops import detect_loops_without_progress
 from causaltrace.attribution.findings.omissions import detect_omissions
@@ -122,16 +126,20 @@ class FindingsStage(Stage[Findings]):
         drift = (await ctx.run_stage(TaskDriftStage())).drift
         # a run sent after another task from its opening: what its steps invent serves that other task
         fabrication = None if drift is not None else (await ctx.run_stage(FabricationStage())).fabrication
-        items = [*detect_unrecovered_errors(run, errors, anchor, relevance, worked_around(run, errors, fabrication)),
+        # a table filled in with a figure nobody gave (not after a drifted opening, as for marked fabrication)
+        gaps = detect_filled_gaps(run, prov) if prov.anchor >= 0 and drift is None else []
+        items = [*detect_unrecovered_errors(run, errors, anchor, relevance,
+                                            worked_around(run, errors, fabrication, gaps)),
                  *detect_loops_without_progress(run, loops), *detect_task_drift(run, drift),
-                 *detect_made_up_data(run, fabrication)]
+                 *detect_made_up_data(run, fabrication), *gaps]
         if prov.anchor >= 0:
             items += [*detect_changed_values(run, prov, graph), *detect_wrong_entries(run, prov),
                       *detect_superseded_values(run, prov, graph),
                       *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_retyped_omissions(run, prov, graph),
-                      *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph)]
+                      *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph),
+                      *detect_dropped_bounds(run, prov)]
         return Findings(missed_changes(items))
 
     def skipped(self, ctx: DiagnosisContext) -> Findings:

@@ -6,7 +6,7 @@ answer."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from causaltrace.attribution.findings._common import evidence, finding
 from causaltrace.attribution.stages.anchor import FailureAnchor
@@ -18,14 +18,17 @@ from causaltrace.schema import ERROR_CATEGORIES, Finding, Run
 __all__ = ["detect_unrecovered_errors", "worked_around"]
 
 
-def worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrication | None) -> set[int]:
+def worked_around(run: Run, errors: Sequence[ErrorSignal], fabrication: Fabrication | None,
+                  made_up: Iterable[Finding] = ()) -> set[int]:
     """The error signals (by exposing step) the fabricating agent worked around by making its data up: exposed to
-    that agent before its fabrication. What reached the answer is the invented data, not the failure: such an error
-    counts as recovered (the fabrication is the decision that followed it)."""
-    if fabrication is None or not fabrication.agent:
-        return set()
-    return {sig.index for sig in errors if sig.index < fabrication.index
-            and run.step_at(sig.index).agent == fabrication.agent}
+    that agent before its fabrication (``fabrication``, or a ``made_up_data`` finding in ``made_up``: a table with a
+    figure nobody gave). What reached the answer is the invented data, not the failure: such an error counts as
+    recovered (the fabrication is the decision that followed it)."""
+    inventions = [(f.index, run.step_at(f.index).agent) for f in made_up if f.family == "made_up_data"]
+    if fabrication is not None and fabrication.agent:
+        inventions.append((fabrication.index, fabrication.agent))
+    return {sig.index for sig in errors for at, agent in inventions
+            if agent and sig.index < at and run.step_at(sig.index).agent == agent}
 
 
 def detect_unrecovered_errors(run: Run, errors: Sequence[ErrorSignal], anchor: FailureAnchor, relevance: Relevance,

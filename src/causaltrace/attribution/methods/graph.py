@@ -373,7 +373,8 @@ def rank_candidates(
         return []
     found_at = findings if findings is not None else Findings()
     last = max(1, len(steps) - 1)
-    error_of, origin = _errors_by_owner(errors, anchor, relevance, w, worked_around(run, errors, fabrication))
+    error_of, origin = _errors_by_owner(errors, anchor, relevance, w,
+                                        worked_around(run, errors, fabrication, found_at.items))
     loop_of = _loops_by_step(loops, w)
     # the anchor and what it merely returns (a final answer is `answer_of` the message it repeats) are the symptom
     symptom = {anchor.index, *(graph.producers(anchor.index, ("answer_of",)) if graph is not None else [])}

@@ -72,10 +72,13 @@ NO_SIGNAL = "no error, repetition or relevance signal: ranked by position (earli
 #: a hit) and Who&When's dev half. ``live × finding`` (this session's refit, with the tuning-half twin fixes): a finding
 #: on a run with recorded dependencies is worth more than one on an imported log — without it the one model spread
 #: the suite's and Who&When's base rates alike (suite + twins ECE 0.195 → 0.084 fitted, 0.194 → 0.128 cross-validated;
-#: Who&When dev ECE 0.104 → 0.011; AUROC failing vs twin 0.959 fitted, 0.960 cross-validated).
+#: Who&When dev ECE 0.104 → 0.011; AUROC failing vs twin 0.959 fitted, 0.960 cross-validated). Refitted in issue 32's
+#: fourth session after the filled-gap and narrowed-period detectors and the anchor's repeated-reply rule (tuning
+#: half 40 / 41, Who&When dev 40 / 92): suite + twins ECE 0.102 → 0.094 fitted (0.136 cross-validated); Who&When dev
+#: ECE 0.040, quartile hits 4 / 10 / 11 / 15; AUROC failing vs twin 0.981 fitted and cross-validated.
 #: Features (:func:`evidence_features`), in order after the intercept:
 EVIDENCE_FEATURES = ("live", "finding", "strength", "loop", "ln(1 + n)", "unanswered", "live × finding")
-EVIDENCE: tuple[float, ...] = (1.5169, -0.9677, 0.7859, 0.4016, -0.9381, -1.0102, 0.9117, 3.2747)
+EVIDENCE: tuple[float, ...] = (1.3639, -0.9874, 0.6205, 0.5076, -1.0271, -0.9151, 0.8795, 3.5149)
 
 
 def evidence_features(families: Sequence[str], strength: float, *, live: bool, n: int,
