@@ -403,3 +403,13 @@ def test_bad_input_gives_a_diagnosis_never_an_exception():
         d = diagnose_sync(run, "graph", store=False)
         assert d.failed or d.decisive_step_index is not None
     assert len(big.steps) == 10_002 and d.candidates and all(c.reasons for c in d.candidates)
+
+
+def test_a_copy_slip_changes_a_digit_never_the_magnitude():
+    """A digit changed or two swapped, the decimal point where it was; a rate beside an amount (1.30 and 100: the
+    same digits once the point is dropped) is no slip (repair32b's rates team: "copies number '1.3' where step 0
+    had '100'")."""
+    from causaltrace.attribution.stages.provenance_changes import is_copy_slip
+
+    assert is_copy_slip("172", "127") and is_copy_slip("1,250", "1,350") and is_copy_slip("12.55", "12.45")
+    assert not is_copy_slip("100", "1.30") and not is_copy_slip("1.25", "12.5") and not is_copy_slip("172", "1720")

@@ -26,8 +26,12 @@ def is_small(key: str) -> bool:
 def is_copy_slip(before: str, after: str, *, shortest: int = 3) -> bool:
     """``after`` is ``before`` with two digits swapped or one digit changed (not merely a different magnitude), in
     numbers of at least ``shortest`` digits (two-digit numbers a digit apart are too common to link by form alone,
-    unless nothing else links them: :func:`restated`)."""
-    a, b = (x.replace(".", "").replace(",", "").lstrip("-") for x in (before, after))
+    unless nothing else links them: :func:`restated`). The decimal point stays where it was: ``1.30`` is no slip of
+    ``100`` (a rate beside an amount: another magnitude, not a changed digit)."""
+    a, b = (x.replace(",", "").lstrip("-") for x in (before, after))
+    if a.find(".") != b.find("."):
+        return False
+    a, b = a.replace(".", ""), b.replace(".", "")
     if len(a) != len(b) or len(a) < shortest or a == b:
         return False
     diff = [k for k in range(len(a)) if a[k] != b[k]]
