@@ -16,6 +16,7 @@ from causaltrace.instrumentation.runs import run as mark_run
 from causaltrace.instrumentation.steps import Dep
 from causaltrace.instrumentation.tracing import configure, reset_tracing
 from causaltrace.schema import DEPENDENCY_KINDS, STEP_KINDS
+from causaltrace.semconv import RESULT_DEPENDENCY_BY_KIND
 
 KINDS = [k for k in STEP_KINDS if k != "agent_turn"]
 
@@ -31,6 +32,10 @@ def run_shapes(draw):
         parent = draw(st.sampled_from([None, *turns])) if turns else None
         deps = draw(st.lists(st.tuples(st.integers(0, max(i - 1, 0)), st.sampled_from(DEPENDENCY_KINDS)),
                              max_size=3)) if i else []
+        # a tool call's result shares the call's span (one span per tool call: tool_spans.call_result_pairs, tested
+        # in tests/instrumentation/test_tool_spans.py); here every step keeps a span of its own
+        result_of = RESULT_DEPENDENCY_BY_KIND.get(kind)
+        deps = [(d, k) for d, k in deps if not (k == result_of and shape[d][0] == "tool_call")]
         shape.append((kind, parent, deps, draw(st.booleans())))
         if kind == "agent_turn":
             turns.append(i)
