@@ -10,6 +10,7 @@ import hashlib
 import multiprocessing
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 
 from _postgres import sql_rows
 from causaltrace.cli import main
-from causaltrace.collector.blob_files import BLOB_MIN_BYTES, MARK_PREFIX
+from causaltrace.collector.blob_files import BLOB_MIN_BYTES, MARK_PREFIX, TEMP_MAX_AGE_S
 from causaltrace.collector.store import Store
 from causaltrace.exceptions import StoreError
 from causaltrace.schema import Run
@@ -128,16 +129,20 @@ def test_an_orphan_file_is_never_read_and_the_next_writer_sweeps_it(tmp_path: Pa
     assert proc.exitcode == 0
     orphan = blob_path(db, payload)
     assert files_beside(db) == [orphan]  # written before the row, which never committed
-    temp = orphan.parent / ".tmp-0123456789abcdef-1-dead"  # a writer that died mid-write
-    temp.write_bytes(b'"half')
-    with Store(db, readonly=True) as store:  # a reader neither sees nor removes it
+    dead = orphan.parent / ".tmp-0123456789abcdef-1-dead"  # a writer that died mid-write, long ago
+    dead.write_bytes(b'"half')
+    old = time.time() - TEMP_MAX_AGE_S - 60
+    os.utime(dead, (old, old))
+    waiting = Path(f"{db}.blobs") / ".tmp-2-0123456789abcdef"  # staged by a writer still waiting for the lock
+    waiting.write_bytes(b'"whole"')
+    with Store(db, readonly=True) as store:  # a reader neither sees nor removes them
         assert store.list_runs() == [] and not store.has_run("dead-0001")
-    assert temp.exists() and orphan.exists()
+    assert dead.exists() and orphan.exists()
     with Store(db) as store:  # a writer's opening sweeps
-        assert files_beside(db) == []
+        assert files_beside(db) == [waiting]
         store.finish_run(payload_run("dead-0001", payload, later_calls=1))
         assert store.get_run("dead-0001").recording is not None
-    assert files_beside(db) == [orphan]
+    assert files_beside(db) == sorted([orphan, waiting])
 
 
 def test_a_rolled_back_write_leaves_no_file(tmp_path: Path) -> None:
@@ -201,3 +206,38 @@ def test_a_text_stored_whole_in_the_database_reads_as_before(tmp_path: Path) -> 
         store.finish_run(payload_run("old-0002", payload, later_calls=1))
         assert store.get_run("old-0002").recording == payload_run("old-0002", payload, later_calls=1).recording
         assert store.get_run("old-0001") == run
+
+
+def test_a_write_that_fails_or_is_ignored_leaves_no_file(tmp_path: Path) -> None:
+    """Long texts are hashed into temporary files before the write transaction (one pass over the text): a write
+    refused (a run never begun) or ignored (steps of a finished run) deletes them, and a rolled-back one its placed
+    files."""
+    db = tmp_path / "store.db"
+    payload = random_text(BIG)
+    limit = BLOB_MIN_BYTES  # the tool result's cut literal is above the files' threshold
+    run = payload_run("late-0001", payload + random_text(20_000), later_calls=1)
+    with Store(db, max_chars=limit) as store:
+        with pytest.raises(StoreError, match="not begun"):
+            store.add_steps("late-0001", run.steps)
+        assert files_beside(db) == []
+        store.finish_run(run)
+        kept = files_beside(db)
+        assert len(kept) == 2  # the recorded text and the steps' cut of it
+        store.add_steps("late-0001", run.steps)  # late: ignored
+        assert files_beside(db) == kept
+        with pytest.raises(RuntimeError, match="undo"), store.transaction():
+            store.finish_run(payload_run("late-0002", random_text(BIG), later_calls=1))
+            assert len(files_beside(db)) == 4
+            raise RuntimeError("undo")
+        assert files_beside(db) == kept
+        back = store.get_run("late-0001")
+        assert back.recording == run.recording and back.steps[4].content.startswith(payload[:1000])
+        assert back.steps[4].truncated
+
+
+def test_a_read_only_store_stages_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    Store(db).close()
+    with Store(db, readonly=True) as store, pytest.raises(StoreError, match="read-only"):
+        store.finish_run(payload_run("ro-0001", random_text(BIG), later_calls=1))
+    assert not Path(f"{db}.blobs").exists()

@@ -13,8 +13,11 @@ store's row keeps (with the byte count, :func:`mark`); the row says where the te
 
 Rules (the callers, ``recording_chunks.py`` and ``store_sqlite.py``, hold them up):
 
-* **Written before the row commits**, inside the store's write transaction: first to a temporary file in the same
-  directory, fsynced, then renamed into place (atomic) and the directory fsynced. The store runs
+* **Written before the row commits**: first to a temporary file in the directory, hashed on the way
+  (:meth:`BlobFiles.stage`, before the write transaction: the text's one pass — the SHA-256 and the copy to the
+  file a slice at a time, while the slice is in the CPU's cache — cost 45 ms for 52 MB where hashing it whole and
+  then writing it whole cost 45–100), then, inside the store's write transaction, fsynced and renamed into place
+  (atomic) and the directory fsynced (:meth:`BlobFiles.place`). The store runs
   ``synchronous = NORMAL``: a committed row survives the process dying, and after the next checkpoint a power loss
   too — so the file its row names must be on disk by then; syncing it before the commit is the only point this
   side of SQLite can do it (its CPU is ~1 ms for 52 MB; the wall time is the disk's).
@@ -22,10 +25,12 @@ Rules (the callers, ``recording_chunks.py`` and ``store_sqlite.py``, hold them u
   never sees a half-written one, and whichever rename lands last leaves the same bytes.
 * **Read and verified**: a missing file, or one whose size or SHA-256 is not its key's, is a
   :class:`BlobFileError` (the store turns it into a CorruptRecordError naming the run) — never other content.
-* **Only while holding the store's write lock** are files written or deleted, so under that lock a file no row
-  names is an orphan (its writer died before committing, or after deleting the row), and so is every temporary
-  file: ``recording_chunks.sweep_files`` removes those, ``recording_chunks.settle_files`` the files of the rows
-  a transaction deleted (after its commit) or the files it wrote (after its rollback).
+* **Only while holding the store's write lock** are files put in place or deleted, so under that lock a file no
+  row names is an orphan (its writer died before committing, or after deleting the row):
+  ``recording_chunks.sweep_files`` removes those, and temporary files older than :data:`TEMP_MAX_AGE_S` (a writer
+  that died before placing them; a younger one may still be placed), ``recording_chunks.settle_files`` the files
+  of the rows a transaction deleted (after its commit) or the files it placed (after its rollback). A staged file
+  that is gone when its writer comes to place it (swept after an hour's wait for the lock) is written again.
 """
 
 from __future__ import annotations
@@ -35,10 +40,12 @@ import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BLOB_MIN_BYTES", "BlobFileError", "BlobFiles", "is_mark", "mark", "marked_size"]
+__all__ = ["BLOB_MIN_BYTES", "TEMP_MAX_AGE_S", "BlobFileError", "BlobFiles", "is_mark", "mark", "marked_size"]
 
 logger = logging.getLogger("causaltrace.collector.store")
 
@@ -50,6 +57,10 @@ MARK_PREFIX = "@causaltrace-file:"
 _MARK_BYTES = MARK_PREFIX.encode()
 _NAME = re.compile(r"[0-9a-f]{64}\Z")
 _TEMP_PREFIX = ".tmp-"
+#: How old a temporary file must be for a sweep to take it for a dead writer's (staged files wait for the lock).
+TEMP_MAX_AGE_S = 3600.0
+#: How many bytes :meth:`BlobFiles.stage` hashes and writes at a time (well inside a core's cache).
+_SLICE = 1 << 18
 
 
 class BlobFileError(Exception):
@@ -104,6 +115,51 @@ class BlobFiles:
         except OSError:
             return False
 
+    def stage(self, data: bytes | bytearray) -> tuple[str, Path]:
+        """Write ``data`` to a new temporary file in the directory, hashing it on the way, a slice at a time:
+        ``(its SHA-256 hex, the file)``, for :meth:`place` (no lock needed: the name is this writer's own)."""
+        self._make(self.root)
+        temp = self.root / f"{_TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+        digest = hashlib.sha256()
+        view = memoryview(data)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with open(fd, "wb", buffering=0, closefd=True) as out:
+                for start in range(0, len(view), _SLICE):
+                    part = view[start : start + _SLICE]
+                    digest.update(part)
+                    _write_all(out, part)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        return digest.hexdigest(), temp
+
+    def place(self, digest: str, temp: Path | None, data: bytes | bytearray) -> None:
+        """Under the store's write lock, before the row that names ``digest`` commits: its file in place — the
+        staged ``temp`` fsynced and renamed there, or dropped when the file is there already (same key, same
+        bytes); ``data`` written again when there is no staged file (or it was swept meanwhile)."""
+        if self.has(digest, len(data)):
+            if temp is not None:
+                temp.unlink(missing_ok=True)
+            return
+        if temp is None:
+            self.write(digest, data)
+            return
+        target = self.path(digest)
+        try:
+            fd = os.open(temp, os.O_RDONLY)
+        except FileNotFoundError:
+            self.write(digest, data)
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._make(target.parent)
+        os.replace(temp, target)
+        self.written.add(digest)
+        _sync_dir(target.parent)
+
     def write(self, digest: str, data: bytes | bytearray) -> None:
         """Write ``data`` (whose SHA-256 is ``digest``) to its file: a temporary file, fsynced, renamed into place,
         the directory fsynced. A file already there with its size is left as it is (same key, same bytes)."""
@@ -111,19 +167,12 @@ class BlobFiles:
             return
         target = self.path(digest)
         folder = target.parent
-        if not folder.is_dir():
-            new_root = not self.root.is_dir()
-            folder.mkdir(parents=True, exist_ok=True)
-            _sync_dir(self.root)  # the new folder's name
-            if new_root:
-                _sync_dir(self.root.parent)
+        self._make(folder)
         temp = folder / f"{_TEMP_PREFIX}{digest[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with open(fd, "wb", buffering=0, closefd=True) as out:
-                view = memoryview(data)
-                while view:
-                    view = view[out.write(view) or 0:]
+                _write_all(out, memoryview(data))
                 os.fsync(out.fileno())
             os.replace(temp, target)
         except BaseException:
@@ -131,6 +180,15 @@ class BlobFiles:
             raise
         self.written.add(digest)
         _sync_dir(folder)
+
+    def _make(self, folder: Path) -> None:
+        """Create ``folder`` (the directory or one of its key folders) if missing, its new name synced."""
+        if folder.is_dir():
+            return
+        if folder != self.root:
+            self._make(self.root)
+        folder.mkdir(exist_ok=True)
+        _sync_dir(folder.parent)
 
     def read(self, digest: str, size: int) -> bytes:
         """The bytes of ``digest``'s file, checked against its size and SHA-256 (a :class:`BlobFileError` when the
@@ -159,18 +217,27 @@ class BlobFiles:
             except (OSError, BlobFileError) as exc:
                 logger.debug("causaltrace store: cannot delete the file of %s: %s", digest, exc)
 
-    def listed(self) -> tuple[list[str], list[Path]]:
-        """The keys of the files there are, and the temporary files left by writers that died mid-write."""
+    def listed(self, *, now: float | None = None) -> tuple[list[str], list[Path]]:
+        """The keys of the files there are, and the temporary files older than :data:`TEMP_MAX_AGE_S` (left by
+        writers that died: a younger one may be a writer's waiting for the lock)."""
         keys: list[str] = []
         temps: list[Path] = []
+        cutoff = (time.time() if now is None else now) - TEMP_MAX_AGE_S
         try:
-            folders = [entry for entry in os.scandir(self.root) if entry.is_dir(follow_symlinks=False)]
+            entries = list(os.scandir(self.root))
         except FileNotFoundError:
             return keys, temps
+        folders = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry)
+            elif entry.name.startswith(_TEMP_PREFIX) and _older(entry, cutoff):
+                temps.append(Path(entry.path))
         for folder in folders:
             for entry in os.scandir(folder.path):
                 if entry.name.startswith(_TEMP_PREFIX):
-                    temps.append(Path(entry.path))
+                    if _older(entry, cutoff):
+                        temps.append(Path(entry.path))
                 elif _NAME.match(entry.name):
                     keys.append(entry.name)
         return keys, temps
@@ -184,6 +251,18 @@ class BlobFiles:
                 temp.unlink(missing_ok=True)
             except OSError as exc:
                 logger.debug("causaltrace store: cannot delete %s: %s", temp, exc)
+
+
+def _older(entry: os.DirEntry[str], cutoff: float) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime < cutoff
+    except OSError:
+        return False
+
+
+def _write_all(out: Any, view: memoryview) -> None:
+    while view:
+        view = view[out.write(view) or 0 :]
 
 
 def _sync_dir(folder: Path) -> None:

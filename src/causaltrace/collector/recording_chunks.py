@@ -47,6 +47,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path as PathType
 from typing import Any
 
 from causaltrace.collector.blob_files import BLOB_MIN_BYTES, BlobFileError, BlobFiles, is_mark, mark, marked_size
@@ -84,14 +85,51 @@ _BATCH = 500
 Path = list[str | int]
 
 
-class SplitRecording:
+class _Staged:
+    """Texts keyed for one write; with ``files`` (a SQLite store) a literal of at least ``BLOB_MIN_BYTES`` is
+    staged: hashed and copied to a temporary file in one pass (``BlobFiles.stage``), put in place by the write
+    transaction (``BlobFiles.place``). Whatever that did not place is deleted by :meth:`discard` (call it when the
+    write is over, whether it committed or not)."""
+
+    __slots__ = ("files", "staged")
+
+    def __init__(self, files: BlobFiles | None = None) -> None:
+        self.files = files
+        #: digest -> the temporary file holding its literal.
+        self.staged: dict[str, PathType] = {}
+
+    def key(self, literal: bytes | bytearray) -> str:
+        """The SHA-256 (hex) of ``literal``, staged to a file when it will be one."""
+        if self.files is None or len(literal) < BLOB_MIN_BYTES:
+            return hashlib.sha256(literal).hexdigest()
+        digest, temp = self.files.stage(literal)
+        if digest in self.staged:  # an equal text of another object: staged once
+            temp.unlink(missing_ok=True)
+        else:
+            self.staged[digest] = temp
+        return digest
+
+    def place(self, digest: str, literal: bytes | bytearray) -> None:
+        """Under the write lock: ``digest``'s file in place (its staged file moved there, or written)."""
+        assert self.files is not None
+        self.files.place(digest, self.staged.pop(digest, None), literal)
+
+    def discard(self) -> None:
+        for temp in self.staged.values():
+            temp.unlink(missing_ok=True)
+        self.staged.clear()
+
+
+class SplitRecording(_Staged):
     """A recording ready to write: its ``recordings`` rows (``REC_INSERT`` order) and the chunks they reference
     (digest -> (characters, JSON literal): the literal as the UTF-8 bytes it was written as, which
-    :func:`write_recording` decodes only for a backend that needs text)."""
+    :func:`write_recording` decodes only for a backend that needs text; a long one staged to its file: call
+    :meth:`discard` when the write is over)."""
 
     __slots__ = ("chunks", "rows")
 
-    def __init__(self) -> None:
+    def __init__(self, files: BlobFiles | None = None) -> None:
+        super().__init__(files)
         self.rows: list[tuple[Any, ...]] = []
         self.chunks: dict[str, tuple[int, bytes | bytearray]] = {}
 
@@ -200,7 +238,7 @@ class _Splitter:
                     literal = json_literal(text, remember=False)
                 except TypeError:  # a lone surrogate: U+FFFD, as the call's own JSON does
                     literal = json_literal(utf8_safe(text), remember=False)
-            found = hashlib.sha256(literal).hexdigest()
+            found = self.out.key(literal)
             # an ASCII text (a flag of the str) has an ASCII literal: its characters are its bytes, nothing decoded
             chars = len(literal) if text.isascii() else len(literal.decode())
             self.out.chunks.setdefault(found, (chars, literal))
@@ -273,7 +311,8 @@ def placeholder(ref: str | list[str]) -> str:
 
 
 def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str] | None = None,
-                literals: Mapping[int, tuple[str, bytes | bytearray]] | None = None) -> SplitRecording:
+                literals: Mapping[int, tuple[str, bytes | bytearray]] | None = None,
+                files: BlobFiles | None = None) -> SplitRecording:
     """The rows and chunks of a run's recorded calls (``seq`` = position in ``calls``).
 
     ``texts``, when given, are the calls' own JSON (``call.model_dump_json()``, in order), already made by whoever
@@ -281,8 +320,9 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
     string's JSON literal is longer than the string), so it is not searched. Each call is searched at most once, and
     a call holding a large string is serialized only with its references in place (never whole). ``literals``
     (id of a string -> (the string, its JSON literal)), when given, are literals the run's export already wrote.
+    ``files`` (a SQLite store): a chunk that will be a file is staged to it now (``_Staged``).
     """
-    out = SplitRecording()
+    out = SplitRecording(files)
     splitter = _Splitter(out, literals)
     given: Sequence[str | None] = texts if texts is not None and len(texts) == len(calls) else [None] * len(calls)
     found: list[list[tuple[Path, str]]] = []
@@ -354,7 +394,7 @@ def write_recording(conn: Connection, run_id: str, split: SplitRecording, *, rep
         for d in digests:
             chars, literal = split.chunks[d]
             if files is not None and len(literal) >= BLOB_MIN_BYTES:
-                files.write(d, literal)  # (a file already there is a stat)
+                split.place(d, literal)  # (a file already there is a stat)
                 if d not in have:
                     rows.append((d, chars, mark(len(literal))))
             elif d not in have:
@@ -376,15 +416,17 @@ def delete_recording(conn: Connection, run_id: str, files: BlobFiles | None = No
     _collect(conn, old, files)
 
 
-class TextRefs:
+class TextRefs(_Staged):
     """The long cut texts one write's step and run rows name by reference instead of holding them (schema v5, a
     SQLite store: ``store_sql.cut_step_json``'s ``refer``): a cut literal of at least ``BLOB_MIN_BYTES`` is keyed
     by its SHA-256 — once per literal object: the six step rows and the run row of a 50 MiB tool result show one
-    — and kept in a file with its chunk row (:func:`write_texts`)."""
+    — staged to its file and kept with its chunk row (:func:`write_texts`; :meth:`discard` when the write is
+    over)."""
 
     __slots__ = ("_keyed", "texts")
 
-    def __init__(self) -> None:
+    def __init__(self, files: BlobFiles) -> None:
+        super().__init__(files)
         #: digest -> (characters, literal), as ``SplitRecording.chunks``.
         self.texts: dict[str, tuple[int, bytes | bytearray]] = {}
         self._keyed: dict[int, tuple[bytes | bytearray, str]] = {}
@@ -396,20 +438,20 @@ class TextRefs:
         known = self._keyed.get(id(literal))
         if known is not None and known[0] is literal:
             return known[1]
-        digest = hashlib.sha256(literal).hexdigest()
+        digest = self.key(literal)
         chars = len(literal) if literal.isascii() else len(literal.decode())
         self.texts.setdefault(digest, (chars, literal))
         self._keyed[id(literal)] = (literal, digest)  # the literal is held: its id stays its own
         return digest
 
 
-def write_texts(conn: Connection, run_id: str, refs: TextRefs, files: BlobFiles) -> None:
+def write_texts(conn: Connection, run_id: str, refs: TextRefs) -> None:
     """Inside the caller's write transaction, before its rows commit: the texts the run's rows name (``refs``) —
     each in its file (unless there: a stat), its chunk row (unless there) and the run's reference to it."""
     if not refs.texts:
         return
     for digest, (_, literal) in refs.texts.items():
-        files.write(digest, literal)
+        refs.place(digest, literal)
     conn.executemany("INSERT INTO recording_chunks (digest, chars, data) VALUES (?, ?, ?) ON CONFLICT (digest) "
                      "DO NOTHING", [(d, chars, mark(len(literal))) for d, (chars, literal) in refs.texts.items()])
     conn.executemany("INSERT INTO text_chunk_refs (run_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",

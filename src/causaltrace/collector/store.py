@@ -71,7 +71,6 @@ Design decisions:
 
 from __future__ import annotations
 
-import json
 import logging
 import operator
 import os
@@ -101,15 +100,13 @@ from causaltrace.collector.store_sql import (
     RunHead,
     RunRow,
     build_run,
-    cut_step_json,
     explain,
     iso,
-    long_text_on_top,
-    model_json,
     now_iso,
     run_row_json,
     shown_target,
     sort_ts,
+    step_rows,
     truncate_run_text,
 )
 from causaltrace.collector.store_sqlite import SQLiteBackend
@@ -362,7 +359,14 @@ class Store:
         """Upsert steps of a live run (a step may be re-sent with its end: its row is replaced)."""
         if not steps:
             return
-        refs = recording_chunks.TextRefs() if self._files is not None else None
+        refs = self._text_refs()
+        try:
+            self._add_steps(run_id, steps, refs)
+        finally:
+            if refs is not None:
+                refs.discard()  # what the write did not place (it was ignored, or it failed)
+
+    def _add_steps(self, run_id: str, steps: Sequence[Step], refs: recording_chunks.TextRefs | None) -> None:
         rows = self._step_rows(run_id, steps, refs)
         with self._write() as conn:
             old = self._head(conn, run_id)
@@ -373,8 +377,8 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            if refs is not None and self._files is not None:
-                recording_chunks.write_texts(conn, run_id, refs, self._files)
+            if refs is not None:
+                recording_chunks.write_texts(conn, run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
 
     def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
@@ -386,13 +390,23 @@ class Store:
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
+        split: recording_chunks.SplitRecording | None = None
+        refs = self._text_refs()
+        try:
+            if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
+                texts = recording_otlp.take_call_texts(run.recording)
+                split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts,
+                                                     recording_otlp.take_literals(run.recording),
+                                                     refs.files if refs is not None else None)
+            self._finish(run, stored_steps, split, refs)
+        finally:  # the files staged for the write that it did not place (it failed)
+            for staged in (split, refs):
+                if staged is not None:
+                    staged.discard()
+
+    def _finish(self, run: Run, stored_steps: Collection[str], split: recording_chunks.SplitRecording | None,
+                refs: recording_chunks.TextRefs | None) -> None:
         whole, run = run, truncate_run_text(run, self.max_chars)
-        split = None
-        if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
-            texts = recording_otlp.take_call_texts(run.recording)
-            split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts,
-                                                 recording_otlp.take_literals(run.recording))
-        refs = recording_chunks.TextRefs() if self._files is not None else None
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
         data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
         with self._write() as conn:
@@ -431,8 +445,8 @@ class Store:
             )
             if run_chunks is not None:
                 conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
-            if refs is not None and self._files is not None:
-                recording_chunks.write_texts(conn, run.run_id, refs, self._files)
+            if refs is not None:
+                recording_chunks.write_texts(conn, run.run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
             # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
             # finished run drops it): nothing to replace
@@ -521,45 +535,17 @@ class Store:
         if recording:
             recording_chunks.delete_recording(conn, run_id, self._files)
 
+    def _text_refs(self) -> recording_chunks.TextRefs | None:
+        """Where a write stages the long texts that go to files (None: they stay in the rows — PostgreSQL — or the
+        write is refused — a read-only store, where nothing is staged)."""
+        return None if self._files is None or self.readonly else recording_chunks.TextRefs(self._files)
+
     def _step_rows(self, run_id: str, steps: Sequence[Step], text_refs: recording_chunks.TextRefs | None = None,
                    literals: dict[int, tuple[str, bytes | bytearray]] | None = None) -> list[tuple[Any, ...]]:
-        """The steps' rows (``STEP_UPSERT`` order); with ``text_refs`` (a SQLite store) a long cut text is named by
-        its key instead of held (``cut_step_json``), and the texts to write are left in ``text_refs``."""
-        rows: list[tuple[Any, ...]] = []
-        literals = {} if literals is None else literals  # the long texts' cut JSON literals, made once
-        utf8 = self._backend.utf8_blobs  # a cut step's row as its UTF-8 bytes (cut_step_json)
-        refer = text_refs.refer if text_refs is not None else None
-        for step in steps:
-            if not isinstance(step, Step):
-                raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
-            if step.run_id != run_id:
-                raise InvalidInputError(
-                    f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
-                )
-            data: str | bytes
-            refs: list[list[Any]] = []
-            if long_text_on_top(step, self.max_chars):
-                step, data = cut_step_json(step, self.max_chars, literals, utf8=utf8, refer=refer, refs=refs)
-            else:
-                data = model_json(step)
-                if len(data) > self.max_chars:  # cheap test: no text inside is longer than the JSON
-                    step, data = cut_step_json(step, self.max_chars, literals, data, utf8=utf8, refer=refer,
-                                               refs=refs)
-            rows.append(
-                (
-                    run_id,
-                    step.step_id,
-                    step.index,
-                    step.kind,
-                    step.agent,
-                    step.status,
-                    step.parent_step_id,
-                    int(step.truncated),
-                    data,
-                    json.dumps(refs, separators=(",", ":")) if refs else None,
-                )
-            )
-        return rows
+        """The steps' rows (``store_sql.step_rows``); with ``text_refs`` (a SQLite store) a long cut text is named by
+        its key instead of held, and the texts to write are left in ``text_refs``."""
+        return step_rows(run_id, steps, self.max_chars, utf8=self._backend.utf8_blobs,
+                         refer=text_refs.refer if text_refs is not None else None, literals=literals)
 
     # -- reading -------------------------------------------------------------------------------------------------
 

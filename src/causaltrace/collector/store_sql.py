@@ -26,7 +26,7 @@ from pydantic_core import PydanticSerializationError
 
 from causaltrace.collector.blob_files import BlobFiles
 from causaltrace.collector.writers import WriterInfo
-from causaltrace.exceptions import StoreError, TraceAssemblyError
+from causaltrace.exceptions import InvalidInputError, StoreError, TraceAssemblyError
 from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, Recording, Run, Step
 
@@ -59,6 +59,7 @@ __all__ = [
     "run_row_json",
     "shown_target",
     "sort_ts",
+    "step_rows",
     "truncate_run_text",
     "truncate_step",
     "writer_of",
@@ -478,6 +479,33 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
         cut = truncate_step(step, limit)
         return cut, model_json(cut)
     return cut, out if utf8 else out.decode()
+
+def step_rows(run_id: str, steps: Sequence[Step], limit: int, *, utf8: bool,
+              refer: Callable[[bytes | bytearray], str | None] | None = None,
+              literals: dict[int, tuple[str, bytes | bytearray]] | None = None) -> list[tuple[Any, ...]]:
+    """The steps' rows (``STEP_UPSERT`` order), their long texts cut to ``limit`` (:func:`cut_step_json`, with
+    ``utf8``, ``refer`` and ``literals``: the cut literals of this write, made once)."""
+    rows: list[tuple[Any, ...]] = []
+    literals = {} if literals is None else literals
+    for step in steps:
+        if not isinstance(step, Step):
+            raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
+        if step.run_id != run_id:
+            raise InvalidInputError(
+                f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
+            )
+        data: str | bytes
+        refs: list[list[Any]] = []
+        if long_text_on_top(step, limit):
+            step, data = cut_step_json(step, limit, literals, utf8=utf8, refer=refer, refs=refs)
+        else:
+            data = model_json(step)
+            if len(data) > limit:  # cheap test: no text inside is longer than the JSON
+                step, data = cut_step_json(step, limit, literals, data, utf8=utf8, refer=refer, refs=refs)
+        rows.append((run_id, step.step_id, step.index, step.kind, step.agent, step.status, step.parent_step_id,
+                     int(step.truncated), data, json.dumps(refs, separators=(",", ":")) if refs else None))
+    return rows
+
 
 # -- reading -------------------------------------------------------------------------------------------------
 
