@@ -16,7 +16,9 @@ exercised.
    net of what AutoGen itself spends on it. Baseline: ``orjson.dumps`` of the payload + SHA-256 of the bytes.
    Target: <= 3x. The lower quartile of ``--big-repeats`` runs per mode, the modes interleaved. Its parts: the
    spans alone (store and recording off), what the recording adds (store off minus that), what the store adds
-   (the defaults minus store off).
+   (the defaults minus store off); and what the store holds on disk after them (the database, the files beside
+   it) and the bytes each run handed to ``write()`` (the database, its write-ahead log, the files): figures the
+   machine's load does not move.
 2. ``concurrent`` — the benchmark teams of ``bench_autogen_overhead.py`` (planner, solver, reviewer on scripted
    clients; 15 framework events a run) and ``bench_smolagents_overhead.py`` (the example manager CodeAgent with its
    managed agent on ScriptedModel; 14 events): 20 runs in 20 threads released together, each with its own team or
@@ -103,6 +105,26 @@ def baseline_dump_and_hash(payload: str, repeats: int) -> float:
     return min(times)
 
 
+def store_bytes(db: Path, big_runs: int) -> dict[str, Any]:
+    """What the store holds on disk after the big case (``big_runs`` big runs, each beside a small one, with the
+    defaults), a load-independent figure: the database file and the content-addressed files beside it
+    (``collector/blob_files.py``: the recorded tool result and its steps' cut, once per big run)."""
+    files = [p for p in Path(f"{db}.blobs").rglob("*") if p.is_file()]
+    return {"big_runs": big_runs, "database": db.stat().st_size if db.exists() else 0,
+            "files": len(files), "files_bytes": sum(p.stat().st_size for p in files)}
+
+
+def _bytes_written() -> int:
+    """The bytes this process has handed to ``write()`` so far (Linux's ``/proc/self/io`` ``wchar``; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
     import os
 
@@ -116,6 +138,7 @@ def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
                " store+record off": TraceConfig(store=False, record=False)}
     modes = ["untraced small", "untraced big"] + [f"traced{k} {size}" for k in configs for size in ("small", "big")]
     times: dict[str, list[float]] = {m: [] for m in modes}
+    wrote: dict[str, list[int]] = {m: [] for m in modes}
     exported: dict[str, int] = {}
     for round_no in range(repeats + 1):  # round 0 warms up
         if round_no:  # a new result each round, as a new run's would be: the store keeps a text once (content-
@@ -124,10 +147,12 @@ def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
             payload = big if mode.endswith("big") else small
             config = configs[mode[len("traced"):-len(" big" if mode.endswith("big") else " small")]] \
                 if mode.startswith("traced") else None
+            written = _bytes_written()
             with traced(config) if config is not None else contextlib.nullcontext() as exporter:
                 seconds, _ = timed_run(lambda payload=payload: _big_agent(payload), task)
             if round_no:
                 times[mode].append(seconds)
+                wrote[mode].append(_bytes_written() - written)
             if exporter is not None:
                 exported[mode] = exporter.bytes
     q = {m: lower_quartile(t) for m, t in times.items()}
@@ -142,6 +167,9 @@ def bench_big(home: Path, megabytes: int, repeats: int) -> dict[str, Any]:
              "store": round(added - added_by["store off"], 4)}
     return {
         "payload_bytes": len(big),
+        "store_bytes": store_bytes(home / "bench.db", big_runs=repeats + 1),
+        # bytes the process handed to write() during a run (the store's database, its log, the files beside it)
+        "bytes_written_per_run": {m: min(w) for m, w in wrote.items() if m.startswith("traced ")},
         "cpu_s_lower_quartile": {m: round(v, 4) for m, v in q.items()},
         "added_cpu_s_big_minus_small": round(added, 4),
         "added_cpu_s_big_minus_small_by_config": added_by,
@@ -337,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['baseline_orjson_sha256_s'] * 1e3:.0f} ms; ratio {r['ratio_to_baseline']:.2f} (target <= 3); "
                   "added by config: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in by_config.items())
                   + "; parts: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in r["added_cpu_s_parts"].items()))
+            b, w = r["store_bytes"], r["bytes_written_per_run"]
+            print(f"  the store after {b['big_runs']} big runs: database {b['database'] / 2**20:.1f} MiB, {b['files']} "
+                  f"files beside it {b['files_bytes'] / 2**20:.1f} MiB; written per run (write() calls, all files): "
+                  + ", ".join(f"{k[len('traced '):]} {v / 2**20:.2f} MiB" for k, v in w.items()))
         if "concurrent" in wanted:
             for team in fresh_runs():
                 r = bench_concurrent(home, team, args.threads, args.rounds)
