@@ -235,6 +235,24 @@ model of the top's findings, live runs and logs alike)           Who&When dev (s
                                                                  held out: AUROC failing vs twin 0.81 -> 0.84,
                                                                  ECE failing + twins 0.139 -> 0.127; Who&When dev
                                                                  ECE 0.114 -> 0.105, quartile hits 6/9/11/13
+a verbatim repeat of an earlier step is never the failure        Who&When dev algo-46 / 52 / 102: dev 39 -> 40
+anchor: a framework's standard reply (stages.anchor)             / 92 (52, 102 right; algo-16 lost: its old
+(issue 32, fourth session; weights unchanged)                    anchor had made it right by accident); zoo
+                                                                 unchanged (every case anchors on its answer)
+one figure in a table of results that nobody gave is made up     zoo tuning smol-fabricated-meters: tuning 38
+(findings.filled_gaps); the errors its agent met before it       -> 39 / 41, twins unchanged 41 / 41; Who&When
+count as worked around, as for marked fabrication                dev unchanged 40 / 92
+a requested span across years narrowed to one year               zoo tuning smol-derail-fiscal: tuning 39 ->
+(findings.dropped_bounds, FM-1.1)                                40 / 41; twins, Who&When dev unchanged
+confidence from evidence refitted (same features) after the      zoo tuning half + twins, Who&When dev: suite
+rows above                                                       + twins ECE 0.102 -> 0.094 fitted; Who&When
+                                                                 dev ECE 0.040, quartile hits 4/10/11/15; held
+                                                                 out (read after): AUROC 0.896 unchanged
+a copy slip keeps the decimal point (1.30 is no slip of 100)     a repair test team of helper repair32b (an
+                                                                 unrelated comparison); zoo and Who&When
+                                                                 unchanged
+TRIED, NOT KEPT: the answer's figure that a message stated       Who&When dev 40 -> 38 (it fired on 26 traces,
+first with no source is made up                                  often on the task's own message): dropped
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
