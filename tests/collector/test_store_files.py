@@ -241,3 +241,15 @@ def test_a_read_only_store_stages_nothing(tmp_path: Path) -> None:
     with Store(db, readonly=True) as store, pytest.raises(StoreError, match="read-only"):
         store.finish_run(payload_run("ro-0001", random_text(BIG), later_calls=1))
     assert not Path(f"{db}.blobs").exists()
+
+
+def test_a_file_that_cannot_be_written_is_a_store_error_and_nothing_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    with Store(db) as store:
+        Path(f"{db}.blobs").write_text("not a directory")  # the files' directory cannot be made
+        with pytest.raises(StoreError, match="cannot write to the store") as err:
+            store.finish_run(payload_run("nodir-0001", random_text(BIG), later_calls=1))
+        assert str(db) in str(err.value) and not store.has_run("nodir-0001")
+        small = payload_run("nodir-0002", random_text(10_000), later_calls=1)  # what stays in the database: stored
+        store.finish_run(small)
+        assert store.get_run("nodir-0002") == small

@@ -447,7 +447,9 @@ class TextRefs(_Staged):
 
 def write_texts(conn: Connection, run_id: str, refs: TextRefs) -> None:
     """Inside the caller's write transaction, before its rows commit: the texts the run's rows name (``refs``) —
-    each in its file (unless there: a stat), its chunk row (unless there) and the run's reference to it."""
+    each in its file (unless there: a stat), its chunk row (unless there) and the run's reference to it. The
+    references are the run's, not a row's (no statement per step row): a step re-sent with another long text
+    leaves the old one referenced until the run is deleted or written again whole."""
     if not refs.texts:
         return
     for digest, (_, literal) in refs.texts.items():

@@ -362,6 +362,8 @@ class Store:
         refs = self._text_refs()
         try:
             self._add_steps(run_id, steps, refs)
+        except OSError as exc:  # a file beside the store (blob_files.py) could not be written
+            raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
         finally:
             if refs is not None:
                 refs.discard()  # what the write did not place (it was ignored, or it failed)
@@ -399,6 +401,8 @@ class Store:
                                                      recording_otlp.take_literals(run.recording),
                                                      refs.files if refs is not None else None)
             self._finish(run, stored_steps, split, refs)
+        except OSError as exc:  # a file beside the store (blob_files.py) could not be written
+            raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
         finally:  # the files staged for the write that it did not place (it failed)
             for staged in (split, refs):
                 if staged is not None:
