@@ -20,6 +20,7 @@ family                module                                    from
 ``unchecked_approval`` :mod:`.approvals`                        stages.provenance_passes (unverified approval)
 ``ignored_instruction`` :mod:`.instructions`                    stages.provenance_walk (excluded values used)
 ``ignored_instruction`` :mod:`.dropped_bounds`                  a requested span across years narrowed to one
+``ignored_instruction`` :mod:`.ignored_feedback`                a teammate's correction of a value ignored
 ``task_drift``        :mod:`.drift`                             stages.drift (the opening vs the request)
 ``made_up_data``      :mod:`.fabrication`                       stages.fabrication (invention markers)
 ===================== ========================================= ================================================
@@ -45,6 +46,7 @@ from causaltrace.attribution.findings.entries import detect_wrong_entries
 from causaltrace.attribution.findings.errors import detect_unrecovered_errors, worked_around
 from causaltrace.attribution.findings.fabrication import detect_made_up_data
 from causaltrace.attribution.findings.filled_gaps import detect_filled_gaps
+from causaltrace.attribution.findings.ignored_feedback import detect_ignored_feedback
 from causaltrace.attribution.findings.instructions import detect_ignored_instructions
 from causaltrace.attribution.findings.loops import detect_loops_without_progress
 from causaltrace.attribution.findings.omissions import detect_omissions
@@ -139,7 +141,7 @@ class FindingsStage(Stage[Findings]):
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_retyped_omissions(run, prov, graph),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph),
-                      *detect_dropped_bounds(run, prov)]
+                      *detect_dropped_bounds(run, prov), *detect_ignored_feedback(run, prov)]
         return Findings(missed_changes(items))
 
     def skipped(self, ctx: DiagnosisContext) -> Findings:

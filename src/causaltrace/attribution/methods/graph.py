@@ -253,6 +253,9 @@ a copy slip keeps the decimal point (1.30 is no slip of 100)     a repair test t
                                                                  unchanged
 TRIED, NOT KEPT: the answer's figure that a message stated       Who&When dev 40 -> 38 (it fired on 26 traces,
 first with no source is made up                                  often on the task's own message): dropped
+a teammate's correction of a value ignored by a later call or    reasoning (MAST FM-2.5), no suite case: zoo,
+answer (findings.ignored_feedback)                               twins and Who&When dev unchanged (it fires on
+                                                                 none of them)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
