@@ -14,7 +14,7 @@ Every adapter goes through this module (ARCHITECTURE decisions 1–4):
   (:func:`causaltrace.semconv.openinference_attributes`), so they show exactly what the policy lets through.
 
 Nothing here raises into user code: every entry point is wrapped by :func:`never_raise`, which logs our own failure
-and returns a neutral value.
+and returns a neutral value (or, called on every step, catches it in its own body: :func:`internal_error`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from causaltrace.instrumentation._export import count_payload_cuts, exporting
 from causaltrace.recording.long_texts import CutText, forget_long_texts
 from causaltrace.schema import Recording, Step, utf8_safe
 
-__all__ = ["Emitter", "StepSpan", "apply_payload_policy", "never_raise"]
+__all__ = ["Emitter", "StepSpan", "apply_payload_policy", "internal_error", "never_raise"]
 
 logger = logging.getLogger("causaltrace")
 
@@ -71,15 +71,23 @@ def never_raise(default: Any = None) -> Callable[[Callable[P, R]], Callable[P, R
             except TypeError as exc:
                 if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
                     raise  # the arguments do not fit fn's signature
-                logger.warning("causaltrace: internal error in %s (the run continues)", fn.__qualname__, exc_info=True)
+                internal_error(fn.__qualname__)
                 return default
             except Exception:
-                logger.warning("causaltrace: internal error in %s (the run continues)", fn.__qualname__, exc_info=True)
+                internal_error(fn.__qualname__)
                 return default
 
         return wrapper
 
     return decorate
+
+
+def internal_error(where: str) -> None:
+    """Log our own failure in ``where`` (the run continues), as :func:`never_raise` does. The entry points called on
+    every step catch it in their own body with this instead of wearing the decorator, whose wrapper is one more
+    Python call per step (issue 35); a call that does not fit their signature raises before entering them, as
+    with the decorator."""
+    logger.warning("causaltrace: internal error in %s (the run continues)", where, exc_info=True)
 
 
 def _truncate(value: str, limit: int) -> tuple[str, bool]:
@@ -346,7 +354,6 @@ class Emitter:
             start_time=start_time_ns,
         )
 
-    @never_raise()
     def start_step_span(
         self,
         name: str,
@@ -365,44 +372,48 @@ class Emitter:
         and the one span is written when both have ended (issue 33 item 3). Returns None when the run is not
         sampled (its root span does not record): the Step still reaches the collector, no span is exported.
         """
-        if self._sdk is None or parent is None:
-            return None
-        if type(parent) is StepSpan:  # a step span exists only in a sampled trace: valid and sampled
-            parent_ctx = parent.context
-        else:
-            parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
-            if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
+        try:
+            if self._sdk is None or parent is None:
                 return None
-        otel_links: list[Link] = []
-        for ctx, kind, step_id in links:  # _link, inline: every step has a few
-            if ctx.is_valid:
-                otel_links.append(Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}))
-        if joins is not None:
-            with self._pair_lock:
-                pair = self._pairs.get(joins)
-                if pair is not None and pair.result_span is None:
-                    call = pair.call_span
-                    pair.result_span = StepSpan(
-                        name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
-                        attributes=attributes,
-                        links=[link for link in otel_links if link.context.span_id != call.context.span_id],
-                        joins=joins,
-                    )
-                    return pair.result_span
-        ids = self._sdk[3]
-        context = SpanContext(parent_ctx.trace_id, ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
-        span = StepSpan(
-            name=name,
-            context=context,
-            parent=parent_ctx,
-            start_ns=start_time_ns,
-            attributes=attributes,
-            links=otel_links,
-        )
-        if attributes.get(semconv.STEP_KIND) == "tool_call":
-            with self._pair_lock:
-                self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
-        return span
+            if type(parent) is StepSpan:  # a step span exists only in a sampled trace: valid and sampled
+                parent_ctx = parent.context
+            else:
+                parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
+                if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
+                    return None
+            otel_links: list[Link] = []
+            for ctx, kind, step_id in links:  # _link, inline: every step has a few
+                if ctx.is_valid:
+                    otel_links.append(Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}))
+            if joins is not None:
+                with self._pair_lock:
+                    pair = self._pairs.get(joins)
+                    if pair is not None and pair.result_span is None:
+                        call = pair.call_span
+                        pair.result_span = StepSpan(
+                            name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
+                            attributes=attributes,
+                            links=[link for link in otel_links if link.context.span_id != call.context.span_id],
+                            joins=joins,
+                        )
+                        return pair.result_span
+            ids = self._sdk[3]
+            context = SpanContext(parent_ctx.trace_id, ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
+            span = StepSpan(
+                name=name,
+                context=context,
+                parent=parent_ctx,
+                start_ns=start_time_ns,
+                attributes=attributes,
+                links=otel_links,
+            )
+            if attributes.get(semconv.STEP_KIND) == "tool_call":
+                with self._pair_lock:
+                    self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
+            return span
+        except Exception:
+            internal_error("Emitter.start_step_span")
+            return None
 
     @never_raise()
     def add_links(self, span: StepSpan | None, links: Iterable[tuple[SpanContext, str, str]]) -> None:
@@ -414,22 +425,25 @@ class Emitter:
             if link is not None:
                 span.links.append(link)
 
-    @never_raise()
     def export_step(self, span: StepSpan | None, step: Step, *, end_time_ns: int) -> None:
         """Write the ended step's span (final attributes, status, links) to the provider's span processors.
 
         The Step itself goes to the collector beside this call (:meth:`StepHandle.end`), not through the span: the
         span is what exporters see, under the payload policy. Nothing is written when no span was started.
         """
-        if span is None or self._sdk is None:
-            return
-        if span.joins is not None or step.kind == "tool_call":
-            paired = self._pair_ended(span, step, end_time_ns)
-            if paired is None:
-                return  # the other half of the span has not ended yet
-            self._write(*paired)
-            return
-        self._write(span, step, None, (), end_time_ns)
+        try:
+            if span is None or self._sdk is None:
+                return
+            if span.joins is not None or step.kind == "tool_call":
+                paired = self._pair_ended(span, step, end_time_ns)
+                if paired is None:
+                    return  # the other half of the span has not ended yet
+                self._write(*paired)
+                return
+            self._write(span, step, None, (), end_time_ns)
+        except Exception:
+            internal_error("Emitter.export_step")
+            return None
 
     def _pair_ended(self, span: StepSpan, step: Step, end_ns: int
                     ) -> tuple[StepSpan, Step, Step | None, list[Link], int] | None:

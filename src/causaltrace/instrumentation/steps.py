@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
 
 from causaltrace.collector.live import ns_to_datetime
-from causaltrace.instrumentation._emitter import StepSpan, never_raise
+from causaltrace.instrumentation._emitter import StepSpan, internal_error, never_raise
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.tracing import Tracing, now_ns
 from causaltrace.recording import canonical_json
@@ -286,7 +286,6 @@ class StepHandle:
             self._late_deps = existing + tuple(new)
         self.ctx.tracing.emitter.add_links(self.span, self.ctx.links_of(new))
 
-    @never_raise()
     def end(
         self,
         *,
@@ -305,41 +304,48 @@ class StepHandle:
     ) -> Step | None:
         """End the step: its status is known now (``error`` implies status ``error``); the other keywords are as
         :meth:`update`'s. Idempotent: a second call returns the Step of the first."""
-        if self.step is not None:
-            return self.step
-        self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
-        step_error = error_of(error) if error is not None else None
-        if step_error is not None:
-            status = "error"
-        elif status == "error":
-            step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
-        end_ns = max(now_ns(), self._start_ns)
-        data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
-        span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
-        data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
-        if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
-            target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
-            payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
-            data["action_signature"] = action_signature(data["kind"], target, payload)
-        step = build_step(data)
-        self._late_deps = step.depends_on
-        self.step = step
-        tracing = self.ctx.tracing
-        # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
-        tracing.collector.accept(step)
-        tracing.emitter.export_step(self.span, step, end_time_ns=end_ns)
-        return step
+        try:
+            if self.step is not None:
+                return self.step
+            self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
+            step_error = error_of(error) if error is not None else None
+            if step_error is not None:
+                status = "error"
+            elif status == "error":
+                step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
+            end_ns = max(now_ns(), self._start_ns)
+            data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
+            span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
+            data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
+            if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
+                target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
+                payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
+                data["action_signature"] = action_signature(data["kind"], target, payload)
+            step = build_step(data)
+            self._late_deps = step.depends_on
+            self.step = step
+            tracing = self.ctx.tracing
+            # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
+            tracing.collector.accept(step)
+            tracing.emitter.export_step(self.span, step, end_time_ns=end_ns)
+            return step
+        except Exception:
+            internal_error("StepHandle.end")
+            return None
 
-    @never_raise()
     def set_span_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes for this step's span only, read from the framework (OpenInference messages with their real
         tool-call ids, tool schemas, a tool's description…): exported under the payload policy and the content
         switches, never stored in the Step. Later calls add to earlier ones."""
-        if self.span is None or not attributes:
-            return
-        if self.span.extras is None:
-            self.span.extras = {}
-        self.span.extras.update(attributes)
+        try:
+            if self.span is None or not attributes:
+                return
+            if self.span.extras is None:
+                self.span.extras = {}
+            self.span.extras.update(attributes)
+        except Exception:
+            internal_error("StepHandle.set_span_attributes")
+            return None
 
     def activate(self, *also: tuple[contextvars.ContextVar[Any], Any]) -> Scope:
         """A scope making this step's span (and this step) current, so the framework's own spans and nested steps
