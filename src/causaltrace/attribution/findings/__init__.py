@@ -14,6 +14,7 @@ family                module                                    from
 ``superseded_value``  :mod:`.superseded`                        a number a later observation superseded
 ``unsupported_value`` :mod:`.value_changes`                     stages.provenance (a number nothing gave)
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
+``unfit_routing``     :mod:`.unfit_tools`                       a tool that fits nothing asked; the fitting one unused
 ``omission``          :mod:`.omissions`                         stages.provenance_passes (premature answer)
 ``omission``          :mod:`.retyped_lists`                     a result's list retyped without one of its items
 ``made_up_data``      :mod:`.filled_gaps`                       a table of results with one figure nobody gave
@@ -53,6 +54,7 @@ from causaltrace.attribution.findings.omissions import detect_omissions
 from causaltrace.attribution.findings.retyped_lists import detect_retyped_omissions
 from causaltrace.attribution.findings.routing import detect_unfit_routing
 from causaltrace.attribution.findings.superseded import detect_superseded_values
+from causaltrace.attribution.findings.unfit_tools import detect_unfit_tools
 from causaltrace.attribution.findings.value_changes import detect_changed_values, detect_unsupported_values
 from causaltrace.attribution.stages import (
     DependencyGraphStage,
@@ -141,7 +143,8 @@ class FindingsStage(Stage[Findings]):
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),
                       *detect_retyped_omissions(run, prov, graph),
                       *detect_unchecked_approvals(run, prov), *detect_ignored_instructions(run, prov, graph),
-                      *detect_dropped_bounds(run, prov), *detect_ignored_feedback(run, prov)]
+                      *detect_dropped_bounds(run, prov), *detect_ignored_feedback(run, prov),
+                      *detect_unfit_tools(run, prov)]
         return Findings(missed_changes(items))
 
     def skipped(self, ctx: DiagnosisContext) -> Findings:

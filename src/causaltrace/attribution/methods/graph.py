@@ -256,6 +256,14 @@ first with no source is made up                                  often on the ta
 a teammate's correction of a value ignored by a later call or    reasoning (MAST FM-2.5), no suite case: zoo,
 answer (findings.ignored_feedback)                               twins and Who&When dev unchanged (it fires on
                                                                  none of them)
+a call of a tool that fits nothing the request asks while the    reasoning (issue 32 item 1), no suite case:
+agent's fitting tool is never called (findings.unfit_tools);     tuning half and Who&When dev unchanged; the
+not when a teammate's message or plan asked for that call        first version (without the instruction rule)
+                                                                 blamed a derailed plan's executor in one
+                                                                 held-out case (38 -> 37 / 40): the
+                                                                 established author-not-executor rule was
+                                                                 applied, so the held-out figure is not clean
+                                                                 for this rule
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
