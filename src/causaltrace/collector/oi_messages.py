@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -93,8 +94,18 @@ def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> di
         if type(content) is str:
             out[head + _CONTENT] = content
         elif isinstance(content, list):
-            for j, part in enumerate(content):
-                _part(out, f"{head}{_CONTENTS}.{j}.", part)
+            for j, part in enumerate(content):  # message.contents.{j}.*, inline: every part of every message
+                part_head = f"{head}{_CONTENTS}.{j}."
+                if not isinstance(part, Mapping):
+                    out[part_head + _PART_TYPE], out[part_head + _PART_TEXT] = "text", _text(part)
+                elif part.get("type") == "image":
+                    out[part_head + _PART_TYPE] = "image"
+                    if part.get("url"):
+                        out[part_head + _PART_IMAGE] = str(part["url"])
+                else:
+                    text = part.get("text", "")
+                    out[part_head + _PART_TYPE] = "text"
+                    out[part_head + _PART_TEXT] = text if isinstance(text, str) else json_text(text)
         elif content is not None:
             out[head + _CONTENT] = _text(content)
         # the optional keys, unrolled (this runs for every message of every model call)
@@ -112,24 +123,19 @@ def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> di
             if call.get("id") is not None:
                 out[call_head + _CALL_ID] = str(call["id"])
             out[call_head + _CALL_NAME] = str(call.get("name") or "")
-            out[call_head + _CALL_ARGUMENTS] = _text(call.get("arguments") if call.get("arguments") is not None else {})
+            arguments = call.get("arguments")
+            out[call_head + _CALL_ARGUMENTS] = arguments if isinstance(arguments, str) else json_text(
+                arguments if arguments is not None else {})
     return out
 
 
-def _part(out: dict[str, Any], head: str, part: Any) -> None:
-    if not isinstance(part, Mapping):
-        out[head + _PART_TYPE], out[head + _PART_TEXT] = "text", _text(part)
-    elif part.get("type") == "image":
-        out[head + _PART_TYPE] = "image"
-        if part.get("url"):
-            out[head + _PART_IMAGE] = str(part["url"])
-    else:
-        out[head + _PART_TYPE], out[head + _PART_TEXT] = "text", _text(part.get("text", ""))
-
-
-def tool_attributes(schemas: Iterable[Any]) -> dict[str, Any]:
-    """``llm.tools.{i}.tool.json_schema`` for each tool schema offered to the model (a dict or JSON text)."""
-    return {f"{LLM_TOOLS}.{i}.{_SCHEMA}": _text(schema) for i, schema in enumerate(schemas)}
+def tool_attributes(schemas: Iterable[Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``llm.tools.{i}.tool.json_schema`` for each tool schema offered to the model (a dict or JSON text), written
+    into ``into`` when given (a model call's attributes: no second dict to build and merge per call)."""
+    out: dict[str, Any] = {} if into is None else into
+    for i, schema in enumerate(schemas):
+        out[f"{LLM_TOOLS}.{i}.{_SCHEMA}"] = schema if isinstance(schema, str) else json_text(schema)
+    return out
 
 
 def _genai_arguments(value: Any) -> Any:
@@ -222,7 +228,7 @@ def request_parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any
             continue
         if key == semconv.GEN_AI_REQUEST_STOP_SEQUENCES:
             stops = [value] if isinstance(value, str) else value
-            if isinstance(stops, (list, tuple)) and all(isinstance(v, str) for v in stops):
+            if isinstance(stops, (list, tuple)) and all(map(isinstance, stops, repeat(str))):
                 out[key] = list(stops)
         elif isinstance(value, (int, float)):
             out[key] = value
@@ -239,7 +245,7 @@ def _parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """``llm.invocation_parameters`` (JSON) and the ``gen_ai.request.*`` attributes of a call's parameters, made
     once per distinct set of scalar parameters (the caller copies them)."""
     key: tuple[Any, ...] | None = None
-    if all(type(value) in _SCALARS for value in parameters.values()):
+    if _SCALARS.issuperset(map(type, parameters.values())):
         key = tuple((name, type(value), value) for name, value in parameters.items())
         cached = _PARAMETERS.get(key)
         if cached is not None:
@@ -300,7 +306,7 @@ def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas:
     attrs = message_attributes(INPUT_MESSAGES, messages)
     attrs[semconv.OI_INPUT_VALUE] = json_text({"messages": messages})
     attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
-    attrs.update(tool_attributes(schemas))
+    tool_attributes(schemas, into=attrs)
     attrs.update(_parameter_attributes(parameters))
     attrs.update(server_attributes(client))
     provider = semconv.client_provider(client)

@@ -494,7 +494,8 @@ class Emitter:
             full = tool_spans.merged_step_attributes(step, result, cut_at=cut_at)
             if result.span_id == step.span_id:
                 full.pop(semconv.RESULT_SPAN_ID, None)
-        self._note_provider(step, full)
+        if step.kind in _PROVIDER_KINDS:
+            self._note_provider(step, full)
         extras = span.extras
         if extras is not None and _INPUT_MESSAGE_ROLE in extras:
             messages = None  # the adapter gave the request's messages as the framework holds them
@@ -505,7 +506,9 @@ class Emitter:
                 _cut_long_texts(extras, config.max_attribute_chars)
                 _merge_extras(attrs, extras)
         else:  # the common case: the full attributes, long texts cut in place
-            oi_content, genai_content, blocked = self._content_switches()
+            if self._switches_of is not config:  # _content_switches, inline: read once per config
+                self._content_switches()
+            oi_content, genai_content, blocked = self._switches
             if full is not attrs:
                 attrs.update(full)
             # the adapter's own answer messages stand for the ones the Step's text would give: not built at all
@@ -520,9 +523,9 @@ class Emitter:
             _cut_long_texts(attrs, config.max_attribute_chars)
         if step.kind == "tool_call" and self._content_switches()[1]:
             _genai_tool_content(attrs)
-        status = _status(step, config.max_attribute_chars)
+        status = _STATUS_OF.get(step.status) or _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):
-            status = _status(result, config.max_attribute_chars)
+            status = _STATUS_OF.get(result.status) or _status(result, config.max_attribute_chars)
         name = semconv.span_name(step)
         processor.on_end(
             ReadableSpan(
@@ -643,6 +646,11 @@ def _status(step: Step, limit: int) -> Status:
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _OK = Status(StatusCode.OK)
 _UNSET = Status(StatusCode.UNSET)
+#: A step status → its span status, for the statuses that carry no error (:func:`_status`'s answer, looked up
+#: inline: every step asks).
+_STATUS_OF = {"ok": _OK, "unset": _UNSET}
+#: The step kinds :meth:`Emitter._note_provider` has something to do for.
+_PROVIDER_KINDS = frozenset({"llm_response", "agent_turn"})
 
 
 def _link(producer: SpanContext, kind: str, step_id: str) -> Link | None:

@@ -39,8 +39,11 @@ def _content(value: Any) -> Any:
 
 
 def _calls(items: Iterable[Any]) -> list[dict[str, Any]]:
-    return [{"id": getattr(c, "id", None), "name": getattr(c, "name", "?"), "arguments": getattr(c, "arguments", "")}
-            for c in items]
+    out = []  # a loop, not a comprehension: one Python frame per call (every tool-calling answer and request)
+    for c in items:
+        out.append({"id": getattr(c, "id", None), "name": getattr(c, "name", "?"),
+                    "arguments": getattr(c, "arguments", "")})
+    return out
 
 
 #: The attributes :func:`messages_of` reads of a message or a function result.
@@ -101,7 +104,7 @@ def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
         if kind == "AssistantMessage" and isinstance(content, list):
             item["tool_calls"] = _calls(content)
         else:
-            item["content"] = _content(content)
+            item["content"] = content if type(content) is str or content is None else _content(content)
         if source:
             item["name"] = source
         if thought:
@@ -120,8 +123,9 @@ def request_attributes(client: Any, messages: Iterable[Any], kwargs: Mapping[str
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
     ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
-    schemas = [_schema(tool) for tool in kwargs.get("tools") or ()]
-    parameters = {k: v for k, v in client_create_args(client).items() if k != "model"}
+    schemas = list(map(_schema, kwargs.get("tools") or ()))
+    parameters = dict(client_create_args(client))
+    parameters.pop("model", None)
     extra = kwargs.get("extra_create_args")
     if isinstance(extra, Mapping):
         parameters.update(extra)
