@@ -34,6 +34,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +174,15 @@ class TraceConfig:
         )
         return replace(base, **overrides) if overrides else base
 
-    @property
+    # the two content switches are read on every step and model call: cached on the (frozen) instance, so a read
+    # after the first is a plain attribute, not a call (issue 35)
+    @cached_property
     def oi_content(self) -> bool:
         """Whether OpenInference content attributes (messages, input / output values) are exported (default on,
         as OpenInference's own instrumentors do)."""
         return True if self.capture_content is None else self.capture_content
 
-    @property
+    @cached_property
     def genai_content_on(self) -> bool:
         """Whether the GenAI content attributes are exported (opt-in; ``CAUSALTRACE_CAPTURE_CONTENT`` overrides)."""
         return self.genai_content if self.capture_content is None else self.capture_content

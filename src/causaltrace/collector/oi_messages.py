@@ -246,7 +246,8 @@ def _parameter_attributes(parameters: Mapping[str, Any]) -> dict[str, Any]:
     once per distinct set of scalar parameters (the caller copies them)."""
     key: tuple[Any, ...] | None = None
     if _SCALARS.issuperset(map(type, parameters.values())):
-        key = tuple((name, type(value), value) for name, value in parameters.items())
+        values = parameters.values()
+        key = tuple(zip(parameters, map(type, values), values, strict=True))  # (name, type, value) each, in C
         cached = _PARAMETERS.get(key)
         if cached is not None:
             return cached

@@ -180,8 +180,8 @@ def build_step(data: dict[str, Any]) -> Step:
         raise ValueError(f"unknown step status {data['status']!r}")
     for key in ("inputs", "outputs", "metadata", "arguments"):
         value = data.get(key)
-        if value:  # an empty one (or None) is JSON as it is
-            data[key] = as_json(value)
+        if value and not _is_plain_json(value):  # as_json, inline; an empty one (or None) is JSON as it is
+            data[key] = json.loads(canonical_json(value))
     if type(data["content"]) is not str or type(data["agent"]) is not str:
         for key in ("content", "agent"):
             if not isinstance(data[key], str):
@@ -225,6 +225,8 @@ class StepHandle:
         self.span = span
         self._start_ns = start_ns
         self.step: Step | None = None
+        #: Whether :meth:`end` ran (a plain attribute: the adapters ask on every event).
+        self.ended = False
         #: After the end: the dependencies added since (:meth:`_add_dependencies`), the Step's before them.
         self._late_deps: tuple[Dependency, ...] = ()
         # fixed when the step starts (never updated): plain attributes, read by the adapters on every event
@@ -232,10 +234,6 @@ class StepHandle:
         self.index: int = fields["index"]
         self.kind: str = fields["kind"]
         self.agent: str = fields["agent"]
-
-    @property
-    def ended(self) -> bool:
-        return self.step is not None
 
     @never_raise()
     def update(
@@ -324,6 +322,7 @@ class StepHandle:
             step = build_step(data)
             self._late_deps = step.depends_on
             self.step = step
+            self.ended = True
             tracing = self.ctx.tracing
             # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
             tracing.collector.accept(step)
