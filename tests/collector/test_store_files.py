@@ -253,3 +253,23 @@ def test_a_file_that_cannot_be_written_is_a_store_error_and_nothing_is_stored(tm
         small = payload_run("nodir-0002", random_text(10_000), later_calls=1)  # what stays in the database: stored
         store.finish_run(small)
         assert store.get_run("nodir-0002") == small
+
+
+def test_a_long_text_under_the_cut_limit_is_one_file_for_the_recording_and_every_row(store_target: str) -> None:
+    """A tool result too short to be cut (the store's limit is 2 M characters) but long enough for a file: the
+    recording's chunk of it and every step row that shows it name one file (SQLite; PostgreSQL: whole rows), and
+    the run reads back equal."""
+    payload = random_text(BIG)
+    run = payload_run("mid-0001", payload, later_calls=2)
+    with Store(store_target) as store:
+        store.finish_run(run)
+        assert store.get_run("mid-0001") == run
+        rows = sql_rows(store, "SELECT step_id, LENGTH(CAST(data AS TEXT)), chunks FROM steps WHERE run_id = 'mid-0001' "
+                               "AND LENGTH(CAST(data AS TEXT)) > 100000 OR chunks IS NOT NULL ORDER BY step_id")
+        if store.path is None:
+            assert rows and all(r[2] is None and r[1] > BIG for r in rows)
+            return
+        assert rows and all(r[1] < 5_000 and literal_digest(payload) in r[2] for r in rows)
+        assert sql_rows(store, "SELECT truncated FROM steps WHERE chunks IS NOT NULL") == [(0,)] * len(rows)
+    assert files_beside(store_target) == [blob_path(store_target, payload)]
+

@@ -24,13 +24,14 @@ from typing import Any, Literal, NamedTuple, Protocol
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from causaltrace.collector.blob_files import BlobFiles
+from causaltrace.collector.blob_files import BLOB_MIN_BYTES, BlobFiles
 from causaltrace.collector.writers import WriterInfo
 from causaltrace.exceptions import InvalidInputError, StoreError, TraceAssemblyError
 from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, Recording, Run, Step
 
 __all__ = [
+    "APART_MIN_CHARS",
     "CHILD_TABLES",
     "CorruptRecordError",
     "HEAD_COLUMNS",
@@ -321,6 +322,10 @@ def truncate_run_text(run: Run, limit: int) -> Run:
     return run.model_copy(update=update) if update else run
 
 
+#: From how many characters a text of a step or run row is named by a key where the store can (``refer``): its
+#: literal may then reach ``blob_files.BLOB_MIN_BYTES`` (four bytes a character at most, escapes aside), and
+#: ``refer`` decides by the literal's size.
+APART_MIN_CHARS = BLOB_MIN_BYTES // 4
 #: A run's own texts a store cuts (:func:`truncate_run_text`), by their path in the run's JSON.
 _RUN_TEXTS = (("outcome", "final_answer"), ("outcome", "reason"), ("task",))
 
@@ -337,7 +342,7 @@ def run_row_json(run: Run, limit: int, literals: dict[int, tuple[str, bytes | by
         update: dict[str, Any] = {}
         for path in _RUN_TEXTS:
             text = getattr(run.outcome, path[1]) if len(path) == 2 else run.task
-            if text is None or len(text) <= limit:
+            if text is None or (len(text) <= limit and len(text) < APART_MIN_CHARS):
                 continue
             try:
                 key = refer(cut_literal(text, limit, literals))
@@ -371,28 +376,33 @@ def long_text_on_top(step: Step, limit: int) -> bool:
 
 
 def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None,
-                  paths: list[list[str | int]] | None = None) -> Step:
+                  paths: list[list[str | int]] | None = None, apart: int | None = None) -> Step:
     """The step with every text field longer than ``limit`` cut and marked, or ``step`` itself. With ``marks``,
     each such text is instead replaced by :func:`_mark` of its position and appended to ``marks`` (the caller puts
-    its cut's JSON literal there: :func:`cut_step_json`), and with ``paths`` its path in the step's JSON too."""
+    its cut's JSON literal there: :func:`cut_step_json`), and with ``paths`` its path in the step's JSON too; with
+    ``apart`` a text of at least that many characters is marked so as well, though not cut. A text under a key
+    that is not a string (its JSON key would differ from its path) is cut in place, never marked."""
     cut = 0
+    marked = 0
 
-    def walk(value: Any, path: list[str | int]) -> Any:
-        nonlocal cut
+    def walk(value: Any, path: list[str | int] | None) -> Any:
+        nonlocal cut, marked
         if isinstance(value, str):
-            if _too_long(value, limit):
+            too_long = _too_long(value, limit)
+            if too_long:
                 cut += 1
-                if marks is None:
-                    return _cut(value, limit)
-                marks.append(value)
-                if paths is not None:
-                    paths.append(path)
-                return _mark(len(marks) - 1)
-            return value
+            if marks is None or path is None or not (too_long or (apart is not None and len(value) >= apart)):
+                return _cut(value, limit) if too_long else value
+            marked += 1
+            marks.append(value)
+            if paths is not None:
+                paths.append(path)
+            return _mark(len(marks) - 1)
         if isinstance(value, dict):
-            return {k: walk(v, [*path, k]) for k, v in value.items()}
+            return {k: walk(v, [*path, k] if path is not None and isinstance(k, str) else None)
+                    for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, [*path, i]) for i, v in enumerate(value)]
+            return [walk(v, [*path, i] if path is not None else None) for i, v in enumerate(value)]
         return value
 
     update: dict[str, Any] = {
@@ -401,9 +411,10 @@ def truncate_step(step: Step, limit: int, *, marks: list[str] | None = None,
     }
     if step.error is not None:
         update["error"] = step.error.model_copy(update={"message": walk(step.error.message, ["error", "message"])})
-    if not cut:
+    if not cut and not marked:
         return step
-    update["truncated"] = True
+    if cut:
+        update["truncated"] = True
     return step.model_copy(update=update)
 
 
@@ -431,7 +442,7 @@ def cut_literal(text: str, limit: int, literals: dict[int, tuple[str, bytes | by
 def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes | bytearray]],
                   data: str | None = None, *, utf8: bool = False,
                   refer: Callable[[bytes | bytearray], str | None] | None = None,
-                  refs: list[list[Any]] | None = None) -> tuple[Step, str | bytes]:
+                  refs: list[list[Any]] | None = None, apart: int | None = None) -> tuple[Step, str | bytes]:
     """The cut step (:func:`truncate_step`) and its JSON — the same text as ``model_json(truncate_step(step,
     limit))`` — made without serializing the long texts again: each cut text's JSON literal is made once
     (:func:`cut_literal`, kept in ``literals``) for the other fields and steps of the same write that show it (a
@@ -444,10 +455,11 @@ def cut_step_json(step: Step, limit: int, literals: dict[int, tuple[str, bytes |
 
     ``refer`` (schema v5, a SQLite store): a cut literal it gives a key for (a digest: the text is kept once, as a
     chunk) is not written into the JSON: the key stands there as a JSON string instead, and ``[key, *path]`` is
-    appended to ``refs`` (the row's ``chunks``; a row read back puts the text in its place)."""
+    appended to ``refs`` (the row's ``chunks``; a row read back puts the text in its place) — for a text of at
+    least ``apart`` characters too, cut or not (:func:`truncate_step`)."""
     marks: list[str] = []
     paths: list[list[str | int]] = []
-    cut = truncate_step(step, limit, marks=marks, paths=paths)
+    cut = truncate_step(step, limit, marks=marks, paths=paths, apart=apart)
     if not marks:
         return cut, model_json(cut) if data is None else data
     try:
@@ -487,6 +499,9 @@ def step_rows(run_id: str, steps: Sequence[Step], limit: int, *, utf8: bool,
     ``utf8``, ``refer`` and ``literals``: the cut literals of this write, made once)."""
     rows: list[tuple[Any, ...]] = []
     literals = {} if literals is None else literals
+    # with refer, a text long enough for its literal to reach BLOB_MIN_BYTES is named by its key even uncut
+    apart = APART_MIN_CHARS if refer is not None else None
+    screen = limit if apart is None else min(limit, apart - 1)
     for step in steps:
         if not isinstance(step, Step):
             raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
@@ -496,12 +511,13 @@ def step_rows(run_id: str, steps: Sequence[Step], limit: int, *, utf8: bool,
             )
         data: str | bytes
         refs: list[list[Any]] = []
-        if long_text_on_top(step, limit):
-            step, data = cut_step_json(step, limit, literals, utf8=utf8, refer=refer, refs=refs)
+        if long_text_on_top(step, screen):
+            step, data = cut_step_json(step, limit, literals, utf8=utf8, refer=refer, refs=refs, apart=apart)
         else:
             data = model_json(step)
-            if len(data) > limit:  # cheap test: no text inside is longer than the JSON
-                step, data = cut_step_json(step, limit, literals, data, utf8=utf8, refer=refer, refs=refs)
+            if len(data) > screen:  # cheap test: no text inside is longer than the JSON
+                step, data = cut_step_json(step, limit, literals, data, utf8=utf8, refer=refer, refs=refs,
+                                           apart=apart)
         rows.append((run_id, step.step_id, step.index, step.kind, step.agent, step.status, step.parent_step_id,
                      int(step.truncated), data, json.dumps(refs, separators=(",", ":")) if refs else None))
     return rows
