@@ -426,8 +426,13 @@ def step_attributes(step: Step, into: dict[str, Any] | None = None, *, cut_at: i
     attrs[STEP_CONTENT] = step.content
     attrs[GEN_AI_AGENT_NAME] = step.agent  # every step span, its agent's name ("" when no agent is known)
     operation = OPERATION_BY_STEP.get(step.kind)
-    if operation is not None:
-        _genai_operation(attrs, step, operation)
+    if operation is not None:  # a GenAI operation (_genai_operation's attributes, inline: most steps are one)
+        attrs[GEN_AI_OPERATION_NAME] = operation
+        attrs[GEN_AI_CONVERSATION_ID] = step.run_id
+        if operation == OP_CHAT:
+            _chat_attributes(attrs, step)
+        elif operation == OP_EXECUTE_TOOL:
+            attrs[GEN_AI_TOOL_TYPE] = TOOL_TYPE_FUNCTION
     if step.parent_step_id:
         attrs[STEP_PARENT_ID] = step.parent_step_id
     if step.inputs:
@@ -487,26 +492,21 @@ def _source_of(attrs: Mapping[str, Any]) -> StepSource | None:
                       span_kind=attrs.get(SOURCE_SPAN_KIND))
 
 
-def _genai_operation(attrs: dict[str, Any], step: Step, operation: str) -> None:
-    """The GenAI attributes of a step that is a GenAI operation: the operation, the conversation (the run), and
-    per operation the provider, response model and finish reasons (``chat``) or the tool type (``execute_tool``)."""
-    attrs[GEN_AI_OPERATION_NAME] = operation
-    attrs[GEN_AI_CONVERSATION_ID] = step.run_id
-    if operation == OP_CHAT:
-        meta = step.metadata
-        provider = meta.get("provider") if meta else None
-        attrs[GEN_AI_PROVIDER_NAME] = provider if isinstance(provider, str) and provider else provider_name(step.model)
-        outputs = step.outputs
-        if outputs:
-            response_model = outputs.get("response_model")
-            if isinstance(response_model, str) and response_model:
-                attrs[GEN_AI_RESPONSE_MODEL] = response_model
-            finish = outputs.get("finish_reason")
-            if finish is not None:
-                attrs[GEN_AI_RESPONSE_FINISH_REASONS] = [str(f) for f in finish] if isinstance(finish, list) \
-                    else [str(finish)]
-    elif operation == OP_EXECUTE_TOOL:
-        attrs[GEN_AI_TOOL_TYPE] = TOOL_TYPE_FUNCTION
+def _chat_attributes(attrs: dict[str, Any], step: Step) -> None:
+    """The GenAI attributes of a model call (a ``chat`` operation) beyond the operation and the conversation: its
+    provider, response model and finish reasons."""
+    meta = step.metadata
+    provider = meta.get("provider") if meta else None
+    attrs[GEN_AI_PROVIDER_NAME] = provider if isinstance(provider, str) and provider else provider_name(step.model)
+    outputs = step.outputs
+    if outputs:
+        response_model = outputs.get("response_model")
+        if isinstance(response_model, str) and response_model:
+            attrs[GEN_AI_RESPONSE_MODEL] = response_model
+        finish = outputs.get("finish_reason")
+        if finish is not None:
+            attrs[GEN_AI_RESPONSE_FINISH_REASONS] = [str(f) for f in finish] if isinstance(finish, list) \
+                else [str(finish)]
 
 
 #: ``openinference_attributes(final_answer=...)`` not given: a root's answer is read back from its outcome's JSON.

@@ -517,7 +517,9 @@ class Emitter:
             if extras:
                 # nothing to replace: this span's own messages were not built (above), so the extras are added as
                 # they are (_merge_extras' replacement is for the payload-policy path)
-                attrs.update(extras if not blocked else _unblocked(extras, blocked))
+                if blocked and any(map(str.startswith, extras, repeat(blocked))):  # rare: usually none is
+                    extras = _unblocked(extras, blocked)
+                attrs.update(extras)  # no copy of the extras on the way
             if not oi_content:
                 _drop_oi_content(attrs)
             _cut_long_texts(attrs, config.max_attribute_chars)

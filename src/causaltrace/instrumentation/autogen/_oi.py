@@ -154,7 +154,7 @@ def turn_attributes(agent: Any, name: str, messages: Iterable[Any]) -> dict[str,
     ``gen_ai.agent.description``."""
     delivered = list(messages)
     attrs: dict[str, Any] = {
-        semconv.OI_INPUT_VALUE: json_text({"messages": [_chat_message(m) for m in delivered]}),
+        semconv.OI_INPUT_VALUE: json_text({"messages": list(map(_chat_message, delivered))}),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
         semconv.OI_GRAPH_NODE_ID: name,
     }
