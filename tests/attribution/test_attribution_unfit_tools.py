@@ -76,8 +76,19 @@ def test_a_tool_that_fits_nothing_asked_while_the_fitting_one_is_never_called_is
     d, [found] = _unfit(failing)
     assert found.index == call == d.decisive_step_index
     assert "'rainfall_archive'" in found.claim and "never called" in found.claim
-    assert [(e.role, e.value) for e in found.evidence][1] == ("chosen_agent", "rainfall_forecast")
+    assert [(e.role, e.value) for e in found.evidence][1:] == [("source", "rainfall_archive"),
+                                                               ("chosen_agent", "rainfall_forecast")]
     assert "archiv" in found.evidence[0].value  # the request's words the archive covers
+
+    from causaltrace.replay.executor import default_sandbox
+    from causaltrace.replay.repair import repair
+    from causaltrace.replay.turns import producing_llm
+
+    reply = producing_llm(failing, failing.step_at(call))
+    result = asyncio.run(repair(failing, case.factory, _verify, candidates=[failing.step_at(call).step_id],
+                                k=0, diagnosis=d, sandbox=default_sandbox()))
+    assert result.repaired and result.decisive.basis == "correction"  # the same call of the archive
+    assert result.decisive.index in (reply.index, call)
 
     twin = asyncio.run(record(case, twin=True))
     assert twin.outcome.status == "success"

@@ -39,6 +39,7 @@ CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing"
                          "unchecked_approval", "made_up_data", "task_drift"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
 RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
+            "unfit_routing": "sending the work where the request points",
             "made_up_data": "obtaining the data it made up from the team's tool",
             "task_drift": "restating its opening for the task's request"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
@@ -305,7 +306,9 @@ def _derived(step: Step, run: Run, f: Finding) -> list[Intervention]:
         from causaltrace.replay.correct_drift import drift_corrections
 
         return drift_corrections(step, run, f)
-    if f.family == "unchecked_approval":
+    if f.family == "unfit_routing" and step.kind == "tool_call":
+        found = _tool_correction(step, run, f)
+    elif f.family == "unchecked_approval":
         from causaltrace.replay.correct_approval import approval_correction
 
         found = approval_correction(step, run, f)
@@ -316,6 +319,31 @@ def _derived(step: Step, run: Run, f: Finding) -> list[Intervention]:
     else:
         found = _correction(step, run, f)
     return [found] if found is not None else []
+
+
+def _tool_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """A call of a tool that fits nothing the request asks, corrected: the same call of the agent's tool the finding
+    names as fitting (its ``source``), in the reply that produced it (its other calls kept), or in the code."""
+    tool = next((str(e.value) for e in f.evidence if e.role == "source" and e.value), None)
+    if not tool or not step.tool_name or tool == step.tool_name:
+        return None
+    described = f"call {tool} instead of {step.tool_name} (the same arguments)"
+    if replacement_kind(step) == "code":
+        original = str(original_value(step, "code"))
+        replaced = re.sub(rf"\b{re.escape(step.tool_name)}\(", f"{tool}(", original)
+        return None if replaced == original else Intervention(
+            step_id=step.step_id, replacement=replaced, source="mutation", basis="correction", finding=f,
+            description=described)
+    from causaltrace.replay.turns import producing_llm
+
+    llm = producing_llm(run, step)
+    if llm is None:
+        return None
+    calls = [c for c in llm.outputs.get("tool_calls") or () if isinstance(c, dict)]
+    renamed = [{"name": tool if c.get("name") == step.tool_name else c.get("name"), "arguments": c.get("arguments")}
+               for c in calls] or [{"name": tool, "arguments": dict(step.arguments or {})}]
+    return Intervention(step_id=llm.step_id, replacement={"text": None, "tool_calls": renamed}, source="mutation",
+                        basis="correction", finding=f, description=described)
 
 
 def explains(f: Finding) -> str:

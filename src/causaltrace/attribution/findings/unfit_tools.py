@@ -84,6 +84,7 @@ def detect_unfit_tools(run: Run, prov: Provenance) -> list[Finding]:
         covered = ", ".join(tools[best].covered(request))
         claim = (f"step {step.index} calls {step.tool_name!r}, whose name and description share no word with what "
                  f"the request asks, while {best!r} of the same agent covers it ({covered}) and is never called")
-        items = [evidence(run, TASK_INDEX, "request", covered), evidence(run, step.index, "chosen_agent", step.tool_name)]
+        items = [evidence(run, TASK_INDEX, "request", covered), evidence(run, TASK_INDEX, "source", best),
+                 evidence(run, step.index, "chosen_agent", step.tool_name)]
         return [finding(run, "unfit_routing", step.index, claim, items, strength=change_strength(prov, step.index))]
     return []
