@@ -280,10 +280,10 @@ class StepSpan:
     Step spans are written as finished ``ReadableSpan`` objects straight to the provider's span processors instead
     of going through ``Tracer.start_span`` / ``Span.end``: same OTLP output, a fraction of the cost per step (the
     SDK's per-span locking, attribute cleaning and processor fan-out on start are skipped — see
-    ``benchmarks/bench_emit.py``). Sampling is decided once per run, by the root span.
+    ``benchmarks/bench_emit.py``). Sampling is decided once per run, by the root span. Its name is the ended Step's
+    (:func:`causaltrace.semconv.span_name`: the model or tool is often known only then), made when it is written.
     """
 
-    name: str
     context: SpanContext
     parent: SpanContext
     start_ns: int
@@ -356,7 +356,6 @@ class Emitter:
 
     def start_step_span(
         self,
-        name: str,
         attributes: dict[str, Any],
         *,
         parent: Span | SpanContext | StepSpan | None,
@@ -391,7 +390,7 @@ class Emitter:
                     if pair is not None and pair.result_span is None:
                         call = pair.call_span
                         pair.result_span = StepSpan(
-                            name=name, context=call.context, parent=call.parent, start_ns=start_time_ns,
+                            context=call.context, parent=call.parent, start_ns=start_time_ns,
                             attributes=attributes,
                             links=[link for link in otel_links if link.context.span_id != call.context.span_id],
                             joins=joins,
@@ -400,7 +399,6 @@ class Emitter:
             ids = self._sdk[3]
             context = SpanContext(parent_ctx.trace_id, ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
             span = StepSpan(
-                name=name,
                 context=context,
                 parent=parent_ctx,
                 start_ns=start_time_ns,

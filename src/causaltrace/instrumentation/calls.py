@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error
 from causaltrace.instrumentation.steps import as_json, construct, error_of
 from causaltrace.recording import canonical_request, encode_response
 from causaltrace.schema import RecordedCall, Recording
@@ -124,38 +124,41 @@ class CallHandle:
     step_id: str | None = None
     call: RecordedCall | None = None
 
-    @never_raise()
     def finish(self, response: Any = None, *, error: BaseException | None = None, step_id: str | None = None) -> None:
         """Record the response (or the error) of this call. A response that cannot be encoded is ``live_only``."""
-        if self.call is not None:
-            return
-        live_only = False
         try:
-            encoded, response_type = encode_response(response)
-        except TypeError as exc:
-            logger.info("causaltrace: call %s/%s#%d not recordable: %s", self.agent_key, self.kind, self.ordinal, exc)
-            encoded, response_type, live_only = None, None, True
-        if type(encoded) not in _PLAIN_SCALARS and isinstance(encoded, (str, int, float)):
-            encoded = _plain_scalar(encoded)
-        # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
-        # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
-        self.call = construct(
-            RecordedCall,
-            {
-                "run_id": self.log.run_id,
-                "step_id": step_id or self.step_id,
-                "agent_key": self.agent_key,
-                "kind": self.kind,
-                "ordinal": self.ordinal,
-                "request": self.request,
-                "request_hash": self.request_hash,
-                "response": encoded,
-                "response_type": response_type,
-                "settings": as_json(self.settings),
-                "start_order": self.start_order,
-                "finish_order": self.log.next_finish(),
-                "live_only": live_only,
-                "error": error_of(error),
-            },
-        )
-        self.log.add(self.call)
+            if self.call is not None:
+                return
+            live_only = False
+            try:
+                encoded, response_type = encode_response(response)
+            except TypeError as exc:
+                logger.info("causaltrace: call %s/%s#%d not recordable: %s", self.agent_key, self.kind, self.ordinal, exc)
+                encoded, response_type, live_only = None, None, True
+            if type(encoded) not in _PLAIN_SCALARS and isinstance(encoded, (str, int, float)):
+                encoded = _plain_scalar(encoded)
+            # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
+            # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
+            self.call = construct(
+                RecordedCall,
+                {
+                    "run_id": self.log.run_id,
+                    "step_id": step_id or self.step_id,
+                    "agent_key": self.agent_key,
+                    "kind": self.kind,
+                    "ordinal": self.ordinal,
+                    "request": self.request,
+                    "request_hash": self.request_hash,
+                    "response": encoded,
+                    "response_type": response_type,
+                    "settings": as_json(self.settings),
+                    "start_order": self.start_order,
+                    "finish_order": self.log.next_finish(),
+                    "live_only": live_only,
+                    "error": error_of(error),
+                },
+            )
+            self.log.add(self.call)
+        except Exception:
+            internal_error("CallHandle.finish")
+            return None

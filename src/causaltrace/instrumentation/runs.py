@@ -36,7 +36,7 @@ from opentelemetry.trace import Span, SpanContext
 from causaltrace import semconv
 from causaltrace.collector.handoff import Done
 from causaltrace.collector.live import ns_to_datetime
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error, never_raise
 from causaltrace.instrumentation.calls import CallHandle, CallLog
 from causaltrace.instrumentation.roster import ROSTER_KEY
 from causaltrace.instrumentation.scope import Scope
@@ -216,7 +216,6 @@ class RunContext:
                 out.append((span_ctx, dep.kind, dep.step_id))
         return out
 
-    @never_raise()
     def start_step(
         self,
         kind: str,
@@ -235,66 +234,68 @@ class RunContext:
         metadata: Mapping[str, Any] | None = None,
     ) -> StepHandle | None:
         """Start a step; its index is the next in this run. ``parent`` defaults to the current step, if any."""
-        if parent is None:
-            cur = CURRENT_STEP.get()
-            parent = cur if cur is not None and cur.ctx is self else None
-        parent_id = parent.step_id if isinstance(parent, StepHandle) else parent
-        if isinstance(usage, tuple):
-            usage = usage_of(*usage)
-        start_ns = now_ns()
-        with self._lock:
-            index = self._next_index
-            self._next_index += 1
-            step_id = f"{self.run_id}/{index}"
-            self._indexes[step_id] = index
-            if parent_id is not None and parent_id not in self._indexes:
-                parent_id = None
-            if depends_on:
-                deps = self.dependencies_of(depends_on, consumer_index=index, existing=())
-                links = self.links_of(deps)
-            else:
-                deps, links = [], []
-            parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
-            if agent and agent not in self.agents:
-                self.agents.append(_safe_text(agent))
-        fields: dict[str, Any] = {
-            "step_id": step_id,
-            "run_id": self.run_id,
-            "index": index,
-            "kind": kind,
-            "agent": agent,
-            "parent_step_id": parent_id,
-            "depends_on": tuple(deps),
-            "content": content,
-            "inputs": dict(inputs) if inputs else {},
-            "outputs": dict(outputs) if outputs else {},
-            "model": model,
-            "tool_name": tool_name,
-            "arguments": dict(arguments) if arguments is not None else None,
-            "call_id": call_id,
-            "usage": usage,
-            "metadata": dict(metadata) if metadata else {},
-            "started_at": ns_to_datetime(start_ns),
-        }
-        if kind not in _STEP_KINDS:
-            raise ValueError(f"unknown step kind {kind!r}")
-        target = tool_name or agent
-        span = self.tracing.emitter.start_step_span(
-            f"{kind} {target}" if target else kind,
-            {semconv.STEP_ID: step_id, semconv.STEP_KIND: kind, semconv.STEP_INDEX: index, semconv.RUN_ID: self.run_id},
-            parent=parent_span if parent_span is not None else self.root_span,
-            links=links,
-            start_time_ns=start_ns,
-            joins=_call_of_result(kind, deps) if kind in semconv.RESULT_DEPENDENCY_BY_KIND else None,
-        )
-        handle = StepHandle(self, fields, span, start_ns)
-        with self._lock:
-            if span is not None:
-                self._spans[step_id] = span.context
-            if len(self._open) > 256:
-                self._open = [h for h in self._open if not h.ended]
-            self._open.append(handle)
-        return handle
+        try:
+            if parent is None:
+                cur = CURRENT_STEP.get()
+                parent = cur if cur is not None and cur.ctx is self else None
+            parent_id = parent.step_id if isinstance(parent, StepHandle) else parent
+            if isinstance(usage, tuple):
+                usage = usage_of(*usage)
+            start_ns = now_ns()
+            with self._lock:
+                index = self._next_index
+                self._next_index += 1
+                step_id = f"{self.run_id}/{index}"
+                self._indexes[step_id] = index
+                if parent_id is not None and parent_id not in self._indexes:
+                    parent_id = None
+                if depends_on:
+                    deps = self.dependencies_of(depends_on, consumer_index=index, existing=())
+                    links = self.links_of(deps)
+                else:
+                    deps, links = [], []
+                parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
+                if agent and agent not in self.agents:
+                    self.agents.append(_safe_text(agent))
+            fields: dict[str, Any] = {
+                "step_id": step_id,
+                "run_id": self.run_id,
+                "index": index,
+                "kind": kind,
+                "agent": agent,
+                "parent_step_id": parent_id,
+                "depends_on": tuple(deps),
+                "content": content,
+                "inputs": dict(inputs) if inputs else {},
+                "outputs": dict(outputs) if outputs else {},
+                "model": model,
+                "tool_name": tool_name,
+                "arguments": dict(arguments) if arguments is not None else None,
+                "call_id": call_id,
+                "usage": usage,
+                "metadata": dict(metadata) if metadata else {},
+                "started_at": ns_to_datetime(start_ns),
+            }
+            if kind not in _STEP_KINDS:
+                raise ValueError(f"unknown step kind {kind!r}")
+            span = self.tracing.emitter.start_step_span(
+                {semconv.STEP_ID: step_id, semconv.STEP_KIND: kind, semconv.STEP_INDEX: index, semconv.RUN_ID: self.run_id},
+                parent=parent_span if parent_span is not None else self.root_span,
+                links=links,
+                start_time_ns=start_ns,
+                joins=_call_of_result(kind, deps) if kind in semconv.RESULT_DEPENDENCY_BY_KIND else None,
+            )
+            handle = StepHandle(self, fields, span, start_ns)
+            with self._lock:
+                if span is not None:
+                    self._spans[step_id] = span.context
+                if len(self._open) > 256:
+                    self._open = [h for h in self._open if not h.ended]
+                self._open.append(handle)
+            return handle
+        except Exception:
+            internal_error("RunContext.start_step")
+            return None
 
     @never_raise()
     def set_root_attributes(self, attributes: Mapping[str, Any]) -> None:
@@ -343,7 +344,6 @@ class RunContext:
         """Reserve ``count`` consecutive ordinals (tool calls numbered in the model's response order)."""
         return self.calls.reserve_ordinals(agent_key, kind, count)
 
-    @never_raise()
     def begin_call(
         self,
         agent_key: str,
@@ -359,11 +359,15 @@ class RunContext:
 
         Returns None when recording is off (``TraceConfig.record=False``).
         """
-        if not self.tracing.config.record:
+        try:
+            if not self.tracing.config.record:
+                return None
+            return self.calls.begin(
+                agent_key, kind, request, ordinal=ordinal, settings=settings, step_id=step_id, call_id_pattern=call_id_pattern
+            )
+        except Exception:
+            internal_error("RunContext.begin_call")
             return None
-        return self.calls.begin(
-            agent_key, kind, request, ordinal=ordinal, settings=settings, step_id=step_id, call_id_pattern=call_id_pattern
-        )
 
     def recording(self) -> Recording:
         """The calls recorded so far, in start order."""
