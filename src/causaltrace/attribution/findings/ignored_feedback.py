@@ -32,6 +32,10 @@ _CORRECTIONS = (
     (re.compile(rf"\bnot\s+{_VALUE}\s+but\s+{_VALUE}", re.IGNORECASE), 2, 1),
 )
 _SKIPPED = ("tool_response", "code_execution", "llm_response", "reasoning", "task")
+#: how many corrections a run's check reads, and how many steps before and after each it looks at: a 10,000-step
+#: run of corrections stays linear (the statement corrected and the step that ignores it are near the correction)
+_MAX_CORRECTIONS = 20
+_WINDOW = 200
 
 
 def _bare(value: str) -> str:
@@ -67,14 +71,19 @@ def detect_ignored_feedback(run: Run, prov: Provenance) -> list[Finding]:
     """One finding per correction a later step ignored (module docstring), at that step."""
     out: list[Finding] = []
     steps = run.steps
+    checked = 0
     for pos, corrector in enumerate(steps):
         if corrector.kind in _SKIPPED or is_user_input(corrector) or not corrector.agent:
             continue
         for new, old in corrections_in(content_of(corrector))[:3]:
-            stated_by = {s.agent for s in steps[:pos] if s.kind not in _SKIPPED and _holds(content_of(s), old)}
+            checked += 1
+            if checked > _MAX_CORRECTIONS:  # a run of corrections: bounded work, linear in the run's length
+                return out
+            before, after = steps[max(0, pos - _WINDOW):pos], steps[pos + 1:pos + 1 + _WINDOW]
+            stated_by = {s.agent for s in before if s.kind not in _SKIPPED and _holds(content_of(s), old)}
             if not stated_by or stated_by == {corrector.agent}:
                 continue
-            ignored = next((s for s in steps[pos + 1:] if s.kind not in _SKIPPED and s.agent != corrector.agent
+            ignored = next((s for s in after if s.kind not in _SKIPPED and s.agent != corrector.agent
                             and _holds(_acted(s), old) and not _holds(_acted(s), new)), None)
             if ignored is None:
                 continue

@@ -11,8 +11,8 @@ their descriptions; an imported OpenInference trace carries the same) and is rea
 Not evidence: a run without a roster, an agent with fewer than two tools, a tool the roster does not list (a code
 interpreter, a handoff, ``final_answer``); a chosen tool that fits any word of the request; an alternative that fits
 less than a tool name's worth, or ties with another; an alternative that is called somewhere in the run (then the
-chosen tool is a step of the work, as an ``add`` after the lookups is); a call a teammate's message or plan asked
-for (the instruction's author is to blame, not its faithful executor).
+chosen tool is a step of the work, as an ``add`` after the lookups is); a call of a tool a teammate's message or
+plan named before it (the instruction's author is to blame, not its faithful executor).
 """
 
 from __future__ import annotations
@@ -54,14 +54,6 @@ def tool_capabilities(run: Run) -> dict[str, dict[str, Capability]]:
     return out
 
 
-def _instructed(run: Run, index: int, agent: str, chosen: Capability) -> bool:
-    """True when a teammate's earlier message or plan asks for the chosen tool (its name's worth of words): the call
-    is the faithful execution of that instruction, and the instruction's author is the one to blame (as for a
-    value: the author of a wrong instruction, not its executor)."""
-    return any(s.kind in _INSTRUCTING and s.agent and s.agent != agent and chosen.fit(stems(content_of(s).replace("_", " "))) >= 2
-               for s in run.steps[:index])
-
-
 def detect_unfit_tools(run: Run, prov: Provenance) -> list[Finding]:
     """One finding at the first call of a tool that fits nothing the request asks while an uncalled tool of the same
     agent does (module docstring)."""
@@ -71,15 +63,23 @@ def detect_unfit_tools(run: Run, prov: Provenance) -> list[Finding]:
     opening = next((s for s in run.steps if s.kind == "task"), None)
     request = stems(task_request(run.task or (content_of(opening) if opening is not None else "")))
     called = {s.tool_name for s in run.steps if s.kind == "tool_call" and s.tool_name}
+    #: per teammate, the stems its messages and plans said so far: a call one of them names was asked for (the
+    #: author of the instruction is to blame, not its faithful executor, as for a value)
+    said: dict[str, set[str]] = {}
     for step in run.steps:
+        if step.kind in _INSTRUCTING and step.agent:
+            said.setdefault(step.agent, set()).update(stems(content_of(step).replace("_", " ")))
         tools = by_agent.get(step.agent or "")
         if step.kind != "tool_call" or not tools or step.tool_name not in tools:
             continue
-        if tools[step.tool_name].fit(request) or _instructed(run, step.index, step.agent or "", tools[step.tool_name]):
+        chosen = tools[step.tool_name]
+        if chosen.fit(request):
             continue
         scored = sorted(((c.fit(request), name) for name, c in tools.items() if name != step.tool_name), reverse=True)
         best_fit, best = scored[0]
         if best_fit < 2 or (len(scored) > 1 and scored[1][0] == best_fit) or best in called:
+            continue
+        if any(agent != step.agent and chosen.names & words for agent, words in said.items()):
             continue
         covered = ", ".join(tools[best].covered(request))
         claim = (f"step {step.index} calls {step.tool_name!r}, whose name and description share no word with what "
