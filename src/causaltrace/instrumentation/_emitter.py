@@ -521,7 +521,7 @@ class Emitter:
             if not oi_content:
                 _drop_oi_content(attrs)
             _cut_long_texts(attrs, config.max_attribute_chars)
-        if step.kind == "tool_call" and self._content_switches()[1]:
+        if step.kind == "tool_call" and (self._switches if self._switches_of is config else self._content_switches())[1]:
             _genai_tool_content(attrs)
         status = _STATUS_OF.get(step.status) or _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):

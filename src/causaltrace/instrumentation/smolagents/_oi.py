@@ -15,6 +15,7 @@ import ast
 import re
 from collections.abc import Iterable, Mapping
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from causaltrace import semconv
@@ -52,7 +53,7 @@ def _parts(content: Any) -> Any:
 
 def _text_of(content: Any) -> str:
     if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        return "\n".join([str(p.get("text", "")) for p in content if isinstance(p, Mapping)])  # one frame
     return content if isinstance(content, str) else ""
 
 
@@ -132,14 +133,15 @@ def response_attributes(message: Any, *, genai: bool) -> dict[str, Any]:
     """``llm.output_messages.0.*`` of the model's ``ChatMessage``: its text (as content parts, as smolagents'
     OpenInference spans show it) and its tool calls; ``gen_ai.response.id`` when the provider's raw answer has
     one; with ``genai`` also ``gen_ai.output.messages``."""
-    content = _field(message, "content")
+    get = message.get if isinstance(message, Mapping) else partial(getattr, message)  # _field, without a call each
+    content = get("content", None)
     text = _text_of(content) if isinstance(content, list) else (content or "")
     item: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}] if text else []}
     calls = _calls_of(message, None)
     if calls:
         item["tool_calls"] = calls
     attrs = message_attributes(OUTPUT_MESSAGES, [item])
-    raw = _field(message, "raw")
+    raw = get("raw", None)
     response_id = _field(raw, "id") if raw is not None else None
     if isinstance(response_id, str) and response_id:
         attrs[semconv.GEN_AI_RESPONSE_ID] = response_id
