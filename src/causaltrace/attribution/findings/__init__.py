@@ -11,6 +11,7 @@ family                module                                    from
 ``loop_no_progress``  :mod:`.loops`                             stages.loops (action and instruction loops)
 ``value_changed``     :mod:`.value_changes`                     stages.provenance (restatement, copy, swap)
 ``value_changed``     :mod:`.entries`                           a number read from the wrong entry of a result
+``value_changed``     :mod:`.extremes`                          an entry acted on that is not the extreme asked for
 ``superseded_value``  :mod:`.superseded`                        a number a later observation superseded
 ``unsupported_value`` :mod:`.value_changes`                     stages.provenance (a number nothing gave)
 ``unfit_routing``     :mod:`.routing`                           stages.provenance + stages.targets
@@ -45,6 +46,7 @@ from causaltrace.attribution.findings.drift import detect_task_drift
 from causaltrace.attribution.findings.dropped_bounds import detect_dropped_bounds
 from causaltrace.attribution.findings.entries import detect_wrong_entries
 from causaltrace.attribution.findings.errors import detect_unrecovered_errors, worked_around
+from causaltrace.attribution.findings.extremes import detect_wrong_picks
 from causaltrace.attribution.findings.fabrication import detect_made_up_data
 from causaltrace.attribution.findings.filled_gaps import detect_filled_gaps
 from causaltrace.attribution.findings.ignored_feedback import detect_ignored_feedback
@@ -138,6 +140,7 @@ class FindingsStage(Stage[Findings]):
                  *detect_made_up_data(run, fabrication), *gaps]
         if prov.anchor >= 0:
             items += [*detect_changed_values(run, prov, graph), *detect_wrong_entries(run, prov),
+                      *detect_wrong_picks(run, prov),
                       *detect_superseded_values(run, prov, graph),
                       *detect_unsupported_values(run, prov),
                       *detect_unfit_routing(run, prov, graph), *detect_omissions(run, prov),

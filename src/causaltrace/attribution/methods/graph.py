@@ -264,6 +264,13 @@ not when a teammate's message or plan asked for that call        first version (
                                                                  established author-not-executor rule was
                                                                  applied, so the held-out figure is not clean
                                                                  for this rule
+an entry of a listing acted on that is not the extreme the       zoo tuning smol-cheapest-hotel (misread, written
+request asks for: the cheapest, the longest...                   with the rule): tuning 40
+(findings.extremes, value_changed; correction: the extreme       / 41 -> 41 / 42, twins 42 / 42; repair flips by
+entry's name or figure)                                          the correction; Who&When dev, held out unchanged
+a name's match ends on a letter: "{'city': 'Paris'}" names       found writing the row above (a quoted one-word
+Paris, not "Paris'" (stages.values)                              name never matched its source); zoo, twins and
+                                                                 Who&When dev unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

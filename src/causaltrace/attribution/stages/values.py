@@ -119,7 +119,7 @@ _VOCABULARY_WORDS = frozenset({*_UNITS, *_WEEKDAYS, *_MONTHS, *_QUALIFIERS, *_AG
 #: alternation of every word (which tried each alternative at every position: a third of the stage's time)
 _ALPHA_WORD = re.compile(r"(?<![\w])[A-Za-z]+(?![\w])")
 _VOCABULARY_ALPHA = frozenset(w for w in _VOCABULARY_WORDS if w.isalpha())
-_NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]+")
+_NAME = re.compile(r"\b[A-Z][a-z][A-Za-z'-]*[A-Za-z]")  # no trailing quote: "{'city': 'Paris'}" names Paris
 _CODE_OPERATOR = re.compile(r"(?<![=!<>/*])(//|\*\*|[-+*/%]|[<>]=?|==|!=)\s*(\d+(?:\.\d+)?)(?![\w.])")
 _COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
 _MEAN = re.compile(r"\(([^()]{1,200})\)\s*/\s*(\d+)(?![\w.])")

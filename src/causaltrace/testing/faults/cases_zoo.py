@@ -38,7 +38,7 @@ from typing import Any
 from causaltrace.schema import Outcome, Verdict
 from causaltrace.testing.faults.cases import FaultCase, answer_is, first_step
 
-__all__ = ["autogen_case", "smolagents_case", "zoo_autogen_cases", "zoo_smolagents_cases"]
+__all__ = ["autogen_case", "smolagents_case", "zoo_autogen_cases", "zoo_pick_cases", "zoo_smolagents_cases"]
 
 
 def _case(framework: str, builders: dict[str, Callable[..., Any]], name: str, builder: str, fault: str, task: str,
@@ -82,6 +82,21 @@ def zoo_smolagents_cases() -> list[FaultCase]:
 
     case = smolagents_case({**zoo_smolagents.BUILDERS, **zoo_smolagents_more.BUILDERS})
     return _smolagents_rows(case) + _smolagents_more_rows(case) + _smolagents_task_rows(case)
+
+
+def zoo_pick_cases() -> list[FaultCase]:
+    """Issue 32's fifth session: a misread observation of another shape — the request asks for the extreme of a
+    listing (the cheapest hotel) and the call acts on another entry (:mod:`.zoo_picks`). Appended after every other
+    zoo case, so no earlier case's held-out mark moves (it is the type's 7th case: tuning half)."""
+    from causaltrace.testing.faults import zoo_picks
+
+    case = smolagents_case(zoo_picks.BUILDERS)
+    return [
+        case("smol-cheapest-hotel", "cheapest_hotel", "misread_observation",
+             "Book the cheapest hotel in Lisbon for 3 nights. Report 'BOOKED: <hotel>, <total> EUR'.",
+             "BOOKED: Hotel Baixa, 285 EUR", first_step("tool_call", tool="book_hotel"),
+             "the book_hotel call naming a hotel other than the cheapest listed"),
+    ]
 
 
 def _smolagents_rows(case: Callable[..., FaultCase]) -> list[FaultCase]:

@@ -44,13 +44,14 @@ __all__ = ["CaseResult", "all_cases", "bench_faults_command", "record", "render_
 def all_cases(framework: str | None = None) -> list[FaultCase]:
     """Every fault case (optionally of one framework), smolagents first: the suite's cases, then the zoo's (issue
     20); then the zoo's cases written blind to the attribution (:mod:`.cases_zoo_blind`, smolagents then AutoGen),
-    last so that no earlier case's mark moves. Each is marked ``held_out`` by the fixed rule of
+    last so that no earlier case's mark moves, and after them issue 32's later zoo cases (:func:`.cases_zoo.zoo_pick_cases`).
+    Each is marked ``held_out`` by the fixed rule of
     :func:`~.cases.mark_held_out` over the whole suite; after them come the twelve cases of
     :mod:`.cases_blind32`, all held out (set by each case, outside that rule)."""
     from causaltrace.testing.faults.cases_autogen import autogen_cases
     from causaltrace.testing.faults.cases_blind32 import blind32_cases
     from causaltrace.testing.faults.cases_smolagents import smolagents_cases
-    from causaltrace.testing.faults.cases_zoo import zoo_autogen_cases, zoo_smolagents_cases
+    from causaltrace.testing.faults.cases_zoo import zoo_autogen_cases, zoo_pick_cases, zoo_smolagents_cases
     from causaltrace.testing.faults.cases_zoo_blind import zoo_blind_autogen_cases, zoo_blind_smolagents_cases
 
     everything: list[FaultCase] = []
@@ -62,6 +63,8 @@ def all_cases(framework: str | None = None) -> list[FaultCase]:
         everything += zoo_blind_smolagents_cases()
     if framework in (None, "autogen"):
         everything += zoo_blind_autogen_cases()
+    if framework in (None, "smolagents"):
+        everything += zoo_pick_cases()
     if framework is not None:
         marks = {c.name: c.held_out for c in all_cases()}
         return [replace(c, held_out=marks[c.name]) for c in everything] + blind32_cases(framework)
