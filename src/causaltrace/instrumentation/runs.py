@@ -29,6 +29,8 @@ import os
 import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import timedelta
+from time import time_ns
 from typing import Any
 
 from opentelemetry.trace import Span, SpanContext
@@ -40,8 +42,8 @@ from causaltrace.instrumentation._emitter import internal_error, never_raise
 from causaltrace.instrumentation.calls import CallHandle, CallLog
 from causaltrace.instrumentation.roster import ROSTER_KEY
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.steps import CURRENT_STEP, Dep, StepHandle, construct, usage_of
-from causaltrace.instrumentation.tracing import Tracing, get_tracing, now_ns
+from causaltrace.instrumentation.steps import CURRENT_STEP, Dep, StepHandle, usage_of
+from causaltrace.instrumentation.tracing import EPOCH, Tracing, get_tracing, now_ns
 from causaltrace.schema import (
     DEPENDENCY_KINDS,
     STEP_KINDS,
@@ -72,6 +74,10 @@ logger = logging.getLogger("causaltrace")
 _CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("causaltrace_run", default=None)
 _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_KINDS = frozenset(STEP_KINDS)
+#: What :meth:`RunContext.new_dependencies` builds a Dependency with (``steps.construct``'s work, inline).
+_new_object = object.__new__
+_set_attr = object.__setattr__
+_DEPENDENCY_FIELDS: set[str] = set(Dependency.model_fields)
 
 
 #: How long the end of a run waits for its store write; how long its start waits for its begin row (the crash record
@@ -191,21 +197,40 @@ class RunContext:
     ) -> list[Dependency]:
         """The new Dependencies of the step at ``consumer_index``: each (producer, kind) once, only on an earlier
         step of this run and of a known kind (the rest is dropped and logged)."""
+        return self.new_dependencies(deps, consumer_index, existing)[0]
+
+    def new_dependencies(
+        self, deps: Iterable[Dep | Dependency], consumer_index: int, existing: tuple[Dependency, ...]
+    ) -> tuple[list[Dependency], list[tuple[SpanContext, str, str]]]:
+        """:meth:`dependencies_of` and the :meth:`links_of` of what it returns, in one pass (every step with
+        dependencies asks for both)."""
         seen = {(d.step_id, d.kind) for d in existing} if existing else set()
         out: list[Dependency] = []
+        links: list[tuple[SpanContext, str, str]] = []
+        indexes, spans = self._indexes, self._spans
         for dep in deps:
             step_id, kind = (dep.step_id, dep.kind) if isinstance(dep, Dependency) else dep
-            producer_index = self._indexes.get(step_id)
-            if producer_index is None or producer_index >= consumer_index or (step_id, kind) in seen:
-                if producer_index is None or producer_index >= consumer_index:
-                    logger.debug("causaltrace: dependency on %s (%s) dropped: not an earlier step", step_id, kind)
+            producer_index = indexes.get(step_id)
+            if producer_index is None or producer_index >= consumer_index:
+                logger.debug("causaltrace: dependency on %s (%s) dropped: not an earlier step", step_id, kind)
+                continue
+            if (step_id, kind) in seen:
                 continue
             seen.add((step_id, kind))
             if kind not in _DEPENDENCY_KINDS:
                 logger.warning("causaltrace: unknown dependency kind %r dropped", kind)
                 continue
-            out.append(construct(Dependency, {"step_id": step_id, "kind": kind}))
-        return out
+            # steps.construct(Dependency, …), inline: one Python call less per dependency
+            made = _new_object(Dependency)
+            _set_attr(made, "__dict__", {"step_id": step_id, "kind": kind})
+            _set_attr(made, "__pydantic_fields_set__", _DEPENDENCY_FIELDS)
+            _set_attr(made, "__pydantic_extra__", None)
+            _set_attr(made, "__pydantic_private__", None)
+            out.append(made)
+            span_ctx = spans.get(step_id)
+            if span_ctx is not None:
+                links.append((span_ctx, kind, step_id))
+        return out, links
 
     def links_of(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]:
         """(producer span context, kind, producer id) of each dependency whose producer has a span."""
@@ -241,7 +266,7 @@ class RunContext:
             parent_id = parent.step_id if isinstance(parent, StepHandle) else parent
             if isinstance(usage, tuple):
                 usage = usage_of(*usage)
-            start_ns = now_ns()
+            start_ns = time_ns() // 1000 * 1000  # tracing.now_ns, inline (one call less per step)
             with self._lock:
                 index = self._next_index
                 self._next_index += 1
@@ -250,8 +275,7 @@ class RunContext:
                 if parent_id is not None and parent_id not in self._indexes:
                     parent_id = None
                 if depends_on:
-                    deps = self.dependencies_of(depends_on, consumer_index=index, existing=())
-                    links = self.links_of(deps)
+                    deps, links = self.new_dependencies(depends_on, index, ())
                 else:
                     deps, links = [], []
                 parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
@@ -274,7 +298,7 @@ class RunContext:
                 "call_id": call_id,
                 "usage": usage,
                 "metadata": dict(metadata) if metadata else {},
-                "started_at": ns_to_datetime(start_ns),
+                "started_at": EPOCH + timedelta(microseconds=start_ns // 1000),  # ns_to_datetime, inline
             }
             if kind not in _STEP_KINDS:
                 raise ValueError(f"unknown step kind {kind!r}")
@@ -476,7 +500,10 @@ def _call_of_result(kind: str, deps: Iterable[Dependency]) -> str | None:
     result_of = semconv.RESULT_DEPENDENCY_BY_KIND.get(kind)
     if result_of is None:
         return None
-    return next((d.step_id for d in deps if d.kind == result_of), None)
+    for dep in deps:  # a loop, not next(generator): no generator frame per step
+        if dep.kind == result_of:
+            return dep.step_id
+    return None
 
 
 async def _safe_verdict(verify: Any, outcome: Outcome) -> Verdict | None:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import contextvars
 import json
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from time import time_ns
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
 
-from causaltrace.collector.live import ns_to_datetime
 from causaltrace.instrumentation._emitter import StepSpan, internal_error, never_raise
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.tracing import Tracing, now_ns
+from causaltrace.instrumentation.tracing import EPOCH, Tracing
 from causaltrace.recording import canonical_json
 from causaltrace.schema import (
     Dependency,
@@ -91,6 +92,10 @@ class StepOwner(Protocol):
 
     def links_of(self, deps: Iterable[Dependency]) -> list[tuple[SpanContext, str, str]]: ...
 
+    def new_dependencies(
+        self, deps: Iterable[Dep | Dependency], consumer_index: int, existing: tuple[Dependency, ...]
+    ) -> tuple[list[Dependency], list[tuple[SpanContext, str, str]]]: ...
+
 
 def _is_plain_json(value: Any, depth: int = 0) -> bool:
     """True when ``value`` is made of JSON types only (the common case, checked without a serialisation). One call
@@ -148,6 +153,11 @@ _STEP_FIELDS = frozenset(Step.model_fields)
 #: never changes a frozen model's set in place; a copy gets its own) — a set less per Step, Dependency, TokenUsage
 #: and RecordedCall for the garbage collector to track.
 _FIELDS_SETS: dict[type, set[str]] = {}
+#: A Step's (every Step built by :func:`build_step` has all its fields) and how it is set without a call.
+_STEP_FIELDS_SET = _FIELDS_SETS[Step] = set(Step.model_fields)
+_USAGE_FIELDS_SET = _FIELDS_SETS[TokenUsage] = set(TokenUsage.model_fields)
+_new_object = object.__new__
+_set_attr = object.__setattr__
 
 
 def construct(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -197,12 +207,22 @@ def build_step(data: dict[str, Any]) -> Step:
         unknown = sorted(data.keys() - _STEP_FIELDS)
         missing = sorted(_STEP_FIELDS - data.keys())
         raise ValueError(f"step fields: unknown {unknown}, missing {missing}")
-    return construct(Step, data)
+    step = _new_object(Step)  # construct(Step, data), inline: every field is there (checked just above)
+    _set_attr(step, "__dict__", data)
+    _set_attr(step, "__pydantic_fields_set__", _STEP_FIELDS_SET)
+    _set_attr(step, "__pydantic_extra__", None)
+    _set_attr(step, "__pydantic_private__", None)
+    return step
 
 
 def usage_of(input_tokens: int, output_tokens: int) -> TokenUsage:
     """A TokenUsage from an adapter's (input, output) token counts, built without a validation (the step hot path)."""
-    return construct(TokenUsage, {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens)})
+    usage = _new_object(TokenUsage)  # construct(TokenUsage, …), inline (one call less per model call)
+    _set_attr(usage, "__dict__", {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens)})
+    _set_attr(usage, "__pydantic_fields_set__", _USAGE_FIELDS_SET)
+    _set_attr(usage, "__pydantic_extra__", None)
+    _set_attr(usage, "__pydantic_private__", None)
+    return usage
 
 
 def error_of(error: BaseException | StepError | str | None) -> StepError | None:
@@ -275,14 +295,14 @@ class StepHandle:
         # after the end the fields are the Step's (frozen): later dependencies are kept apart, for the links of a
         # span still waiting to be written (a tool call's, until its result ends)
         existing = self._fields["depends_on"] if self.step is None else self._late_deps
-        new = self.ctx.dependencies_of(deps, consumer_index=self.index, existing=existing)
+        new, links = self.ctx.new_dependencies(deps, self.index, existing)
         if not new:
             return
         if self.step is None:
             self._fields["depends_on"] = existing + tuple(new)
         else:
             self._late_deps = existing + tuple(new)
-        self.ctx.tracing.emitter.add_links(self.span, self.ctx.links_of(new))
+        self.ctx.tracing.emitter.add_links(self.span, links)
 
     def end(
         self,
@@ -305,16 +325,27 @@ class StepHandle:
         try:
             if self.step is not None:
                 return self.step
-            self._set(depends_on, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata))
+            data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
+            if depends_on:
+                self._add_dependencies(depends_on)
+            # _set's loop, inline (one call less per step)
+            for name, value in zip(
+                _LATE_FIELDS, (content, inputs, outputs, model, tool_name, arguments, call_id, usage, metadata),
+                strict=True,
+            ):
+                if value is not KEEP:
+                    data[name] = usage_of(*value) if name == "usage" and isinstance(value, tuple) else value
             step_error = error_of(error) if error is not None else None
             if step_error is not None:
                 status = "error"
             elif status == "error":
-                step_error = StepError(type="Error", message=str(self._fields.get("content", ""))[:500])
-            end_ns = max(now_ns(), self._start_ns)
-            data = self._fields  # becomes the Step's own fields (no copy: the handle takes no update after this)
+                step_error = StepError(type="Error", message=str(data.get("content", ""))[:500])
+            end_ns = time_ns() // 1000 * 1000  # tracing.now_ns, inline
+            if end_ns < self._start_ns:
+                end_ns = self._start_ns
             span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
-            data.update(status=status, error=step_error, ended_at=ns_to_datetime(end_ns), span_id=span_id)
+            data.update(status=status, error=step_error, ended_at=EPOCH + timedelta(microseconds=end_ns // 1000),
+                        span_id=span_id)  # ns_to_datetime, inline
             if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
                 target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
                 payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")

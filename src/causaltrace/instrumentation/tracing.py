@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 
 from opentelemetry import trace
 
@@ -17,7 +18,11 @@ from causaltrace.config import TraceConfig
 from causaltrace.instrumentation._emitter import Emitter
 from causaltrace.instrumentation._export import resolve_provider
 
-__all__ = ["Tracing", "configure", "get_tracing", "now_ns", "reset_tracing"]
+__all__ = ["EPOCH", "Tracing", "configure", "get_tracing", "now_ns", "reset_tracing"]
+
+#: The epoch as an aware UTC datetime: ``EPOCH + timedelta(microseconds=ns // 1000)`` is
+#: ``collector.live.ns_to_datetime(ns)``, which the step hot path computes inline.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Tracing:
