@@ -132,6 +132,8 @@ class RunCollector:
         self._exiting = False
         self._opened = False  # the store was opened at least once in this process
         self._reconnect = False
+        #: Writer thread: the last batch wrote a run's begin (the next batch lingers from its end, see :meth:`_gather`).
+        self._after_begin = False
         self._backoff_s = _BACKOFF_MIN_S
         self._inflight: list[Op] = []
         #: Data operations handed over (counted by ``next`` — one atomic C call per hand-over, no lock) and settled
@@ -224,6 +226,10 @@ class RunCollector:
         answer (the writer said so in its one line; :meth:`drain` waits for the store itself)."""
         if not self.config.store or self._writer is None:
             return True
+        if not self._retiring:  # (a retiring writer ends when the flush wakes it: :meth:`shutdown`)
+            with self._idle:  # everything handed over is written (or given up) already: no round trip to the writer
+                if self._unwritten() <= 0:
+                    return True
         done = threading.Event()
         self._submit("flush", None, done)
         if done.wait(timeout_s):
@@ -452,6 +458,7 @@ class RunCollector:
             self._acknowledge(pending, written)
             self._remember(written)
             self._answered()
+            self._after_begin = _leaves_a_run_open(pending)
             self._settled(pending)
 
     def _one_by_one(self, store: RunStore, pending: list[Op]) -> None:
@@ -581,9 +588,19 @@ class RunCollector:
     def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
         """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what
         arrives within ``linger_s``, so a short run's begin, steps and end usually share one transaction. The writer
-        sleeps through the linger (woken early only by an operation someone waits on), not once per step."""
+        sleeps through the linger (woken early only by an operation someone waits on), not once per step.
+
+        After a batch that wrote a run's begin, the linger starts at once when nothing is queued yet: the run's first
+        steps join the batch without waking the writer (a put wakes it only while it sleeps in ``get``), and each of
+        them still waits at most ``linger_s``; if none came, the writer sleeps in ``get`` as usual."""
+        lingered = False
+        if self._after_begin:
+            self._after_begin = False
+            if not self._queue.queue:
+                self._urgent.wait(self.linger_s)
+                lingered = bool(self._queue.queue)  # what came meanwhile waited a linger at most: write it now
         pending = [self._queue.get()]
-        if pending[0][2] is None and pending[0][0] != "begin":
+        if not lingered and pending[0][2] is None and pending[0][0] != "begin":
             self._urgent.wait(self.linger_s)
         self._urgent.clear()
         return self._drain_queue(pending, _MAX_BATCH)
@@ -737,6 +754,19 @@ def _carried_by_an_end(pending: list[Op]) -> set[int]:
         elif op == "begin":
             ending.discard(payload[0])
     return carried
+
+
+def _leaves_a_run_open(pending: list[Op]) -> bool:
+    """Whether a batch wrote the begin of a run it did not also end (that run's steps are on their way)."""
+    begun: set[str] | None = None
+    for op, payload, _ in pending:  # (a plain loop: the writer runs it once a batch)
+        if op == "begin":
+            if begun is None:
+                begun = set()
+            begun.add(payload[0])
+        elif op == "finish" and begun:
+            begun.discard(payload.run_id)
+    return bool(begun)
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:
