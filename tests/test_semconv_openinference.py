@@ -165,6 +165,35 @@ def test_exported_spans_carry_inputs_outputs_model_tokens_tool_and_session(spans
     assert spans["final_answer"].attributes[semconv.OI_OUTPUT_VALUE] == "5"
 
 
+_CONTENT_KEYS = ("llm.input_messages.", "llm.output_messages.", "input.value", "input.mime_type", "output.value",
+                 "output.mime_type", "tool.parameters", "gen_ai.input.messages", "gen_ai.output.messages",
+                 "gen_ai.system_instructions", "gen_ai.tool.definitions", "gen_ai.tool.call.arguments",
+                 "gen_ai.tool.call.result")
+#: Attributes that differ between two runs (times, the root span id), beside the run id in others (replaced by "RUN" below).
+_VARYING = (semconv.RUN_STARTED_AT, semconv.RUN_ENDED_AT, semconv.STEP_ENDED_AT, semconv.RESULT_STARTED_AT,
+            semconv.RUN_METADATA)
+
+
+def _same_run(value, run_id):
+    if isinstance(value, str):
+        return value.replace(run_id, "RUN")
+    return [_same_run(v, run_id) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def test_content_off_writes_the_same_spans_without_their_content(spans_of):
+    """Content off (CAUSALTRACE_CAPTURE_CONTENT=off) builds no content attribute (issue 35: it used to build them,
+    then drop them): every span is the content-on span without them, the other keys in the same order."""
+    on_run, on = spans_of(capture_content=True)
+    off_run, off = spans_of(capture_content=False)
+    assert set(on) == set(off)
+    for kind, span in on.items():
+        expected = [(k, v) for k, v in span.attributes.items() if not k.startswith(_CONTENT_KEYS)]
+        got = list(off[kind].attributes.items())
+        assert [k for k, _ in got] == [k for k, _ in expected], kind
+        assert [_same_run(v, off_run.run_id) for k, v in got if k not in _VARYING] == [
+            _same_run(v, on_run.run_id) for k, v in expected if k not in _VARYING], kind
+
+
 def test_hidden_inputs_and_outputs_are_hidden_in_openinference_too(spans_of):
     _, spans = spans_of(hide_inputs=True)
     for kind, span in spans.items():
@@ -223,3 +252,15 @@ def test_a_stored_run_exports_openinference_and_imports_back_unchanged(spans_of)
     assert kinds == {"CHAIN", "AGENT", "LLM", "TOOL"}
     (back,) = runs_from_otlp(doc)
     assert [s.model_dump() for s in back.steps] == [s.model_dump() for s in handle.run.steps]
+
+
+def test_a_model_call_request_without_content_is_the_request_without_its_messages():
+    from causaltrace.collector.oi_messages import llm_request_attributes
+
+    messages = [{"role": "user", "content": "add 2 and 3", "name": "user"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "name": "add", "arguments": "{}"}]}]
+    full = llm_request_attributes(object(), messages, [{"name": "add"}], {"temperature": 0.5}, genai=False)
+    bare = llm_request_attributes(object(), messages, [{"name": "add"}], {"temperature": 0.5}, genai=False,
+                                  content=False)
+    assert list(bare.items()) == [(k, v) for k, v in full.items() if not k.startswith(_CONTENT_KEYS)]
+    assert "llm.tools.0.tool.json_schema" in bare and "llm.input_messages.0.message.role" in full

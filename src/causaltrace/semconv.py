@@ -515,7 +515,7 @@ PARSE_OUTCOME: Any = object()
 
 def openinference_attributes(
     attrs: dict[str, Any], *, messages: Any = None, inputs_hidden: bool = False, outputs_hidden: bool = False,
-    output_messages: bool = True, final_answer: Any = PARSE_OUTCOME,
+    output_messages: bool = True, final_answer: Any = PARSE_OUTCOME, content: bool = True,
 ) -> dict[str, Any]:
     """Add the OpenInference attributes (what Phoenix reads) to a step's or run's span attributes; returns ``attrs``.
 
@@ -528,45 +528,50 @@ def openinference_attributes(
     ``inputs_hidden`` a task's text (the run's input) is not shown as an input either; with ``outputs_hidden`` the
     root shows no final answer (the outcome it is read from is kept for the importers). ``output_messages=False``:
     a model call's ``llm.output_messages.*`` are not written (its adapter gives its own, which replace them);
-    ``final_answer``: the root's, when the caller knows it (its outcome attribute unchanged).
+    ``final_answer``: the root's, when the caller knows it (its outcome attribute unchanged). ``content=False``
+    (OpenInference content off, ``CAUSALTRACE_CAPTURE_CONTENT=off``): no input / output values, messages or tool
+    parameters are written at all (rather than written, then dropped).
     """
-    kind = attrs.get(STEP_KIND)
+    kind = attrs[STEP_KIND] if STEP_KIND in attrs else None
     if kind is None:
         if RUN_ID in attrs:
-            _root_openinference(attrs, outputs_hidden, final_answer)
+            _root_openinference(attrs, outputs_hidden, final_answer, content)
         return attrs
     attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_BY_STEP.get(kind, "CHAIN")
-    attrs[OI_SESSION_ID] = attrs.get(RUN_ID)
-    source = attrs.get(STEP_ARGUMENTS) or attrs.get(STEP_INPUTS)
-    if source is not None:
-        attrs[OI_INPUT_VALUE] = source
-        attrs[OI_INPUT_MIME_TYPE] = MIME_JSON
-    elif kind == "task" and attrs.get(STEP_CONTENT) and not inputs_hidden:
-        attrs[OI_INPUT_VALUE] = attrs[STEP_CONTENT]
-        attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
+    attrs[OI_SESSION_ID] = attrs[RUN_ID] if RUN_ID in attrs else None
     merged = RESULT_ID in attrs  # a tool call and its result: the output is the result's
-    content = attrs.get(RESULT_CONTENT if merged else STEP_CONTENT)
     if content:
-        attrs[OI_OUTPUT_VALUE] = content
-        attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
-    elif (RESULT_OUTPUTS if merged else STEP_OUTPUTS) in attrs:
-        attrs[OI_OUTPUT_VALUE] = attrs[RESULT_OUTPUTS if merged else STEP_OUTPUTS]
-        attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
+        source = attrs.get(STEP_ARGUMENTS) or attrs.get(STEP_INPUTS)
+        if source is not None:
+            attrs[OI_INPUT_VALUE] = source
+            attrs[OI_INPUT_MIME_TYPE] = MIME_JSON
+        elif kind == "task" and STEP_CONTENT in attrs and attrs[STEP_CONTENT] and not inputs_hidden:
+            attrs[OI_INPUT_VALUE] = attrs[STEP_CONTENT]
+            attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
+        text = attrs.get(RESULT_CONTENT if merged else STEP_CONTENT)
+        if text:
+            attrs[OI_OUTPUT_VALUE] = text
+            attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
+        elif (RESULT_OUTPUTS if merged else STEP_OUTPUTS) in attrs:
+            attrs[OI_OUTPUT_VALUE] = attrs[RESULT_OUTPUTS if merged else STEP_OUTPUTS]
+            attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
     if kind == "llm_response":
-        _llm_openinference(attrs, messages, output_messages)
-    tool = attrs.get(GEN_AI_TOOL_NAME)
-    if tool is not None:
-        attrs[OI_TOOL_NAME] = tool
-        if STEP_ARGUMENTS in attrs:
+        _llm_openinference(attrs, messages if content else None, output_messages and content)
+    if GEN_AI_TOOL_NAME in attrs and attrs[GEN_AI_TOOL_NAME] is not None:
+        attrs[OI_TOOL_NAME] = attrs[GEN_AI_TOOL_NAME]
+        if content and STEP_ARGUMENTS in attrs:
             attrs[OI_TOOL_PARAMETERS] = attrs[STEP_ARGUMENTS]
     return attrs
 
 
-def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool, answer: Any = PARSE_OUTCOME) -> None:
+def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool, answer: Any = PARSE_OUTCOME,
+                        content: bool = True) -> None:
     """The run root's OpenInference attributes: CHAIN, the run id as session, the task in, the final answer out
-    (``answer``, else read back from the outcome's JSON)."""
+    (``answer``, else read back from the outcome's JSON); with ``content`` off, neither of those two."""
     attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_ROOT
     attrs[OI_SESSION_ID] = attrs[RUN_ID]
+    if not content:
+        return
     if attrs.get(RUN_TASK) is not None:
         attrs[OI_INPUT_VALUE] = attrs[RUN_TASK]
         attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
@@ -588,11 +593,10 @@ def _llm_openinference(attrs: dict[str, Any], messages: Any, output_messages: bo
     """A model call's ``llm.*`` attributes: model, token counts, its request messages (every one, no cap; only
     when given: a step written by hand with ``inputs["messages"]``, the adapters give theirs as span attributes)
     and its answer as the one output message."""
-    model = attrs.get(GEN_AI_REQUEST_MODEL)
-    if model is not None:
-        attrs[OI_LLM_MODEL_NAME] = model
-    prompt = attrs.get(GEN_AI_USAGE_INPUT_TOKENS)
-    completion = attrs.get(GEN_AI_USAGE_OUTPUT_TOKENS)
+    if GEN_AI_REQUEST_MODEL in attrs and attrs[GEN_AI_REQUEST_MODEL] is not None:
+        attrs[OI_LLM_MODEL_NAME] = attrs[GEN_AI_REQUEST_MODEL]
+    prompt = attrs[GEN_AI_USAGE_INPUT_TOKENS] if GEN_AI_USAGE_INPUT_TOKENS in attrs else None
+    completion = attrs[GEN_AI_USAGE_OUTPUT_TOKENS] if GEN_AI_USAGE_OUTPUT_TOKENS in attrs else None
     if prompt is not None or completion is not None:
         attrs[OI_LLM_TOKEN_COUNT_PROMPT] = prompt or 0
         attrs[OI_LLM_TOKEN_COUNT_COMPLETION] = completion or 0
@@ -606,10 +610,9 @@ def _llm_openinference(attrs: dict[str, Any], messages: Any, output_messages: bo
             text = message.get("content")
             if text is not None:
                 attrs[prefix + OI_MESSAGE_CONTENT] = text if isinstance(text, str) else _dumps(text)
-    content = attrs.get(STEP_CONTENT) if output_messages else None
-    if content:
+    if output_messages and STEP_CONTENT in attrs and attrs[STEP_CONTENT]:
         attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_ROLE}"] = "assistant"
-        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = content
+        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = attrs[STEP_CONTENT]
 
 
 def _loads(attrs: Mapping[str, Any], key: str, field: str) -> Any:

@@ -86,39 +86,40 @@ def _text(value: Any) -> str:
 def message_attributes(prefix: str, messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``{prefix}.{i}.message.*`` for each message (``prefix``: :data:`INPUT_MESSAGES` or :data:`OUTPUT_MESSAGES`)."""
     out: dict[str, Any] = {}
+    # every message of every model call comes here: keys are looked up with ``in`` and ``[]`` (no method call each;
+    # the optional ones are usually absent), a dict is told from another Mapping by its exact type first
     for i, message in enumerate(messages):
         head = f"{prefix}.{i}."
-        role = message.get("role")
+        role = message["role"] if "role" in message else None
         out[head + _ROLE] = role if type(role) is str else str(role or "")
-        content = message.get("content")
+        content = message["content"] if "content" in message else None
         if type(content) is str:
             out[head + _CONTENT] = content
         elif isinstance(content, list):
             for j, part in enumerate(content):  # message.contents.{j}.*, inline: every part of every message
                 part_head = f"{head}{_CONTENTS}.{j}."
-                if not isinstance(part, Mapping):
+                if type(part) is not dict and not isinstance(part, Mapping):
                     out[part_head + _PART_TYPE], out[part_head + _PART_TEXT] = "text", _text(part)
-                elif part.get("type") == "image":
+                elif "type" in part and part["type"] == "image":
                     out[part_head + _PART_TYPE] = "image"
-                    if part.get("url"):
+                    if "url" in part and part["url"]:
                         out[part_head + _PART_IMAGE] = str(part["url"])
                 else:
-                    text = part.get("text", "")
+                    text = part["text"] if "text" in part else ""
                     out[part_head + _PART_TYPE] = "text"
-                    out[part_head + _PART_TEXT] = text if isinstance(text, str) else json_text(text)
+                    out[part_head + _PART_TEXT] = text if type(text) is str or isinstance(text, str) else json_text(text)
         elif content is not None:
             out[head + _CONTENT] = _text(content)
-        # the optional keys, unrolled (this runs for every message of every model call)
-        value = message.get("name")
-        if value:
-            out[head + _NAME] = str(value)
-        value = message.get("tool_call_id")
-        if value:
-            out[head + _TOOL_CALL_ID] = str(value)
-        value = message.get("thought")
-        if value:
-            out[head + "thought"] = str(value)
-        for k, call in enumerate(message.get("tool_calls") or ()):
+        # the optional keys, unrolled
+        if "name" in message and message["name"]:
+            out[head + _NAME] = str(message["name"])
+        if "tool_call_id" in message and message["tool_call_id"]:
+            out[head + _TOOL_CALL_ID] = str(message["tool_call_id"])
+        if "thought" in message and message["thought"]:
+            out[head + "thought"] = str(message["thought"])
+        if "tool_calls" not in message:
+            continue
+        for k, call in enumerate(message["tool_calls"] or ()):
             call_head = f"{head}{_TOOL_CALLS}.{k}."
             if call.get("id") is not None:
                 out[call_head + _CALL_ID] = str(call["id"])
@@ -299,14 +300,18 @@ def _server_of(url: str) -> dict[str, Any] | None:
 
 
 def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas: list[Any],
-                           parameters: Mapping[str, Any], *, genai: bool) -> dict[str, Any]:
+                           parameters: Mapping[str, Any], *, genai: bool, content: bool = True) -> dict[str, Any]:
     """A model call's request attributes, from an adapter's plain messages, the tool schemas offered and the
     invocation parameters: ``llm.input_messages.*``, ``input.value`` (the messages as JSON), ``llm.tools.*``,
     ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system`` (the API ``client`` speaks), the recommended
-    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
-    attrs = message_attributes(INPUT_MESSAGES, messages)
-    attrs[semconv.OI_INPUT_VALUE] = json_text({"messages": messages})
-    attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too; with ``content`` off
+    (OpenInference content off) no messages and no ``input.value``: not built, rather than built and dropped."""
+    if content:
+        attrs = message_attributes(INPUT_MESSAGES, messages)
+        attrs[semconv.OI_INPUT_VALUE] = json_text({"messages": messages})
+        attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
+    else:
+        attrs = {}
     tool_attributes(schemas, into=attrs)
     attrs.update(_parameter_attributes(parameters))
     attrs.update(server_attributes(client))

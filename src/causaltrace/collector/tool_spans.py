@@ -87,6 +87,28 @@ def _datetime(nanos: Any) -> datetime | None:
     return None if nanos == 0 else _EPOCH + timedelta(microseconds=nanos // 1000)
 
 
+#: A step attribute's name on its call's span when the step is a result (None: not carried), as
+#: :func:`_result_name` says; filled as names are met (a step has a few dozen possible attributes).
+_RESULT_NAMES: dict[str, str | None] = {}
+
+
+def _result_name(key: str) -> str | None:
+    """The name a result step's attribute ``key`` takes on its call's span: ``causaltrace.step.X`` as
+    ``causaltrace.result.X``, ``causaltrace.depends_on.*`` / ``.source.*`` under the result's prefix, the GenAI
+    fields the importer reads as ``causaltrace.result.gen_ai.*``; None for the rest (the call's span has its own)."""
+    if key.startswith(_STEP_PREFIX):
+        name: str | None = RESULT_PREFIX + key[len(_STEP_PREFIX):]
+    elif key.startswith(_DEPENDS_PREFIX) or key.startswith(_SOURCE_PREFIX):
+        name = RESULT_PREFIX + key[len("causaltrace."):]
+    elif key in _RESULT_GENAI_KEYS:
+        name = RESULT_PREFIX + key
+    else:
+        name = None
+    if len(_RESULT_NAMES) < 1024:
+        _RESULT_NAMES[key] = name
+    return name
+
+
 def merged_step_attributes(call: Step, result: Step, *, cut_at: int | None = None) -> dict[str, Any]:
     """The attributes of the one span of a tool call and its result (:func:`call_result_pairs`): the call's own
     (:func:`step_attributes`), when it ended, and the result's under ``causaltrace.result.*`` with when it started.
@@ -94,13 +116,11 @@ def merged_step_attributes(call: Step, result: Step, *, cut_at: int | None = Non
     differs from the call's (a stored run whose steps had two spans). ``cut_at``: as :func:`step_attributes`."""
     attrs = step_attributes(call, cut_at=cut_at)
     attrs[STEP_ENDED_AT] = _nanos(call.ended_at)
+    names = _RESULT_NAMES
     for key, value in step_attributes(result, cut_at=cut_at).items():
-        if key.startswith(_STEP_PREFIX):
-            attrs[RESULT_PREFIX + key[len(_STEP_PREFIX):]] = value
-        elif key.startswith(_DEPENDS_PREFIX) or key.startswith(_SOURCE_PREFIX):
-            attrs[RESULT_PREFIX + key[len("causaltrace."):]] = value
-        elif key in _RESULT_GENAI_KEYS:
-            attrs[RESULT_PREFIX + key] = value
+        name = names[key] if key in names else _result_name(key)
+        if name is not None:
+            attrs[name] = value
     attrs[RESULT_STARTED_AT] = _nanos(result.started_at)
     if result.span_id != call.span_id:
         attrs[RESULT_SPAN_ID] = result.span_id or ""

@@ -119,45 +119,50 @@ def _schema(tool: Any) -> Any:
 
 
 def request_attributes(client: Any, messages: Iterable[Any], kwargs: Mapping[str, Any], *,
-                       genai: bool) -> dict[str, Any]:
+                       genai: bool, content: bool = True) -> dict[str, Any]:
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
-    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too. ``content`` off
+    (OpenInference content off): no messages are read or written (the span would not carry them)."""
     schemas = list(map(_schema, kwargs.get("tools") or ()))
     parameters = dict(client_create_args(client))
     parameters.pop("model", None)
     extra = kwargs.get("extra_create_args")
     if isinstance(extra, Mapping):
         parameters.update(extra)
-    return llm_request_attributes(client, messages_of(messages), schemas, parameters, genai=genai)
+    plain = messages_of(messages) if content or genai else []
+    return llm_request_attributes(client, plain, schemas, parameters, genai=genai, content=content)
 
 
-def response_attributes(result: Any, *, genai: bool) -> dict[str, Any]:
+def response_attributes(result: Any, *, genai: bool, content: bool = True) -> dict[str, Any]:
     """``llm.output_messages.0.*`` of a ``CreateResult``: the assistant's text, or its tool calls (with ``genai``
-    also ``gen_ai.output.messages``)."""
+    also ``gen_ai.output.messages``); ``content`` off: nothing of it (with ``genai`` off too, it is not read)."""
+    if not content and not genai:
+        return {}
+    shown = content
     content = getattr(result, "content", None)
     message: dict[str, Any] = {"role": "assistant"}
     if isinstance(content, str):
         message["content"] = content
     else:
         message["tool_calls"] = _calls(content or ())
-    attrs = message_attributes(OUTPUT_MESSAGES, [message])
+    attrs = message_attributes(OUTPUT_MESSAGES, [message]) if shown else {}
     if genai:
         finish = getattr(result, "finish_reason", None)
         attrs.update(genai_output_attributes(message, str(finish) if finish else None))
     return attrs
 
 
-def turn_attributes(agent: Any, name: str, messages: Iterable[Any]) -> dict[str, Any]:
-    """An agent turn's span attributes: the messages delivered to it (``input.value``), its graph node (its name;
-    the parent: the last message's source, ``start`` for the user, as OpenInference's instrumentor names them) and
-    ``gen_ai.agent.description``."""
+def turn_attributes(agent: Any, name: str, messages: Iterable[Any], *, content: bool = True) -> dict[str, Any]:
+    """An agent turn's span attributes: the messages delivered to it (``input.value``; not with ``content`` off:
+    OpenInference content off), its graph node (its name; the parent: the last message's source, ``start`` for
+    the user, as OpenInference's instrumentor names them) and ``gen_ai.agent.description``."""
     delivered = list(messages)
     attrs: dict[str, Any] = {
         semconv.OI_INPUT_VALUE: json_text({"messages": list(map(_chat_message, delivered))}),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
         semconv.OI_GRAPH_NODE_ID: name,
-    }
+    } if content else {semconv.OI_GRAPH_NODE_ID: name}
     if delivered:
         source = getattr(delivered[-1], "source", None)
         if source:

@@ -33,8 +33,26 @@ _CALLING = "Calling tools:"
 _CALL_ID = re.compile(r"Call id:\s*(\S+)")
 
 
+# A dict is told from another Mapping by its exact type first, and any other class's answer is remembered
+# (:data:`_MAPPING`): ``isinstance(x, Mapping)`` is a Python call of the ABC's instance check each time, and these
+# run for every message (and part) of every model request.
+
+#: Class → whether its instances are Mappings (smolagents' ChatMessage, its tool calls… are not).
+_MAPPING: dict[type, bool] = {dict: True}
+
+
+def _is_mapping(cls: type) -> bool:
+    found = _MAPPING[cls] = issubclass(cls, Mapping)
+    if len(_MAPPING) > 256:
+        _MAPPING.clear()
+    return found
+
+
 def _field(message: Any, name: str) -> Any:
-    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+    cls = type(message)
+    if _MAPPING[cls] if cls in _MAPPING else _is_mapping(cls):
+        return message.get(name)
+    return getattr(message, name, None)
 
 
 def _parts(content: Any) -> Any:
@@ -42,10 +60,11 @@ def _parts(content: Any) -> Any:
         return content
     out: list[Any] = []
     for part in content:
-        if isinstance(part, Mapping) and part.get("type") in ("image", "image_url"):
-            out.append({"type": "image"})
-        elif isinstance(part, Mapping):
-            out.append({"type": "text", "text": str(part.get("text", ""))})
+        if type(part) is dict or isinstance(part, Mapping):
+            if part.get("type") in ("image", "image_url"):
+                out.append({"type": "image"})
+            else:
+                out.append({"type": "text", "text": str(part.get("text", ""))})
         else:
             out.append({"type": "text", "text": str(part)})
     return out
@@ -53,7 +72,11 @@ def _parts(content: Any) -> Any:
 
 def _text_of(content: Any) -> str:
     if isinstance(content, list):
-        return "\n".join([str(p.get("text", "")) for p in content if isinstance(p, Mapping)])  # one frame
+        texts = []  # a loop, not a comprehension: no frame of its own
+        for p in content:
+            if type(p) is dict or isinstance(p, Mapping):
+                texts.append(str(p.get("text", "")))
+        return "\n".join(texts)
     return content if isinstance(content, str) else ""
 
 
@@ -73,16 +96,33 @@ def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
     text = _text_of(content)
     if _CALLING not in text:
         return []
+    parsed = _PARSED_CALLS.get(text)
+    if parsed is None:
+        parsed = _parsed_calls(text)
+    return list(map(dict, parsed))  # fresh dicts: the caller's to keep
+
+
+#: A ``Calling tools: [...]`` text → its calls: a model request carries every earlier tool-call message, so the same
+#: text was parsed (``ast.literal_eval``) again on every later request of the run. A few hundred texts are kept.
+_PARSED_CALLS: dict[str, tuple[dict[str, Any], ...]] = {}
+
+
+def _parsed_calls(text: str) -> tuple[dict[str, Any], ...]:
+    """The calls a ``Calling tools: [...]`` text names (none when it does not parse), remembered per text."""
+    calls: list[dict[str, Any]] = []
     try:
         parsed = ast.literal_eval(text.split(_CALLING, 1)[1].strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return []
+        parsed = None
     for call in parsed if isinstance(parsed, list) else ():
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             calls.append({"id": call.get("id"), "name": function.get("name"),
                           "arguments": _arguments(function.get("arguments"))})
-    return calls
+    if len(_PARSED_CALLS) >= 512:
+        _PARSED_CALLS.clear()
+    _PARSED_CALLS[text] = found = tuple(calls)
+    return found
 
 
 def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
@@ -90,11 +130,13 @@ def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     last_calls: list[dict[str, Any]] = []
     for message in messages:
-        if isinstance(message, Mapping):  # _field, inline: every message of every request
+        cls = type(message)
+        if _MAPPING[cls] if cls in _MAPPING else _is_mapping(cls):  # _field, inline: every message of every request
             role, content = message.get("role"), message.get("content")
         else:
             role, content = getattr(message, "role", None), getattr(message, "content", None)
-        role = role.value if isinstance(role, Enum) else str(role or "")
+        # an Enum member's value (``_value_``: what ``.value``, a Python-level property, returns)
+        role = role._value_ if isinstance(role, Enum) else str(role or "")
         content = _parts(content)
         item: dict[str, Any] = {"role": role, "content": content}
         if role == "tool-call" or (role == "assistant" and _field(message, "tool_calls")):
@@ -116,50 +158,59 @@ def _schemas(tools: Any, made: list[Any]) -> list[Any]:
 
 
 def request_attributes(model: Any, messages: Any, tools: Any, stop: Any, extra: Mapping[str, Any], *,
-                       genai: bool, schemas: list[Any]) -> dict[str, Any]:
+                       genai: bool, schemas: list[Any], content: bool = True) -> dict[str, Any]:
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
-    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too."""
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too. ``content`` off
+    (OpenInference content off): no messages are read or written (the span would not carry them)."""
     kwargs = getattr(model, "kwargs", None)
     parameters = {**(kwargs if isinstance(kwargs, dict) else {}),
                   **{k: v for k, v in extra.items() if not k.startswith("arg")}}
     if stop:
         parameters["stop_sequences"] = stop
-    return llm_request_attributes(model, messages_of(messages or ()), _schemas(tools, schemas), parameters,
-                                  genai=genai)
+    plain = messages_of(messages or ()) if content or genai else []
+    return llm_request_attributes(model, plain, _schemas(tools, schemas), parameters, genai=genai, content=content)
 
 
-def response_attributes(message: Any, *, genai: bool) -> dict[str, Any]:
+def response_attributes(message: Any, *, genai: bool, content: bool = True) -> dict[str, Any]:
     """``llm.output_messages.0.*`` of the model's ``ChatMessage``: its text (as content parts, as smolagents'
     OpenInference spans show it) and its tool calls; ``gen_ai.response.id`` when the provider's raw answer has
-    one; with ``genai`` also ``gen_ai.output.messages``."""
+    one; with ``genai`` also ``gen_ai.output.messages``. ``content`` off: the answer is not read (only its id)."""
     get = message.get if isinstance(message, Mapping) else partial(getattr, message)  # _field, without a call each
+    if not content and not genai:
+        return _response_id({}, get("raw", None))
+    shown = content
     content = get("content", None)
     text = _text_of(content) if isinstance(content, list) else (content or "")
     item: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}] if text else []}
     calls = _calls_of(message, None)
     if calls:
         item["tool_calls"] = calls
-    attrs = message_attributes(OUTPUT_MESSAGES, [item])
-    raw = get("raw", None)
-    response_id = _field(raw, "id") if raw is not None else None
-    if isinstance(response_id, str) and response_id:
-        attrs[semconv.GEN_AI_RESPONSE_ID] = response_id
+    attrs = _response_id(message_attributes(OUTPUT_MESSAGES, [item]) if shown else {}, get("raw", None))
     if genai:
         attrs.update(genai_output_attributes(item))
     return attrs
 
 
-def agent_attributes(agent: Any, task: Any) -> dict[str, Any]:
+def _response_id(attrs: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """``attrs`` with ``gen_ai.response.id`` when the provider's raw answer has one."""
+    response_id = _field(raw, "id") if raw is not None else None
+    if isinstance(response_id, str) and response_id:
+        attrs[semconv.GEN_AI_RESPONSE_ID] = response_id
+    return attrs
+
+
+def agent_attributes(agent: Any, task: Any, *, content: bool = True) -> dict[str, Any]:
     """An agent run's span attributes, as OpenInference's smolagents instrumentor writes them on its AGENT span:
-    the task (``input.value``, ``smolagents.task``), ``smolagents.max_steps``, ``.tools_names``, the managed agents'
-    names and descriptions; and ``gen_ai.agent.description``."""
+    the task (``input.value``, not with ``content`` off: OpenInference content off; ``smolagents.task``),
+    ``smolagents.max_steps``, ``.tools_names``, the managed agents' names and descriptions; and
+    ``gen_ai.agent.description``."""
     attrs: dict[str, Any] = {
         semconv.OI_INPUT_VALUE: json_text({"task": task}),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
-        "smolagents.task": str(task),
-        "smolagents.tools_names": [str(name) for name in (getattr(agent, "tools", None) or {})],
-    }
+    } if content else {}
+    attrs["smolagents.task"] = str(task)
+    attrs["smolagents.tools_names"] = [str(name) for name in (getattr(agent, "tools", None) or {})]
     max_steps = getattr(agent, "max_steps", None)
     if isinstance(max_steps, int):
         attrs["smolagents.max_steps"] = max_steps
