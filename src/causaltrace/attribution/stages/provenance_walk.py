@@ -28,7 +28,7 @@ from causaltrace.attribution.stages.targets import (
     grounded_alternative,
     names_decide,
 )
-from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, number_key, values_in
+from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, argument_names, number_key, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
     agent_of,
@@ -137,6 +137,9 @@ class ProvenanceWalk:
         self.user_steps += [s.index for s in steps if s.kind == "task"][:1]
         first_task = next((s for s in steps if s.kind == "task"), None)
         self.task_text = run.task or (content_of(first_task) if first_task is not None else "")
+        #: every name any call of the run passes (a task's name some call uses was not substituted)
+        self.called_names = frozenset().union(*(argument_names(s.arguments, self.skip) for s in steps
+                                                 if s.kind == "tool_call"))
 
     def given(self) -> None:
         self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
@@ -344,14 +347,26 @@ class ProvenanceWalk:
         j = self.prov.addressed_by.get(i)
         return (j,) if j is not None else ()
 
+    def _substituted_name(self, k: int, v: Value, given: list[tuple[int, Value]]) -> Change | None:
+        """A call passes a name nothing gave (``get_weather(city="Paris")``) where what it was given names exactly one
+        name no call of the run ever passes (the task's "Lyon"): the task's name substituted. A second name the task
+        gives, or the task's name passed by any call ("Lyon, France"; a later call), is no evidence."""
+        unused = {u.key: (j, u) for j, u in given
+                  if u.kind == "entity" and u.group == "name" and u.key not in self.called_names}
+        if len(unused) != 1:
+            return None
+        j, u = next(iter(unused.values()))
+        return Change(k, j, "entity", u.raw, v.raw, "substitution")
+
     def _changes(self, step: Step, new: list[Value]) -> None:
         k = step.index
         derived = self.prov.derived.get(k, {})
         held = {value_key(v) for v in self.values.get(k, [])}
+        passed = argument_names(step.arguments, self.skip) if step.kind == "tool_call" else frozenset()
         candidates = [v for v in new[:_MAX_POOL] if (v.kind == "number" and value_key(v) not in derived) or (
             v.kind in _SUBSTITUTABLE or v.kind == "quantity" or (v.kind == "entity" and v.group in ("weekday",
                                                                                                    "month"))
-            or v.group in _LOGIC)]
+            or v.group in _LOGIC or (v.kind == "entity" and v.key in passed))]
         for v in candidates:
             if v.group == "mean" and (slip := mean_slip(step, v, self.task_text)) is not None:
                 self.prov.changes.append(slip)
@@ -373,6 +388,7 @@ class ProvenanceWalk:
             # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose
             bare = v.kind == "unit" or v.kind == "entity"
             change = (restated(k, v, pool) if v.kind == "number"
+                      else self._substituted_name(k, v, given_pool) if v.group == "name"
                       else substituted(k, v, given_pool if bare else pool))
             if change is None and v.kind == "number" and v.key in arguments:
                 # a call's number no source gave: a copy slip of a source's two-digit number when one is a digit

@@ -40,7 +40,7 @@ from functools import lru_cache
 
 from causaltrace.attribution.stages.tokens import salient_tokens
 
-__all__ = ["Value", "number_key", "stem", "unit_group", "values_in"]
+__all__ = ["argument_names", "Value", "number_key", "stem", "unit_group", "values_in"]
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -136,6 +136,8 @@ _BOUND = re.compile(r"\b(" + "|".join(f"(?P<p{i}>{alts})" for i, (_, alts) in en
 _SPAN = re.compile(r"\b(?:from|between)\s+(-?\d+)\s+(?:to|and|through)\s+(-?\d+)\b", re.IGNORECASE)
 _RANGE = re.compile(r"\brange\(\s*([^()]{0,40})\)")
 _SLICE = re.compile(r"\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]")
+#: punctuation of prose: an argument holding it is a sentence (a query, a message), not a value
+_PROSE = re.compile(r"[.?!:;\n]")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|[\"'(\[]\s*)$")
 
 
@@ -258,6 +260,24 @@ def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
             out.append(Value("entity", low, "name", m.group(0)))
 
 
+def argument_names(arguments: dict[str, object] | None, skip: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The keys of the names a call's short string arguments hold (:func:`_argument_names`)."""
+    out: list[Value] = []
+    for value in (arguments or {}).values():
+        if isinstance(value, str) and len(value) <= 60 and value.count(" ") < 4 and not _PROSE.search(value):
+            _argument_names(value, out, skip)
+    return frozenset(v.key for v in out)
+
+
+def _argument_names(value: str, out: list[Value], skip: frozenset[str]) -> None:
+    """The names in a call's short string argument (``{"hotel": "Baixa"}``): a value, not prose, so a capitalised
+    word there is a name even where a sentence would start (the text rule skips sentence starts: "Report …")."""
+    for m in _NAME.finditer(value):
+        low = m.group(0).lower()
+        if low not in skip and low not in _VOCABULARY_WORDS and _salient(low):
+            out.append(Value("entity", low, "name", m.group(0)))
+
+
 def _bounds(text: str, out: list[Value]) -> None:
     """Bounds stated in words: ``at least 100`` → ``>= 100``; ``from 1 to 6`` → the span ``1..6``; exclusions:
     ``excluding cancelled orders`` → the word ``excluding cancelled`` (group ``exclusion``, tag its stem)."""
@@ -326,6 +346,8 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
                     out.append(Value("quantity", f"{key} {unit[0]}", unit[1], f"{arg_numbers[0]} {value}"))
             elif value.strip().lower() in _QUALIFIERS:
                 out.append(Value("word", value.strip().lower(), _QUALIFIERS[value.strip().lower()], value))
+            elif len(value) <= 60 and value.count(" ") < 4 and not _PROSE.search(value):
+                _argument_names(value, out, skip)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             key = number_key(str(value))
             if key is not None and not any(v.kind == "number" and v.key == key for v in out):
