@@ -27,6 +27,14 @@ FAILED = Outcome(status="failure", final_answer="BOOKED: Hotel Chiado, 360 EUR",
                  verdict=Verdict(passed=False, reason="expected the cheapest hotel"))
 
 
+def _booked(expected: str):
+    def verify(outcome: Outcome) -> Verdict:
+        ok = f"BOOKED: {expected}" in (outcome.final_answer or "")
+        return Verdict(passed=ok, reason="" if ok else f"expected BOOKED: {expected}")
+
+    return verify
+
+
 def _diagnosed(run):
     return asyncio.run(diagnose(run, "graph", None, ablate=("replay_verify",), store=False))
 
@@ -94,3 +102,24 @@ def test_requested_extreme_reads_one_direction_and_not_a_bound():
     assert requested_extreme("at a maximum of 5 stops") is None
     assert requested_extreme("the highest and the lowest") is None
     assert requested_extreme("book any hotel") is None
+
+
+def test_the_same_pick_in_an_autogen_team_is_found_and_its_twin_is_clean():
+    pytest.importorskip("autogen_agentchat", reason="AutoGen is not installed (pip install causaltrace[autogen])")
+    from causaltrace.testing.faults.cases import FaultCase, first_step
+    from causaltrace.testing.faults.zoo_picks import build_cheapest_hotel_autogen
+
+    task = "Book the cheapest hotel in Lisbon for 3 nights. Report 'BOOKED: <hotel>, <total> EUR'."
+    case = FaultCase(name="autogen-cheapest-hotel", framework="autogen", fault="misread_observation", task=task,
+                     factory=lambda: build_cheapest_hotel_autogen(True),
+                     fixed_factory=lambda: build_cheapest_hotel_autogen(False),
+                     verify=_booked("Hotel Baixa, 285 EUR"), rule=first_step("tool_call", tool="book_hotel"),
+                     rule_text="the book_hotel call")
+    failing = asyncio.run(record(case))
+    assert failing.outcome.status == "failure"
+    d = _diagnosed(failing)
+    [found] = _picks(d)
+    assert found.index == case.true_step(failing) == d.decisive_step_index
+    twin = asyncio.run(record(case, twin=True))
+    assert twin.outcome.status == "success"
+    assert _picks(_diagnosed(twin.model_copy(update={"outcome": failing.outcome}))) == []

@@ -11,6 +11,10 @@ cheapest_hotel         ToolCallingAgent ``travel_agent``: ``search_hotels`` (fla
                        their nightly rates, ``book_hotel`` books one; planted: it books the hotel listed after the
                        cheapest one
 =====================  =========================================================================================
+
+:func:`build_cheapest_hotel_autogen` is the same team in AutoGen (an AssistantAgent with both tools and an auditor in
+a round robin); it is no suite case (an 8th misread case would be held out, and this one was written with the rule):
+the detector's AutoGen test runs it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from causaltrace.testing.faults.teams_smolagents import errors, find, make_tool,
 from causaltrace.testing.faults.teams_smolagents import number as number_input
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
-__all__ = ["BUILDERS"]
+__all__ = ["BUILDERS", "build_cheapest_hotel_autogen"]
 
 Reply = str | list[Call]
 
@@ -59,6 +63,47 @@ def build_cheapest_hotel(planted: bool, *, city: str = "Lisbon", nights: int = 3
         return [Call("search_hotels", {"city": city})]
 
     return tool_agent(policy, [search, book], "travel_agent")
+
+
+def build_cheapest_hotel_autogen(planted: bool, *, city: str = "Lisbon", nights: int = 3,
+                                 hotels: Sequence[tuple[str, int]] = (("Hotel Alfama", 140), ("Hotel Baixa", 95),
+                                                                      ("Hotel Chiado", 120))) -> Any:
+    """:func:`build_cheapest_hotel` in AutoGen: ``travel_agent`` (both tools) then an auditor that approves the
+    booking it reports."""
+    from causaltrace.testing.autogen import call
+    from causaltrace.testing.faults.teams_autogen import agent, ok, round_robin, said, tool
+
+    rates = dict(hotels)
+    listing = "; ".join(f"{name} {rate} EUR per night" for name, rate in hotels)
+    names = [name for name, _ in hotels]
+
+    async def search_hotels(city: str) -> str:
+        """The hotels of a city with their nightly rates."""
+        return f"{city} hotels: {listing}"
+
+    async def book_hotel(hotel: str, nights: int) -> str:
+        """Book a hotel for a number of nights."""
+        return f"booked {hotel} for {int(nights)} nights: total {rates.get(hotel, 0) * int(nights)} EUR"
+
+    def travel(request: Any) -> Any:
+        done = ok(request, "book_hotel")
+        if done is not None:
+            booked = re.search(r"booked (.+?) for \d+ nights: total (\d+) EUR", done)
+            return f"BOOKED: {booked.group(1)}, {booked.group(2)} EUR" if booked else "BOOKED: none"
+        seen = ok(request, "search_hotels")
+        if seen is not None:
+            listed = {m.group(1): int(m.group(2)) for m in re.finditer(r"([A-Z][\w ]+?) (\d+) EUR", seen)}
+            cheapest = min(listed, key=listed.__getitem__) if listed else names[0]
+            pick = names[(names.index(cheapest) + 1) % len(names)] if planted else cheapest
+            return call("book_hotel", hotel=pick, nights=nights)
+        return call("search_hotels", city=city)
+
+    def auditor(request: Any) -> str:
+        found = said(request, "travel_agent", r"BOOKED: (.+)")
+        return f"BOOKED: {found.group(1)} checked. APPROVE" if found else "REJECT: nothing booked."
+
+    worker = agent("travel_agent", travel, [tool(search_hotels, "Hotels.", flaky=True), tool(book_hotel, "Book.")])
+    return round_robin([worker, agent("auditor", auditor)], "APPROVE", 6)
 
 
 BUILDERS = {"cheapest_hotel": build_cheapest_hotel}
