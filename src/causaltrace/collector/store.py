@@ -89,6 +89,7 @@ from causaltrace.collector.store_sql import (
     CHILD_TABLES,
     DERIVED_TABLES,
     HEAD_COLUMNS,
+    RUN_INSERT_NEW,
     RUN_READ_COLUMNS,
     STEP_UPSERT,
     TRUNCATION_MARKER,
@@ -329,31 +330,15 @@ class Store:
         head = truncate_run_text(head, self.max_chars)
         data = head.model_dump_json(exclude={"steps", "recording"})
         with self._write() as conn:
+            row = (run_id, head.framework, head.name, head.task, head.trace_id, iso(head.started_at), None, "running",
+                   "running", writer.pid, writer.start_time, writer.host, 0, now_iso(), data, sort_ts(head.started_at))
+            if conn.execute(RUN_INSERT_NEW, row).rowcount == 1:  # a new run (the usual case): no read first
+                return
             old = self._head(conn, run_id)
             same_writer = old is not None and old.state == "running" and old.writer() == writer
             if old is not None and not same_writer:
                 self._delete_children(conn, run_id, derived=True)
-            self._backend.put_run(
-                conn,
-                (
-                    run_id,
-                    head.framework,
-                    head.name,
-                    head.task,
-                    head.trace_id,
-                    iso(head.started_at),
-                    None,
-                    "running",
-                    "running",
-                    writer.pid,
-                    writer.start_time,
-                    writer.host,
-                    0,
-                    now_iso(),
-                    data,
-                    sort_ts(head.started_at),
-                ),
-            )
+            self._backend.put_run(conn, row)
 
     def add_steps(self, run_id: str, steps: Sequence[Step]) -> None:
         """Upsert steps of a live run (a step may be re-sent with its end: its row is replaced)."""
@@ -383,12 +368,13 @@ class Store:
                 recording_chunks.write_texts(conn, run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
 
-    def finish_run(self, run: Run, *, stored_steps: Collection[str] = ()) -> None:
+    def finish_run(self, run: Run, *, stored_steps: Collection[str] | None = None) -> None:
         """Write the full final Run (row, steps, recording) in one transaction; state ``finished``.
 
-        ``stored_steps`` are ids of steps this process already wrote to this live run (the collector's writer passes
-        them): while the run is still this writer's live run, those rows are kept as they are instead of being
-        deleted and written again. Otherwise every child row is replaced.
+        ``stored_steps`` are ids of steps this process already wrote to this live run — all of them, an empty
+        collection saying none (the collector's writer passes them): while the run is still this writer's live run,
+        those rows are kept as they are and the others written, nothing deleted (no step of the run is stored but
+        those). Otherwise (None, the default) every child row is replaced.
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
@@ -408,7 +394,7 @@ class Store:
                 if staged is not None:
                     staged.discard()
 
-    def _finish(self, run: Run, stored_steps: Collection[str], split: recording_chunks.SplitRecording | None,
+    def _finish(self, run: Run, stored_steps: Collection[str] | None, split: recording_chunks.SplitRecording | None,
                 refs: recording_chunks.TextRefs | None) -> None:
         whole, run = run, truncate_run_text(run, self.max_chars)
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
@@ -417,10 +403,12 @@ class Store:
             old = self._head(conn, run.run_id)
             writer = (old.writer() if old is not None else None) or WriterInfo.current()
             sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
-            live = bool(stored_steps) and old is not None and old.state != "finished" and writer == WriterInfo.current()
+            live = (stored_steps is not None and old is not None and old.state != "finished"
+                    and writer == WriterInfo.current())
             if live:  # keep the rows written live; add the rest
-                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps], refs,
-                                       literals)
+                assert stored_steps is not None
+                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps]
+                                       if stored_steps else run.steps, refs, literals)
             else:
                 rows = self._step_rows(run.run_id, run.steps, refs, literals)
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()

@@ -38,6 +38,7 @@ __all__ = [
     "DERIVED_TABLES",
     "REC_INSERT",
     "RUN_COLUMNS",
+    "RUN_INSERT_NEW",
     "RUN_PLACEHOLDERS",
     "RUN_READ_COLUMNS",
     "STEP_UPSERT",
@@ -84,6 +85,9 @@ class NoStoreYetError(StoreError):
 
 class Cursor(Protocol):
     """The cursor methods the store reads results with."""
+
+    #: How many rows the statement changed (an INSERT … ON CONFLICT DO NOTHING: 1 or 0).
+    rowcount: int
 
     def fetchone(self) -> Any: ...
 
@@ -214,6 +218,8 @@ RUN_COLUMNS = (
     "writer_host, has_recording, written_at, data, sort_ts"
 )
 RUN_PLACEHOLDERS = ", ".join("?" * len(RUN_COLUMNS.split(",")))
+#: A new run's row; nothing when the id is stored already (``rowcount`` says which: ``Store.begin_run``).
+RUN_INSERT_NEW = f"INSERT INTO runs ({RUN_COLUMNS}) VALUES ({RUN_PLACEHOLDERS}) ON CONFLICT (run_id) DO NOTHING"
 #: What a read takes of a run's row: its columns and ``chunks`` (schema v5: the long texts its ``data`` references;
 #: a write sets it apart, only for a run that has them: :func:`run_row_json`).
 RUN_READ_COLUMNS = RUN_COLUMNS + ", chunks"
