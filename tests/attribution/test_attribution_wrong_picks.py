@@ -123,3 +123,40 @@ def test_the_same_pick_in_an_autogen_team_is_found_and_its_twin_is_clean():
     twin = asyncio.run(record(case, twin=True))
     assert twin.outcome.status == "success"
     assert _picks(_diagnosed(twin.model_copy(update={"outcome": failing.outcome}))) == []
+
+
+def test_the_same_pick_in_a_trace_openinference_recorded_is_found(monkeypatch):
+    """The smolagents team traced by OpenInference's own instrumentor (not causaltrace), imported from OTLP JSON:
+    the finding is at the imported book_hotel call; the fixed team's trace has none (same failing outcome)."""
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from _builders import capture_spans
+    from causaltrace.collector.otlp import load_otlp_json
+    from causaltrace.testing.faults.zoo_picks import build_cheapest_hotel
+
+    oi = pytest.importorskip("openinference.instrumentation.smolagents")
+    task = "Book the cheapest hotel in Lisbon for 3 nights. Report 'BOOKED: <hotel>, <total> EUR'."
+
+    def imported(planted: bool):
+        provider, exporter = capture_spans()
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+        instrumentor = oi.SmolagentsInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            build_cheapest_hotel(planted).run(task)
+        finally:
+            instrumentor.uninstrument()
+        (run,) = load_otlp_json(json.dumps(MessageToDict(encode_spans(exporter.get_finished_spans()))))
+        return run.model_copy(update={"outcome": FAILED})
+
+    failing = imported(True)
+    call = next(s for s in failing.steps if s.kind == "tool_call" and s.tool_name == "book_hotel")
+    d = _diagnosed(failing)
+    [found] = _picks(d)
+    assert (found.index, d.decisive_step_index) == (call.index, call.index)
+    assert [(e.role, e.value) for e in found.evidence][:2] == [("source", "Baixa"), ("changed", "Chiado")]
+    assert _picks(_diagnosed(imported(False))) == []
