@@ -551,3 +551,30 @@ def test_many_chunks_with_text_copy_must_escape_round_trip(store_target: str) ->
         store.finish_run(run)
         assert store.get_run(run.run_id) == run
         assert len(chunk_rows(store)) == 60
+
+
+def test_rows_from_the_calls_given_json_equal_the_rows_serialized_again() -> None:
+    """The export's JSON of each call (``split_calls(texts=…)``) becomes the call's row with its long strings'
+    literals swapped for their references — the very row serializing the call again with them in place writes: a
+    string twice in one call, a non-ASCII one with escapes, one kept as pieces, one that is also a dict key (the
+    swap is refused: the row is serialized again)."""
+    shared = random_text(5000) + ' "quoted" \\ é 日本 \n'
+    inner = random_text(70_000)
+    calls = [
+        RecordedCall(run_id="r", start_order=0, agent_key="a", kind="llm", ordinal=0, request_hash="h0",
+                     request={"messages": [{"role": "system", "content": shared}, {"role": "user", "content": shared}]},
+                     response={"content": "ok"}),
+        RecordedCall(run_id="r", start_order=1, agent_key="a", kind="llm", ordinal=1, request_hash="h1",
+                     request={"messages": [{"role": "tool", "content": inner}]},
+                     response={"content": "Observation:\n" + inner + "\nend"}),
+        RecordedCall(run_id="r", start_order=2, agent_key="a", kind="tool", ordinal=0, request_hash="h2",
+                     request={"args": {shared: 1}, "text": shared}, response="short"),
+        RecordedCall(run_id="r", start_order=3, agent_key="a", kind="llm", ordinal=2, request_hash="h3", request={"messages": []},
+                     response={"content": "short"}),
+    ]
+    texts = [call.model_dump_json() for call in calls]
+    given = recording_chunks.split_calls("r", calls, texts)
+    again = recording_chunks.split_calls("r", calls)
+    assert given.rows == again.rows
+    assert given.chunks == again.chunks
+    assert given.rows[0][-1] is not None and given.rows[0][-2].count(digest_of(shared)) == 2

@@ -295,13 +295,52 @@ class _Splitter:
             ref: str | list[str] = pieces[0] if len(pieces) == 1 else pieces
             refs.append([ref, *path])
             by_field.setdefault(str(path[0]), []).append((path[1:], placeholder(ref)))
-        update: dict[str, Any] = {}
-        for field, items in by_field.items():
-            value = getattr(call, field)
-            update[field] = items[0][1] if not items[0][0] else _replaced(value, items)  # [] is the field itself
-        data = call.model_copy(update=update).model_dump_json()
+        data = self._swapped(text, refs) if text is not None else None
+        if data is None:
+            update: dict[str, Any] = {}
+            for field, items in by_field.items():
+                value = getattr(call, field)
+                update[field] = items[0][1] if not items[0][0] else _replaced(value, items)  # [] is the field itself
+            data = call.model_copy(update=update).model_dump_json()
         return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data,
                 json.dumps(refs, separators=(",", ":")))
+
+    def _swapped(self, text: str, refs: list[list[Any]]) -> str | None:
+        """The call's JSON ``text`` with each chunked string's literal replaced by its reference's — the same text as
+        the call serialized again with its references in place, without serializing it (a smolagents request carries
+        a 4 KB system prompt: every call was written twice); None (serialize it) when a string is kept as pieces, or
+        when a literal is not found in ``text`` exactly as often as the walk found the string (a dict key equal to
+        it, or an export that wrote it otherwise). A literal holds no unescaped quote, so its occurrences neither
+        overlap each other nor lie inside another literal."""
+        counts: dict[str, int] = {}  # digest -> times the walk found its string
+        for ref, *_ in refs:
+            if not isinstance(ref, str):
+                return None
+            counts[ref] = counts.get(ref, 0) + 1
+        spans: list[tuple[int, int, str]] = []
+        for digest, n in counts.items():
+            # where the literal stands: its head searched, the rest compared (a search for the whole literal —
+            # ``str.count`` / ``str.replace`` with a 9 KB needle — cost more than writing the call's JSON again)
+            literal = self.out.chunks[digest][1].decode()
+            head = literal[:64]
+            at = text.find(head)
+            while at >= 0:
+                if text.startswith(literal, at):
+                    spans.append((at, at + len(literal), digest))
+                    n -= 1
+                    at = text.find(head, at + len(literal))
+                else:
+                    at = text.find(head, at + 1)
+            if n:
+                return None
+        spans.sort()
+        parts: list[str] = []
+        last = 0
+        for start, end, digest in spans:
+            parts += (text[last:start], '"', digest, '"')
+            last = end
+        parts.append(text[last:])
+        return "".join(parts)
 
 
 def placeholder(ref: str | list[str]) -> str:
