@@ -266,6 +266,11 @@ class Step(_Model):
         return [d.step_id for d in self.depends_on if d.kind in kinds]
 
 
+#: ``json.dumps(…, sort_keys=True, separators=(",", ":"), default=str)`` made once: ``dumps`` with arguments builds an
+#: encoder per call, and every tool call and model reply of a traced run gets a signature (issue 35, helper hooks35d)
+_SIGNATURE_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def action_signature(kind: str, target: str | None, payload: Any) -> str:
     """A normalised (kind, tool/target, arguments or text) string that loop detection compares.
 
@@ -274,7 +279,7 @@ def action_signature(kind: str, target: str | None, payload: Any) -> str:
     if isinstance(payload, str):
         body = payload[:4000]
     else:
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)[:4000]
+        body = _SIGNATURE_JSON.encode(payload)[:4000]
     body = " ".join(body.split()).casefold()
     return f"{kind}|{target or ''}|{body[:2000]}"
 
