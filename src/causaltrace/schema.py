@@ -266,8 +266,7 @@ class Step(_Model):
         return [d.step_id for d in self.depends_on if d.kind in kinds]
 
 
-#: ``json.dumps(…, sort_keys=True, separators=(",", ":"), default=str)`` made once: ``dumps`` with arguments builds an
-#: encoder per call, and every tool call and model reply of a traced run gets a signature (issue 35, helper hooks35d)
+#: ``json.dumps(…, sort_keys=True, separators=(",", ":"), default=str)``'s encoder made once, not once per signature
 _SIGNATURE_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
