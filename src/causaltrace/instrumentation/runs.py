@@ -59,6 +59,7 @@ from causaltrace.schema import (
 )
 
 __all__ = [
+    "CURRENT_RUN",
     "RunContext",
     "RunHandle",
     "attach_run",
@@ -72,6 +73,9 @@ __all__ = [
 logger = logging.getLogger("causaltrace")
 
 _CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("causaltrace_run", default=None)
+#: The live run of this context (what :func:`current_run` reads): the adapters' hooks read it directly, one call
+#: less on every wrapped framework call.
+CURRENT_RUN = _CURRENT_RUN
 _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_KINDS = frozenset(STEP_KINDS)
 #: What :meth:`RunContext.new_dependencies` builds a Dependency with (``steps.construct``'s work, inline).
@@ -128,6 +132,9 @@ class RunContext:
         #: the run's end (:meth:`at_end`): a run closes whatever the framework left open (issue 21 item 16).
         self._open: list[StepHandle] = []
         self._at_end: list[Callable[[], Any]] = []
+        #: Per adapter (its framework name), what it keeps about this run (the AutoGen wing's RunState): on the
+        #: run, so its hooks find it without a lookup table of their own; it goes with the run.
+        self.adapters: dict[str, Any] = {}
         #: The LLM and tool calls recorded in this run (:meth:`begin_call`).
         self.calls = CallLog(self.run_id)
         self.start_ns = now_ns()

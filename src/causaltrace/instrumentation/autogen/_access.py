@@ -228,14 +228,16 @@ _SCHEMAS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictio
 def _tool_schema(tool: Any) -> Any:
     """A tool's schema (cached per tool object: AutoGen's ``FunctionTool.schema`` rebuilds a pydantic JSON schema on
     every access, which was the largest single cost of recording a model call)."""
-    if isinstance(tool, Mapping):
+    if type(tool) is dict:
         return tool
     try:
-        cached = _SCHEMAS.get(tool)
+        cached = _SCHEMAS.get(tool)  # before the Mapping check: a Tool is no Mapping (an ABC check costs a call)
     except TypeError:  # not weakly referenceable
         cached = None
     if cached is not None:
         return dict(cached)
+    if isinstance(tool, Mapping):
+        return tool
     schema = getattr(tool, "schema", None)
     if schema is None:
         return tool

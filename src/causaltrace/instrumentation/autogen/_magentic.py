@@ -42,7 +42,7 @@ from causaltrace.instrumentation.autogen._state import (
     call_arg,
     extend_unique,
 )
-from causaltrace.instrumentation.runs import RunContext, current_run
+from causaltrace.instrumentation.runs import CURRENT_RUN, RunContext
 from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
@@ -100,7 +100,7 @@ def _begin_phase(manager: Any, kind: str) -> Phase | None:
     """Enter an orchestrator method (``kind``); on re-planning the participants' context is reset, otherwise what
     the agents added to the thread is what its next call ``saw``. None outside a traced MagenticOne run."""
     level = LEVEL.get()
-    if level is None or level.orchestrator is None or current_run() is not level.ctx or level.state.closed:
+    if level is None or level.orchestrator is None or CURRENT_RUN.get() is not level.ctx or level.state.closed:
         return None
     orch = level.orchestrator
     if model_client_of(manager) is not orch.client:

@@ -20,7 +20,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
 from causaltrace.instrumentation.autogen._oi import request_attributes, response_attributes
-from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._patches import CHECKED, SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     IN_LLM,
     LEVEL,
@@ -29,13 +29,11 @@ from causaltrace.instrumentation.autogen._state import (
     Memo,
     Orchestrator,
     Turn,
-    call_arg,
     settings_of,
     state_of,
-    step_id_of,
 )
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
-from causaltrace.instrumentation.runs import RunContext, current_run
+from causaltrace.instrumentation.runs import CURRENT_RUN, RunContext
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep, StepHandle
 from causaltrace.recording import canonicalize_request
@@ -82,11 +80,11 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         deps.append(Dep(memo.last_llm, "continues"))
     if retried:
         deps.append(Dep(retried, "retry_of"))
-    deps += [Dep(s, "saw") for s in memo.saw]
-    deps += [Dep(s, "observed") for s in memo.observed]
-    deps += [Dep(s, "memory_read") for s in memo.memory]
+    for ids, kind in ((memo.saw, "saw"), (memo.observed, "observed"), (memo.memory, "memory_read")):
+        for sid in ids:  # loops, not comprehensions: no frame each
+            deps.append(Dep(sid, kind))
     memo.saw, memo.observed, memo.memory = [], [], []
-    messages = call_arg(args, kwargs, 0, "messages", ())
+    messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
     request = llm_request(
         messages,
         tools=kwargs.get("tools") or (),
@@ -167,7 +165,7 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
         handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
     if llm.record is not None:
         llm.record.finish(result)
-    step_id = step_id_of(handle)
+    step_id = handle.step_id if handle is not None else None
     if step_id is not None:
         llm.memo.last_llm = step_id
         if llm.owner is not None:
@@ -191,7 +189,7 @@ def wrap_create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict
     """``<client class>.create``: one llm_response step and one recorded call per model call."""
     if not SWITCH.on or IN_LLM.get():
         return wrapped(*args, **kwargs)
-    ctx = current_run()
+    ctx = CURRENT_RUN.get()
     if ctx is None:
         return wrapped(*args, **kwargs)
     return _create(wrapped, instance, ctx, args, kwargs)
@@ -222,7 +220,7 @@ def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     """``<client class>.create_stream``: like :func:`wrap_create`; the step ends with the final CreateResult."""
     if not SWITCH.on or IN_LLM.get():
         return wrapped(*args, **kwargs)
-    ctx = current_run()
+    ctx = CURRENT_RUN.get()
     if ctx is None:
         return wrapped(*args, **kwargs)
     return scoped_stream(lambda: _stream_hooks(ctx, instance, args, kwargs), wrapped, args, kwargs)
@@ -242,10 +240,12 @@ def _stream_hooks(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: d
         else:
             _fail_llm(llm, asyncio.CancelledError("the stream was closed before its final result"))
 
-    return StreamHooks(scope=lambda: _llm_scope(llm), end=end, result_type=CreateResult, close_in_scope=False)
+    return StreamHooks(scope=_llm_scope(llm), end=end, result_type=CreateResult, close_in_scope=False)
 
 
 def patch_client_class(cls: type) -> None:
     """Wrap ``create`` / ``create_stream`` of a ChatCompletionClient class (any client: OpenAI, replay, custom)."""
+    if (cls, "create") in CHECKED and (cls, "create_stream") in CHECKED:  # every turn asks: no call in when done
+        return
     patch_defining(cls, "create", wrap_create, skip=(ChatCompletionClient,))
     patch_defining(cls, "create_stream", wrap_create_stream, skip=(ChatCompletionClient,))

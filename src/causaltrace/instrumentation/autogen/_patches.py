@@ -14,7 +14,7 @@ from typing import Any
 
 import wrapt
 
-__all__ = ["SWITCH", "disable", "enable", "patch_attribute", "patch_defining", "patched", "unpatch_all"]
+__all__ = ["CHECKED", "SWITCH", "disable", "enable", "patch_attribute", "patch_defining", "patched", "unpatch_all"]
 
 
 class Switch:
@@ -43,6 +43,9 @@ _PATCH_LOCK = threading.RLock()
 #: (owner class, attribute) → the original raw class attribute (function, staticmethod, classmethod).
 _ORIGINALS: dict[tuple[type, str], Any] = {}
 _CHECKED: set[tuple[type, str]] = set()
+#: The (class, attribute) pairs :func:`patch_defining` has handled (cleared by :func:`unpatch_all`): a hook that
+#: runs on every framework event tests it before calling in.
+CHECKED = _CHECKED
 
 
 def patch_attribute(owner: type, attribute: str, wrapper: Any) -> bool:

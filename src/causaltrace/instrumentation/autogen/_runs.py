@@ -39,7 +39,7 @@ from causaltrace.instrumentation.autogen._state import (
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.autogen._turns import begin_turn, end_turn, patch_agent_class, turn_scope
 from causaltrace.instrumentation.roster import autogen_roster
-from causaltrace.instrumentation.runs import attach_run, current_run, run_scope
+from causaltrace.instrumentation.runs import CURRENT_RUN, attach_run, run_scope
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep, current_step
 from causaltrace.schema import StepError
@@ -110,7 +110,7 @@ def _task_messages(kwargs: dict[str, Any]) -> list[Any]:
 def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | None:
     """Open a team / agent run: attach to (or own) the causaltrace run, add its ``task`` step, and for a nested
     team its ``agent_turn``; None when nothing is traced."""
-    outer = current_run()
+    outer = CURRENT_RUN.get()
     outer_level = LEVEL.get()
     outer_turn = TURN.get()
     if outer_level is not None and outer_level.ctx is not outer:
@@ -306,7 +306,7 @@ def _level_stream(wrapped: Any, obj: Any, args: tuple[Any, ...], kwargs: dict[st
         async def end(result: Any, error: BaseException | None, closed: bool) -> None:
             await _end_level(lr, result, error, closed=closed)
 
-        return StreamHooks(scope=lambda: _level_scope(lr), end=end, result_type=TaskResult)
+        return StreamHooks(scope=_level_scope(lr), end=end, result_type=TaskResult)
 
     return scoped_stream(begin, wrapped, args, kwargs)
 

@@ -15,7 +15,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import manager_name, selectable_speakers
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, MANAGER, TURN, Level, Manager, call_arg, extend_unique
-from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.runs import CURRENT_RUN
 from causaltrace.instrumentation.steps import Dep
 
 __all__ = ["wrap_select_speaker"]
@@ -25,7 +25,7 @@ def wrap_select_speaker(wrapped: Any, instance: Any, args: tuple[Any, ...], kwar
     """``SelectorGroupChatManager.select_speaker``: its model calls are llm_responses of the manager, followed by
     a ``speaker_selection`` step; the selected agent's next agent_turn is ``selected_by`` it."""
     level = LEVEL.get()
-    if not SWITCH.on or level is None or current_run() is not level.ctx:
+    if not SWITCH.on or level is None or CURRENT_RUN.get() is not level.ctx:
         return wrapped(*args, **kwargs)
     return _select_speaker(wrapped, instance, level, args, kwargs)
 

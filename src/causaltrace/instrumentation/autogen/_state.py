@@ -123,7 +123,6 @@ class RunState:
         return memo
 
 
-_STATES: weakref.WeakKeyDictionary[RunContext, RunState] = weakref.WeakKeyDictionary()
 _SETTINGS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -142,12 +141,15 @@ _STATES_LOCK = threading.Lock()
 
 
 def state_of(ctx: RunContext) -> RunState:
-    """The adapter's :class:`RunState` of a run, created on first use (held weakly: it goes with the run)."""
-    with _STATES_LOCK:
-        state = _STATES.get(ctx)
-        if state is None:
-            state = _STATES[ctx] = RunState()
-        return state
+    """The adapter's :class:`RunState` of a run, created on first use (kept on the run, ``ctx.adapters``: it goes
+    with the run)."""
+    state = ctx.adapters.get("autogen")
+    if state is None:
+        with _STATES_LOCK:
+            state = ctx.adapters.get("autogen")
+            if state is None:
+                state = ctx.adapters["autogen"] = RunState()
+    return state
 
 
 @dataclass(eq=False)

@@ -23,13 +23,15 @@ __all__ = ["StreamHooks", "scoped_stream"]
 class StreamHooks:
     """What one wrapped stream does around the framework's generator.
 
-    ``scope`` is entered around every ``__anext__`` (and around the early close when ``close_in_scope``);
+    ``scope`` is entered around every ``__anext__`` (and around the early close when ``close_in_scope``): one
+    reusable context manager built when the stream begins (a :class:`~causaltrace.instrumentation.scope.Scope`
+    is entered again for each item, never a new one per item);
     ``observe`` sees every item before it is passed on; the last item that is a ``result_type`` is the stream's
     result; ``end(result, error, closed)`` runs once at the end (it may be a coroutine function), ``closed`` being
     True when the consumer stopped before the stream was exhausted.
     """
 
-    scope: Callable[[], AbstractContextManager[Any]]
+    scope: AbstractContextManager[Any]
     end: Callable[[Any, BaseException | None, bool], Awaitable[None] | None]
     observe: Callable[[Any], None] | None = None
     result_type: type | None = None
@@ -50,9 +52,10 @@ async def scoped_stream(
     result = None
     error: BaseException | None = None
     exhausted = False
+    scope, result_type, observe = hooks.scope, hooks.result_type, hooks.observe
     try:
         while True:
-            with hooks.scope():
+            with scope:
                 try:
                     item = await agen.__anext__()
                 except StopAsyncIteration:
@@ -61,17 +64,17 @@ async def scoped_stream(
                 except BaseException as exc:
                     error = exc
                     raise
-            if hooks.result_type is not None and isinstance(item, hooks.result_type):
+            if result_type is not None and isinstance(item, result_type):
                 result = item
-            if hooks.observe is not None:
-                hooks.observe(item)
+            if observe is not None:
+                observe(item)
             yield item
     finally:
         closed = error is None and not exhausted
         try:
             if closed:
                 if hooks.close_in_scope:
-                    with hooks.scope():
+                    with scope:
                         await agen.aclose()
                 else:
                     await agen.aclose()

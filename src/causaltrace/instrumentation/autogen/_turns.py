@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 from autogen_agentchat.agents import UserProxyAgent
@@ -30,7 +31,7 @@ from causaltrace.instrumentation.autogen._state import (
     step_id_of,
 )
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
-from causaltrace.instrumentation.runs import current_run
+from causaltrace.instrumentation.runs import CURRENT_RUN
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
@@ -42,7 +43,7 @@ __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_tu
 def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
     """Open an ``agent_turn`` for ``agent`` with the ``messages`` delivered to it; ``(turn, owner)``, where ``owner``
     is False when this call joins the turn already in flight (``on_messages`` → ``on_messages_stream``)."""
-    ctx = current_run()
+    ctx = CURRENT_RUN.get()
     if ctx is None:
         return None, False
     current = TURN.get()
@@ -142,7 +143,7 @@ def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
 
 def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``<agent class>.on_messages_stream``: one agent turn, with exactly the messages delivered to it."""
-    if not SWITCH.on or current_run() is None:
+    if not SWITCH.on or CURRENT_RUN.get() is None:
         return wrapped(*args, **kwargs)
     return scoped_stream(lambda: _turn_hooks(instance, args, kwargs), wrapped, args, kwargs)
 
@@ -157,7 +158,7 @@ def _turn_hooks(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> St
         if owner:
             end_turn(turn, error, closed=closed)
 
-    return StreamHooks(scope=lambda: turn_scope(turn), end=end, observe=lambda item: observe(turn, item))
+    return StreamHooks(scope=turn_scope(turn), end=end, observe=partial(observe, turn))
 
 
 def patch_agent_class(cls: type) -> None:
