@@ -100,3 +100,25 @@ def test_a_run_cut_off_on_an_executors_reply_blames_that_last_attempt(tmp_path):
                                   tmp_path / "Hand-Crafted" / "8.json")
     d = asyncio.run(diagnose(ended, "graph", store=False))
     assert not any("the run ended on this reply" in r for c in d.candidates for r in c.reasons)
+
+
+def test_a_re_issued_instruction_is_a_loop_finding_only_when_its_addressee_repeats_itself(tmp_path):
+    # Magentic-One re-issues an instruction while the web surfer works through it: replies that show new pages are
+    # progress (what the framework always does: no evidence); replies that repeat each other are a loop
+    from causaltrace.attribution.findings.loops import detect_loops_without_progress
+
+    ask = ("Please click the 'Mist Trail' result, scroll to its reviews section and report the review count "
+           "shown beside the stars.")
+    progressing = _run(tmp_path, [ask, "Again: " + ask, "Once more: " + ask],
+                       ["I clicked 'See more results'. The page lists Mist Trail and Panorama Trail.",
+                        "I clicked 'Mist Trail'. Its page opened with a photo gallery.",
+                        "I scrolled to the reviews section: 2,841 reviews."])
+    assert [lp.replies for lp in detect_loops(progressing) if lp.kind == "instruction"] == [[2, 4, 6]]
+    assert detect_loops_without_progress(progressing, detect_loops(progressing)) == []
+    stuck = _run(tmp_path, [ask, "Again: " + ask, "Once more: " + ask],
+                 ["I clicked 'See more results'. The page lists Mist Trail and Panorama Trail.",
+                  "I clicked 'See more results'. The page lists Mist Trail and Panorama Trail.",
+                  "I scrolled to the reviews section: 2,841 reviews."])
+    found = detect_loops_without_progress(stuck, detect_loops(stuck))
+    assert ("loop_no_progress", 2) in [(f.family, f.index) for f in found]
+    assert any("re-issued" in f.claim for f in found)

@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from causaltrace.attribution.findings._common import evidence, finding
-from causaltrace.attribution.stages.loops import Loop
+from causaltrace.attribution.stages.loops import Loop, jaccard, signature_tokens
 from causaltrace.schema import Finding, Run
+
+#: two replies to a re-issued instruction repeat each other when their signatures' tokens are this similar (the
+#: action loops' near-identity)
+SAME_REPLY = 0.8
 
 __all__ = ["detect_loops_without_progress"]
 
@@ -23,7 +27,7 @@ def detect_loops_without_progress(run: Run, loops: Sequence[Loop]) -> list[Findi
             out.append(finding(run, "loop_no_progress", lp.start,
                                f"step {lp.start} starts a loop of {len(lp.members)} near-identical actions without "
                                f"progress (steps {', '.join(map(str, lp.members[:6]))})", repeats))
-        elif lp.replies:
+        elif lp.replies and _replies_repeat(run, lp.replies):
             first = lp.replies[0]
             items = [evidence(run, lp.start, "request"), *repeats]
             out.append(finding(run, "loop_no_progress", first,
@@ -32,3 +36,15 @@ def detect_loops_without_progress(run: Run, loops: Sequence[Loop]) -> list[Findi
                                f"{', '.join(map(str, lp.members[:6]))}): it did not do what was asked", items,
                                category="FM-1.3"))
     return out
+
+
+def _replies_repeat(run: Run, replies: Sequence[int]) -> bool:
+    """True when the addressee made no progress between the re-issues: an error reply, or two replies that repeat
+    each other. An orchestrator re-issues an instruction while its addressee works through it (Magentic-One's
+    "please continue searching" to a web surfer whose every reply shows a new page): replies that keep changing are
+    progress, what the framework always does, and no evidence — as for action loops, whose observations must repeat."""
+    steps = [run.step_at(i) for i in replies[:8]]
+    if any(s.status == "error" for s in steps):
+        return True
+    tokens = [signature_tokens(s) for s in steps]
+    return any(jaccard(a, b) >= SAME_REPLY for k, a in enumerate(tokens) for b in tokens[k + 1:])
