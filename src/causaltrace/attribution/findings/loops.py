@@ -1,6 +1,7 @@
 """Family ``loop_no_progress``: a loop without progress (EMFA's persistent-loop branch; MAST FM-1.3). An action
 loop — the same call with equal arguments and no new information — blames the step that started it; an
-instruction re-issued to an agent blames the first reply that did not follow it (the first failure to follow).
+instruction re-issued to an agent blames the first reply that did not follow it (the first failure to follow) — when
+the agent made no progress between the re-issues (its replies repeat each other or err: :func:`_replies_repeat`).
 :mod:`causaltrace.attribution.stages.loops` finds both from action signatures and observations."""
 
 from __future__ import annotations

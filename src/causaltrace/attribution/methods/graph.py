@@ -275,6 +275,10 @@ a call passes a name nothing gave while what it was given       reasoning (the i
 names exactly one name no call of the run passes: the task's     case: zoo, twins and Who&When dev unchanged;
 name substituted (provenance_walk; value_changed; correction:    names in a call's short string arguments are
 the task's name)                                                 values (stages.values.argument_names)
+a re-issued instruction is a loop finding only when its          Who&When dev: loop findings at the top were
+addressee's replies repeat each other or err (findings.loops):   right 0 / 10, 5 of them Magentic-One re-issues
+replies that keep changing are the framework working through     to a surfer whose replies showed new pages; now
+it, not evidence                                                 5; top-1 40 / 92 and zoo unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
