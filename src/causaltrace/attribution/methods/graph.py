@@ -271,7 +271,7 @@ entry's name or figure)                                          the correction;
 a name's match ends on a letter: "{'city': 'Paris'}" names       found writing the row above (a quoted one-word
 Paris, not "Paris'" (stages.values)                              name never matched its source); zoo, twins and
                                                                  Who&When dev unchanged
-a call passes a name nothing gave while what it was given       reasoning (the issue's entity family), no suite
+a call passes a name nothing gave while what it was given        reasoning (the issue's entity family), no suite
 names exactly one name no call of the run passes: the task's     case: zoo, twins and Who&When dev unchanged;
 name substituted (provenance_walk; value_changed; correction:    names in a call's short string arguments are
 the task's name)                                                 values (stages.values.argument_names)
