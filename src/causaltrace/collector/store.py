@@ -124,6 +124,12 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = _migrations.LATEST_VERSION
 _MIN_PREFIX = 4
 _step_order = operator.itemgetter(0, 1)
+#: The final write of this writer's live run: its row updated in place (a row replaced as a new one is written to the
+#: table and both of its indexes again: three pages of the commit instead of one).
+_FINISH = ("UPDATE runs SET framework = ?, name = ?, task = ?, trace_id = ?, started_at = ?, ended_at = ?, status = ?, "
+           "state = 'finished', writer_pid = ?, writer_start = ?, writer_host = ?, has_recording = ?, written_at = ?, "
+           "data = ?, chunks = ? WHERE run_id = ?")
+_FINISH_MOVED = _FINISH.replace(" WHERE", ", sort_ts = ? WHERE")
 
 
 def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> Backend:
@@ -374,7 +380,8 @@ class Store:
         ``stored_steps`` are ids of steps this process already wrote to this live run — all of them, an empty
         collection saying none (the collector's writer passes them): while the run is still this writer's live run,
         those rows are kept as they are and the others written, nothing deleted (no step of the run is stored but
-        those). Otherwise (None, the default) every child row is replaced.
+        those), and the run's row is updated in place (it keeps its place among runs that began at the same
+        instant). Otherwise (None, the default) every child row is replaced, and the run's row too (as a new row).
         """
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
@@ -414,29 +421,18 @@ class Store:
                 own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
                 # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
                 self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
-            self._backend.put_run(
-                conn,
-                (
-                    run.run_id,
-                    run.framework,
-                    run.name,
-                    run.task,
-                    run.trace_id,
-                    iso(run.started_at),
-                    iso(run.ended_at),
-                    run.outcome.status,
-                    "finished",
-                    writer.pid,
-                    writer.start_time,
-                    writer.host,
-                    int(run.recording is not None),
-                    now_iso(),
-                    data,
-                    sort_key,
-                ),
-            )
-            if run_chunks is not None:
-                conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
+            fields = (run.framework, run.name, run.task, run.trace_id, iso(run.started_at), iso(run.ended_at),
+                      run.outcome.status)
+            fields_after = (writer.pid, writer.start_time, writer.host, int(run.recording is not None), now_iso(), data)
+            if live:  # its row updated in place: its indexes are not touched unless its sort key moved
+                assert old is not None
+                moved = sort_key != old.sort_ts
+                conn.execute(_FINISH_MOVED if moved else _FINISH,
+                             (*fields, *fields_after, run_chunks, *((sort_key,) if moved else ()), run.run_id))
+            else:
+                self._backend.put_run(conn, (run.run_id, *fields, "finished", *fields_after, sort_key))
+                if run_chunks is not None:
+                    conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
             if refs is not None:
                 recording_chunks.write_texts(conn, run.run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
