@@ -508,20 +508,42 @@ def step_rows(run_id: str, steps: Sequence[Step], limit: int, *, utf8: bool,
     # with refer, a text long enough for its literal to reach BLOB_MIN_BYTES is named by its key even uncut
     apart = APART_MIN_CHARS if refer is not None else None
     screen = limit if apart is None else min(limit, apart - 1)
+    to_json = Step.__pydantic_serializer__.to_json
     for step in steps:
-        if not isinstance(step, Step):
+        if type(step) is not Step and not isinstance(step, Step):
             raise InvalidInputError(f"run {run_id!r}: expected Step objects, got {type(step).__name__}")
         if step.run_id != run_id:
             raise InvalidInputError(
                 f"step {step.step_id!r} has run_id {step.run_id!r} but is being stored under run {run_id!r}"
             )
         data: str | bytes
-        refs: list[list[Any]] = []
-        if long_text_on_top(step, screen):
+        refs: list[list[Any]] | None = None
+        # long_text_on_top inline (the writer runs this once a step): a long text on top is cut before any JSON
+        on_top = len(step.content) > screen or (step.action_signature is not None
+                                                 and len(step.action_signature) > screen)
+        if not on_top:
+            error = step.error
+            on_top = error is not None and len(error.message) > screen
+        if not on_top:
+            arguments = step.arguments
+            for values in (step.inputs, step.outputs, arguments, step.metadata) if arguments else (
+                    step.inputs, step.outputs, step.metadata):
+                for value in values.values() if values else ():
+                    if isinstance(value, str) and len(value) > screen:
+                        on_top = True
+                        break
+                if on_top:
+                    break
+        if on_top:
+            refs = []
             step, data = cut_step_json(step, limit, literals, utf8=utf8, refer=refer, refs=refs, apart=apart)
         else:
-            data = model_json(step)
+            try:  # model_json inline
+                data = to_json(step).decode()
+            except PydanticSerializationError:
+                data = step.model_dump_json()
             if len(data) > screen:  # cheap test: no text inside is longer than the JSON
+                refs = []
                 step, data = cut_step_json(step, limit, literals, data, utf8=utf8, refer=refer, refs=refs,
                                            apart=apart)
         rows.append((run_id, step.step_id, step.index, step.kind, step.agent, step.status, step.parent_step_id,
