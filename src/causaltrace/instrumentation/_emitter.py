@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -296,6 +297,8 @@ class StepSpan:
     #: Span-only attributes an adapter read from the framework (OpenInference messages, tools, descriptions…):
     #: exported under the payload policy and the content switches, never part of the Step.
     extras: dict[str, Any] | None = None
+    #: ``context.trace_id``, kept: its children read it (the property is a Python call each time).
+    trace_id: int = 0
 
     def get_span_context(self) -> SpanContext:
         return self.context
@@ -337,6 +340,9 @@ class Emitter:
         #: The config's content switches (:meth:`_content_switches`) and the config they were read from.
         self._switches = (config.oi_content, config.genai_content_on, _blocked_prefixes(config))
         self._switches_of = config
+        #: The last parent that was not a step span (a run's root: many steps start under it) and its context,
+        #: valid and sampled (:meth:`start_step_span`).
+        self._parent_seen: tuple[Any, Any, int] = (None, None, 0)
 
     @never_raise()
     def start_root(self, attributes: Mapping[str, Any], *, start_time_ns: int) -> Span | None:
@@ -375,36 +381,46 @@ class Emitter:
         try:
             if self._sdk is None or parent is None:
                 return None
+            seen = self._parent_seen
             if type(parent) is StepSpan:  # a step span exists only in a sampled trace: valid and sampled
-                parent_ctx = parent.context
+                parent_ctx, trace_id = parent.context, parent.trace_id
+            elif parent is seen[0]:  # the run's root, again: its context was read and checked
+                _, parent_ctx, trace_id = seen
             else:
                 parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
                 if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
                     return None
-            otel_links: list[Link] = []
-            for ctx, kind, step_id in links:  # _link, inline: every step has a few
-                if ctx.is_valid:
-                    otel_links.append(Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}))
+                trace_id = parent_ctx.trace_id
+                self._parent_seen = (parent, parent_ctx, trace_id)  # a span's context never changes
             if joins is not None:
                 with self._pair_lock:
                     pair = self._pairs.get(joins)
                     if pair is not None and pair.result_span is None:
                         call = pair.call_span
-                        pair.result_span = StepSpan(
-                            context=call.context, parent=call.parent, start_ns=start_time_ns,
-                            attributes=attributes,
-                            links=[link for link in otel_links if link.context.span_id != call.context.span_id],
-                            joins=joins,
-                        )
+                        pair.result_span = StepSpan(context=call.context, parent=call.parent, start_ns=start_time_ns,
+                                                    attributes=attributes, links=_links(links, call.context),
+                                                    joins=joins, trace_id=trace_id)
                         return pair.result_span
             ids = self._sdk[3]
-            context = SpanContext(parent_ctx.trace_id, ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
+            span_id = _random_bits(64) if type(ids) is RandomIdGenerator else 0  # generate_span_id, inline
+            context = SpanContext(trace_id, span_id or ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
+            otel_links: list[Link] = []
+            for ctx, kind, step_id in links:  # _links, inline: every step has a few
+                if ctx.is_valid:
+                    link_attributes = {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}
+                    if not _LINKS_BY_FIELDS:
+                        otel_links.append(Link(ctx, link_attributes))
+                    else:
+                        link = _new_object(Link)  # Link(ctx, link_attributes), without its two frames
+                        link._context, link._attributes = ctx, link_attributes
+                        otel_links.append(link)
             span = StepSpan(
                 context=context,
                 parent=parent_ctx,
                 start_ns=start_time_ns,
                 attributes=attributes,
                 links=otel_links,
+                trace_id=trace_id,
             )
             if attributes.get(semconv.STEP_KIND) == "tool_call":
                 with self._pair_lock:
@@ -417,12 +433,8 @@ class Emitter:
     @never_raise()
     def add_links(self, span: StepSpan | None, links: Iterable[tuple[SpanContext, str, str]]) -> None:
         """Add dependency links discovered after the span started."""
-        if span is None:
-            return
-        for producer, kind, step_id in links:
-            link = _link(producer, kind, step_id)
-            if link is not None:
-                span.links.append(link)
+        if span is not None:
+            span.links += _links(links)
 
     def export_step(self, span: StepSpan | None, step: Step, *, end_time_ns: int) -> None:
         """Write the ended step's span (final attributes, status, links) to the provider's span processors.
@@ -644,6 +656,8 @@ def _status(step: Step, limit: int) -> Status:
 
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+#: What RandomIdGenerator.generate_span_id draws a span id from (0, which is invalid, is drawn again by it).
+_random_bits = random.getrandbits
 _OK = Status(StatusCode.OK)
 _UNSET = Status(StatusCode.UNSET)
 #: A step status → its span status, for the statuses that carry no error (:func:`_status`'s answer, looked up
@@ -653,8 +667,39 @@ _STATUS_OF = {"ok": _OK, "unset": _UNSET}
 _PROVIDER_KINDS = frozenset({"llm_response", "agent_turn"})
 
 
-def _link(producer: SpanContext, kind: str, step_id: str) -> Link | None:
-    ctx = producer
-    if not ctx.is_valid:
-        return None
-    return Link(ctx, {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id})
+_new_object = object.__new__
+
+
+def _links_by_fields() -> bool:
+    """Whether a Link made as ``object.__new__(Link)`` with the fields ``_context`` / ``_attributes`` is the Link
+    the installed API's ``Link(context, attributes)`` makes (its ``__init__`` calls its base's: two frames per link,
+    and every step has a few; issue 35). Checked once, at import: else links are made by ``Link(...)``."""
+    try:
+        ctx, attrs = SpanContext(1, 1, is_remote=False), {semconv.DEPENDENCY_KIND: "saw"}
+        made = _new_object(Link)
+        made._context, made._attributes = ctx, attrs
+        api = Link(ctx, attrs)
+        return vars(made) == vars(api) and (made.context, made.attributes, made.dropped_attributes) == (
+            api.context, api.attributes, api.dropped_attributes)
+    except Exception:
+        return False
+
+
+_LINKS_BY_FIELDS = _links_by_fields()
+
+
+def _links(links: Iterable[tuple[SpanContext, str, str]], but: SpanContext | None = None) -> list[Link]:
+    """The OTel Links of ``links`` (producer span context, kind, producer id) whose producer's context is valid,
+    but none to ``but`` (a tool call's span, which its result's links leave out)."""
+    out: list[Link] = []
+    skip = but.span_id if but is not None else None
+    for ctx, kind, step_id in links:
+        if ctx.is_valid and (skip is None or (ctx is not but and ctx.span_id != skip)):
+            attributes = {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}
+            if not _LINKS_BY_FIELDS:
+                out.append(Link(ctx, attributes))
+            else:
+                link = _new_object(Link)
+                link._context, link._attributes = ctx, attributes
+                out.append(link)
+    return out
