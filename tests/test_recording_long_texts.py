@@ -121,3 +121,26 @@ def test_a_long_literal_is_written_without_reserving_ten_times_its_size():
     finally:
         tracemalloc.stop()
     assert literal == orjson.dumps(text) and peak < 2 * len(text)
+
+
+def test_a_recorded_call_measured_short_is_not_looked_into_again():
+    """A call whose canonical request was short and whose response and settings are small is noted at its finish
+    (issue 35 item 2): the Recording's export does not walk its request again; one holding a long text is not."""
+    from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
+    from causaltrace.instrumentation.calls import CallLog
+    from causaltrace.recording.long_texts import LONG_TEXT_CHARS, _no_long_text, small_json
+
+    log = CallLog("run-1")
+    short = log.begin("a", "llm", {"messages": [{"role": "user", "content": "hi"}]}, ordinal=None,
+                      settings={"model": "m", "info": {"vision": False}}, step_id=None, call_id_pattern=None)
+    short.finish({"text": "hello"})
+    long = log.begin("a", "llm", {"messages": [{"role": "user", "content": "x" * LONG_TEXT_CHARS}]}, ordinal=None,
+                     settings={}, step_id=None, call_id_pattern=None)
+    long.finish({"text": "hello"})
+    assert id(short.call) in _no_long_text and id(long.call) not in _no_long_text
+    assert model_json_pieces(short.call, LONG_TEXT_CHARS, deep=True) is None
+    assert json_pieces_text(model_json_pieces(long.call, LONG_TEXT_CHARS, deep=True)) == long.call.model_dump_json()
+    recording = log.recording()
+    attrs = recording_attributes(recording, settings=RecordingExport(max_bytes=10**8), chunk_chars=1 << 20)
+    assert "".join(attrs["causaltrace.run.recording.chunks"]) == recording.model_dump_json()
+    assert small_json({"a": {"b": 1}}) and not small_json({"a": {"b": {"c": 1}}}) and not small_json([1])

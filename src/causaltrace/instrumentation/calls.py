@@ -18,6 +18,7 @@ from typing import Any
 from causaltrace.instrumentation._emitter import internal_error
 from causaltrace.instrumentation.steps import as_json, construct, error_of
 from causaltrace.recording import canonical_request, encode_response
+from causaltrace.recording.long_texts import LONG_TEXT_CHARS, note_no_long_text, small_json
 from causaltrace.schema import RecordedCall, Recording
 
 __all__ = ["CallHandle", "CallLog"]
@@ -59,7 +60,9 @@ class CallLog:
         """Start recording a call: canonicalise and hash the request now, number the call."""
         if kind not in ("llm", "tool"):
             raise ValueError(f"unknown recorded call kind {kind!r}")
-        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern, shared=self._shared)
+        sizes: list[int] = []
+        canonical, digest = canonical_request(request, call_id_pattern=call_id_pattern, shared=self._shared,
+                                              sizes=sizes)
         with self._lock:
             if ordinal is None:
                 ordinal = self._ordinals.get((agent_key, kind), 0)
@@ -76,6 +79,7 @@ class CallLog:
             start_order=start_order,
             settings=dict(settings or {}),
             step_id=step_id,
+            short_request=bool(sizes) and sizes[0] < LONG_TEXT_CHARS,
         )
 
     def next_finish(self) -> int:
@@ -123,6 +127,9 @@ class CallHandle:
     settings: dict[str, Any] = field(default_factory=dict)
     step_id: str | None = None
     call: RecordedCall | None = None
+    #: The request's canonical JSON is shorter than LONG_TEXT_CHARS: no text in it is long (the Recording's export
+    #: need not look for one: ``long_texts.note_no_long_text``).
+    short_request: bool = False
 
     def finish(self, response: Any = None, *, error: BaseException | None = None, step_id: str | None = None) -> None:
         """Record the response (or the error) of this call. A response that cannot be encoded is ``live_only``."""
@@ -158,6 +165,8 @@ class CallHandle:
                     "error": error_of(error),
                 },
             )
+            if self.short_request and small_json(encoded) and small_json(self.call.settings):
+                note_no_long_text(self.call)  # the Recording's export need not look for a long text in it
             self.log.add(self.call)
         except Exception:
             internal_error("CallHandle.finish")

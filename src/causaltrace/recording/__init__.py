@@ -332,6 +332,7 @@ def canonical_request(
     call_id_pattern: Any = None,
     drop_keys: Iterable[str] = ("created_at",),
     shared: dict[str, str] | None = None,
+    sizes: list[int] | None = None,
 ) -> tuple[Any, str]:
     """``(canonicalize_request(request), request_hash(...))`` in one pass: the recording hot path.
 
@@ -342,6 +343,9 @@ def canonical_request(
     ``shared`` (one dict per run: ``CallLog``) makes the long strings of a large request (64 K characters of text or
     more) the same objects as the equal strings of earlier requests: a model request carries the whole
     conversation, so a 20 MB tool result would otherwise be held once per later request (issue 21 item 14).
+
+    ``sizes``: the length of the canonical JSON text is appended to it (no text inside the request is longer: a
+    caller can tell, without a walk, that the request holds no long text).
     """
     drop = tuple(drop_keys)
     plain = _plain_json(request)
@@ -350,7 +354,10 @@ def canonical_request(
     edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
         canonical = _canonical_walk(plain, call_id_pattern, drop)
-        digest = request_hash(canonical)
+        written = _canonical_text(canonical)[0]  # request_hash, inline: its text's length is wanted too
+        digest = hashlib.sha256(written.encode()).hexdigest()
+        if sizes is not None:
+            sizes.append(len(written))
     else:
         if edited is not text and call_id_pattern is None and len(text) >= _WALK_MIN_TEXT:
             # a large request is aliased on its data: the walk visits its containers and shares its texts, where
@@ -359,6 +366,8 @@ def canonical_request(
         elif edited is not text:
             plain = orjson.loads(edited) if by_orjson else json.loads(edited)
         canonical, digest = plain, hashlib.sha256(edited.encode()).hexdigest()
+        if sizes is not None:
+            sizes.append(len(edited))
     if shared is not None and len(text) >= _SHARE_MIN_TEXT:
         _share_long_strings(canonical, shared)
     return canonical, digest

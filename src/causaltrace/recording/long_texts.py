@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import weakref
 from typing import Any
 
 import orjson
@@ -40,6 +41,8 @@ __all__ = [
     "json_pieces_text",
     "literal_size",
     "model_json_pieces",
+    "note_no_long_text",
+    "small_json",
 ]
 
 #: From how many characters a string's literal size is remembered (shorter ones are measured again when asked).
@@ -243,11 +246,56 @@ def _plain_fields(cls: type[BaseModel], names: tuple[str, ...]) -> bool:
     return known
 
 
+#: Models known to hold no text of :data:`LONG_TEXT_CHARS` characters or more anywhere (a recorded call whose
+#: request's canonical JSON was shorter than that, its response and settings small: ``instrumentation.calls``):
+#: id → a weak reference. :func:`model_json_pieces` does not look inside them — the Recording's export at a run's
+#: end walked every request again, and each request carries the whole conversation so far (issue 35 item 2: what
+#: was measured once is not walked again). An entry goes with its model.
+_no_long_text: dict[int, weakref.ref[Any]] = {}
+
+
+def note_no_long_text(model: BaseModel) -> None:
+    """Say that no text in ``model`` has :data:`LONG_TEXT_CHARS` characters or more (never raises; a model that
+    takes no weak reference is not noted)."""
+    key = id(model)
+    try:
+        _no_long_text[key] = weakref.ref(model, lambda _, key=key: _no_long_text.pop(key, None))
+    except TypeError:
+        pass
+
+
+def small_json(value: Any, depth: int = 2) -> bool:
+    """Whether ``value`` is a scalar, a text shorter than :data:`LONG_TEXT_CHARS`, or a dict of those nested at
+    most ``depth`` deep (a response envelope, a call's settings): it then holds no long text. Anything else is not
+    looked into (False)."""
+    cls = type(value)
+    if cls is str:
+        return len(value) < LONG_TEXT_CHARS
+    if cls is not dict:
+        return cls is int or cls is float or cls is bool or value is None
+    for item in value.values():
+        cls = type(item)
+        if cls is str:
+            if len(item) >= LONG_TEXT_CHARS:
+                return False
+        elif cls is dict:
+            if depth <= 1 or not small_json(item, depth - 1):
+                return False
+        elif cls is not int and cls is not float and cls is not bool and item is not None:
+            return False
+    return True
+
+
 def model_json_pieces(model: BaseModel, min_chars: int, *, deep: bool = False) -> list[str] | None:
     """pydantic's JSON of ``model`` (``BaseModel.model_dump_json``) as :func:`json_pieces`, cut at the long texts
     (``min_chars`` or more characters) of its own text fields (a tool result's ``content``, an outcome's
     ``final_answer``) and, when ``deep``, inside its dict and list fields (a recorded call's request and response);
-    None when it has none, or when they are not written as they are (:func:`_plain_fields`)."""
+    None when it has none (a model :func:`note_no_long_text` noted has none from :data:`LONG_TEXT_CHARS` up: not
+    looked into), or when they are not written as they are (:func:`_plain_fields`)."""
+    if min_chars >= LONG_TEXT_CHARS:
+        noted = _no_long_text.get(id(model))
+        if noted is not None and noted() is model:
+            return None
     cls = type(model)
     texts: list[str] = []
     update: dict[str, Any] = {}
