@@ -324,16 +324,18 @@ class RunCollector:
             self._urgent.set()
 
     def _settled(self, items: list[Op]) -> None:
-        """These operations are written or given up: wake their waiters and :meth:`drain`."""
+        """These operations are written or given up: wake their waiters and :meth:`drain`. (Counted first: a waiter
+        woken by its event and flushing then finds nothing unwritten — no round trip to the writer.)"""
         n = 0
-        for op, _, event in items:
-            if event is not None:
-                event.set()
+        for op, _, _ in items:
             n += op != "flush"
         if n:
             with self._idle:
                 self._settled_n += n
                 self._idle.notify_all()
+        for _, _, event in items:
+            if event is not None:
+                event.set()
 
     def _unwritten(self) -> int:
         """Data operations handed over and not settled yet (the caller holds ``_idle``). ``next`` reads the
@@ -405,7 +407,7 @@ class RunCollector:
                 self._store = self._store_factory()
             return self._store
         target = self._target_now()
-        if self._store is not None and self._target != target:
+        if self._store is not None and self._target is not target and self._target != target:
             self._store = None  # not closed: another collector may write through it (closed when none holds it)
         if self._store is None:
             self._store = _open_shared(target, self.config.store_max_chars)
@@ -431,8 +433,8 @@ class RunCollector:
             if self._retiring and self._retire():
                 return
             pending = self._next_batch()
-            if all(op == "flush" for op, _, _ in pending):  # nothing to write: wake the waiters
-                self._settled(pending)
+            if pending[0][0] == "flush" and all(op == "flush" for op, _, _ in pending):
+                self._settled(pending)  # nothing to write: wake the waiters
                 continue
             self._inflight = pending
             try:
@@ -640,8 +642,9 @@ class RunCollector:
                 else:
                     batch.append(payload[1])
                 continue
-            self._write_steps(store, batch, written)
-            batch = []
+            if batch:
+                self._write_steps(store, batch, written)
+                batch = []
             if op == "begin":
                 run_id, fields = payload
                 store.begin_run(run_id, **fields)
@@ -652,7 +655,8 @@ class RunCollector:
                 stored -= resent.pop(payload.run_id, set())  # stored live, sent again since: the end rewrites them
                 store.finish_run(payload, stored_steps=stored)
                 written[payload.run_id] = None
-        self._write_steps(store, batch, written)
+        if batch:
+            self._write_steps(store, batch, written)
         return written
 
     def _remember(self, written: dict[str, set[str] | None]) -> None:
