@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
 from functools import cache
 from types import SimpleNamespace
 from typing import Any
@@ -135,7 +136,7 @@ def model_settings(model: Any) -> dict[str, Any]:
     model_class = f"{type(model).__module__}.{type(model).__qualname__}"
     out: dict[str, Any] = {"model": model_name(model), "model_class": model_class}
     kwargs = getattr(model, "kwargs", None)
-    if isinstance(kwargs, Mapping):
+    if type(kwargs) is dict or isinstance(kwargs, Mapping):
         for key in _SETTING_KEYS:
             if key in kwargs:
                 out[key] = jsonable(kwargs[key])
@@ -147,7 +148,7 @@ def model_settings(model: Any) -> dict[str, Any]:
 
 def message_text(message: Any) -> str:
     """The text of a ChatMessage (or message dict) content."""
-    content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+    content = message.get("content") if _is_mapping(message) else getattr(message, "content", None)
     if content is None:
         return ""
     if isinstance(content, str):
@@ -172,10 +173,12 @@ def message_tool_calls(message: Any) -> list[dict[str, Any]]:
     return out
 
 
-def reasoning_text(agent: Any, message: Any) -> str:
-    """The model's thought: the text before the code block (CodeAgent) or before a text-written action."""
-    text = message_text(message)
-    if is_code_agent(agent):
+def reasoning_text(agent: Any, message: Any, *, text: str | None = None, code_agent: bool | None = None) -> str:
+    """The model's thought: the text before the code block (CodeAgent) or before a text-written action (``text``:
+    the message's :func:`message_text`, ``code_agent``: :func:`is_code_agent`, when the caller has them)."""
+    if text is None:
+        text = message_text(message)
+    if is_code_agent(agent) if code_agent is None else code_agent:
         text = text.split(code_open_tag(agent), 1)[0]
     elif getattr(message, "tool_calls", None) is None or "Action:" in text:
         text = re.split(r"Action:|\{", text, maxsplit=1)[0]
@@ -200,29 +203,71 @@ def _image_digest(image: Any) -> str:
 
 
 def _content(content: Any) -> Any:
+    if type(content) is str:
+        return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "image":
-                parts.append({"type": "image", "image": _image_digest(part.get("image"))})
-            elif isinstance(part, Mapping):
-                parts.append({str(k): jsonable(v) for k, v in part.items()})
+            if type(part) is dict or isinstance(part, Mapping):  # a dict first: no ABC check (a call) per part
+                if part.get("type") == "image":
+                    parts.append({"type": "image", "image": _image_digest(part.get("image"))})
+                    continue
+                plain: dict[str, Any] = {}  # _plain_dict, inline (every part of every message)
+                for key, item in part.items():
+                    plain[key if type(key) is str else str(key)] = item if type(item) in _SCALARS else jsonable(item)
+                parts.append(plain)
             else:
                 parts.append(jsonable(part))
         return parts
     return jsonable(content)
 
 
+def _plain_dict(value: Mapping[Any, Any]) -> dict[str, Any]:
+    """``jsonable`` of a mapping: its keys as str, its values as JSON (a loop: no comprehension frame, no call for
+    a text value)."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out[key if type(key) is str else str(key)] = item if type(item) in _SCALARS else jsonable(item)
+    return out
+
+
+#: The types :func:`jsonable` keeps as they are, checked by exact type (a subclass — AgentText… — is converted).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+#: Per class of message: whether it is a Mapping (an ``isinstance(m, Mapping)`` is an ABC check, a Python call, on
+#: every message of every request).
+_IS_MAPPING: dict[type, bool] = {}
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, remembered per class."""
+    cls = type(value)
+    is_mapping = _IS_MAPPING.get(cls)
+    if is_mapping is None:
+        is_mapping = isinstance(value, Mapping)
+        if len(_IS_MAPPING) < 256:
+            _IS_MAPPING[cls] = is_mapping
+    return is_mapping
+
+
 def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
     """Messages as plain dicts: role, content, tool_calls (no raw payloads, token usage or timestamps)."""
     out = []
     for m in messages:
-        if isinstance(m, Mapping):
+        cls = type(m)  # _is_mapping, inline (every message of every request)
+        is_mapping = _IS_MAPPING.get(cls)
+        if is_mapping is None:
+            is_mapping = isinstance(m, Mapping)
+            if len(_IS_MAPPING) < 256:
+                _IS_MAPPING[cls] = is_mapping
+        if is_mapping:
             role, content, tool_calls = m.get("role"), m.get("content"), m.get("tool_calls")
         else:
             role, content = getattr(m, "role", None), getattr(m, "content", None)
             tool_calls = getattr(m, "tool_calls", None)
-        item: dict[str, Any] = {"role": str(getattr(role, "value", role)), "content": _content(content)}
+        if type(role) is not str:  # an Enum's ``value`` is a property (two calls): its _value_ is what it returns
+            role = role._value_ if isinstance(role, Enum) else getattr(role, "value", role)
+        item: dict[str, Any] = {"role": role if type(role) is str else str(role), "content": _content(content)}
         if tool_calls:
             item["tool_calls"] = [
                 {
@@ -295,8 +340,8 @@ class CallIdPattern:
     canonicalising a 10k-character prompt cheap (the regex over every string cost ~0.8 ms per request)."""
 
     def __init__(self, ids: Iterable[str]) -> None:
-        self.ids = tuple(sorted({i for i in ids if i}, key=len, reverse=True))
-        self.regex = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(i) for i in self.ids) + r")(?![\w-])")
+        self.ids = tuple(sorted(set(filter(None, ids)), key=len, reverse=True))  # no comprehension frames
+        self.regex = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, self.ids)) + r")(?![\w-])")
 
     def sub(self, repl: Any, string: str) -> str:
         if not any(i in string for i in self.ids):
@@ -310,7 +355,7 @@ def call_id_pattern(known_ids: Iterable[str]) -> CallIdPattern | None:
     Every id smolagents writes into a request came from an earlier response of the same agent run (the model's ids,
     the uuid4 ids smolagents gives tool calls it parses out of text, CodeAgent's ``call_N``), so the known ids are
     enough; None when there are none yet."""
-    ids = [i for i in known_ids if i]
+    ids = list(filter(None, known_ids))  # no comprehension frame
     return CallIdPattern(ids) if ids else None
 
 
@@ -334,6 +379,8 @@ def call_arguments(tool: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) ->
 
 def tool_arguments_from_call(arguments: Any) -> dict[str, Any]:
     """A ToolCallingAgent call's arguments as a JSON object (a plain-string argument becomes ``{"input": …}``)."""
+    if type(arguments) is dict:
+        return _plain_dict(arguments)
     if isinstance(arguments, Mapping):
         return {str(k): jsonable(v) for k, v in arguments.items()}
     if arguments is None:
@@ -343,7 +390,14 @@ def tool_arguments_from_call(arguments: Any) -> dict[str, Any]:
 
 def jsonable(value: Any) -> Any:
     """``value`` as JSON data: plain values kept, containers walked, anything else by ``str``."""
-    if value is None or isinstance(value, (bool, int, float)):
+    if type(value) in _SCALARS:
+        return value  # the common cases first, by exact type (no ABC check)
+    cls = type(value)
+    if cls is dict:
+        return _plain_dict(value)
+    if cls is list:
+        return [item if type(item) in _SCALARS else jsonable(item) for item in value]
+    if isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
         return str(value)  # AgentText and other str subclasses become plain str

@@ -24,9 +24,9 @@ from causaltrace.instrumentation.smolagents._state import (
     IN_TOOL,
     AgentRun,
     LLMRec,
-    arg,
     call_text,
     guard,
+    internal_error,
     text,
 )
 from causaltrace.instrumentation.steps import Dep
@@ -68,10 +68,19 @@ def _model_run(instance: Any) -> AgentRun | None:
 def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """A ``generate`` call's arguments as ``(messages, stop_sequences, response_format, tools_to_call_from,
     extra)``, whether passed by position or by name (the playback model canonicalises them the same way)."""
-    values = [arg(args, kwargs, i, n) for i, n in enumerate(_MODEL_ARG_NAMES)]
-    extra = {k: v for k, v in kwargs.items() if k not in _MODEL_ARG_NAMES}
-    extra.update({f"arg{i}": v for i, v in enumerate(args[len(_MODEL_ARG_NAMES):], start=len(_MODEL_ARG_NAMES))})
-    return (*values, extra)
+    n = len(args)  # arg() for each name, inline (every model call)
+    get = kwargs.get
+    messages = args[0] if n > 0 else get("messages")
+    stop = args[1] if n > 1 else get("stop_sequences")
+    response_format = args[2] if n > 2 else get("response_format")
+    tools = args[3] if n > 3 else get("tools_to_call_from")
+    extra = {}
+    for key, value in kwargs.items():  # loops, not comprehensions: no frame each
+        if key not in _MODEL_ARG_NAMES:
+            extra[key] = value
+    for i in range(len(_MODEL_ARG_NAMES), n):
+        extra[f"arg{i}"] = args[i]
+    return messages, stop, response_format, tools, extra
 
 
 def wrap_generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -79,7 +88,11 @@ def wrap_generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
     state = _model_run(instance)
     if state is None:
         return wrapped(*args, **kwargs)
-    rec = guard(llm_start, state, instance, *model_args(args, kwargs))
+    try:  # guard(llm_start, …), inline: every model call
+        rec = llm_start(state, instance, *model_args(args, kwargs))
+    except Exception:
+        internal_error(llm_start)
+        rec = None
     if rec is None:
         return wrapped(*args, **kwargs)
     token = IN_MODEL.set(True)
@@ -90,7 +103,10 @@ def wrap_generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, .
         raise
     finally:
         IN_MODEL.reset(token)
-    guard(llm_end, state, rec, message)
+    try:  # guard(llm_end, …), inline
+        llm_end(state, rec, message)
+    except Exception:
+        internal_error(llm_end)
     return message
 
 
@@ -140,7 +156,10 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     phase = run.phase
     with run.lock:
         deps: list[Dep] = [Dep(run.prev_llm, "continues")] if run.prev_llm else []
-        deps += [Dep(s, "saw") for s in run.saw] + [Dep(o, "observed") for o in run.observed]
+        for sid in run.saw:  # loops, not comprehensions: no frame each
+            deps.append(Dep(sid, "saw"))
+        for sid in run.observed:
+            deps.append(Dep(sid, "observed"))
         run.saw.clear()
         run.observed.clear()
     schemas = acc.tool_schemas(tools)  # once: the recorded request and the span's llm.tools.* both use them
@@ -162,8 +181,9 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     model_id = getattr(model, "model_id", None)  # a class name is no model id
     step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
                         metadata=metadata or None)
+    config = run.ctx.tracing.config
     step.set_span_attributes(request_attributes(model, messages, tools, stop, extra, schemas=schemas,
-                                                genai=run.ctx.tracing.config.genai_content_on))
+                                                genai=config.genai_content_on, content=config.oi_content))
     if call is not None:
         call.step_id = step.step_id
     run.prev_llm = step.step_id
@@ -204,8 +224,11 @@ def flush_llm(run: AgentRun) -> None:
 
 def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     calls = acc.message_tool_calls(message)
-    with run.lock:
-        run.known_ids.extend(c["id"] for c in calls if c["id"])
+    if calls:
+        with run.lock:
+            for c in calls:  # a loop, not a generator (one frame per resumption)
+                if c["id"]:
+                    run.known_ids.append(c["id"])
     content_text = acc.message_text(message)
     usage = getattr(message, "token_usage", None)
     outputs = {
@@ -214,8 +237,10 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
                        for i, c in enumerate(calls)],
     }
     outputs.update(_response_facts(getattr(message, "raw", None)))
-    content = content_text or "\n".join(call_text(c["name"], c["arguments"]) for c in calls)
-    rec.step.set_span_attributes(response_attributes(message, genai=run.ctx.tracing.config.genai_content_on))
+    content = content_text or "\n".join([call_text(c["name"], c["arguments"]) for c in calls])
+    config = run.ctx.tracing.config
+    rec.step.set_span_attributes(response_attributes(message, genai=config.genai_content_on,
+                                                     content=config.oi_content))
     rec.step.end(
         content=text(content),
         outputs=outputs,
@@ -224,7 +249,7 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     if rec.call is not None:
         rec.call.finish(acc.chat_message_copy(message))
     if rec.phase == "action":
-        thought = acc.reasoning_text(run.agent, message)
+        thought = acc.reasoning_text(run.agent, message, text=content_text, code_agent=run.code_agent)
         if thought:
             run.new_step("reasoning", content=text(thought), outputs={"text": thought},
                          depends_on=[Dep(rec.step.step_id, "produced_by")]).end()
@@ -237,11 +262,11 @@ def _response_facts(raw: Any) -> dict[str, Any]:
     if raw is None:
         return out
     try:
-        get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)
-        model = get("model")
+        is_dict = isinstance(raw, dict)
+        model = raw.get("model") if is_dict else getattr(raw, "model", None)
         if isinstance(model, str) and model:
             out["response_model"] = model
-        choices = get("choices")
+        choices = raw.get("choices") if is_dict else getattr(raw, "choices", None)
         if choices:
             first = choices[0]
             finish = first.get("finish_reason") if isinstance(first, dict) else getattr(first, "finish_reason", None)

@@ -20,7 +20,15 @@ from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import unregister_callees
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm, patch_model_class
 from causaltrace.instrumentation.smolagents._oi import agent_attributes, token_attributes
-from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, INVOKER, AgentRun, arg, guard, text
+from causaltrace.instrumentation.smolagents._state import (
+    CURRENT_RUN,
+    INVOKER,
+    AgentRun,
+    arg,
+    guard,
+    internal_error,
+    text,
+)
 from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
 from causaltrace.instrumentation.smolagents._turns import on_item
 from causaltrace.instrumentation.steps import Dep
@@ -63,7 +71,12 @@ def wrap_run_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any,
 def _observe(state: AgentRun, gen: Iterator[Any]) -> Iterator[Any]:
     """Pass the run's stream through, feeding each item to the agent run (inside its context)."""
     while True:
-        with state.entered():
+        # the run is current while smolagents makes the next item; it usually is already (a run that is not
+        # streamed), and then no scope is entered (a Scope when it is not: its exit ignores the exception)
+        scope = None if CURRENT_RUN.get() is state else state.entered(force=True)
+        if scope is not None:
+            scope.__enter__()
+        try:
             try:
                 item = next(gen)
             except StopIteration:
@@ -72,7 +85,13 @@ def _observe(state: AgentRun, gen: Iterator[Any]) -> Iterator[Any]:
             except BaseException as exc:
                 guard(close, state, error=exc)
                 raise
-            guard(on_item, state, item)
+            try:  # guard(on_item, …), inline: once per item
+                on_item(state, item)
+            except Exception:
+                internal_error(on_item)
+        finally:
+            if scope is not None:
+                scope.__exit__(None, None, None)
         try:
             yield item
         except GeneratorExit:
@@ -146,7 +165,8 @@ def _start(run: AgentRun) -> None:
         )
         run.task_step.end()
     if run.turn is not None:
-        run.turn.set_span_attributes(agent_attributes(run.agent, run.task))
+        run.turn.set_span_attributes(agent_attributes(run.agent, run.task,
+                                                      content=run.ctx.tracing.config.oi_content))
     if run.task_step is not None:
         run.saw.append(run.task_step.step_id)
 

@@ -67,6 +67,7 @@ __all__ = [
     "arg",
     "call_text",
     "guard",
+    "internal_error",
     "text",
 ]
 
@@ -89,9 +90,15 @@ def guard(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except Exception:
-        logger.warning("causaltrace: internal error in the smolagents adapter (%s); the run continues",
-                       getattr(fn, "__qualname__", fn), exc_info=True)
+        internal_error(fn)
         return None
+
+
+def internal_error(fn: Callable[..., Any]) -> None:
+    """Log our own failure in ``fn`` (inside an ``except``): what :func:`guard` does for a hook that catches its
+    failure itself (the per-event ones, to spare a call)."""
+    logger.warning("causaltrace: internal error in the smolagents adapter (%s); the run continues",
+                   getattr(fn, "__qualname__", fn), exc_info=True)
 
 
 def text(value: Any) -> str:
@@ -100,9 +107,14 @@ def text(value: Any) -> str:
     return out[:_MAX_CONTENT]
 
 
+#: ``json.dumps(…, ensure_ascii=False, sort_keys=True, default=str)``'s encoder, made once (dumps builds one per
+#: call with these arguments).
+_CALL_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def call_text(name: str, arguments: Any) -> str:
     """A tool call as a step's content: ``name({...})``."""
-    return f"{name}({json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)})"
+    return f"{name}({_CALL_JSON.encode(arguments)})"
 
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any = None) -> Any:

@@ -30,6 +30,7 @@ from causaltrace.instrumentation.smolagents._state import (
     arg,
     call_text,
     guard,
+    internal_error,
     text,
 )
 from causaltrace.instrumentation.steps import Dep
@@ -61,8 +62,9 @@ def wrap_execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tup
     state = CURRENT_RUN.get()
     if state is None or state.agent is not instance:
         return wrapped(*args, **kwargs)
-    name = arg(args, kwargs, 0, "tool_name")
-    arguments = arg(args, kwargs, 1, "arguments")
+    n = len(args)  # arg(), inline
+    name = args[0] if n > 0 else kwargs.get("tool_name")
+    arguments = args[1] if n > 1 else kwargs.get("arguments")
     rec = guard(claim_tool, state, str(name), arguments)
     if rec is None:
         return wrapped(*args, **kwargs)
@@ -105,7 +107,8 @@ def wrap_agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any,
 
 def on_tool_call(run: AgentRun, tc: Any) -> None:
     """A ToolCall in the run's stream: the model's call of a tool (or, in a CodeAgent, its code)."""
-    flush_llm(run)
+    if run.act.pending_message is not None:  # flush_llm's own test, first: no call on every item
+        flush_llm(run)
     with run.lock:
         if tc.id:
             run.known_ids.append(str(tc.id))
@@ -155,8 +158,11 @@ def claim_tool(run: AgentRun, name: str, arguments: Any) -> ToolRec:
 
 def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed: bool) -> Any:
     """Run a tool (or managed agent) call, recording it and its response; the user's exception passes through."""
-    started = guard(_tool_start, run, rec, managed)
-    call, invocation = started if started else (None, None)
+    try:  # guard(_tool_start, …), inline: every tool call
+        call, invocation = _tool_start(run, rec, managed)
+    except Exception:
+        internal_error(_tool_start)
+        call, invocation = None, None
     tokens = (IN_TOOL.set(run), INVOKER.set(invocation))
     try:
         result = invoke()
@@ -166,7 +172,10 @@ def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed:
     finally:
         IN_TOOL.reset(tokens[0])
         INVOKER.reset(tokens[1])
-    guard(_tool_done, run, rec, call, invocation, result=result, error=None)
+    try:  # guard(_tool_done, …), inline
+        _tool_done(run, rec, call, invocation, result=result, error=None)
+    except Exception:
+        internal_error(_tool_done)
     return result
 
 

@@ -21,7 +21,7 @@ from causaltrace.instrumentation.smolagents._code import (
     unregister_callees,
 )
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm
-from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, ActionState, AgentRun, arg, guard, text
+from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, ActionState, AgentRun, guard, text
 from causaltrace.instrumentation.smolagents._tools import on_tool_call, on_tool_output
 from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
@@ -36,7 +36,7 @@ def wrap_step_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
     """``*Agent._step_stream``: an action step begins (the one before it ends, if smolagents did not yield it)."""
     state = CURRENT_RUN.get()
     if state is not None and state.agent is instance:
-        guard(_on_step_stream, state, arg(args, kwargs, 0, "memory_step"))
+        guard(_on_step_stream, state, args[0] if args else kwargs.get("memory_step"))  # arg(), inline
     return wrapped(*args, **kwargs)
 
 
@@ -113,7 +113,8 @@ def on_item(run: AgentRun, item: Any) -> None:
 
 
 def _on_action_output(run: AgentRun, out: Any) -> None:
-    flush_llm(run)
+    if run.act.pending_message is not None:  # flush_llm's own test, first: no call on every item
+        flush_llm(run)
     act = run.act
     producer = act.llm.step.step_id if act.llm is not None else None
     if act.code_exec is not None:
@@ -130,7 +131,8 @@ def _on_action_output(run: AgentRun, out: Any) -> None:
 def end_action(run: AgentRun, memory_step: Any) -> None:
     """The action step is over (smolagents yielded it after its callbacks): settle what is still open."""
     unregister_callees(run)
-    flush_llm(run)
+    if run.act.pending_message is not None:  # flush_llm's own test, first: no call on every item
+        flush_llm(run)
     act = run.act
     error = getattr(memory_step, "error", None) if memory_step is not None else None
     if act.final_step is not None:
