@@ -185,7 +185,7 @@ def message_thread_of(manager: Any) -> list[Any]:
 def client_create_args(client: Any) -> Mapping[str, Any]:
     """The default create arguments of an OpenAI-style client (``._create_args``: model, temperature…)."""
     value = getattr(client, "_create_args", None)
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}  # a dict: no ABC check (a call)
 
 
 # --------------------------------------------------------------------------------------------------- settings
@@ -292,7 +292,7 @@ def tool_request(name: str, arguments: Any) -> dict[str, Any]:
 def parse_arguments(raw: Any) -> dict[str, Any]:
     """A FunctionCall's ``arguments`` (a JSON string) as a JSON object: ``{"raw": text}`` when it is not JSON,
     ``{"value": v}`` when it is JSON but not an object."""
-    if isinstance(raw, Mapping):
+    if type(raw) is not str and isinstance(raw, Mapping):  # the usual JSON text: no ABC check (a call)
         return dict(raw)
     try:
         value = json.loads(raw)

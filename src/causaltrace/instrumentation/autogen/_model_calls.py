@@ -122,8 +122,9 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         )
     )
     if handle is not None:
-        handle.set_span_attributes(request_attributes(client, messages, kwargs,
-                                                      genai=ctx.tracing.config.genai_content_on))
+        config = ctx.tracing.config
+        handle.set_span_attributes(request_attributes(client, messages, kwargs, genai=config.genai_content_on,
+                                                      content=config.oi_content))
     if record is not None and handle is not None:
         record.step_id = handle.step_id
     if isinstance(owner, Orchestrator) and handle is not None:
@@ -161,7 +162,9 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
     tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
     display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
     if handle is not None:
-        handle.set_span_attributes(response_attributes(result, genai=handle.ctx.tracing.config.genai_content_on))
+        config = handle.ctx.tracing.config
+        handle.set_span_attributes(response_attributes(result, genai=config.genai_content_on,
+                                                       content=config.oi_content))
         handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
     if llm.record is not None:
         llm.record.finish(result)

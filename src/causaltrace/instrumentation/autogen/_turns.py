@@ -91,7 +91,8 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         )
     )
     if handle is not None:
-        handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered]))
+        handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered],
+                                                   content=ctx.tracing.config.oi_content))
     client = model_client_of(agent)
     if client is not None:
         patch_client_class(type(client))
