@@ -25,9 +25,9 @@ DERIVED = frozenset({"unchecked_approval", "made_up_data", "task_drift"})
 
 
 def _zoo_case(name: str):
-    from causaltrace.testing.faults.cases_zoo import zoo_autogen_cases, zoo_smolagents_cases
+    from causaltrace.testing.faults import all_cases
 
-    return next(c for c in zoo_smolagents_cases() + zoo_autogen_cases() if c.name == name)
+    return next(c for c in all_cases() if c.name == name and not c.held_out)
 
 
 async def _zoo_runs(name: str, family: str, home):
@@ -378,3 +378,38 @@ async def test_a_finding_whose_correction_cannot_be_derived_costs_that_correctio
     assert corrections_for(step, run, [bare]) == []
     drift = approval.model_copy(update={"family": "task_drift"})
     assert corrections_for(step, run.model_copy(update={"task": None}), [drift]) == []
+
+
+# ------------------------------------------------------------------------------------ a number nothing gave
+
+@pytest.mark.parametrize("name", ["smol-shop-quantity", "ag-shop-quantity"])
+async def test_a_number_nothing_gave_is_corrected_by_the_tasks_only_unused_number(name, tmp_path):
+    """"Buy 7 boxes": the shopper multiplies the price by 8, which nothing gave, and no step ever uses the task's 7.
+    The finding names the 7 as its source; the correction passes it (``multiply(12, 7)``) and the replay succeeds in
+    the corrections' pass; the twin, which uses the 7, has no unsupported number."""
+    case, run, twin, found, [fix] = await _zoo_runs(name, "unsupported_value", tmp_path)
+    assert [(e.role, e.index, e.value) for e in found.evidence][:2] == [("source", -1, "7"),
+                                                                        ("changed", found.index, "8")]
+    assert "the task's '7' is used by no step" in found.claim
+    assert fix.basis == "correction" and "7" in str(fix.replacement) and "8" not in str(fix.replacement)
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert result.repaired and result.decisive.step_id == found.step_id
+    assert result.decisive.best.intervention.basis == "correction"
+    assert not [f for f in findings_of(twin) if f.family == "unsupported_value"]
+
+
+def test_an_unsupported_number_gets_no_source_when_the_task_leaves_two_numbers_unused():
+    from _builders import RunBuilder
+    from causaltrace.attribution.stages.provenance import build_provenance
+
+    def changes(task: str):
+        run = (RunBuilder("shop").task(task)
+               .tool_call("shopper", "multiply", {"a": 12, "b": 8}, content='multiply({"a": 12, "b": 8})',
+                          deps=[("task", "saw")])
+               .tool_response("shopper", "product: 96", deps=[("call-1", "tool_result_of")])
+               .final_answer("shopper", "TOTAL: 96", deps=[("resp-1", "observed")]).build())
+        return [(c.before, c.after) for c in build_provenance(run).changes if c.how == "unsupported"]
+
+    assert changes("Buy 7 boxes at 12 dollars each.") == [("7", "8")]
+    assert changes("Buy 7 boxes at 12 dollars each, or 9 if on sale.") == [("", "8")]

@@ -1,7 +1,8 @@
 """Corrections: the repair proposals derived from a finding (issue 32 item 5; ARCHITECTURE "Verdict rules").
 
 A *correction* undoes what a finding shows went wrong at its step — it restores the value the step's source held
-(a number restated or copied with a slip, a substituted unit, operator or word, a value the task excluded), or
+(a number restated or copied with a slip, a substituted unit, operator or word, a value the task excluded; for a
+number nothing gave, the task's only number no step uses, when there is one), or
 routes to the agent the request names instead of the one chosen. Any other edit (±1, ±10 %, another word or
 target) is an *alternative*: a run that succeeds after it proves only that the step could have been otherwise, not
 that it was wrong. Repair tries the corrections of every candidate first (earliest step first), the alternatives
@@ -36,7 +37,7 @@ logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
 CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
-                         "unchecked_approval", "made_up_data", "task_drift"})
+                         "unchecked_approval", "made_up_data", "task_drift", "unsupported_value"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
 RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
             "unfit_routing": "sending the work where the request points",

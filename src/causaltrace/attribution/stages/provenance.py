@@ -83,6 +83,7 @@ from causaltrace.attribution.stages.provenance_passes import (
     mark_carriers,
     omitted_items,
     unfounded_choices,
+    unused_task_numbers,
     unverified_approvals,
 )
 from causaltrace.attribution.stages.provenance_passes import task_items as task_items
@@ -113,6 +114,7 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
     unverified_approvals(walk, prov)
     unfounded_choices(walk, prov)
     omitted_items(walk, prov)
+    unused_task_numbers(walk, prov)
     mark_carriers(prov)
     return prov
 

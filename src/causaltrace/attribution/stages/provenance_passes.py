@@ -8,6 +8,7 @@ did or left out —
   it was given (the choice, not the guess it led to, is the earliest decisive step);
 * an *omitted* item: the answer's number stated before any step used an item the task enumerates (a premature
   answer);
+* the *source* of an unsupported number: the task's only number no step uses (:func:`unused_task_numbers`);
 * and the responsibility boundary: the steps that merely *carry* a value another step changed.
 
 Split from :mod:`.provenance`: each pass reads the walk's state (:class:`~.provenance_walk.ProvenanceWalk`) and the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 
 from causaltrace.attribution.stages.provenance_changes import is_small
 from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
@@ -144,6 +146,27 @@ def omitted_items(walk: ProvenanceWalk, prov: Provenance) -> None:
             return
         text = content_of(step)
         worked.append(f"{text} {step.arguments}" if step.arguments else text)
+
+
+def unused_task_numbers(walk: ProvenanceWalk, prov: Provenance) -> None:
+    """A call's unsupported number (nothing gave it, no arithmetic derives it) where the task gives exactly ONE number
+    that no step of the run ever uses ("Buy 7 boxes", then ``multiply(12, 8)``): that number is what the call's
+    number was to be, so the change records it as its source (the finding's evidence, repair's correction). Two or
+    more unused numbers, or none, leave the change without a source."""
+    if not any(c.how == "unsupported" and not c.before for c in prov.changes):
+        return
+    task_steps = {s.index for s in walk.steps if s.kind == "task"}
+    stated = walk.values.get(TASK) or [v for i in sorted(task_steps)[:1] for v in walk.values.get(i, [])]
+    given = {v.key: v.raw for v in stated if v.kind == "number"}
+    if not given:
+        return
+    used = {v.key for i, values in walk.values.items() if i != TASK and i not in task_steps
+            for v in values if v.kind == "number"}
+    unused = [k for k in given if k not in used]
+    if len(unused) != 1:
+        return
+    prov.changes[:] = [replace(c, before=given[unused[0]], detail="the task's only number no step uses")
+                       if c.how == "unsupported" and not c.before else c for c in prov.changes]
 
 
 def mark_carriers(prov: Provenance) -> None:

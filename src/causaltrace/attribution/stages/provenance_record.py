@@ -46,7 +46,8 @@ class Change:
             return (f"approves a result that never used the {self.kind} {self.before!r} the task gave (an incorrect "
                     "verification)")
         if self.how == "unsupported":
-            return f"passes the number {self.after!r}, which no source gave and no arithmetic derives (unsupported)"
+            return f"passes the number {self.after!r}, which no source gave and no arithmetic derives (unsupported" + (
+                f"; the task's {self.before!r} is used by no step)" if self.before else ")")
         if self.how == "unfounded":
             return (f"selects {self.after!r}, whose reply states the failing {self.before!r} from nothing it was given "
                     "(no source, no tool, no arithmetic): the choice of speaker decided the answer")
