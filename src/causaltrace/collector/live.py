@@ -166,11 +166,27 @@ class RunCollector:
         return done
 
     def accept(self, step: Step) -> None:
-        """Take a full Step that has ended (the instrumentation's handoff; the step's span goes to the exporters)."""
+        """Take a full Step that has ended (the instrumentation's handoff; the step's span goes to the exporters).
+
+        Once per step on the agent's thread, so what it needs is here, not in helpers: the step kept with its live
+        run (a step of a run that finished already is only counted), and — store on — handed to the writer as
+        :meth:`_submit` hands over an operation nobody waits on."""
+        run_id = step.run_id
         with self._lock:
-            self._add_locked(step)
+            live = self._runs.get(run_id)
+            if live is None and run_id in self._finished:
+                self.late_steps += 1
+            else:
+                if live is None:
+                    live = self._runs[run_id] = _LiveRun(run_id)
+                live.steps[step.step_id] = step
         if self.config.store:
-            self._submit("steps", (step.run_id, step))
+            if self._writer_pid != os.getpid():
+                self._ensure_writer()
+            next(self._handed)
+            self._queue.put(("steps", (run_id, step), None))
+            if self._retiring:  # as in _submit
+                self._ensure_writer()
 
     def finish_run(self, run_id: str, *, wait_s: float = 10.0, done: Done | None = None, **run_fields: Any) -> Run:
         """The adapter's run-end signal: assemble the Run from its steps, write it, and return it.
@@ -211,15 +227,6 @@ class RunCollector:
             return sorted(live.steps.values(), key=lambda s: s.index) if live else []
 
     # -- internals -----------------------------------------------------------------------------------------------
-
-    def _add_locked(self, step: Step) -> None:
-        live = self._runs.get(step.run_id)
-        if live is None:
-            if step.run_id in self._finished:
-                self.late_steps += 1
-                return
-            live = self._runs[step.run_id] = _LiveRun(step.run_id)
-        live.steps[step.step_id] = step
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until everything submitted so far is written — or held for a retry because the store does not
@@ -312,7 +319,8 @@ class RunCollector:
             if done is not None:
                 done.set()
             return
-        self._ensure_writer()
+        if self._writer_pid != os.getpid():  # (else the writer runs: see _ensure_writer)
+            self._ensure_writer()
         if op != "flush":
             next(self._handed)
         self._queue.put((op, payload, done))
