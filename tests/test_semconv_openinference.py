@@ -264,3 +264,23 @@ def test_a_model_call_request_without_content_is_the_request_without_its_message
                                   content=False)
     assert list(bare.items()) == [(k, v) for k, v in full.items() if not k.startswith(_CONTENT_KEYS)]
     assert "llm.tools.0.tool.json_schema" in bare and "llm.input_messages.0.message.role" in full
+
+
+@pytest.mark.parametrize("text", ["plain " * 400, 'a"b\\c\nd\te\x01f\x1fg\x7fh é ☃ 𝄞 \u2028' * 200, "lone \ud800 surrogate " * 100])
+def test_json_text_writes_long_texts_as_the_standard_library_does(text):
+    """json_text(long_texts=True) writes the long texts of a value by orjson (issue 35): the same text as
+    json.dumps(ensure_ascii=False, default=str), a lone surrogate included (left to the standard library)."""
+    from causaltrace.collector.oi_messages import json_text
+
+    value = {"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}, {"role": "tool", "content": text,
+                          "n": 1.5, "x": None, "t": (1, "a")}], "other": object.__name__}
+    assert json_text(value, long_texts=True) == json.dumps(value, ensure_ascii=False, default=str) == json_text(value)
+
+
+def test_orjson_escapes_every_code_point_as_the_json_module_does():
+    """What json_text's long-text path stands on: orjson writes every character (but a lone surrogate, which it
+    refuses) as json.dumps(ensure_ascii=False) does."""
+    import orjson
+
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert orjson.dumps(every).decode() == json.encoder.encode_basestring(every)

@@ -20,6 +20,7 @@ from typing import Any
 
 from causaltrace import semconv
 from causaltrace.collector.oi_messages import (
+    LONG_TEXT,
     OUTPUT_MESSAGES,
     genai_output_attributes,
     json_text,
@@ -205,11 +206,12 @@ def agent_attributes(agent: Any, task: Any, *, content: bool = True) -> dict[str
     the task (``input.value``, not with ``content`` off: OpenInference content off; ``smolagents.task``),
     ``smolagents.max_steps``, ``.tools_names``, the managed agents' names and descriptions; and
     ``gen_ai.agent.description``."""
+    text = str(task)
     attrs: dict[str, Any] = {
-        semconv.OI_INPUT_VALUE: json_text({"task": task}),
+        semconv.OI_INPUT_VALUE: json_text({"task": task}, long_texts=len(text) >= LONG_TEXT),
         semconv.OI_INPUT_MIME_TYPE: semconv.MIME_JSON,
     } if content else {}
-    attrs["smolagents.task"] = str(task)
+    attrs["smolagents.task"] = text
     attrs["smolagents.tools_names"] = [str(name) for name in (getattr(agent, "tools", None) or {})]
     max_steps = getattr(agent, "max_steps", None)
     if isinstance(max_steps, int):
