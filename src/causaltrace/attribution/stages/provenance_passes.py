@@ -150,7 +150,7 @@ def omitted_items(walk: ProvenanceWalk, prov: Provenance) -> None:
 
 def unused_task_numbers(walk: ProvenanceWalk, prov: Provenance) -> None:
     """A call's unsupported number (nothing gave it, no arithmetic derives it) where the task gives exactly ONE number
-    that no step of the run ever uses ("Buy 7 boxes", then ``multiply(12, 8)``): that number is what the call's
+    that no step of the run takes from the task ("Buy 7 boxes", then ``multiply(12, 8)``): that number is what the call's
     number was to be, so the change records it as its source (the finding's evidence, repair's correction). Two or
     more unused numbers, or none, leave the change without a source."""
     if not any(c.how == "unsupported" and not c.before for c in prov.changes):
@@ -160,8 +160,10 @@ def unused_task_numbers(walk: ProvenanceWalk, prov: Provenance) -> None:
     given = {v.key: v.raw for v in stated if v.kind == "number"}
     if not given:
         return
-    used = {v.key for i, values in walk.values.items() if i != TASK and i not in task_steps
-            for v in values if v.kind == "number"}
+    # used: an agent's step took the number from the task (its origin); a tool's result holding it uses nothing
+    results = {s.index for s in walk.steps if is_execution_output(s) or s.kind == "tool_response"}
+    used = {key.partition(":")[2] for i, origins in prov.origins.items() if i not in task_steps and i not in results
+            for key, source in origins.items() if (source == TASK or source in task_steps) and key.startswith("number:")}
     unused = [k for k in given if k not in used]
     if len(unused) != 1:
         return
