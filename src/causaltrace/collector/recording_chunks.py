@@ -372,8 +372,13 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
             _large_strings(call.response, ["response"], strings)
         found.append(strings)
     splitter.plan([item for strings in found for item in strings])
-    out.rows = [splitter.call_row(run_id, seq, call, text, strings)
-                for seq, (call, text, strings) in enumerate(zip(calls, given, found, strict=True))]
+    rows = out.rows
+    for seq, (call, text, strings) in enumerate(zip(calls, given, found, strict=True)):
+        if strings or text is None:
+            rows.append(splitter.call_row(run_id, seq, call, text, strings))
+        else:  # the call's own JSON as it is (most calls: no call_row)
+            rows.append((run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, text,
+                         None))
     return out
 
 

@@ -317,13 +317,14 @@ def truncate_run_text(run: Run, limit: int) -> Run:
     answer = outcome.final_answer
     update: dict[str, Any] = {}
     cut_outcome: dict[str, Any] = {}
-    if answer is not None and _too_long(answer, limit):
+    # (the lengths first: _too_long is a call, and this runs on every write of a run's row)
+    if answer is not None and len(answer) > limit and _too_long(answer, limit):
         cut_outcome["final_answer"] = _cut(answer, limit)
-    if _too_long(outcome.reason, limit):
+    if len(outcome.reason) > limit and _too_long(outcome.reason, limit):
         cut_outcome["reason"] = _cut(outcome.reason, limit)
     if cut_outcome:
         update["outcome"] = outcome.model_copy(update=cut_outcome)
-    if run.task is not None and _too_long(run.task, limit):
+    if run.task is not None and len(run.task) > limit and _too_long(run.task, limit):
         update["task"] = _cut(run.task, limit)
     return run.model_copy(update=update) if update else run
 
