@@ -336,12 +336,14 @@ class RunContext:
         if root is not None and root.is_recording() and attributes:
             root.set_attributes(dict(attributes))
 
-    @never_raise()
     def at_end(self, close: Callable[[], Any]) -> None:
         """Run ``close`` when this run ends, before its Run is assembled (an adapter ends a turn the framework left
         open with its own rules); whatever is still open after that ends as cancelled."""
-        with self._lock:
-            self._at_end.append(close)
+        try:  # never_raise's work in the body (every agent turn asks): no wrapper frame
+            with self._lock:
+                self._at_end.append(close)
+        except Exception:
+            internal_error("RunContext.at_end")
 
     def _close_open(self) -> None:
         """End what is still open at the run's end: adapters' closers first, then every open step, children first."""
@@ -370,10 +372,14 @@ class RunContext:
 
     # -- recording -----------------------------------------------------------------------------------------------
 
-    @never_raise()
-    def reserve_ordinals(self, agent_key: str, kind: str, count: int) -> list[int]:
-        """Reserve ``count`` consecutive ordinals (tool calls numbered in the model's response order)."""
-        return self.calls.reserve_ordinals(agent_key, kind, count)
+    def reserve_ordinals(self, agent_key: str, kind: str, count: int) -> list[int] | None:
+        """Reserve ``count`` consecutive ordinals (tool calls numbered in the model's response order); None when
+        that failed."""
+        try:  # never_raise's work in the body (every tool call): no wrapper frame
+            return self.calls.reserve_ordinals(agent_key, kind, count)
+        except Exception:
+            internal_error("RunContext.reserve_ordinals")
+            return None
 
     def begin_call(
         self,

@@ -20,7 +20,7 @@ from autogen_agentchat.messages import (
     ToolCallRequestEvent,
 )
 
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error
 from causaltrace.instrumentation.autogen._access import extract_code, handoff_targets, text_of
 from causaltrace.instrumentation.autogen._code import code_fallback
 from causaltrace.instrumentation.autogen._state import Turn
@@ -30,18 +30,20 @@ from causaltrace.instrumentation.steps import Dep
 __all__ = ["observe"]
 
 
-@never_raise()
 def observe(turn: Turn, item: Any) -> None:
     """Turn one item an agent yielded (event, message, Response) into steps; each item once."""
-    if turn.state.closed:
-        return
-    if isinstance(item, Response):
-        for inner in item.inner_messages or ():
-            _observe_one(turn, inner, response=False)
-        _observe_one(turn, item.chat_message, response=True)
-        turn.responded = True
-        return
-    _observe_one(turn, item, response=False)
+    try:  # never_raise's work in the body: no wrapper frame per call
+        if turn.state.closed:
+            return
+        if isinstance(item, Response):
+            for inner in item.inner_messages or ():
+                _observe_one(turn, inner, response=False)
+            _observe_one(turn, item.chat_message, response=True)
+            turn.responded = True
+            return
+        _observe_one(turn, item, response=False)
+    except Exception:
+        internal_error("observe")
 
 
 def _observe_one(turn: Turn, item: Any, *, response: bool) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from autogen_core.models import ChatCompletionClient, CreateResult
 
 from causaltrace import semconv
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error, never_raise
 from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
 from causaltrace.instrumentation.autogen._oi import request_attributes, response_attributes
@@ -52,131 +52,130 @@ class _LlmCall:
     record: Any
 
 
-@never_raise(default=None)
 def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _LlmCall | None:
     """Start one model call: find its owner (turn, manager, orchestrator or the client itself), its dependencies
     (what the owner saw since its last call), the recorded call and the ``llm_response`` step."""
-    state = state_of(ctx)
-    if state.closed:
-        return None
-    turn = TURN.get()
-    mgr = MANAGER.get()
-    owner: Any
-    if turn is not None and turn.ctx is ctx:
-        owner, agent, key, parent, memo = turn, turn.name, turn.key, turn.handle, turn.memo
-    elif mgr is not None:
-        owner, agent, key, parent, memo = mgr, mgr.name, mgr.key, mgr.parent_id, mgr.memo
-    elif (orch := orchestrator_of(ctx, client)) is not None:
-        owner, agent, key, parent, memo = orch, orch.name, orch.key, orch.parent_id, orch.memo
-    else:  # a model call outside any agent turn (a custom orchestrator): the client is the agent
-        level = LEVEL.get()
-        agent = type(client).__name__
-        key = "/".join((level.path if level is not None and level.ctx is ctx else ()) + (agent,))
-        owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
-        memo = state.memo(key)
-    deps: list[Dep] = []
-    retried = retried_attempt(owner) if isinstance(owner, Orchestrator) else None
-    if memo.last_llm and memo.last_llm != retried:
-        deps.append(Dep(memo.last_llm, "continues"))
-    if retried:
-        deps.append(Dep(retried, "retry_of"))
-    for ids, kind in ((memo.saw, "saw"), (memo.observed, "observed"), (memo.memory, "memory_read")):
-        for sid in ids:  # loops, not comprehensions: no frame each
-            deps.append(Dep(sid, kind))
-    memo.saw, memo.observed, memo.memory = [], [], []
-    messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
-    request = llm_request(
-        messages,
-        tools=kwargs.get("tools") or (),
-        tool_choice=kwargs.get("tool_choice", "auto"),
-        json_output=kwargs.get("json_output"),
-        extra_create_args=kwargs.get("extra_create_args"),
-    )
-    settings = settings_of(client)
-    record = ctx.begin_call(key, "llm", request, settings=settings)
-    if record is not None:
-        inputs: dict[str, Any] = {
-            "recording": {
-                "agent_key": key,
-                "kind": "llm",
-                "ordinal": record.ordinal,
-                "request_hash": record.request_hash,
-            }
-        }
-    else:
-        inputs = {"messages": canonicalize_request(list(messages))}
-    metadata: dict[str, Any] = {} if record is not None else {"agent_key": key}
-    provider = semconv.client_provider(client)
-    if provider is not None:
-        metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
-    model = settings.get("model")
-    handle = state.track(
-        ctx.start_step(
-            "llm_response",
-            agent=agent,
-            parent=parent,
-            depends_on=deps,
-            model=None if model == type(client).__name__ else model,  # a class name is no model id
-            inputs=inputs,
-            metadata=metadata,
+    try:  # never_raise's work in the body: no wrapper frame per call
+        state = state_of(ctx)
+        if state.closed:
+            return None
+        turn = TURN.get()
+        mgr = MANAGER.get()
+        owner: Any
+        if turn is not None and turn.ctx is ctx:
+            owner, agent, key, parent, memo = turn, turn.name, turn.key, turn.handle, turn.memo
+        elif mgr is not None:
+            owner, agent, key, parent, memo = mgr, mgr.name, mgr.key, mgr.parent_id, mgr.memo
+        elif (orch := orchestrator_of(ctx, client)) is not None:
+            owner, agent, key, parent, memo = orch, orch.name, orch.key, orch.parent_id, orch.memo
+        else:  # a model call outside any agent turn (a custom orchestrator): the client is the agent
+            level = LEVEL.get()
+            agent = type(client).__name__
+            key = "/".join((level.path if level is not None and level.ctx is ctx else ()) + (agent,))
+            owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
+            memo = state.memo(key)
+        deps: list[Dep] = []
+        retried = retried_attempt(owner) if isinstance(owner, Orchestrator) else None
+        if memo.last_llm and memo.last_llm != retried:
+            deps.append(Dep(memo.last_llm, "continues"))
+        if retried:
+            deps.append(Dep(retried, "retry_of"))
+        for ids, kind in ((memo.saw, "saw"), (memo.observed, "observed"), (memo.memory, "memory_read")):
+            for sid in ids:  # loops, not comprehensions: no frame each
+                deps.append(Dep(sid, kind))
+        memo.saw, memo.observed, memo.memory = [], [], []
+        messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
+        request = llm_request(
+            messages,
+            tools=kwargs.get("tools") or (),
+            tool_choice=kwargs.get("tool_choice", "auto"),
+            json_output=kwargs.get("json_output"),
+            extra_create_args=kwargs.get("extra_create_args"),
         )
-    )
-    if handle is not None:
-        config = ctx.tracing.config
-        handle.set_span_attributes(request_attributes(client, messages, kwargs, genai=config.genai_content_on,
-                                                      content=config.oi_content))
-    if record is not None and handle is not None:
-        record.step_id = handle.step_id
-    if isinstance(owner, Orchestrator) and handle is not None:
-        note_attempt(owner, handle.step_id)
-    return _LlmCall(owner, memo, handle, record)
+        settings = settings_of(client)
+        record = ctx.begin_call(key, "llm", request, settings=settings)
+        if record is not None:
+            inputs: dict[str, Any] = {"recording": {"agent_key": key, "kind": "llm", "ordinal": record.ordinal,
+                                                    "request_hash": record.request_hash}}
+        else:
+            inputs = {"messages": canonicalize_request(list(messages))}
+        metadata: dict[str, Any] = {} if record is not None else {"agent_key": key}
+        provider = semconv.client_provider(client)
+        if provider is not None:
+            metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
+        model = settings.get("model")
+        handle = state.track(
+            ctx.start_step(
+                "llm_response",
+                agent=agent,
+                parent=parent,
+                depends_on=deps,
+                model=None if model == type(client).__name__ else model,  # a class name is no model id
+                inputs=inputs,
+                metadata=metadata,
+            )
+        )
+        if handle is not None:
+            config = ctx.tracing.config
+            handle.set_span_attributes(request_attributes(client, messages, kwargs, genai=config.genai_content_on,
+                                                          content=config.oi_content))
+        if record is not None and handle is not None:
+            record.step_id = handle.step_id
+        if isinstance(owner, Orchestrator) and handle is not None:
+            note_attempt(owner, handle.step_id)
+        return _LlmCall(owner, memo, handle, record)
+    except Exception:
+        internal_error("_begin_llm")
+        return None
 
 
-@never_raise()
 def _end_llm(llm: _LlmCall, result: Any) -> None:
     """End a model call with its CreateResult: text, tool calls, usage; the owner's last llm_response moves on."""
-    handle = llm.handle
-    content = getattr(result, "content", None)
-    thought = getattr(result, "thought", None)
-    calls: list[dict[str, Any]] = []
-    if isinstance(content, str):
-        text = content
-    else:
-        text = thought or ""
-        for i, call in enumerate(content or ()):
-            calls.append(
-                {
-                    "name": getattr(call, "name", "?"),
-                    "arguments": parse_arguments(getattr(call, "arguments", "")),
-                    "call_alias": f"call#{i}",
-                    "call_id": getattr(call, "id", None),
-                }
-            )
-    outputs: dict[str, Any] = {"text": text, "tool_calls": calls}
-    if thought and isinstance(content, str):
-        outputs["thought"] = thought
-    finish = getattr(result, "finish_reason", None)
-    if finish is not None:
-        outputs["finish_reason"] = str(finish)
-    usage = getattr(result, "usage", None)
-    tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
-    display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
-    if handle is not None:
-        config = handle.ctx.tracing.config
-        handle.set_span_attributes(response_attributes(result, genai=config.genai_content_on,
-                                                       content=config.oi_content))
-        handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
-    if llm.record is not None:
-        llm.record.finish(result)
-    step_id = handle.step_id if handle is not None else None
-    if step_id is not None:
-        llm.memo.last_llm = step_id
-        if llm.owner is not None:
-            llm.owner.last_llm = step_id
-            if isinstance(llm.owner, Turn):
-                llm.owner.last_producer = step_id
-            elif isinstance(llm.owner, Orchestrator):
-                llm.owner.last_text = text
+    try:  # never_raise's work in the body: no wrapper frame per call
+        handle = llm.handle
+        content = getattr(result, "content", None)
+        thought = getattr(result, "thought", None)
+        calls: list[dict[str, Any]] = []
+        if isinstance(content, str):
+            text = content
+        else:
+            text = thought or ""
+            for i, call in enumerate(content or ()):
+                calls.append(
+                    {
+                        "name": getattr(call, "name", "?"),
+                        "arguments": parse_arguments(getattr(call, "arguments", "")),
+                        "call_alias": f"call#{i}",
+                        "call_id": getattr(call, "id", None),
+                    }
+                )
+        outputs: dict[str, Any] = {"text": text, "tool_calls": calls}
+        if thought and isinstance(content, str):
+            outputs["thought"] = thought
+        finish = getattr(result, "finish_reason", None)
+        if finish is not None:
+            outputs["finish_reason"] = str(finish)
+        usage = getattr(result, "usage", None)
+        tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+        display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
+        if handle is not None:
+            config = handle.ctx.tracing.config
+            handle.set_span_attributes(response_attributes(result, genai=config.genai_content_on,
+                                                           content=config.oi_content))
+            handle.end(status="ok", content=display, outputs=outputs, usage=tokens)
+        if llm.record is not None:
+            llm.record.finish(result)
+        step_id = handle.step_id if handle is not None else None
+        if step_id is not None:
+            llm.memo.last_llm = step_id
+            if llm.owner is not None:
+                llm.owner.last_llm = step_id
+                if isinstance(llm.owner, Turn):
+                    llm.owner.last_producer = step_id
+                elif isinstance(llm.owner, Orchestrator):
+                    llm.owner.last_text = text
+    except Exception:
+        internal_error("_end_llm")
 
 
 @never_raise()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from causaltrace import semconv
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error, never_raise
 from causaltrace.instrumentation.autogen._access import (
     handoff_tools_of,
     parse_arguments,
@@ -77,57 +77,62 @@ def _claim(turn: Turn, call: Any, call_id: str | None = None, name: str | None =
     return None
 
 
-@never_raise(default=None)
 def _begin_tool(turn: Turn, call: Any) -> tuple[PendingCall, Any] | None:
     """Start the recorded call of a tool execution; None when the call is not one of the turn's."""
-    if turn.state.closed:
+    try:  # never_raise's work in the body: no wrapper frame per call
+        if turn.state.closed:
+            return None
+        pending = _claim(turn, call)
+        if pending is None:
+            return None
+        record = turn.ctx.begin_call(
+            turn.key,
+            "tool",
+            tool_request(getattr(call, "name", "?"), pending.arguments),
+            ordinal=pending.ordinal,
+            step_id=step_id_of(pending.handle),
+        )
+        return pending, record
+    except Exception:
+        internal_error("_begin_tool")
         return None
-    pending = _claim(turn, call)
-    if pending is None:
-        return None
-    record = turn.ctx.begin_call(
-        turn.key,
-        "tool",
-        tool_request(getattr(call, "name", "?"), pending.arguments),
-        ordinal=pending.ordinal,
-        step_id=step_id_of(pending.handle),
-    )
-    return pending, record
 
 
-@never_raise()
 def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> None:
     """A tool's result: its recorded call finished, its ``tool_call`` ended, a ``tool_response`` step added."""
-    if pending.done or turn.state.closed:
-        return
-    pending.done = True
-    if record is not None:
-        record.finish(result)
-    if pending.handle is not None:
-        pending.handle.end(status="ok")
-    content = getattr(result, "content", result)
-    content = content if isinstance(content, str) else str(content)
-    is_error = bool(getattr(result, "is_error", False))
-    deps: list[Dep] = []
-    if pending.handle is not None:
-        deps.append(Dep(pending.handle.step_id, "tool_result_of"))
-        answer = turn.state.answers.pop(pending.handle.step_id, None)
-        if answer:
-            deps.append(Dep(answer, "answer_of"))
-    step = turn.ctx.add_step(
-        "tool_response",
-        agent=turn.name,
-        parent=turn.handle,
-        depends_on=deps,
-        content=content,
-        tool_name=getattr(pending.call, "name", None),
-        call_id=getattr(pending.call, "id", None),
-        outputs={"result": content, "is_error": is_error},
-        status="error" if is_error else "ok",
-        error=StepError(type="ToolError", message=content) if is_error else None,
-    )
-    if step is not None:
-        turn.memo.observed.append(step.step_id)
+    try:  # never_raise's work in the body: no wrapper frame per call
+        if pending.done or turn.state.closed:
+            return
+        pending.done = True
+        if record is not None:
+            record.finish(result)
+        if pending.handle is not None:
+            pending.handle.end(status="ok")
+        content = getattr(result, "content", result)
+        content = content if isinstance(content, str) else str(content)
+        is_error = bool(getattr(result, "is_error", False))
+        deps: list[Dep] = []
+        if pending.handle is not None:
+            deps.append(Dep(pending.handle.step_id, "tool_result_of"))
+            answer = turn.state.answers.pop(pending.handle.step_id, None)
+            if answer:
+                deps.append(Dep(answer, "answer_of"))
+        step = turn.ctx.add_step(
+            "tool_response",
+            agent=turn.name,
+            parent=turn.handle,
+            depends_on=deps,
+            content=content,
+            tool_name=getattr(pending.call, "name", None),
+            call_id=getattr(pending.call, "id", None),
+            outputs={"result": content, "is_error": is_error},
+            status="error" if is_error else "ok",
+            error=StepError(type="ToolError", message=content) if is_error else None,
+        )
+        if step is not None:
+            turn.memo.observed.append(step.step_id)
+    except Exception:
+        internal_error("_finish_tool")
 
 
 @never_raise()

@@ -12,7 +12,7 @@ from typing import Any
 
 from autogen_agentchat.agents import UserProxyAgent
 
-from causaltrace.instrumentation._emitter import never_raise
+from causaltrace.instrumentation._emitter import internal_error
 from causaltrace.instrumentation.autogen._access import model_client_of, name_of
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
@@ -39,79 +39,82 @@ from causaltrace.schema import StepError
 __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_turn_stream"]
 
 
-@never_raise(default=(None, False))
 def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
     """Open an ``agent_turn`` for ``agent`` with the ``messages`` delivered to it; ``(turn, owner)``, where ``owner``
     is False when this call joins the turn already in flight (``on_messages`` → ``on_messages_stream``)."""
-    ctx = CURRENT_RUN.get()
-    if ctx is None:
-        return None, False
-    current = TURN.get()
-    if current is not None and current.agent is agent and current.ctx is ctx:
-        return current, False  # on_messages → on_messages_stream of the same agent: one turn
-    level = LEVEL.get()
-    if level is None or level.ctx is not ctx:
-        level = Level(ctx, state_of(ctx), (), False, None, None)
-    state = level.state
-    if state.closed:
-        return None, False
-    name = name_of(agent, type(agent).__name__)
-    if current is not None and current.ctx is ctx and current.level is level:
-        prefix, parent = current.path, step_id_of(current.handle)  # an agent called directly inside another's turn
-    else:
-        prefix, parent = level.path, level.parent_id
-    path = prefix + (name,)
-    key = "/".join(path)
-    deps: list[Dep] = []
-    selected = level.selected.pop(name, None)
-    if selected:
-        deps.append(Dep(selected, "selected_by"))
-    handoff = level.handoffs.pop(name, None)
-    if handoff:
-        deps.append(Dep(handoff, "handoff_from"))
-    delivered: list[tuple[Any, str | None]] = []
-    for msg in list(messages or ()):
-        mid = getattr(msg, "id", None)
-        sid = state.msg_steps.get(mid) if mid is not None else None
-        if sid is None and level.task_step_id is not None and getattr(msg, "source", None) == "user":
-            sid = level.task_step_id
-            if mid is not None:
-                state.msg_steps[mid] = sid
-        delivered.append((msg, sid))
-    memo = state.memo(key)
-    extend_unique(memo.saw, [sid for _, sid in delivered])
-    handle = state.track(
-        ctx.start_step(
-            "agent_turn",
-            agent=name,
-            parent=parent,
-            depends_on=deps,
-            content=f"{name} turn",
-            metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
+    try:  # never_raise's work in the body: no wrapper frame per call
+        ctx = CURRENT_RUN.get()
+        if ctx is None:
+            return None, False
+        current = TURN.get()
+        if current is not None and current.agent is agent and current.ctx is ctx:
+            return current, False  # on_messages → on_messages_stream of the same agent: one turn
+        level = LEVEL.get()
+        if level is None or level.ctx is not ctx:
+            level = Level(ctx, state_of(ctx), (), False, None, None)
+        state = level.state
+        if state.closed:
+            return None, False
+        name = name_of(agent, type(agent).__name__)
+        if current is not None and current.ctx is ctx and current.level is level:
+            prefix, parent = current.path, step_id_of(current.handle)  # an agent called directly inside another's turn
+        else:
+            prefix, parent = level.path, level.parent_id
+        path = prefix + (name,)
+        key = "/".join(path)
+        deps: list[Dep] = []
+        selected = level.selected.pop(name, None)
+        if selected:
+            deps.append(Dep(selected, "selected_by"))
+        handoff = level.handoffs.pop(name, None)
+        if handoff:
+            deps.append(Dep(handoff, "handoff_from"))
+        delivered: list[tuple[Any, str | None]] = []
+        for msg in list(messages or ()):
+            mid = getattr(msg, "id", None)
+            sid = state.msg_steps.get(mid) if mid is not None else None
+            if sid is None and level.task_step_id is not None and getattr(msg, "source", None) == "user":
+                sid = level.task_step_id
+                if mid is not None:
+                    state.msg_steps[mid] = sid
+            delivered.append((msg, sid))
+        memo = state.memo(key)
+        extend_unique(memo.saw, [sid for _, sid in delivered])
+        handle = state.track(
+            ctx.start_step(
+                "agent_turn",
+                agent=name,
+                parent=parent,
+                depends_on=deps,
+                content=f"{name} turn",
+                metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
+            )
         )
-    )
-    if handle is not None:
-        handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered],
-                                                   content=ctx.tracing.config.oi_content))
-    client = model_client_of(agent)
-    if client is not None:
-        patch_client_class(type(client))
-    turn = Turn(
-        ctx=ctx,
-        state=state,
-        level=level,
-        agent=agent,
-        name=name,
-        key=key,
-        path=path,
-        handle=handle,
-        memo=memo,
-        delivered=delivered,
-        user_input=isinstance(agent, UserProxyAgent),
-    )
-    # ``on_messages`` returns without closing its ``on_messages_stream``: the run ends such a turn itself
-    ctx.at_end(lambda: end_turn(turn, None, closed=True))
-    return turn, True
+        if handle is not None:
+            handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered],
+                                                       content=ctx.tracing.config.oi_content))
+        client = model_client_of(agent)
+        if client is not None:
+            patch_client_class(type(client))
+        turn = Turn(
+            ctx=ctx,
+            state=state,
+            level=level,
+            agent=agent,
+            name=name,
+            key=key,
+            path=path,
+            handle=handle,
+            memo=memo,
+            delivered=delivered,
+            user_input=isinstance(agent, UserProxyAgent),
+        )
+        # ``on_messages`` returns without closing its ``on_messages_stream``: the run ends such a turn itself
+        ctx.at_end(lambda: end_turn(turn, None, closed=True))
+        return turn, True
+    except Exception:
+        internal_error("begin_turn")
+        return (None, False)
 
 
 def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
@@ -123,23 +126,25 @@ def turn_scope(turn: Turn | None) -> AbstractContextManager[Any]:
     return turn.handle.activate((TURN, turn))
 
 
-@never_raise()
 def end_turn(turn: Turn, error: BaseException | None, *, closed: bool) -> None:
     """End a turn: its tool calls still in flight get no result; an exception is an ``error`` step and ERROR on
     the turn; a turn closed before it responded is cancelled."""
-    for pending in turn.calls:
-        if not pending.done and pending.handle is not None:
-            pending.handle.end(error=StepError(type="NoResult", message="the turn ended before this call returned"))
-            pending.done = True
-    if turn.handle is None:
-        return
-    if error is None and (not closed or turn.responded):
-        turn.handle.end(status="ok")
-    elif error is None or isinstance(error, asyncio.CancelledError):
-        turn.handle.end(error=StepError(type="Cancelled", message="the turn was cancelled before it finished"))
-    else:
-        add_agent_error(turn.ctx, turn.state, turn.name, turn.key, turn.handle, error)
-        turn.handle.end(error=error)
+    try:  # never_raise's work in the body: no wrapper frame per call
+        for pending in turn.calls:
+            if not pending.done and pending.handle is not None:
+                pending.handle.end(error=StepError(type="NoResult", message="the turn ended before this call returned"))
+                pending.done = True
+        if turn.handle is None:
+            return
+        if error is None and (not closed or turn.responded):
+            turn.handle.end(status="ok")
+        elif error is None or isinstance(error, asyncio.CancelledError):
+            turn.handle.end(error=StepError(type="Cancelled", message="the turn was cancelled before it finished"))
+        else:
+            add_agent_error(turn.ctx, turn.state, turn.name, turn.key, turn.handle, error)
+            turn.handle.end(error=error)
+    except Exception:
+        internal_error("end_turn")
 
 
 def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
