@@ -141,7 +141,9 @@ class RunCollector:
         self._handed = itertools.count(1)
         self._handed_reads = 0
         self._settled_n = 0
-        self._idle = threading.Condition(threading.Lock())
+        self._idle_lock = threading.Lock()  # taken as it is where nobody is woken (no Condition methods in Python)
+        self._idle = threading.Condition(self._idle_lock)
+        self._draining = 0  # threads waiting in drain(): only then does a settled batch notify
         #: The process whose writer thread runs (None: none runs; a fork's child has none either).
         self._writer_pid: int | None = None
         #: The set-up that made this collector was replaced or forgotten (:meth:`shutdown`): the writer thread ends
@@ -234,7 +236,7 @@ class RunCollector:
         if not self.config.store or self._writer is None:
             return True
         if not self._retiring:  # (a retiring writer ends when the flush wakes it: :meth:`shutdown`)
-            with self._idle:  # everything handed over is written (or given up) already: no round trip to the writer
+            with self._idle_lock:  # all handed over is written (or given up) already: no round trip to the writer
                 if self._unwritten() <= 0:
                     return True
         done = threading.Event()
@@ -249,11 +251,15 @@ class RunCollector:
         out first. The writer retries a store that does not answer meanwhile."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
-            while self._unwritten() > 0:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(min(left, 0.5))
+            self._draining += 1
+            try:
+                while self._unwritten() > 0:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._idle.wait(min(left, 0.5))
+            finally:
+                self._draining -= 1
         return True
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
@@ -338,9 +344,10 @@ class RunCollector:
         for op, _, _ in items:
             n += op != "flush"
         if n:
-            with self._idle:
+            with self._idle_lock:
                 self._settled_n += n
-                self._idle.notify_all()
+                if self._draining:
+                    self._idle.notify_all()
         for _, _, event in items:
             if event is not None:
                 event.set()
