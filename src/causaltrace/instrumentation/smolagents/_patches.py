@@ -1,7 +1,9 @@
 """The patches the smolagents wing has installed (``wrapt``), and the one generic loop that undoes them.
 
 Each wrapper belongs to one instrumentation generation: a wrapper whose generation is over passes straight
-through, so a wrapper that another library wrapped over (and that could therefore not be removed) stays inert.
+through, so a wrapper that another library wrapped over (and that could therefore not be removed) stays inert. The
+generation is wrapt's ``enabled`` flag — a list, non-empty while its generation lives, tested by wrapt in C — so a
+hooked call costs no Python frame of ours before the hook.
 The facade (``__init__``) holds the table of what is patched when instrumenting; the model and tool classes of an
 agent are patched when its first run starts (``_model_calls.patch_model_class``, ``_tools.patch_tool_classes``),
 through :func:`ensure_patched`.
@@ -36,7 +38,8 @@ _PATCHES: list[_Patch] = []
 #: (owner, attribute) → the wrappers installed there this generation (:func:`ensure_patched` looks them up per run
 #: instead of scanning every patch).
 _INSTALLED: dict[tuple[Any, str], list[Any]] = {}
-_GENERATION = [0]  # the live generation; 0 = not instrumented
+#: The live generation's ``enabled`` flag for wrapt: ``[True]`` while it lives, emptied (false) when it is over.
+_LIVE: list[list[bool]] = [[]]
 
 
 def is_patched() -> bool:
@@ -49,7 +52,7 @@ def install(table: Callable[[], Iterable[tuple[Any, str, Wrapper]]]) -> None:
     with _LOCK:
         if _PATCHES:
             return
-        _GENERATION[0] += 1
+        _LIVE[0] = [True]
         for owner, attr, fn in table():
             patch(owner, attr, fn)
 
@@ -57,7 +60,7 @@ def install(table: Callable[[], Iterable[tuple[Any, str, Wrapper]]]) -> None:
 def unpatch_all() -> None:
     """Undo every patch (idempotent); a wrapper another library wrapped over stays, inert."""
     with _LOCK:
-        _GENERATION[0] += 1  # every wrapper still installed anywhere is inert from now on
+        _LIVE[0].clear()  # every wrapper still installed anywhere is inert from now on
         for p in reversed(_PATCHES):
             if vars(p.owner).get(p.attr) is p.installed:
                 setattr(p.owner, p.attr, p.original)
@@ -75,14 +78,8 @@ def patch(owner: Any, attr: str, fn: Wrapper) -> None:
     original = vars(owner).get(attr)
     if original is None:
         return
-    generation = _GENERATION[0]
-
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _GENERATION[0] != generation:
-            return wrapped(*args, **kwargs)
-        return fn(wrapped, instance, args, kwargs)
-
-    wrapt.wrap_function_wrapper(owner, attr, wrapper)
+    # wrap_function_wrapper with wrapt's ``enabled``: the live generation's flag (a list wrapt tests in C)
+    wrapt.wrap_object(owner, attr, wrapt.FunctionWrapper, (fn, _LIVE[0]))
     installed = vars(owner)[attr]
     _PATCHES.append(_Patch(owner, attr, original, installed))
     _INSTALLED.setdefault((owner, attr), []).append(installed)
