@@ -23,6 +23,7 @@ import functools
 import logging
 import random
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -340,8 +341,8 @@ class Emitter:
         #: The config's content switches (:meth:`_content_switches`) and the config they were read from.
         self._switches = (config.oi_content, config.genai_content_on, _blocked_prefixes(config))
         self._switches_of = config
-        #: The last parent that was not a step span (a run's root: many steps start under it) and its context,
-        #: valid and sampled (:meth:`start_step_span`).
+        #: The last parent that was not a step span (a step's span context, or a run's root span by a weak
+        #: reference: consecutive steps start under one), its context, valid and sampled, and its trace id.
         self._parent_seen: tuple[Any, Any, int] = (None, None, 0)
 
     @never_raise()
@@ -384,14 +385,18 @@ class Emitter:
             seen = self._parent_seen
             if type(parent) is StepSpan:  # a step span exists only in a sampled trace: valid and sampled
                 parent_ctx, trace_id = parent.context, parent.trace_id
-            elif parent is seen[0]:  # the run's root, again: its context was read and checked
-                _, parent_ctx, trace_id = seen
+            elif seen[0] is parent or (type(seen[0]) is weakref.ref and seen[0]() is parent):
+                _, parent_ctx, trace_id = seen  # the same parent again: its context was read and checked
             else:
-                parent_ctx = parent if isinstance(parent, SpanContext) else parent.get_span_context()
+                is_context = isinstance(parent, SpanContext)
+                parent_ctx = parent if is_context else parent.get_span_context()
                 if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
                     return None
                 trace_id = parent_ctx.trace_id
-                self._parent_seen = (parent, parent_ctx, trace_id)  # a span's context never changes
+                try:  # a span's context never changes; a span (a run's root) by a weak reference: not held after
+                    self._parent_seen = (parent if is_context else weakref.ref(parent), parent_ctx, trace_id)
+                except TypeError:  # a span that takes no weak reference is read each time
+                    pass
             if joins is not None:
                 with self._pair_lock:
                     pair = self._pairs.get(joins)

@@ -120,9 +120,11 @@ def _parsed_calls(text: str) -> tuple[dict[str, Any], ...]:
         if isinstance(function, dict):
             calls.append({"id": call.get("id"), "name": function.get("name"),
                           "arguments": _arguments(function.get("arguments"))})
-    if len(_PARSED_CALLS) >= 512:
-        _PARSED_CALLS.clear()
-    _PARSED_CALLS[text] = found = tuple(calls)
+    found = tuple(calls)
+    if len(text) <= 65_536:  # a long text (a tool call's long arguments) is not held for later requests
+        if len(_PARSED_CALLS) >= 512:
+            _PARSED_CALLS.clear()
+        _PARSED_CALLS[text] = found
     return found
 
 
