@@ -413,3 +413,16 @@ def test_a_copy_slip_changes_a_digit_never_the_magnitude():
 
     assert is_copy_slip("172", "127") and is_copy_slip("1,250", "1,350") and is_copy_slip("12.55", "12.45")
     assert not is_copy_slip("100", "1.30") and not is_copy_slip("1.25", "12.5") and not is_copy_slip("172", "1720")
+
+
+def test_a_number_joined_to_a_word_by_a_hyphen_is_part_of_an_identifier_and_years_are_no_copy_slips():
+    from causaltrace.attribution.stages.provenance_changes import is_copy_slip
+    from causaltrace.attribution.stages.values import values_in
+
+    def numbers(text: str) -> list[str]:
+        return [v.key for v in values_in(text) if v.kind == "number"]
+
+    assert numbers("job sales-7 done: 4214 rows; COVID-19 cases") == ["4214"]
+    assert numbers("pages 10-20, a change of -7") == ["10", "20", "-7"]
+    assert not is_copy_slip("2023", "2024") and not is_copy_slip("2019", "2014")
+    assert is_copy_slip("4214", "4241") and is_copy_slip("1234", "1235") and is_copy_slip("1932", "1923")

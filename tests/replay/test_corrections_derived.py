@@ -382,9 +382,11 @@ async def test_a_finding_whose_correction_cannot_be_derived_costs_that_correctio
 
 # ------------------------------------------------------------------------------------ a number nothing gave
 
-@pytest.mark.parametrize("name", ["smol-shop-quantity", "ag-shop-quantity"])
+@pytest.mark.parametrize("name", ["smol-shop-quantity", "ag-shop-quantity", "smol-progress-sales",
+                                  "ag-progress-sales"])
 async def test_a_number_nothing_gave_is_corrected_by_the_tasks_only_unused_number(name, tmp_path):
-    """"Buy 7 boxes": the shopper multiplies the price by 8, which nothing gave, and no step ever uses the task's 7.
+    """"Buy 7 boxes": the shopper multiplies the price by 8, which nothing gave, and no step ever uses the task's 7
+    (the progress cases: "over 7 days", divided by 8 after polling the job "sales-7", whose 7 is no number).
     The finding names the 7 as its source; the correction passes it (``multiply(12, 7)``) and the replay succeeds in
     the corrections' pass; the twin, which uses the 7, has no unsupported number."""
     case, run, twin, found, [fix] = await _zoo_runs(name, "unsupported_value", tmp_path)

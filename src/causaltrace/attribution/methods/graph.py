@@ -279,6 +279,12 @@ a re-issued instruction is a loop finding only when its          Who&When dev: l
 addressee's replies repeat each other or err (findings.loops):   right 0 / 10, 5 of them Magentic-One re-issues
 replies that keep changing are the framework working through     to a surfer whose replies showed new pages; now
 it, not evidence                                                 5; top-1 40 / 92 and zoo unchanged
+a number a hyphen joins to a word is part of an identifier       zoo tuning progress-sales x2 ('sales-7' made the
+('sales-7', 'COVID-19'; stages.values); two years one digit      task's 7 look used): repair flips them by a
+apart are two dates, not a copy slip (2024 for 2023; a swap,     correction (45 -> 47 over the suite); Who&When
+1923 for 1932, still is)                                         dev: the identifier rule alone 40 -> 39 (a new
+                                                                 2023/2024 'copy'), with the year rule 40 / 92,
+                                                                 two false year slips gone; zoo top-1 unchanged
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a

@@ -35,7 +35,15 @@ def is_copy_slip(before: str, after: str, *, shortest: int = 3) -> bool:
     if len(a) != len(b) or len(a) < shortest or a == b:
         return False
     diff = [k for k in range(len(a)) if a[k] != b[k]]
-    return len(diff) == 1 or (len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    if len(diff) == 1:  # one digit changed — but two years a digit apart are two dates (2024 for 2023), no slip
+        return not (_is_year(a) and _is_year(b) and "." not in before)
+    return len(diff) == 2 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+
+
+def _is_year(digits: str) -> bool:
+    """A four-digit year (1900–2099): two years one digit apart are two dates, not a copy slip (2024 for 2023); two
+    swapped digits stay a slip (1923 for 1932)."""
+    return len(digits) == 4 and digits[:2] in ("19", "20")
 
 
 def rounds_to(source: str, stated: str) -> bool:

@@ -42,7 +42,8 @@ from causaltrace.attribution.stages.tokens import salient_tokens
 
 __all__ = ["argument_names", "Value", "number_key", "stem", "unit_group", "values_in"]
 
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
+#: not a part of an identifier a hyphen joins to a word: "sales-7", "COVID-19" (a range "10-20" keeps its 20)
+_NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _LABEL = re.compile(r"[ \t]?(?:[A-Za-z]{1,4}[ \t])?([A-Za-z]{4,})")
 _EXCLUSION = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|exclude|not\s+counting|other\s+than|but\s+not|"
