@@ -188,8 +188,8 @@ def build_step(data: dict[str, Any]) -> Step:
     """
     if data["status"] not in _STEP_STATUSES:
         raise ValueError(f"unknown step status {data['status']!r}")
-    for key in ("inputs", "outputs", "metadata", "arguments"):
-        value = data.get(key)
+    for key in ("inputs", "outputs", "metadata", "arguments"):  # every key is there (a KeyError otherwise)
+        value = data[key]
         if value and not _is_plain_json(value):  # as_json, inline; an empty one (or None) is JSON as it is
             data[key] = json.loads(canonical_json(value))
     if type(data["content"]) is not str or type(data["agent"]) is not str:
@@ -197,7 +197,7 @@ def build_step(data: dict[str, Any]) -> Step:
             if not isinstance(data[key], str):
                 data[key] = "" if data[key] is None else str(data[key])
     for key in ("agent", "model", "tool_name", "call_id"):  # names the store keeps in columns: valid UTF-8 only
-        value = data.get(key)
+        value = data[key]
         if value is not None and not value.isascii():
             data[key] = utf8_safe(value)
     data["truncated"] = False
@@ -346,9 +346,10 @@ class StepHandle:
             span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
             data.update(status=status, error=step_error, ended_at=EPOCH + timedelta(microseconds=end_ns // 1000),
                         span_id=span_id)  # ns_to_datetime, inline
-            if data.get("action_signature") is None and data["kind"] not in ("agent_turn", "task"):
-                target = data.get("tool_name") or data["outputs"].get("target") or data["outputs"].get("selected")
-                payload = data.get("arguments") if data.get("arguments") is not None else data.get("content", "")
+            if data["kind"] not in ("agent_turn", "task"):  # (a handle's fields never hold an action_signature)
+                outputs = data["outputs"]
+                target = data["tool_name"] or outputs.get("target") or outputs.get("selected")
+                payload = data["arguments"] if data["arguments"] is not None else data["content"]
                 data["action_signature"] = action_signature(data["kind"], target, payload)
             step = build_step(data)
             self._late_deps = step.depends_on

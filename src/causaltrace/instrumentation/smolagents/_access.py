@@ -323,7 +323,10 @@ def llm_request(
     tools = None
     if tools_to_call_from:
         made = tool_schemas(tools_to_call_from) if schemas is None else schemas
-        tools = [tool_schema(t, made[i]) for i, t in enumerate(tools_to_call_from)]
+        tools = []
+        for i, tool in enumerate(tools_to_call_from):  # tool_schema, inline (every tool of every model call)
+            schema = made[i]
+            tools.append(schema if schema is not None else {"name": getattr(tool, "name", repr(type(tool).__name__))})
     return {
         "messages": canonical_messages(messages),
         "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,

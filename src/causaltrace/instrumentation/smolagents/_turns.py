@@ -130,7 +130,8 @@ def _on_action_output(run: AgentRun, out: Any) -> None:
 
 def end_action(run: AgentRun, memory_step: Any) -> None:
     """The action step is over (smolagents yielded it after its callbacks): settle what is still open."""
-    unregister_callees(run)
+    if run.callees:  # a CodeAgent's code registered some (no call, no lock for the others)
+        unregister_callees(run)
     if run.act.pending_message is not None:  # flush_llm's own test, first: no call on every item
         flush_llm(run)
     act = run.act
