@@ -130,6 +130,11 @@ _FINISH = ("UPDATE runs SET framework = ?, name = ?, task = ?, trace_id = ?, sta
            "state = 'finished', writer_pid = ?, writer_start = ?, writer_host = ?, has_recording = ?, written_at = ?, "
            "data = ?, chunks = ? WHERE run_id = ?")
 _FINISH_MOVED = _FINISH.replace(" WHERE", ", sort_ts = ? WHERE")
+#: The same for a run the collector's writer says it is writing live, without reading its row first: it changes the
+#: row only while that is still this writer's live run (and its sort key where the Run gives one stays), else nothing
+#: (rowcount 0: the row is read and written as above).
+_FINISH_OWN = _FINISH + " AND state <> 'finished' AND writer_pid = ? AND writer_start = ? AND writer_host = ?"
+_FINISH_OWN_AT = _FINISH_OWN + " AND sort_ts = ?"
 
 
 def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> Backend:
@@ -407,38 +412,47 @@ class Store:
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
         data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
         with self._write() as conn:
-            old = self._head(conn, run.run_id)
-            writer = (old.writer() if old is not None else None) or WriterInfo.current()
-            sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
-            live = (stored_steps is not None and old is not None and old.state != "finished"
-                    and writer == WriterInfo.current())
-            if live:  # keep the rows written live; add the rest
-                assert stored_steps is not None
-                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps]
-                                       if stored_steps else run.steps, refs, literals)
-            else:
-                rows = self._step_rows(run.run_id, run.steps, refs, literals)
-                own_live = old is not None and old.state == "running" and old.writer() == WriterInfo.current()
-                # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
-                self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
+            current = WriterInfo.current()
             fields = (run.framework, run.name, run.task, run.trace_id, iso(run.started_at), iso(run.ended_at),
                       run.outcome.status)
-            fields_after = (writer.pid, writer.start_time, writer.host, int(run.recording is not None), now_iso(), data)
-            if live:  # its row updated in place: its indexes are not touched unless its sort key moved
-                assert old is not None
-                moved = sort_key != old.sort_ts
-                conn.execute(_FINISH_MOVED if moved else _FINISH,
-                             (*fields, *fields_after, run_chunks, *((sort_key,) if moved else ()), run.run_id))
+            tail = (int(run.recording is not None), now_iso(), data, run_chunks)
+            if stored_steps is not None and conn.execute(
+                _FINISH_OWN if run.started_at is None else _FINISH_OWN_AT,
+                (*fields, current.pid, current.start_time, current.host, *tail, run.run_id, current.pid,
+                 current.start_time, current.host, *(() if run.started_at is None else (sort_ts(run.started_at),)))
+            ).rowcount == 1:
+                # the collector's own live run (the usual final write): its row updated in place, not read first
+                live, had = True, False
             else:
-                self._backend.put_run(conn, (run.run_id, *fields, "finished", *fields_after, sort_key))
-                if run_chunks is not None:
-                    conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
+                old = self._head(conn, run.run_id)
+                writer = (old.writer() if old is not None else None) or current
+                sort_key = sort_ts(run.started_at) if run.started_at is not None or old is None else old.sort_ts
+                live = stored_steps is not None and old is not None and old.state != "finished" and writer == current
+                if live:  # its row updated in place: its indexes are not touched unless its sort key moved
+                    assert old is not None
+                    moved = sort_key != old.sort_ts
+                    conn.execute(_FINISH_MOVED if moved else _FINISH,
+                                 (*fields, writer.pid, writer.start_time, writer.host, *tail,
+                                  *((sort_key,) if moved else ()), run.run_id))
+                else:
+                    own_live = old is not None and old.state == "running" and old.writer() == current
+                    # the recording is replaced below: chunks the new one shares with the old are kept, not rewritten
+                    self._delete_children(conn, run.run_id, derived=old is not None and not own_live, recording=False)
+                    self._backend.put_run(conn, (run.run_id, *fields, "finished", writer.pid, writer.start_time,
+                                                 writer.host, *tail[:3], sort_key))
+                    if run_chunks is not None:
+                        conn.execute("UPDATE runs SET chunks = ? WHERE run_id = ?", (run_chunks, run.run_id))
+                # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
+                # finished run drops it): nothing to replace
+                had = old is None or old.state == "finished"
+            if live and stored_steps:  # keep the rows written live; add the rest
+                rows = self._step_rows(run.run_id, [s for s in run.steps if s.step_id not in stored_steps], refs,
+                                       literals)
+            else:
+                rows = self._step_rows(run.run_id, run.steps, refs, literals)
             if refs is not None:
                 recording_chunks.write_texts(conn, run.run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
-            # a run not finished yet has no recording rows (only this final write stores one, and begin_run over a
-            # finished run drops it): nothing to replace
-            had = old is None or old.state == "finished"
             if split is not None:
                 recording_chunks.write_recording(conn, run.run_id, split, replaces=had,
                                                  utf8_blobs=self._backend.utf8_blobs, files=self._files)
