@@ -169,10 +169,7 @@ class RunCollector:
 
     def accept(self, step: Step) -> None:
         """Take a full Step that has ended (the instrumentation's handoff; the step's span goes to the exporters).
-
-        Once per step on the agent's thread, so what it needs is here, not in helpers: the step kept with its live
-        run (a step of a run that finished already is only counted), and — store on — handed to the writer as
-        :meth:`_submit` hands over an operation nobody waits on."""
+        Once per step on the agent's thread: kept with its live run and (store on) queued as :meth:`_submit` does."""
         run_id = step.run_id
         with self._lock:
             live = self._runs.get(run_id)
@@ -441,7 +438,6 @@ class RunCollector:
         if self._target_key is None or self._target_key[0] != key:
             self._target_key = (key, TraceConfig.from_env().resolved_db_path())
         return self._target_key[1]
-
 
     def _write_loop(self) -> None:
         while True:
