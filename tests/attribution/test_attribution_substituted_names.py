@@ -115,3 +115,42 @@ def test_argument_names_reads_short_values_not_prose():
     assert argument_names({"city": "Paris", "days": 3, "hotel": "Hotel Baixa"}) == {"paris", "hotel", "baixa"}
     assert argument_names({"query": "What is the weather in Paris today?"}) == frozenset()
     assert argument_names({"city": "Paris"}, skip=frozenset({"paris"})) == frozenset()
+
+
+def test_the_same_substitution_in_an_autogen_team_is_found_and_its_twin_is_clean():
+    """An AutoGen AssistantAgent with ``get_weather`` (and an auditor in a round robin) asked about Lyon calls
+    ``get_weather(city="Paris")``: the finding is at that call, the fixed team's twin has none."""
+    pytest.importorskip("autogen_agentchat", reason="AutoGen is not installed (pip install causaltrace[autogen])")
+    from causaltrace.testing.autogen import call
+    from causaltrace.testing.faults.teams_autogen import agent, ok, round_robin, said, tool
+
+    def build(city: str):
+        async def get_weather(city: str) -> str:
+            """The current temperature of a city."""
+            return f"{city}: {TEMPERATURES.get(city, 0)} C"
+
+        def forecaster(request):
+            seen = ok(request, "get_weather")
+            if seen is not None:
+                found = re.search(r"(-?\d+) C", seen)
+                return f"C: {found.group(1) if found else '?'}"
+            return call("get_weather", city=city)
+
+        def auditor(request):
+            found = said(request, "forecaster", r"C: (-?\d+)")
+            return f"C: {found.group(1)} checked. APPROVE" if found else "REJECT: no temperature."
+
+        return round_robin([agent("forecaster", forecaster, [tool(get_weather, "Weather.")]),
+                            agent("auditor", auditor)], "APPROVE", 6)
+
+    case = FaultCase(name="autogen-substituted-name", framework="autogen", fault="wrong_tool_argument", task=TASK,
+                     factory=lambda: build("Paris"), fixed_factory=lambda: build("Lyon"), verify=_verify(17),
+                     rule=first_step("tool_call", tool="get_weather"), rule_text="the get_weather call")
+    failing = asyncio.run(record(case))
+    assert failing.outcome.status == "failure"
+    d = _diagnosed(failing)
+    [found] = _substitutions(d)
+    assert found.index == case.true_step(failing) == d.decisive_step_index
+    twin = asyncio.run(record(case, twin=True))
+    assert twin.outcome.status == "success"
+    assert _substitutions(_diagnosed(twin.model_copy(update={"outcome": failing.outcome}))) == []
