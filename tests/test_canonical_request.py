@@ -34,12 +34,15 @@ from causaltrace.recording import (
 PATTERN = re.compile(r"call_[A-Za-z0-9]{3,}")
 #: Known ids (the smolagents adapter's pattern): aliased on the JSON text, next to escapes, never inside keys.
 KNOWN_IDS = CallIdPattern(["call_1", "ncall_1", "u001f", "c-2", "call_12"])
+#: Known ids with a common start (a run's call ids): found with one scan for it (recording._shared_prefix).
+SHARED_START_IDS = CallIdPattern(["call_1", "call_12", "call_1x", "call_2-b", "call_é"])
 
 _keys = st.sampled_from(
     ["id", "call_id", "tool_call_id", "created_at", "content", "name", "role", "args", "x", "call_1", "k call_12"]
 )
 _id_texts = st.lists(
-    st.sampled_from(["call_1", "ncall_1", "call_12", "c-2", "u001f", "\n", "\\", "\\n", "\x1f", '"', " ", "x", "-", "é"]),
+    st.sampled_from(["call_1", "ncall_1", "call_12", "c-2", "u001f", "\n", "\\", "\\n", "\x1f", '"', " ", "x", "-", "é",
+                     "call_1x", "call_2-b", "call_é", "_"]),
     max_size=6,
 ).map("".join)
 _texts = st.one_of(
@@ -56,7 +59,8 @@ _json = st.recursive(
 
 
 @settings(max_examples=400, deadline=None)
-@given(request=_json, pattern=st.sampled_from([None, PATTERN, KNOWN_IDS]), walk_from=st.sampled_from([65_536, 0]))
+@given(request=_json, pattern=st.sampled_from([None, PATTERN, KNOWN_IDS, SHARED_START_IDS]),
+       walk_from=st.sampled_from([65_536, 0]))
 def test_text_path_equals_reference_walk(request, pattern, walk_from):
     # walk_from 0: every edited request is made by the walk, as a large one is (the hash still from the edited text)
     with patch.object(recording, "_WALK_MIN_TEXT", walk_from):

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import importlib
 import json
+import os
 import pickle
 import re
 from collections.abc import Iterable
@@ -188,14 +189,25 @@ def _ids_editable(ids: tuple[str, ...]) -> bool:
     return all(_ID_TOKEN.fullmatch(i) and not _BARE_TOKEN.fullmatch(i) for i in ids)
 
 
+@functools.lru_cache(maxsize=64)
+def _shared_prefix(ids: tuple[str, ...]) -> tuple[str, frozenset[str] | None]:
+    r"""(the start several ids share, the ids) when it is long enough to scan for (4 characters or more), else
+    ("", None). The ids are editable (:func:`_ids_editable`: ``[\w-]+`` tokens), so an id stands at a place of the
+    text exactly when the run of word characters (``[\w-]``, :func:`_is_word`'s) from there is that id."""
+    prefix = os.path.commonprefix(ids) if len(ids) > 1 else ""
+    return (prefix, frozenset(ids)) if len(prefix) >= 4 else ("", None)
+
+
 def _id_matches(text: str, ids: tuple[str, ...]) -> list[tuple[int, int, str | None]]:
     """``(start, end, key)`` of each candidate id on compact JSON text, left to right, none overlapping.
 
     A candidate is either a string under an id key (``key`` names it; ``start`` is the key's opening quote) or a
     known id not followed by a word character (``key`` None). Found with one ``str.find`` scan per id and one for
     the id keys (the ``id":"`` they all end with) rather than one alternation regex, which Python's regex engine
-    tries at every ``"`` of the text: ~5x faster on a 10 KB request. Overlaps resolve as that regex would: the
-    leftmost candidate wins, and of several ids at one place the longest.
+    tries at every ``"`` of the text: ~5x faster on a 10 KB request; ids that share a start (a run's call ids, which
+    grow with its tool calls: one scan each of every later request) are found with one scan for that start
+    (:func:`_shared_prefix`). Overlaps resolve as that regex would: the leftmost candidate wins, and of several ids
+    at one place the longest.
     """
     found: list[tuple[int, int, int, str | None]] = []  # (start, -length, end, key): sorts leftmost, longest first
     pos = text.find('id":"')
@@ -208,13 +220,22 @@ def _id_matches(text: str, ids: tuple[str, ...]) -> list[tuple[int, int, str | N
                     found.append((begin, begin - tail.end(), tail.end(), key))
                 break
         pos = text.find('id":"', pos + 1)
-    for ident in ids:
-        pos = text.find(ident)
+    prefix, known = _shared_prefix(ids)
+    if known is not None:  # ids with a common start (a run's call ids): one scan for it, not one per id
+        pos = text.find(prefix)
         while pos != -1:
-            end = pos + len(ident)
-            if end == len(text) or not _is_word(text[end]):
-                found.append((pos, -len(ident), end, None))
-            pos = text.find(ident, pos + 1)
+            token = _ID_TOKEN.match(text, pos)  # its word characters: an id here is all of them (none follows)
+            if token is not None and token.group() in known:
+                found.append((pos, pos - token.end(), token.end(), None))
+            pos = text.find(prefix, pos + 1)
+    else:
+        for ident in ids:
+            pos = text.find(ident)
+            while pos != -1:
+                end = pos + len(ident)
+                if end == len(text) or not _is_word(text[end]):
+                    found.append((pos, -len(ident), end, None))
+                pos = text.find(ident, pos + 1)
     found.sort()
     matches: list[tuple[int, int, str | None]] = []
     cursor = 0
