@@ -276,7 +276,7 @@ def llm_request(
         "messages": list(messages),
         "tools": [_tool_schema(t) for t in tools],
         "tool_choice": choice,
-        "json_output": _json_output(json_output),
+        "json_output": None if json_output is None else _json_output(json_output),  # the usual None: no call
         "extra_create_args": dict(extra_create_args or {}),
     }
 

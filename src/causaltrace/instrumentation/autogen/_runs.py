@@ -165,13 +165,14 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     if new:
         deps = [Dep(invoking.step_id, "delegated_by")] if invoking is not None and invoking.kind == "tool_call" else []
         agent = invoking.agent if (nested and invoking is not None) else "user"
+        new_text = (task_text or "") if len(new) == len(messages) else "\n".join([text_of(m) for m in new])  # once
         task_step = ctx.add_step(
             "task",
             agent=agent,
             parent=team_turn if team_turn is not None else invoking,
             depends_on=deps,
-            content="\n".join(text_of(m) for m in new),
-            outputs={"text": "\n".join(text_of(m) for m in new)},
+            content=new_text,
+            outputs={"text": new_text},
             metadata={} if nested else {"user_input": True},
         )
         if task_step is not None:

@@ -81,12 +81,13 @@ def start_code_execution(run: AgentRun, tc: Any, produced: list[Dep]) -> None:
     recorded call, which stay open while the code runs."""
     act = run.act
     code = tc.arguments if isinstance(tc.arguments, str) else json.dumps(acc.jsonable(tc.arguments))
+    content = text(code)  # once, for both steps
     call_step = run.new_step("tool_call", tool_name="python_interpreter", arguments={"code": code},
-                             call_id=str(tc.id), content=text(code), depends_on=produced)
+                             call_id=str(tc.id), content=content, depends_on=produced)
     call_step.end()
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     act.code_exec = run.new_step("code_execution", inputs={"code": code}, call_id=str(tc.id),
-                                 content=text(code), depends_on=[Dep(call_step.step_id, "executes")])
+                                 content=content, depends_on=[Dep(call_step.step_id, "executes")])
     _register_callees(run)
     act.code_call = run.ctx.begin_call(
         run.key, "tool", {"name": "python_interpreter", "arguments": {"code": code}},

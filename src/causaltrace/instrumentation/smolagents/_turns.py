@@ -123,8 +123,8 @@ def _on_action_output(run: AgentRun, out: Any) -> None:
         deps = [Dep(producer, "produced_by")] if producer else []
         if act.final_tool_response:
             deps.append(Dep(act.final_tool_response, "answer_of"))
-        act.final_step = run.new_step("final_answer", content=text(out.output),
-                                      outputs={"text": text(out.output)}, depends_on=deps)
+        answer = text(out.output)  # once, for the content and the outputs
+        act.final_step = run.new_step("final_answer", content=answer, outputs={"text": answer}, depends_on=deps)
         run.output = out.output
 
 
@@ -175,7 +175,8 @@ def _on_final_answer(run: AgentRun, final: Any) -> None:
     if not run.accepted:
         run.stop = "limit"
         deps = [Dep(run.final_llm, "produced_by")] if run.final_llm else []
-        step = run.new_step("final_answer", content=text(run.output), outputs={"text": text(run.output)},
+        answer = text(run.output)  # once, for the content and the outputs
+        step = run.new_step("final_answer", content=answer, outputs={"text": answer},
                             depends_on=deps, metadata={"forced": True})
         step.end()
         run.answer_step_id = step.step_id
