@@ -77,7 +77,7 @@ import os
 import sys
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,7 @@ from causaltrace.collector.store_sql import (
     NoStoreYetError,
     RunHead,
     RunRow,
+    WriteScope,
     build_run,
     explain,
     iso,
@@ -195,6 +196,9 @@ class Store:
             self._conn = self._backend.connect()
         #: Where a SQLite store keeps its long texts (``blob_files.py``); None for PostgreSQL.
         self._files = self._backend.blob_files
+        self._open: list[Connection | None] = []  # per entered write scope: the connection it began, or None
+        self._write_scope = WriteScope(self, batch=False, settle=recording_chunks.settle_files)
+        self._batch_scope = WriteScope(self, batch=True, settle=recording_chunks.settle_files)
 
 
     def reconnect(self) -> None:
@@ -247,45 +251,16 @@ class Store:
             raise StoreError(f"the store {self.location!r} is closed")
         return self._conn
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[Connection]:
         """Group several writes (``begin_run``, ``add_steps``, ``finish_run``…) into ONE transaction: one commit
         for all of them (the live collector's writer uses it per batch); anything raised rolls all of them back."""
-        with self._write():
-            self._batched += 1
-            try:
-                yield
-            finally:
-                self._batched -= 1
+        return self._batch_scope
 
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self) -> AbstractContextManager[Connection]:
         """One ``BEGIN IMMEDIATE`` transaction (or a part of the open :meth:`transaction`); sqlite errors become
-        StoreError, anything raised rolls back."""
-        with self._lock:
-            conn = self._connection()
-            if self.readonly:
-                raise StoreError(f"the store {self.location!r} was opened read-only; it cannot be written")
-            if self._batched:
-                yield conn
-                return
-            try:
-                self._backend.begin_write(conn)
-            except self._backend.errors as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except self._backend.errors as exc:
-                self._roll_back(conn)
-                raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
-            except BaseException:
-                self._roll_back(conn)
-                raise
-            if self._files is not None and self._files.dropped:  # the files of the chunk rows it deleted
-                recording_chunks.settle_files(conn, self._files, self._backend.begin_write, committed=True)
+        StoreError, anything raised rolls back (``store_sql.WriteScope``; the writes of the live writer enter
+        ``_write_scope`` itself)."""
+        return self._write_scope
 
     def _roll_back(self, conn: Connection) -> None:
         if conn.in_transaction:
@@ -340,7 +315,7 @@ class Store:
             raise InvalidInputError(f"begin_run({run_id!r}): {explain(exc)}") from exc
         head = truncate_run_text(head, self.max_chars)
         data = head.model_dump_json(exclude={"steps", "recording"})
-        with self._write() as conn:
+        with self._write_scope as conn:
             row = (run_id, head.framework, head.name, head.task, head.trace_id, iso(head.started_at), None, "running",
                    "running", writer.pid, writer.start_time, writer.host, 0, now_iso(), data, sort_ts(head.started_at))
             if conn.execute(RUN_INSERT_NEW, row).rowcount == 1:  # a new run (the usual case): no read first
@@ -366,7 +341,7 @@ class Store:
 
     def _add_steps(self, run_id: str, steps: Sequence[Step], refs: recording_chunks.TextRefs | None) -> None:
         rows = self._step_rows(run_id, steps, refs)
-        with self._write() as conn:
+        with self._write_scope as conn:
             old = self._head(conn, run_id)
             if old is None:
                 raise StoreError(f"run {run_id!r} was not begun in the store {self.location!r}; call begin_run first")
@@ -411,7 +386,7 @@ class Store:
         whole, run = run, truncate_run_text(run, self.max_chars)
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
         data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
-        with self._write() as conn:
+        with self._write_scope as conn:
             current = WriterInfo.current()
             fields = (run.framework, run.name, run.task, run.trace_id, iso(run.started_at), iso(run.ended_at),
                       run.outcome.status)
