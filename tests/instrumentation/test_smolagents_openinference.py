@@ -199,3 +199,32 @@ def test_parallel_managed_agents():
     _print("manager ToolCallingAgent + 2 managed agents in parallel", numbers)
     assert len(o_agents) == len(c_turns) == 3
     assert len(delegated) == 2 and c.count(_is_llm) == 6 and o.count(_is_llm) == 0
+
+
+def test_a_tool_call_text_is_read_even_when_cpython_trips_on_parallel_parsing(monkeypatch):
+    """CPython 3.11 before 3.11.8 can raise ``SystemError: AST constructor recursion depth mismatch`` from a valid
+    ``ast.literal_eval`` when two threads parse at once (smolagents' managed agents in parallel). The hook retries
+    instead of letting the error cost the model call's record; a text it never managed to read is not remembered as
+    holding no call."""
+    import ast as real_ast
+    import types
+
+    from causaltrace.instrumentation.smolagents import _oi
+
+    text = "Calling tools:\n[{'id': 'call_1', 'type': 'function', 'function': {'name': 'add', 'arguments': {'a': 1}}}]"
+    failures = {"left": 1}
+
+    def flaky_literal_eval(source):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise SystemError("AST constructor recursion depth mismatch (before=1, after=2)")
+        return real_ast.literal_eval(source)
+
+    monkeypatch.setattr(_oi, "ast", types.SimpleNamespace(literal_eval=flaky_literal_eval))
+    monkeypatch.setattr(_oi, "_PARSED_CALLS", {})
+    assert [c["name"] for c in _oi._parsed_calls(text)] == ["add"]
+    failures["left"] = 10  # never readable this time: no calls, and nothing remembered
+    other = text.replace("call_1", "call_2")
+    assert _oi._parsed_calls(other) == () and other not in _oi._PARSED_CALLS
+    failures["left"] = 0
+    assert [c["id"] for c in _oi._parsed_calls(other)] == ["call_2"]

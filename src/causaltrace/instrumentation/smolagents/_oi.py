@@ -108,20 +108,34 @@ def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
 _PARSED_CALLS: dict[str, tuple[dict[str, Any], ...]] = {}
 
 
+def _literal(text: str, tries: int = 3) -> tuple[Any, bool]:
+    """``(ast.literal_eval(text), True)``; ``(None, True)`` for a text that is no literal; ``(None, False)`` when
+    CPython could not say. CPython 3.11 before 3.11.8 shares the AST constructor's recursion-depth count between
+    threads, so two agents parsing at once (smolagents' managed agents in parallel, its own executor's ``ast.parse``)
+    can make a valid literal raise ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905). A
+    hook that let it escape lost the model call's recording (a parallel replay's recording missed a call, the cold CI
+    run of this session); it is retried instead, and never remembered as "no calls"."""
+    for _ in range(tries):
+        try:
+            return ast.literal_eval(text), True
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            return None, True
+        except SystemError:
+            continue
+    return None, False
+
+
 def _parsed_calls(text: str) -> tuple[dict[str, Any], ...]:
     """The calls a ``Calling tools: [...]`` text names (none when it does not parse), remembered per text."""
     calls: list[dict[str, Any]] = []
-    try:
-        parsed = ast.literal_eval(text.split(_CALLING, 1)[1].strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        parsed = None
+    parsed, settled = _literal(text.split(_CALLING, 1)[1].strip())
     for call in parsed if isinstance(parsed, list) else ():
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             calls.append({"id": call.get("id"), "name": function.get("name"),
                           "arguments": _arguments(function.get("arguments"))})
     found = tuple(calls)
-    if len(text) <= 65_536:  # a long text (a tool call's long arguments) is not held for later requests
+    if settled and len(text) <= 65_536:  # a long text (a tool call's long arguments) is not held for later requests
         if len(_PARSED_CALLS) >= 512:
             _PARSED_CALLS.clear()
         _PARSED_CALLS[text] = found
