@@ -281,6 +281,14 @@ def llm_request(
     }
 
 
+def create_request(messages: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`llm_request` of a ``create`` / ``create_stream`` call from its keyword arguments — the one reading the
+    recording (its canonical request) and the playback (the request it looks the recorded answer up by) share, so
+    the two can never hash a call differently."""
+    return llm_request(messages, tools=kwargs.get("tools") or (), tool_choice=kwargs.get("tool_choice", "auto"),
+                       json_output=kwargs.get("json_output"), extra_create_args=kwargs.get("extra_create_args"))
+
+
 def tool_request(name: str, arguments: Any) -> dict[str, Any]:
     """The request of one tool call: its name and parsed arguments (the call id is not part of it)."""
     return {"name": name, "arguments": arguments}

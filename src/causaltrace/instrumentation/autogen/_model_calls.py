@@ -17,7 +17,7 @@ from autogen_core.models import ChatCompletionClient, CreateResult
 
 from causaltrace import semconv
 from causaltrace.instrumentation._emitter import internal_error, never_raise
-from causaltrace.instrumentation.autogen._access import llm_request, parse_arguments
+from causaltrace.instrumentation.autogen._access import create_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
 from causaltrace.instrumentation.autogen._oi import request_attributes, response_attributes
 from causaltrace.instrumentation.autogen._patches import CHECKED, SWITCH, patch_defining
@@ -85,13 +85,7 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
                 deps.append(Dep(sid, kind))
         memo.saw, memo.observed, memo.memory = [], [], []
         messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
-        request = llm_request(
-            messages,
-            tools=kwargs.get("tools") or (),
-            tool_choice=kwargs.get("tool_choice", "auto"),
-            json_output=kwargs.get("json_output"),
-            extra_create_args=kwargs.get("extra_create_args"),
-        )
+        request = create_request(messages, kwargs)
         settings = settings_of(client)
         record = ctx.begin_call(key, "llm", request, settings=settings)
         if record is not None:

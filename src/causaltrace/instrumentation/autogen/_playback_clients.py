@@ -20,7 +20,7 @@ from causaltrace.instrumentation._playback_common import exception_of
 from causaltrace.instrumentation.autogen._access import (
     client_create_args,
     client_settings,
-    llm_request,
+    create_request,
     parse_arguments,
 )
 from causaltrace.instrumentation.autogen._playback_keys import live_key
@@ -50,13 +50,7 @@ class ClientPlayback:
     def decide(self, messages: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[PlaybackDecision, str]:
         """The core's decision for this call (the canonical request built exactly as the recording builds it)."""
         self.core.check()
-        request = llm_request(
-            messages,
-            tools=kwargs.get("tools") or (),
-            tool_choice=kwargs.get("tool_choice", "auto"),
-            json_output=kwargs.get("json_output"),
-            extra_create_args=kwargs.get("extra_create_args"),
-        )
+        request = create_request(messages, kwargs)
         canonical = canonicalize_request(request)
         key = live_key(self.key, manager=self.manager, fallback_name=self.inner_name)
         ordinal = self.core.next_ordinal(key, "llm")
