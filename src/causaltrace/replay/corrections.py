@@ -14,10 +14,12 @@ run on the recorded run (:class:`causaltrace.attribution.findings.FindingsStage`
 An omitted item (the answer stated before every item the task named was handled) is corrected in place of the early
 answer: the producing model reply's tool calls are replaced wholesale by a call of the tool that handled the earlier
 items, for the missing item (both adapters rewrite a reply's tool calls). An approval of a result nobody checked
-is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`); made-up
-data by a call of the team's tool that fits it (:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about
-another task by its restatement for the task's request (:mod:`causaltrace.replay.correct_drift`). Not derived
-(their steps fall back to alternatives): a loop, an unrecovered error.
+is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.replay.correct_approval`); a value used
+against the request's exclusion by the step with the excluded values left out
+(:mod:`causaltrace.replay.correct_ignored`); made-up data by a call of the team's tool that fits it
+(:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about another task by its restatement for the
+task's request (:mod:`causaltrace.replay.correct_drift`). Not derived (their steps fall back to alternatives): a
+loop, an unrecovered error.
 """
 
 from __future__ import annotations
@@ -283,11 +285,12 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
     finding whose correction cannot be derived (evidence pointing past the run, a value of an odd shape) costs that
     correction, never the repair: the step keeps its alternatives."""
     out: dict[str, Intervention] = {}
+    findings = list(findings)
     for f in findings:
         if f.step_id != step.step_id or f.family not in CORRECTABLE:
             continue
         try:
-            derived = _derived(step, run, f)
+            derived = _derived(step, run, f, findings)
         except Exception as exc:
             logger.info("causaltrace: no correction of step %d from its %s finding (%s: %s)", step.index, f.family,
                         type(exc).__name__, exc)
@@ -297,8 +300,11 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
     return list(out.values())
 
 
-def _derived(step: Step, run: Run, f: Finding) -> list[Intervention]:
-    """The corrections ``f`` derives at ``step`` (module docstring), by family."""
+def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ()) -> list[Intervention]:
+    """The corrections ``f`` derives at ``step`` (module docstring), by family (``findings``: all of them, for a
+    correction that honours every finding of one instruction at the step)."""
+    from causaltrace.replay.correct_ignored import exclusion_correction, is_exclusion
+
     if f.family == "made_up_data":
         from causaltrace.replay.correct_made_up import made_up_corrections
 
@@ -309,6 +315,8 @@ def _derived(step: Step, run: Run, f: Finding) -> list[Intervention]:
         return drift_corrections(step, run, f)
     if f.family == "unfit_routing" and step.kind == "tool_call":
         found = _tool_correction(step, run, f)
+    elif is_exclusion(f):
+        found = exclusion_correction(step, run, f, findings)
     elif f.family == "unchecked_approval":
         from causaltrace.replay.correct_approval import approval_correction
 

@@ -1,0 +1,87 @@
+"""Corrections derived from a finding's evidence for the tuning-half cases that a correction did not repair before
+(issue 32 item 5): an ignored exclusion (:mod:`causaltrace.replay.correct_ignored`), …
+
+Each runs a real framework team of the fault suite's tuning half (reactive scripted models): the correction is derived
+from the run's finding, replays into a success at the planted step in the corrections' pass, and the fixed twin (no
+finding) gets no such correction.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("smolagents")
+pytest.importorskip("autogen_agentchat")
+
+from _zoo import zoo_home
+from causaltrace.replay.corrections import corrections_for, findings_of
+from causaltrace.replay.executor import default_sandbox
+from causaltrace.replay.repair import repair
+from causaltrace.testing.faults import runner as faults_runner
+
+
+def _zoo_case(name: str):
+    from causaltrace.testing.faults import all_cases
+
+    return next(c for c in all_cases() if c.name == name and not c.held_out)
+
+
+async def _zoo_runs(name: str, family: str, home):
+    """``(case, run, twin, finding, its corrections)`` of the tuning case ``name``: the failing run and its fixed twin
+    recorded in ``home``, the run's finding of ``family`` and the corrections derived from it."""
+    case = _zoo_case(name)
+    with zoo_home(home):
+        run = await faults_runner.record(case)
+        twin = await faults_runner.record(case, twin=True)
+    findings = findings_of(run)
+    found = next(f for f in findings if f.family == family)
+    return case, run, twin, found, [c for c in corrections_for(run.step(found.step_id), run, findings)
+                                    if c.finding == found]
+
+
+def _corrections(run, family: str) -> list:
+    findings = findings_of(run)
+    return [c for s in run.steps for c in corrections_for(s, run, findings) if c.finding.family == family]
+
+
+async def _repaired_by_correction_at(case, run, found, home) -> object:
+    with zoo_home(home):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert result.repaired and result.decisive.step_id == found.step_id == run.step_at(case.true_step(run)).step_id
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.finding.family == found.family
+    assert all(a.basis == "correction" for a in result.attempts)  # found in the corrections' pass
+    assert result.pair is not None and result.pair.basis == "correction"
+    return result
+
+
+# ---------------------------------------------------------------------------------------- an ignored exclusion
+
+@pytest.mark.parametrize("name", ["smol-ignored-k4", "ag-ignored-k4"])
+async def test_an_ignored_exclusion_is_corrected_by_leaving_the_excluded_value_out(name, tmp_path):
+    """"Sum the order amounts of account K4, excluding cancelled orders", and the bookkeeper adds every order: the
+    finding names the instruction ("excluding cancelled") and the cancelled 80 the add used. The correction is the
+    same add without the 80 — a smolagents ToolCallingAgent's call, an AutoGen call — and the replay succeeds at
+    that step. The twin's bookkeeper leaves the cancelled order out: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs(name, "ignored_instruction", tmp_path)
+    assert [(e.role, e.value) for e in found.evidence] == [("request", "excluding cancelled"), ("changed", "80")]
+    assert fix.replacement == {"numbers": [120, 45]} and fix.step_id == found.step_id
+    assert fix.description == "leave out 80 (excluding cancelled)"
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "ignored_instruction") == []
+
+
+def test_excluded_values_are_left_out_where_the_step_lists_or_adds_them():
+    from causaltrace.replay.correct_ignored import left_out
+
+    assert left_out("arguments", {"numbers": [120, 80, 45]}, ["80"]) == {"numbers": [120, 45]}
+    assert left_out("arguments", {"numbers": [80, 80, 45]}, ["80"]) == {"numbers": [80, 45]}  # once per finding
+    assert left_out("arguments", {"numbers": [120, 80, 90]}, ["80", "90"]) == {"numbers": [120]}
+    assert left_out("arguments", {"numbers": [120, 45]}, ["80"]) is None  # not there: nothing to leave out
+    assert left_out("code", "total = sum([120, 80, 45])", ["80"]) == "total = sum([120, 45])"
+    assert left_out("code", "total = sum([80, 45])", ["80"]) == "total = sum([45])"
+    assert left_out("code", "total = sum([120, 80])", ["80"]) == "total = sum([120])"
+    assert left_out("code", "total = 120 + 80 + 45", ["80"]) == "total = 120 + 45"
+    assert left_out("code", "total = 80 + 45", ["80"]) == "total = 45"
+    assert left_out("code", "total = 1800 + 45", ["80"]) is None  # a number inside another is not the value
+    assert left_out("text", "The sum is 245.", ["80"]) is None  # prose: no list to leave an item out of
