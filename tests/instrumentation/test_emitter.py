@@ -316,6 +316,45 @@ def test_step_spans_take_the_direct_sdk_path_and_respect_run_sampling():
         reset_tracing()
 
 
+def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monkeypatch):
+    """Step spans are made without the SDK's constructors' frames (SpanContext, ReadableSpan, the multi-processor's
+    fan-out: checked once at import against the installed SDK; issue 35): in force here, and the spans and Steps
+    are the ones the SDK calls give (the fallback when a check fails)."""
+    from causaltrace.instrumentation import _emitter
+
+    assert _emitter._CONTEXT_BY_TUPLE and _emitter._READABLE_BY_FIELDS and _emitter._FAN_OUT_BY_FIELD
+
+    def export(shortcuts: bool):
+        for flag in ("_CONTEXT_BY_TUPLE", "_READABLE_BY_FIELDS", "_FAN_OUT_BY_FIELD"):
+            monkeypatch.setattr(_emitter, flag, shortcuts)
+        provider, exp = capture_spans()
+        configure(provider, TraceConfig(store=False))
+        try:
+            with causaltrace.run(task="add 2 and 3", verify="5", name="demo") as handle:
+                _small_team(current_run())
+        finally:
+            reset_tracing()
+        spans = exp.get_finished_spans()
+        ids = {}  # random ids -> their order of appearance
+        for span in spans:
+            ids.setdefault(span.context.span_id, len(ids))
+        shape = [
+            (s.name, ids[s.context.span_id], s.parent is not None and ids.get(s.parent.span_id), s.kind,
+             s.status.status_code, s.status.description, s.context.trace_flags, s.context.is_remote,
+             s.context.trace_state,
+             [(ids[link.context.span_id], link.attributes[semconv.DEPENDENCY_KIND]) for link in s.links],
+             {k: v for k, v in s.attributes.items() if "_at" not in k and "id" not in k and k != semconv.RUN_METADATA},
+             dict(s.resource.attributes), (s.instrumentation_scope.name, s.instrumentation_scope.version),
+             [e.name for e in s.events], s.dropped_attributes, s.dropped_links)
+            for s in spans
+        ]
+        hex_ids = {f"{span_id:016x}": order for span_id, order in ids.items()}
+        steps = [(s.kind, hex_ids[s.span_id]) for s in handle.run.steps]  # a Step's span id is its span's
+        return shape, steps
+
+    assert export(True) == export(False)
+
+
 def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():
     from opentelemetry.sdk.trace import SpanProcessor
 

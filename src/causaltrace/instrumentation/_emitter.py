@@ -30,9 +30,11 @@ from itertools import repeat
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
 from causaltrace import semconv
 from causaltrace.collector import tool_spans
@@ -300,6 +302,8 @@ class StepSpan:
     extras: dict[str, Any] | None = None
     #: ``context.trace_id``, kept: its children read it (the property is a Python call each time).
     trace_id: int = 0
+    #: ``context.span_id``, kept: the ended step reads it (the property is a Python call each time).
+    span_id: int = 0
 
     def get_span_context(self) -> SpanContext:
         return self.context
@@ -390,9 +394,14 @@ class Emitter:
             else:
                 is_context = isinstance(parent, SpanContext)
                 parent_ctx = parent if is_context else parent.get_span_context()
-                if not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
+                if _CONTEXT_BY_TUPLE and type(parent_ctx) is SpanContext:  # its fields, without the properties
+                    if not parent_ctx[_IS_VALID] or not parent_ctx[_TRACE_FLAGS] & TraceFlags.SAMPLED:
+                        return None
+                    trace_id = parent_ctx[0]
+                elif not parent_ctx.is_valid or not parent_ctx.trace_flags.sampled:
                     return None
-                trace_id = parent_ctx.trace_id
+                else:
+                    trace_id = parent_ctx.trace_id
                 try:  # a span's context never changes; a span (a run's root) by a weak reference: not held after
                     self._parent_seen = (parent if is_context else weakref.ref(parent), parent_ctx, trace_id)
                 except TypeError:  # a span that takes no weak reference is read each time
@@ -404,14 +413,18 @@ class Emitter:
                         call = pair.call_span
                         pair.result_span = StepSpan(context=call.context, parent=call.parent, start_ns=start_time_ns,
                                                     attributes=attributes, links=_links(links, call.context),
-                                                    joins=joins, trace_id=trace_id)
+                                                    joins=joins, trace_id=trace_id, span_id=call.span_id)
                         return pair.result_span
             ids = self._sdk[3]
             span_id = _random_bits(64) if type(ids) is RandomIdGenerator else 0  # generate_span_id, inline
-            context = SpanContext(trace_id, span_id or ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
+            if span_id and _CONTEXT_BY_TUPLE:  # SpanContext(...) without its __new__ frame: both ids are valid
+                context = _new_tuple(SpanContext, (trace_id, span_id, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
+            else:
+                span_id = span_id or ids.generate_span_id()
+                context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
             otel_links: list[Link] = []
             for ctx, kind, step_id in links:  # _links, inline: every step has a few
-                if ctx.is_valid:
+                if ctx[_IS_VALID] if _CONTEXT_BY_TUPLE else ctx.is_valid:  # its is_valid, without the property
                     link_attributes = {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}
                     if not _LINKS_BY_FIELDS:
                         otel_links.append(Link(ctx, link_attributes))
@@ -419,14 +432,8 @@ class Emitter:
                         link = _new_object(Link)  # Link(ctx, link_attributes), without its two frames
                         link._context, link._attributes = ctx, link_attributes
                         otel_links.append(link)
-            span = StepSpan(
-                context=context,
-                parent=parent_ctx,
-                start_ns=start_time_ns,
-                attributes=attributes,
-                links=otel_links,
-                trace_id=trace_id,
-            )
+            span = StepSpan(context=context, parent=parent_ctx, start_ns=start_time_ns, attributes=attributes,
+                            links=otel_links, trace_id=trace_id, span_id=span_id)
             if attributes.get(semconv.STEP_KIND) == "tool_call":
                 with self._pair_lock:
                     self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
@@ -544,21 +551,26 @@ class Emitter:
         if result is not None and (status is _OK or result.status == "error"):
             status = _STATUS_OF.get(result.status) or _status(result, config.max_attribute_chars)
         name = semconv.span_name(step)
-        processor.on_end(
-            ReadableSpan(
-                name=name if name.isascii() else utf8_safe(name),
-                context=span.context,
-                parent=span.parent,
-                resource=resource,
-                attributes=attrs,
-                links=(*span.links, *result_links),
-                kind=SpanKind.CLIENT if step.kind in semconv.CLIENT_STEP_KINDS else SpanKind.INTERNAL,
-                status=status,
-                start_time=span.start_ns,
-                end_time=end_time_ns,
-                instrumentation_scope=scope,
-            )
-        )
+        if not name.isascii():
+            name = utf8_safe(name)
+        kind = SpanKind.CLIENT if step.kind in semconv.CLIENT_STEP_KINDS else SpanKind.INTERNAL
+        if _READABLE_BY_FIELDS:  # ReadableSpan(...) without its __init__ frame: the same fields (checked at import)
+            readable = _new_object(ReadableSpan)
+            readable.__dict__ = {
+                "_name": name, "_context": span.context, "_kind": kind, "_instrumentation_info": None,
+                "_instrumentation_scope": scope, "_parent": span.parent, "_start_time": span.start_ns,
+                "_end_time": end_time_ns, "_attributes": attrs, "_events": (), "_links": (*span.links, *result_links),
+                "_resource": resource, "_status": status,
+            }
+        else:
+            readable = ReadableSpan(name=name, context=span.context, parent=span.parent, resource=resource,
+                                    attributes=attrs, links=(*span.links, *result_links), kind=kind, status=status,
+                                    start_time=span.start_ns, end_time=end_time_ns, instrumentation_scope=scope)
+        if type(processor) is SynchronousMultiSpanProcessor and _FAN_OUT_BY_FIELD:
+            for each in processor._span_processors:  # its on_end's loop, without its frame
+                each.on_end(readable)
+        else:
+            processor.on_end(readable)
         # written: the span object lives on with its step handle (for its context) but its attributes are the
         # ReadableSpan's now — dropped here, so a run's many ended steps hold less for the garbage collector
         span.attributes, span.extras = {}, None
@@ -691,6 +703,72 @@ def _links_by_fields() -> bool:
 
 
 _LINKS_BY_FIELDS = _links_by_fields()
+_new_tuple = tuple.__new__
+#: The indexes of ``SpanContext.trace_flags`` and ``.is_valid`` in the tuple a SpanContext is.
+_TRACE_FLAGS, _IS_VALID = 3, 5
+
+
+def _context_by_tuple() -> bool:
+    """Whether the installed API's ``SpanContext(trace_id, span_id, is_remote=False, trace_flags=...)`` of two valid
+    ids is the tuple ``(trace_id, span_id, False, trace_flags, DEFAULT_TRACE_STATE, True)`` (its ``__new__`` is a
+    Python frame per step span; issue 35), its validity at :data:`_IS_VALID`. Checked once, at import: else
+    contexts are made by ``SpanContext(...)`` and read through their properties."""
+    try:
+        made = _new_tuple(SpanContext, (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
+        api = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
+        invalid = SpanContext(0, 0, is_remote=False)
+        return (type(api) is SpanContext and tuple(made) == tuple(api) and made == api and api[_IS_VALID] is True
+                and invalid[_IS_VALID] is False and api[_TRACE_FLAGS] is api.trace_flags and api[0] == api.trace_id
+                and bool(api[_TRACE_FLAGS] & TraceFlags.SAMPLED) and not invalid[_TRACE_FLAGS] & TraceFlags.SAMPLED
+                and (made.trace_id, made.span_id, made.is_remote, made.trace_flags,
+                made.trace_state, made.is_valid) == (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
+    except Exception:
+        return False
+
+
+_CONTEXT_BY_TUPLE = _context_by_tuple()
+
+
+def _readable_by_fields() -> bool:
+    """Whether a ReadableSpan made as ``object.__new__(ReadableSpan)`` with the instance dict :meth:`Emitter._write`
+    gives it is the ReadableSpan the installed SDK's ``ReadableSpan(...)`` makes (one frame less per step span;
+    issue 35). Checked once, at import: else spans are made by ``ReadableSpan(...)``."""
+    try:
+        ctx = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
+        values = {"_name": "n", "_context": ctx, "_kind": SpanKind.CLIENT, "_instrumentation_info": None,
+                  "_instrumentation_scope": None, "_parent": ctx, "_start_time": 1, "_end_time": 2,
+                  "_attributes": {"a": 1}, "_events": (), "_links": (), "_resource": Resource.get_empty(),
+                  "_status": _OK}
+        api = ReadableSpan(name="n", context=ctx, parent=ctx, resource=values["_resource"], attributes=values[
+            "_attributes"], links=(), kind=SpanKind.CLIENT, status=_OK, start_time=1, end_time=2,
+            instrumentation_scope=None)
+        made = _new_object(ReadableSpan)
+        made.__dict__ = values
+        return list(vars(api).items()) == list(vars(made).items()) and made.to_json() == api.to_json()
+    except Exception:
+        return False
+
+
+_READABLE_BY_FIELDS = _readable_by_fields()
+
+
+def _fan_out_by_field() -> bool:
+    """Whether the installed SDK's SynchronousMultiSpanProcessor hands a span to each processor of its
+    ``_span_processors`` in turn and to nothing else, so :meth:`Emitter._write` can loop over them itself (one frame
+    less per step span; issue 35). Checked once, at import: else its ``on_end`` is called."""
+    try:
+        seen: list[Any] = []
+        multi, probe = SynchronousMultiSpanProcessor(), type("_Probe", (), {"on_end": lambda _, span: seen.append(span)})
+        first, second, marker = probe(), probe(), object()
+        multi.add_span_processor(first)
+        multi.add_span_processor(second)
+        multi.on_end(marker)  # type: ignore[arg-type]
+        return multi._span_processors == (first, second) and seen == [marker, marker]
+    except Exception:
+        return False
+
+
+_FAN_OUT_BY_FIELD = _fan_out_by_field()
 
 
 def _links(links: Iterable[tuple[SpanContext, str, str]], but: SpanContext | None = None) -> list[Link]:

@@ -343,7 +343,7 @@ class StepHandle:
             end_ns = time_ns() // 1000 * 1000  # tracing.now_ns, inline
             if end_ns < self._start_ns:
                 end_ns = self._start_ns
-            span_id = f"{self.span.context.span_id:016x}" if self.span is not None else None  # a step span: valid
+            span_id = f"{self.span.span_id:016x}" if self.span is not None else None  # a step span: valid
             data.update(status=status, error=step_error, ended_at=EPOCH + timedelta(microseconds=end_ns // 1000),
                         span_id=span_id)  # ns_to_datetime, inline
             if data["kind"] not in ("agent_turn", "task"):  # (a handle's fields never hold an action_signature)
