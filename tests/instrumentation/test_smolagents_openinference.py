@@ -228,3 +228,37 @@ def test_a_tool_call_text_is_read_even_when_cpython_trips_on_parallel_parsing(mo
     assert _oi._parsed_calls(other) == () and other not in _oi._PARSED_CALLS
     failures["left"] = 0
     assert [c["id"] for c in _oi._parsed_calls(other)] == ["call_2"]
+
+
+def test_a_model_calls_messages_are_read_once_for_the_recording_and_the_span():
+    """``_access.canonical_messages`` with a ``plain`` list gives the same canonical messages as without it and,
+    from the same read, their OpenInference form: OpenAI's roles, content parts as text / image, a tool-call
+    message's calls (parsed from its ``Calling tools: [...]`` text), a tool response's call id (from the tool-call
+    before it when its text names none)."""
+    from smolagents.models import ChatMessage, MessageRole
+
+    from causaltrace.collector.oi_messages import json_text
+    from causaltrace.instrumentation.smolagents import _access
+
+    calling = "Calling tools:\n[{'id': 'call_1', 'type': 'function', 'function': {'name': 'add', 'arguments': {'a': 1}}}]"
+    messages = [
+        {"role": "system", "content": "be brief"},
+        ChatMessage(role=MessageRole.USER, content=[{"type": "text", "text": "hi"},
+                                                    {"type": "image_url", "image_url": {"url": "u"}}, "loose"]),
+        ChatMessage(role=MessageRole.TOOL_CALL, content=[{"type": "text", "text": calling}]),
+        ChatMessage(role=MessageRole.TOOL_RESPONSE, content=[{"type": "text", "text": "Observation: 2"}]),
+        ChatMessage(role=MessageRole.TOOL_RESPONSE, content=[{"type": "text", "text": "Call id: call_9\n3"}]),
+        {"role": None, "content": None},
+    ]
+    plain: list = []
+    assert _access.canonical_messages(messages, plain) == _access.canonical_messages(messages)
+    assert plain == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image"},
+                                     {"type": "text", "text": "loose"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": calling}],
+         "tool_calls": [{"id": "call_1", "name": "add", "arguments": json_text({"a": 1})}]},
+        {"role": "tool", "content": [{"type": "text", "text": "Observation: 2"}], "tool_call_id": "call_1"},
+        {"role": "tool", "content": [{"type": "text", "text": "Call id: call_9\n3"}], "tool_call_id": "call_9"},
+        {"role": "", "content": None},
+    ]

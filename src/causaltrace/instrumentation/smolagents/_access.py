@@ -26,6 +26,8 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
+from causaltrace.instrumentation.smolagents import _oi as oi
+
 __all__ = [
     "PRIVATE_TARGETS",
     "agent_name",
@@ -202,24 +204,32 @@ def _image_digest(image: Any) -> str:
     return "image:sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
-def _content(content: Any) -> Any:
-    if type(content) is str:
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if type(part) is dict or isinstance(part, Mapping):  # a dict first: no ABC check (a call) per part
-                if part.get("type") == "image":
-                    parts.append({"type": "image", "image": _image_digest(part.get("image"))})
-                    continue
+def _contents(content: Any, oi: bool) -> tuple[Any, Any]:
+    """A message's content as the recording keeps it (images as a digest, parts as plain JSON) and, with ``oi``,
+    as OpenInference shows it (:mod:`._oi`: a part is ``{type: image}`` or ``{type: text, text}``; a content that is
+    no list stays as it is; else None), from one walk over its parts."""
+    if not isinstance(content, list):
+        return jsonable(content), content
+    parts: list[Any] = []
+    shown: list[Any] | None = [] if oi else None
+    for part in content:
+        if type(part) is dict or isinstance(part, Mapping):  # a dict first: no ABC check (a call) per part
+            kind = part.get("type")
+            if kind == "image":
+                parts.append({"type": "image", "image": _image_digest(part.get("image"))})
+            else:
                 plain: dict[str, Any] = {}  # _plain_dict, inline (every part of every message)
                 for key, item in part.items():
                     plain[key if type(key) is str else str(key)] = item if type(item) in _SCALARS else jsonable(item)
                 parts.append(plain)
-            else:
-                parts.append(jsonable(part))
-        return parts
-    return jsonable(content)
+            if shown is not None:
+                shown.append({"type": "image"} if kind in ("image", "image_url")
+                             else {"type": "text", "text": str(part.get("text", ""))})
+        else:
+            parts.append(jsonable(part))
+            if shown is not None:
+                shown.append({"type": "text", "text": str(part)})
+    return parts, shown
 
 
 def _plain_dict(value: Mapping[Any, Any]) -> dict[str, Any]:
@@ -250,9 +260,13 @@ def _is_mapping(value: Any) -> bool:
     return is_mapping
 
 
-def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
-    """Messages as plain dicts: role, content, tool_calls (no raw payloads, token usage or timestamps)."""
+def canonical_messages(messages: Iterable[Any], plain: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Messages as plain dicts: role, content, tool_calls (no raw payloads, token usage or timestamps). With
+    ``plain``, each message's OpenInference form is appended to it too (:mod:`._oi`: OpenAI's roles, ``tool-call``
+    an assistant message with its calls, ``tool-response`` a ``tool`` message for its call id), from the same read
+    of the message: a model call's messages are read once for its recorded request and its span."""
     out = []
+    last_calls: list[dict[str, Any]] = []  # the calls of the last tool-call message (plain's tool-call ids)
     for m in messages:
         cls = type(m)  # _is_mapping, inline (every message of every request)
         is_mapping = _IS_MAPPING.get(cls)
@@ -261,13 +275,18 @@ def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
             if len(_IS_MAPPING) < 256:
                 _IS_MAPPING[cls] = is_mapping
         if is_mapping:
-            role, content, tool_calls = m.get("role"), m.get("content"), m.get("tool_calls")
+            given, content, tool_calls = m.get("role"), m.get("content"), m.get("tool_calls")
         else:
-            role, content = getattr(m, "role", None), getattr(m, "content", None)
+            given, content = getattr(m, "role", None), getattr(m, "content", None)
             tool_calls = getattr(m, "tool_calls", None)
+        role = given
         if type(role) is not str:  # an Enum's ``value`` is a property (two calls): its _value_ is what it returns
             role = role._value_ if isinstance(role, Enum) else getattr(role, "value", role)
-        item: dict[str, Any] = {"role": role if type(role) is str else str(role), "content": _content(content)}
+        if type(content) is str:  # text: the same in both forms, no call
+            kept = shown = content
+        else:
+            kept, shown = _contents(content, plain is not None)
+        item: dict[str, Any] = {"role": role if type(role) is str else str(role), "content": kept}
         if tool_calls:
             item["tool_calls"] = [
                 {
@@ -287,6 +306,15 @@ def canonical_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
                 for tc in tool_calls
             ]
         out.append(item)
+        if plain is not None:  # the OpenInference form (an Enum member's value: its ``_value_``)
+            oi_role = given._value_ if isinstance(given, Enum) else str(given or "")
+            oi_item: dict[str, Any] = {"role": oi_role, "content": shown}
+            if oi_role == "tool-call" or (oi_role == "assistant" and tool_calls):
+                last_calls = oi.calls_of(tool_calls, shown)
+                oi_item["role"], oi_item["tool_calls"] = "assistant", last_calls
+            elif oi_role == "tool-response":
+                oi_item["role"], oi_item["tool_call_id"] = "tool", oi.tool_call_id(shown, last_calls)
+            plain.append(oi_item)
     return out
 
 
@@ -317,9 +345,11 @@ def llm_request(
     tools_to_call_from: Sequence[Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     schemas: Sequence[Any] | None = None,
+    plain: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The canonical request of one ``Model.generate`` call (before id aliasing); ``schemas``: the tools' schemas
-    from :func:`tool_schemas`, when the caller made them already."""
+    from :func:`tool_schemas`, when the caller made them already; ``plain``: a list the messages' OpenInference
+    form is appended to (:func:`canonical_messages`)."""
     tools = None
     if tools_to_call_from:
         made = tool_schemas(tools_to_call_from) if schemas is None else schemas
@@ -328,7 +358,7 @@ def llm_request(
             schema = made[i]
             tools.append(schema if schema is not None else {"name": getattr(tool, "name", repr(type(tool).__name__))})
     return {
-        "messages": canonical_messages(messages),
+        "messages": canonical_messages(messages, plain),
         "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
         "response_format": jsonable(response_format),
         "tools_to_call_from": tools,

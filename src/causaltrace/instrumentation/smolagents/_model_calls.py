@@ -163,7 +163,10 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
         run.saw.clear()
         run.observed.clear()
     schemas = acc.tool_schemas(tools)  # once: the recorded request and the span's llm.tools.* both use them
-    request = acc.llm_request(messages or [], stop, response_format, tools, extra, schemas)
+    config = run.ctx.tracing.config
+    # the messages read once: their canonical form for the recording, their OpenInference form for the span
+    plain: list[dict[str, Any]] | None = [] if config.oi_content or config.genai_content_on else None
+    request = acc.llm_request(messages or [], stop, response_format, tools, extra, schemas, plain)
     call = run.ctx.begin_call(run.key, "llm", request, settings=acc.model_settings(model),
                               call_id_pattern=run.pattern())
     if call is not None:
@@ -174,16 +177,16 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
         }
     else:
         inputs = {"messages": request["messages"]}
+    attributes = request_attributes(model, plain or [], tools, stop, extra, schemas=schemas,
+                                    genai=config.genai_content_on, content=config.oi_content)
     metadata: dict[str, Any] = {"phase": phase} if phase != "action" else {}
-    provider = semconv.client_provider(model)
+    provider = attributes.get(semconv.OI_LLM_PROVIDER)  # the model class's provider, named once (llm.provider)
     if provider is not None:
         metadata["provider"] = provider  # gen_ai.provider.name: the API the model class speaks (issue 22)
     model_id = getattr(model, "model_id", None)  # a class name is no model id
     step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
                         metadata=metadata or None)
-    config = run.ctx.tracing.config
-    step.set_span_attributes(request_attributes(model, messages, tools, stop, extra, schemas=schemas,
-                                                genai=config.genai_content_on, content=config.oi_content))
+    step.set_span_attributes(attributes)
     if call is not None:
         call.step_id = step.step_id
     run.prev_llm = step.step_id

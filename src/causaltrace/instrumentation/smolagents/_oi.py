@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
-from enum import Enum
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -28,7 +27,8 @@ from causaltrace.collector.oi_messages import (
     message_attributes,
 )
 
-__all__ = ["agent_attributes", "request_attributes", "response_attributes", "token_attributes"]
+__all__ = ["agent_attributes", "calls_of", "request_attributes", "response_attributes", "token_attributes",
+           "tool_call_id"]
 
 _CALLING = "Calling tools:"
 _CALL_ID = re.compile(r"Call id:\s*(\S+)")
@@ -56,21 +56,6 @@ def _field(message: Any, name: str) -> Any:
     return getattr(message, name, None)
 
 
-def _parts(content: Any) -> Any:
-    if not isinstance(content, list):
-        return content
-    out: list[Any] = []
-    for part in content:
-        if type(part) is dict or isinstance(part, Mapping):
-            if part.get("type") in ("image", "image_url"):
-                out.append({"type": "image"})
-            else:
-                out.append({"type": "text", "text": str(part.get("text", ""))})
-        else:
-            out.append({"type": "text", "text": str(part)})
-    return out
-
-
 def _text_of(content: Any) -> str:
     if isinstance(content, list):
         texts = []  # a loop, not a comprehension: no frame of its own
@@ -85,10 +70,11 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json_text(value)
 
 
-def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
-    """A tool-call message's calls: its ``tool_calls``, else parsed from its ``Calling tools: [...]`` text."""
+def calls_of(tool_calls: Any, content: Any) -> list[dict[str, Any]]:
+    """A tool-call message's calls: its ``tool_calls`` (as read off the message), else parsed from its ``Calling
+    tools: [...]`` text (``content``: its OpenInference content)."""
     calls = []
-    for call in _field(message, "tool_calls") or ():
+    for call in tool_calls or ():
         function = _field(call, "function")
         calls.append({"id": _field(call, "id"), "name": _field(function, "name"),
                       "arguments": _arguments(_field(function, "arguments"))})
@@ -101,6 +87,13 @@ def _calls_of(message: Any, content: Any) -> list[dict[str, Any]]:
     if parsed is None:
         parsed = _parsed_calls(text)
     return list(map(dict, parsed))  # fresh dicts: the caller's to keep
+
+
+def tool_call_id(content: Any, last_calls: list[dict[str, Any]]) -> Any:
+    """The call a ``tool-response`` message answers: the ``Call id: …`` in its text, else the first call of the
+    tool-call message before it (``last_calls``)."""
+    found = _CALL_ID.search(_text_of(content))
+    return found.group(1) if found else (last_calls[0]["id"] if last_calls else None)
 
 
 #: A ``Calling tools: [...]`` text → its calls: a model request carries every earlier tool-call message, so the same
@@ -142,31 +135,6 @@ def _parsed_calls(text: str) -> tuple[dict[str, Any], ...]:
     return found
 
 
-def messages_of(messages: Iterable[Any]) -> list[dict[str, Any]]:
-    """Plain message dicts (collector.oi_messages) of smolagents' ``ChatMessage`` objects (or dicts)."""
-    out: list[dict[str, Any]] = []
-    last_calls: list[dict[str, Any]] = []
-    for message in messages:
-        cls = type(message)
-        if _MAPPING[cls] if cls in _MAPPING else _is_mapping(cls):  # _field, inline: every message of every request
-            role, content = message.get("role"), message.get("content")
-        else:
-            role, content = getattr(message, "role", None), getattr(message, "content", None)
-        # an Enum member's value (``_value_``: what ``.value``, a Python-level property, returns)
-        role = role._value_ if isinstance(role, Enum) else str(role or "")
-        content = _parts(content)
-        item: dict[str, Any] = {"role": role, "content": content}
-        if role == "tool-call" or (role == "assistant" and _field(message, "tool_calls")):
-            last_calls = _calls_of(message, content)
-            item["role"], item["tool_calls"] = "assistant", last_calls
-        elif role == "tool-response":
-            found = _CALL_ID.search(_text_of(content))
-            item["role"] = "tool"
-            item["tool_call_id"] = found.group(1) if found else (last_calls[0]["id"] if last_calls else None)
-        out.append(item)
-    return out
-
-
 def _schemas(tools: Any, made: list[Any]) -> list[Any]:
     """The span's tool schemas: smolagents' (``made``, :func:`~._access.tool_schemas`), a name for a tool it
     cannot describe."""
@@ -174,18 +142,18 @@ def _schemas(tools: Any, made: list[Any]) -> list[Any]:
             for tool, schema in zip(tools or (), made, strict=False)]
 
 
-def request_attributes(model: Any, messages: Any, tools: Any, stop: Any, extra: Mapping[str, Any], *,
+def request_attributes(model: Any, plain: list[dict[str, Any]], tools: Any, stop: Any, extra: Mapping[str, Any], *,
                        genai: bool, schemas: list[Any], content: bool = True) -> dict[str, Any]:
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
-    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too. ``content`` off
-    (OpenInference content off): no messages are read or written (the span would not carry them)."""
+    ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too. ``plain``: the request's
+    messages in their OpenInference form, read with its canonical request (``_access.canonical_messages``); empty
+    with ``content`` and ``genai`` off (OpenInference content off: the span would not carry them)."""
     kwargs = getattr(model, "kwargs", None)
     parameters = {**(kwargs if isinstance(kwargs, dict) else {}),
                   **{k: v for k, v in extra.items() if not k.startswith("arg")}}
     if stop:
         parameters["stop_sequences"] = stop
-    plain = messages_of(messages or ()) if content or genai else []
     return llm_request_attributes(model, plain, _schemas(tools, schemas), parameters, genai=genai, content=content)
 
 
@@ -200,7 +168,7 @@ def response_attributes(message: Any, *, genai: bool, content: bool = True) -> d
     content = get("content", None)
     text = _text_of(content) if isinstance(content, list) else (content or "")
     item: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}] if text else []}
-    calls = _calls_of(message, None)
+    calls = calls_of(get("tool_calls", None), None)
     if calls:
         item["tool_calls"] = calls
     attrs = _response_id(message_attributes(OUTPUT_MESSAGES, [item]) if shown else {}, get("raw", None))
