@@ -85,3 +85,41 @@ def test_excluded_values_are_left_out_where_the_step_lists_or_adds_them():
     assert left_out("code", "total = 80 + 45", ["80"]) == "total = 45"
     assert left_out("code", "total = 1800 + 45", ["80"]) is None  # a number inside another is not the value
     assert left_out("text", "The sum is 245.", ["80"]) is None  # prose: no list to leave an item out of
+
+
+# -------------------------------------------------------------------------------------------- a route that does not fit
+
+async def test_a_route_written_in_code_calls_the_agent_the_request_names_as_the_code_writes_that_call(tmp_path):
+    """The manager's routing code tests ``category != 'billing'`` and so calls tech_agent for a refund; the finding
+    names billing_agent (what the classification pointed to) and the chosen tech_agent. The correction calls
+    billing_agent with the task the code itself wrote for it, in place of the tech_agent call, and the replay refunds:
+    a flip at the routing code. The twin routes to billing_agent: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("smol-ticket-route", "unfit_routing", tmp_path)
+    assert fix.description == "call billing_agent instead of tech_agent"
+    assert "tech_agent(" not in fix.replacement
+    assert fix.replacement.count("billing_agent(task='Refund order B7 and say how much.')") == 2
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "unfit_routing") == []
+
+
+async def test_an_unfounded_speaker_choice_is_corrected_to_the_candidate_whose_tools_are_left_to_use(tmp_path):
+    """The selector picks guesser (no tools), whose reply states the answer from nothing; the researcher has looked
+    both cities up. The one candidate holding tools none of which the run has called is the calculator (subtract):
+    the correction selects it and the replay subtracts — a flip at the speaker selection. The twin selects the
+    calculator: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("ag-speaker-lyon", "unfit_routing", tmp_path)
+    assert run.step(found.step_id).kind == "speaker_selection"
+    assert fix.replacement == "calculator" and fix.description.startswith("target guesser → calculator")
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "unfit_routing") == []
+
+
+def test_a_calls_text_is_read_with_balanced_parentheses_and_a_route_takes_the_codes_own_call():
+    from causaltrace.replay.correct_routing import call_texts, route_in_code
+
+    code = "a = billing(task='Refund (B7)')\nif x:\n    b = tech(task=f('x'))\nprint(tech)"
+    assert call_texts(code, "billing") == ["billing(task='Refund (B7)')"]
+    assert call_texts(code, "tech") == ["tech(task=f('x'))"]  # the bare name in print(tech) is no call
+    assert route_in_code(code, "tech", "billing") == code.replace("tech(task=f('x'))", "billing(task='Refund (B7)')")
+    assert route_in_code("r = tech(task='x')", "tech", "billing") == "r = billing(task='x')"  # no own call: renamed
+    assert route_in_code("r = other(task='x')", "tech", "billing") is None

@@ -313,8 +313,8 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
         from causaltrace.replay.correct_drift import drift_corrections
 
         return drift_corrections(step, run, f)
-    if f.family == "unfit_routing" and step.kind == "tool_call":
-        found = _tool_correction(step, run, f)
+    if f.family == "unfit_routing":
+        found = _routing_correction(step, run, f)
     elif is_exclusion(f):
         found = exclusion_correction(step, run, f, findings)
     elif f.family == "unchecked_approval":
@@ -330,10 +330,35 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
     return [found] if found is not None else []
 
 
-def _tool_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+def _routing_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """A routing choice that does not fit, corrected by its shape: a call of the wrong tool (the finding names the
+    fitting one as its ``source``), an unfounded choice (no ``request``: :func:`~.correct_routing.unfounded_route`),
+    a route written in code (:func:`~.correct_routing.route_in_code`), else the target the request names."""
+    from causaltrace.replay.correct_routing import route_in_code, unfounded_route
+
+    roles = {e.role for e in f.evidence}
+    if "source" in roles and step.kind == "tool_call":
+        return _tool_correction(step, run, f)
+    if "request" not in roles:
+        return unfounded_route(step, run, f)
+    values = _values(f)
+    if step.kind == "tool_call" and values is not None and step.tool_name == values[1]:
+        return _tool_correction(step, run, f, values[0])  # a delegation called as a tool: call the named agent
+    if replacement_kind(step) != "code":
+        return _correction(step, run, f)
+    code = original_value(step, "code")
+    fixed = route_in_code(str(code), values[1], values[0]) if values is not None and code else None
+    if fixed is None or fixed == code:
+        return None
+    return Intervention(step_id=step.step_id, replacement=fixed, source="mutation", basis="correction", finding=f,
+                        description=f"call {values[0]} instead of {values[1]}")
+
+
+def _tool_correction(step: Step, run: Run, f: Finding, tool: str | None = None) -> Intervention | None:
     """A call of a tool that fits nothing the request asks, corrected: the same call of the agent's tool the finding
-    names as fitting (its ``source``), in the reply that produced it (its other calls kept), or in the code."""
-    tool = next((str(e.value) for e in f.evidence if e.role == "source" and e.value), None)
+    names as fitting (its ``source``; ``tool``: a managed agent the request names, called as a tool), in the reply
+    that produced it (its other calls kept), or in the code."""
+    tool = tool or next((str(e.value) for e in f.evidence if e.role == "source" and e.value), None)
     if not tool or not step.tool_name or tool == step.tool_name:
         return None
     described = f"call {tool} instead of {step.tool_name} (the same arguments)"
