@@ -11,8 +11,8 @@ Modes: ``ct-store-off`` / ``ct-store-on`` (causaltrace, ``TraceConfig(store=Fals
 (the OpenInference instrumentor of the framework, for comparison). Every mode exports through a SimpleSpanProcessor
 (the span is exported on the thread that ends it). With the store on, the collector's writer thread is NOT started:
 each operation is written on the thread that hands it over (:func:`synchronous_store`), batched as the writer's
-linger batches a short run (the begin row at once; the steps with the run's end), so the store's work is counted on
-the team's thread and the batches do not depend on timing.
+poll batches a short run (its begin row and steps with its end, written when somebody waits), so the store's work is
+counted on the team's thread and the batches do not depend on timing.
 
 Counting (:class:`CallCounter`): ``sys.setprofile`` on the team's thread and ``threading.setprofile`` on the threads
 the team starts meanwhile (smolagents' parallel managed agents; each thread counts into its own table, so no count
@@ -163,8 +163,9 @@ class _Drained(Exception):
 
 class _InlineQueue(queue.Queue):  # type: ignore[type-arg]
     """The collector's operation queue, written through on the thread that submits: an operation someone waits on
-    (a begin row, a run's end, a flush) runs the collector's own write loop until the queue is empty; a step waits
-    for it, as the background writer's linger gathers the steps of a short run into its end's transaction."""
+    (a run's end, a flush; a begin row only when waited on: :meth:`wake`) runs the collector's own write loop until
+    the queue is empty; a begin row and the steps wait for it, as the background writer's poll gathers a short run
+    into its end's transaction."""
 
     def __init__(self, collector: Any) -> None:
         super().__init__()
@@ -174,7 +175,11 @@ class _InlineQueue(queue.Queue):  # type: ignore[type-arg]
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         super().put(item, block, timeout)
         op, _, done = item
-        if self.writing or (done is None and op != "begin"):
+        if done is not None and op != "begin":
+            self.wake()
+
+    def wake(self) -> None:
+        if self.writing or self.empty():
             return
         self.writing = True
         try:
@@ -184,10 +189,10 @@ class _InlineQueue(queue.Queue):  # type: ignore[type-arg]
         finally:
             self.writing = False
 
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        if block and self.empty():
+    def sleep(self, poll_s: float, idle_polls: int) -> None:
+        """The writer's wait for work (``OpQueue.sleep``): none here — the loop ends when the queue is empty."""
+        if self.empty():
             raise _Drained
-        return super().get(block, timeout)
 
 
 def synchronous_store(collector: Any) -> None:
@@ -195,7 +200,7 @@ def synchronous_store(collector: Any) -> None:
 
     Uses the collector's own write loop, so what is measured is what the writer does; fails loudly if the writer's
     shape changed (then this function must follow it)."""
-    needed = ("_queue", "_write_loop", "_ensure_writer", "linger_s", "_writer")
+    needed = ("_queue", "_write_loop", "_ensure_writer", "linger_s", "_writer", "_gather")
     missing = [name for name in needed if not hasattr(collector, name)]
     if missing:
         raise RuntimeError(f"the collector's writer changed (no {', '.join(missing)}): update synchronous_store()")

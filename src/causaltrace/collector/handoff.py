@@ -3,8 +3,18 @@
 an event loop without a thread.
 
 Both sit on the hot path of every traced event (a step's hand-over is a queue put), so they are kept to what the
-writer needs: :class:`OpQueue` is ``queue.Queue``'s interface with a lock-free put; :class:`Done` is a
-``threading.Event`` that also completes futures of event loops.
+writer needs: :class:`OpQueue` is ``queue.Queue``'s interface with a lock-free put that does not wake the writer;
+:class:`Done` is a ``threading.Event`` that also completes futures of event loops, and wakes the writer when waited on.
+
+Why a hand-over does not wake the writer: a thread woken while the agent's thread runs Python fights it for the GIL
+— in CPython each GIL release of the running thread (an event loop's ``select``, any lock or I/O) wakes the waiter
+again, which mostly finds the GIL taken back. On an AutoGen run that was ~90 futile wake-ups per run for the run's
+begin row alone (voluntary context switches of the writer, /proc), about 300 µs of CPU per framework event on a
+2-core VM, and the begin row was still written only once the run ended in a fifth of the runs. So the writer polls:
+every ``poll_s`` while operations come, it takes what is queued (nothing waits longer than one poll — the crash
+window); an operation somebody waits on (a run's end, a flush, a begin row ``causaltrace.run()`` waits for) wakes
+it at once (:meth:`OpQueue.wake`, :attr:`Done.poke`), when the submitting thread is about to wait and so leaves
+the GIL to it. After ``idle_polls`` empty polls the writer sleeps without a timeout, and the next put wakes it.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from causaltrace.collector.backlog import Op
 
@@ -27,6 +38,14 @@ class Done(threading.Event):
 
     #: The (loop, future) of each :meth:`wait_async` under way; replaced, never mutated (``set`` reads one snapshot).
     _loops: tuple[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]], ...] = ()
+    #: Called before a wait on this Done while it is unset: the writer's :meth:`OpQueue.wake`, for an operation
+    #: handed over without waking it (a run's begin row) that somebody waits on after all.
+    poke: Callable[[], None] | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if (poke := self.poke) is not None and not self.is_set():
+            poke()
+        return super().wait(timeout)
 
     def set(self) -> None:
         super().set()
@@ -41,6 +60,8 @@ class Done(threading.Event):
         blocked)."""
         if self.is_set():
             return True
+        if (poke := self.poke) is not None:
+            poke()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with _DONE_LOCK:  # two loops awaiting one Done (rare): neither registration is lost
@@ -63,35 +84,48 @@ _DONE_LOCK = threading.Lock()
 
 
 class OpQueue:
-    """The writer's queue of operations: what ``queue.Queue`` offers it (``put``, a blocking ``get``, the ``queue``
-    deque and ``mutex`` of the bulk drain), with a ``put`` that is a deque append — no lock, no condition, no notify
-    in Python: ~3 µs a step on the agent's thread with ``queue.Queue`` — unless the writer sleeps in ``get``, which a
-    put then wakes. (Under the GIL an append before the sleeper's check is seen by it; one after it finds the flag
-    set and takes the lock, which the sleeper holds until it waits.)"""
+    """The writer's queue of operations: what ``queue.Queue`` offers it (``put``, the ``queue`` deque and ``mutex`` of
+    the bulk drain) with a ``put`` that is a deque append — no lock, no condition, no wake-up — and the writer's
+    :meth:`sleep` in place of a blocking ``get`` (the module docstring says why the writer polls).
+
+    A put wakes the writer only from its deep sleep (nothing was handed over for ``idle_polls`` polls). Race-free
+    under the GIL: the put appends and then reads ``_deep``; the writer sets ``_deep`` and then looks at the queue —
+    whichever comes second sees the other's write."""
 
     maxsize = 0
 
     def __init__(self) -> None:
         self.queue: deque[Op] = deque()
         self.mutex = threading.Lock()
-        self.not_full = self._ready = threading.Condition(self.mutex)  # never waited on: the queue is unbounded
-        self._sleeping = False
+        self.not_full = self._ready = threading.Condition(self.mutex)  # never waited on as not_full: unbounded
+        self._deep = False  # the writer sleeps without a timeout: a put must wake it
+        self._woken = False  # a wake() came since the writer last looked
 
     def put(self, item: Op) -> None:
         self.queue.append(item)
-        if self._sleeping:
-            with self._ready:
-                self._ready.notify()
+        if self._deep:
+            self.wake()
 
-    def get(self) -> Op:
-        items = self.queue
-        if items:
-            return items.popleft()
+    def wake(self) -> None:
+        """End the writer's sleep now (or its next one at once, if it is awake)."""
         with self._ready:
-            self._sleeping = True
-            try:
-                while not items:
-                    self._ready.wait()
-            finally:
-                self._sleeping = False
-            return items.popleft()
+            self._woken = True
+            self._ready.notify()
+
+    def sleep(self, poll_s: float, idle_polls: int) -> None:
+        """Writer: return when there is something to look at — a :meth:`wake`, or a poll (every ``poll_s``) that
+        finds operations queued; after ``idle_polls`` empty polls in a row, sleep until a put or a wake."""
+        idle = 0
+        with self._ready:
+            while not self._woken:
+                if idle >= idle_polls:
+                    self._deep = True
+                    if not self.queue:  # (after setting ``_deep``: see the class docstring)
+                        self._ready.wait()
+                    self._deep = False
+                else:
+                    self._ready.wait(poll_s)
+                if self.queue:
+                    break
+                idle += 1
+            self._woken = False

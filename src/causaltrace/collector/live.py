@@ -108,10 +108,9 @@ class RunCollector:
         self._lock = threading.Lock()
         self._queue: OpQueue | queue.Queue[Op] = OpQueue()
         self._writer: threading.Thread | None = None
-        #: How long the writer waits for more operations to share one transaction (a run's end or a flush cuts it
-        #: short): the most a crash can lose of what was already handed over.
+        #: How often the writer takes what was handed over without anybody waiting for it (begin rows and steps;
+        #: a run's end or a flush wakes it at once): the most a crash can lose of what was already handed over.
         self.linger_s = _LINGER_S
-        self._urgent = threading.Event()
         #: Writer thread only: per live run, the ids of the steps already in the store.
         self._stored: dict[str, set[str]] = {}
         self.write_errors = 0
@@ -132,8 +131,6 @@ class RunCollector:
         self._exiting = False
         self._opened = False  # the store was opened at least once in this process
         self._reconnect = False
-        #: Writer thread: the last batch wrote a run's begin (the next batch lingers from its end, see :meth:`_gather`).
-        self._after_begin = False
         self._backoff_s = _BACKOFF_MIN_S
         self._inflight: list[Op] = []
         #: Data operations handed over (counted by ``next`` — one atomic C call per hand-over, no lock) and settled
@@ -155,8 +152,9 @@ class RunCollector:
     def begin_run(self, run_id: str, **fields: Any) -> Done:
         """A run started: remember it and write its row (so a crash leaves an ``incomplete`` run, not nothing).
 
-        The row is never held back by the writer's linger; the returned event is set once it is committed (or the
-        write failed), so ``causaltrace.run()`` can wait — bounded — for its crash record before its block runs.
+        The row waits at most the writer's linger, like a step (``collector/handoff.py`` says why it does not wake
+        the writer); the returned event is set once it is committed (or the write failed), and waiting on it wakes
+        the writer, so ``causaltrace.run()`` waits — bounded — for its crash record before its block runs.
         """
         with self._lock:
             self._runs.setdefault(run_id, _LiveRun(run_id))
@@ -164,7 +162,8 @@ class RunCollector:
         if not self.config.store:
             return _NOTHING_TO_WRITE
         done = Done()
-        self._submit("begin", (run_id, fields), done)
+        done.poke = self._queue.wake
+        self._submit("begin", (run_id, fields), done, wake=False)
         return done
 
     def accept(self, step: Step) -> None:
@@ -297,7 +296,7 @@ class RunCollector:
                 return True
         self._exiting = True
         self._wake.set()
-        self._urgent.set()
+        self._queue.wake()
         wait = self.exit_wait_s if timeout_s is None else timeout_s
         if not self._opened:  # never reachable in this process: a configuration problem, not an outage
             wait = min(wait, _NEVER_OPENED_WAIT_S)
@@ -317,7 +316,7 @@ class RunCollector:
         )
         return False
 
-    def _submit(self, op: str, payload: Any, done: threading.Event | None = None, *, urgent: bool = False) -> None:
+    def _submit(self, op: str, payload: Any, done: threading.Event | None = None, *, wake: bool = True) -> None:
         if not self.config.store:
             if done is not None:
                 done.set()
@@ -331,8 +330,8 @@ class RunCollector:
             self._ensure_writer()
         if done is not None and (self._down.is_set() or self._stalled):
             done.set()  # the store does not answer: the operation is held, its submitter does not wait
-        if done is not None or urgent:  # someone waits on it, or a run began: end the writer's linger now
-            self._urgent.set()
+        if done is not None and wake:  # someone waits on it (a flush, a run's end): the writer takes it now
+            self._queue.wake()
 
     def _settled(self, items: list[Op]) -> None:
         """These operations are written or given up: wake their waiters and :meth:`drain`. (Counted first: a waiter
@@ -444,6 +443,8 @@ class RunCollector:
             if self._retiring and self._retire():
                 return
             pending = self._next_batch()
+            if not pending:  # woken with nothing queued (exit, a retiring set-up): look again
+                continue
             if pending[0][0] == "flush" and all(op == "flush" for op, _, _ in pending):
                 self._settled(pending)  # nothing to write: wake the waiters
                 continue
@@ -471,7 +472,6 @@ class RunCollector:
             self._acknowledge(pending, written)
             self._remember(written)
             self._answered()
-            self._after_begin = _leaves_a_run_open(pending)
             self._settled(pending)
 
     def _one_by_one(self, store: RunStore, pending: list[Op]) -> None:
@@ -599,24 +599,12 @@ class RunCollector:
         return str(where)
 
     def _gather(self) -> list[tuple[str, Any, threading.Event | None]]:
-        """The next batch of operations: whatever is queued, and — unless a run's end or a flush is waiting — what
-        arrives within ``linger_s``, so a short run's begin, steps and end usually share one transaction. The writer
-        sleeps through the linger (woken early only by an operation someone waits on), not once per step.
-
-        After a batch that wrote a run's begin, the linger starts at once when nothing is queued yet: the run's first
-        steps join the batch without waking the writer (a put wakes it only while it sleeps in ``get``), and each of
-        them still waits at most ``linger_s``; if none came, the writer sleeps in ``get`` as usual."""
-        lingered = False
-        if self._after_begin:
-            self._after_begin = False
-            if not self._queue.queue:
-                self._urgent.wait(self.linger_s)
-                lingered = bool(self._queue.queue)  # what came meanwhile waited a linger at most: write it now
-        pending = [self._queue.get()]
-        if not lingered and pending[0][2] is None and pending[0][0] != "begin":
-            self._urgent.wait(self.linger_s)
-        self._urgent.clear()
-        return self._drain_queue(pending, _MAX_BATCH)
+        """The next batch of operations: whatever is queued once the writer has something to look at — an operation
+        somebody waits on, or its poll every ``linger_s`` (``OpQueue.sleep``) — so a short run's begin, steps and
+        end usually share one transaction, written while the run's end waits for it. Empty when it was woken for
+        nothing (exit, a retiring set-up)."""
+        self._queue.sleep(self.linger_s, _IDLE_POLLS)
+        return self._drain_queue([], _MAX_BATCH)
 
     def _drain_queue(self, into: list[Op], limit: int) -> list[Op]:
         """Move what is queued (up to ``limit`` operations in all) to ``into`` at once: one hold of the queue's lock
@@ -692,8 +680,10 @@ class RunCollector:
             written.setdefault(run_id, set()).update([s.step_id for s in run_steps])  # type: ignore[union-attr]
 
 
-#: How long the store writer waits for more operations to share a transaction (a run's end or a flush cuts it short).
+#: How often the store writer takes operations nobody waits for (a run's end or a flush wakes it at once).
 _LINGER_S = 0.1
+#: After this many polls that found nothing, the writer sleeps until a hand-over wakes it (an idle process: none).
+_IDLE_POLLS = 10
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
 _FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
@@ -769,19 +759,6 @@ def _carried_by_an_end(pending: list[Op]) -> set[int]:
         elif op == "begin":
             ending.discard(payload[0])
     return carried
-
-
-def _leaves_a_run_open(pending: list[Op]) -> bool:
-    """Whether a batch wrote the begin of a run it did not also end (that run's steps are on their way)."""
-    begun: set[str] | None = None
-    for op, payload, _ in pending:  # (a plain loop: the writer runs it once a batch)
-        if op == "begin":
-            if begun is None:
-                begun = set()
-            begun.add(payload[0])
-        elif op == "finish" and begun:
-            begun.discard(payload.run_id)
-    return bool(begun)
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:
