@@ -93,8 +93,11 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
                                                     "request_hash": record.request_hash}}
         else:
             inputs = {"messages": canonicalize_request(list(messages))}
+        config = ctx.tracing.config
+        attributes = request_attributes(client, messages, kwargs, genai=config.genai_content_on,
+                                        content=config.oi_content)
         metadata: dict[str, Any] = {} if record is not None else {"agent_key": key}
-        provider = semconv.client_provider(client)
+        provider = attributes.get(semconv.OI_LLM_PROVIDER)  # the client's provider, named once (llm.provider)
         if provider is not None:
             metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
         model = settings.get("model")
@@ -110,9 +113,7 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
             )
         )
         if handle is not None:
-            config = ctx.tracing.config
-            handle.set_span_attributes(request_attributes(client, messages, kwargs, genai=config.genai_content_on,
-                                                          content=config.oi_content))
+            handle.set_span_attributes(attributes)
         if record is not None and handle is not None:
             record.step_id = handle.step_id
         if isinstance(owner, Orchestrator) and handle is not None:

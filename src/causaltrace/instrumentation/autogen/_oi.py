@@ -124,11 +124,13 @@ def request_attributes(client: Any, messages: Iterable[Any], kwargs: Mapping[str
     JSON), ``llm.tools.*``, ``llm.invocation_parameters``, ``llm.provider`` / ``llm.system``, the recommended
     ``gen_ai.request.*`` and ``server.*``; with ``genai`` the GenAI content attributes too. ``content`` off
     (OpenInference content off): no messages are read or written (the span would not carry them)."""
-    schemas = list(map(_schema, kwargs.get("tools") or ()))
+    schemas = []
+    for tool in kwargs.get("tools") or ():  # a loop: AutoGen's ToolSchema dict is its own schema (no ABC check)
+        schemas.append(dict(tool) if type(tool) is dict else _schema(tool))
     parameters = dict(client_create_args(client))
     parameters.pop("model", None)
     extra = kwargs.get("extra_create_args")
-    if isinstance(extra, Mapping):
+    if extra is not None and (type(extra) is dict or isinstance(extra, Mapping)):  # the usual None: no ABC check
         parameters.update(extra)
     plain = messages_of(messages) if content or genai else []
     return llm_request_attributes(client, plain, schemas, parameters, genai=genai, content=content)

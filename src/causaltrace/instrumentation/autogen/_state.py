@@ -123,17 +123,23 @@ class RunState:
         return memo
 
 
-_SETTINGS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+#: Client (weakly referenced) → its recorded settings: a dict keyed by weak references, as a WeakKeyDictionary
+#: keeps it, looked up without its ``get`` (a Python call on every model call).
+_SETTINGS: dict[weakref.ref[Any], dict[str, Any]] = {}
+
+
+def _forget_settings(ref: weakref.ref[Any]) -> None:
+    _SETTINGS.pop(ref, None)
 
 
 def settings_of(client: Any) -> dict[str, Any]:
     """The client's recorded settings, computed once per client object."""
     try:
-        settings = _SETTINGS.get(client)
-    except TypeError:  # not weak-referenceable
+        settings = _SETTINGS.get(weakref.ref(client))
+    except TypeError:  # not weak-referenceable (or not hashable)
         return client_settings(client)
     if settings is None:
-        settings = _SETTINGS[client] = client_settings(client)
+        settings = _SETTINGS[weakref.ref(client, _forget_settings)] = client_settings(client)
     return settings
 
 

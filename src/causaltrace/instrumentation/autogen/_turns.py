@@ -39,6 +39,20 @@ from causaltrace.schema import StepError
 __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_turn_stream"]
 
 
+#: Agent class → whether it is a UserProxyAgent (an ``isinstance`` against AutoGen's agent classes goes through
+#: typing's Protocol instance check, a Python call, on every turn).
+_USER_PROXY: dict[type, bool] = {}
+
+
+def _is_user_proxy(cls: type) -> bool:
+    found = _USER_PROXY.get(cls)
+    if found is None:
+        found = issubclass(cls, UserProxyAgent)
+        if len(_USER_PROXY) < 256:
+            _USER_PROXY[cls] = found
+    return found
+
+
 def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
     """Open an ``agent_turn`` for ``agent`` with the ``messages`` delivered to it; ``(turn, owner)``, where ``owner``
     is False when this call joins the turn already in flight (``on_messages`` → ``on_messages_stream``)."""
@@ -107,7 +121,7 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
             handle=handle,
             memo=memo,
             delivered=delivered,
-            user_input=isinstance(agent, UserProxyAgent),
+            user_input=_is_user_proxy(type(agent)),
         )
         # ``on_messages`` returns without closing its ``on_messages_stream``: the run ends such a turn itself
         ctx.at_end(lambda: end_turn(turn, None, closed=True))
