@@ -353,6 +353,22 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
         return shape, steps
 
     assert export(True) == export(False)
+    # a step span is made without StepSpan's __init__ (issue 35): every field is set
+    import dataclasses
+
+    provider, _ = capture_spans()
+    configure(provider, TraceConfig(store=False))
+    try:
+        with causaltrace.run(task="t"):
+            handle = current_run().start_step("message", agent="a", content="hi")
+            span = handle.span
+            assert {f.name: getattr(span, f.name) for f in dataclasses.fields(span)} == {
+                "context": span.context, "parent": span.parent, "start_ns": span.start_ns, "attributes": span.attributes,
+                "links": [], "current": None, "joins": None, "extras": None, "trace_id": span.context.trace_id,
+                "span_id": span.context.span_id}
+            handle.end()
+    finally:
+        reset_tracing()
 
 
 def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():

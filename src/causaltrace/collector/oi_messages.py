@@ -86,7 +86,7 @@ def json_text(value: Any, *, long_texts: bool = False) -> str:
         pieces = json_pieces(value, _c_json, LONG_TEXT)
         if pieces is not None:
             return json_pieces_text(pieces)
-    return _c_json(value)
+    return "".join(_C_ENCODER({}, str, _ENCODE_TEXT, None, ": ", ", ", False, False, True)(value, 0))  # _c_json
 
 
 #: From how many characters a text inside a structured attribute is written by orjson rather than by the standard
@@ -287,7 +287,16 @@ def server_attributes(client: Any) -> dict[str, Any]:
     for holder in (client, getattr(client, "_client", None), getattr(client, "client", None)):
         url = getattr(holder, "base_url", None) if holder is not None else None
         if url:
-            found = _server_of(str(url))
+            if type(url) is str:
+                found = _server_of(url)
+            else:  # an httpx URL (immutable) is written as text once, not per call: five Python calls (issue 35)
+                held = _URL_OBJECTS.get(id(url))
+                if held is not None and held[0] is url:
+                    found = held[1]
+                else:
+                    found = _server_of(str(url))
+                    if len(_URL_OBJECTS) < 256 and type(url).__module__.startswith(_IMMUTABLE_URL_MODULES):
+                        _URL_OBJECTS[id(url)] = (url, found)  # the URL held: its id is not reused meanwhile
             if found is not None:
                 return dict(found)
     return {}
@@ -295,6 +304,10 @@ def server_attributes(client: Any) -> dict[str, Any]:
 
 #: base URL → its ``server.*`` attributes (None: no host in it); a client's URL is parsed once, not per call.
 _SERVERS: dict[str, dict[str, Any] | None] = {}
+#: id of a client's URL object (of :data:`_IMMUTABLE_URL_MODULES`) → (it, its ``server.*`` attributes).
+_URL_OBJECTS: dict[int, tuple[Any, dict[str, Any] | None]] = {}
+#: The packages whose URL objects never change (httpx's, and the copy of it some SDKs bundle).
+_IMMUTABLE_URL_MODULES = ("httpx",)
 
 
 def _server_of(url: str) -> dict[str, Any] | None:

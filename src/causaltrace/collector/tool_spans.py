@@ -115,13 +115,16 @@ def merged_step_attributes(call: Step, result: Step, *, cut_at: int | None = Non
     The span starts with the call and ends with the result; the result's own span id is written only where it
     differs from the call's (a stored run whose steps had two spans). ``cut_at``: as :func:`step_attributes`."""
     attrs = step_attributes(call, cut_at=cut_at)
-    attrs[STEP_ENDED_AT] = _nanos(call.ended_at)
+    ended, started = call.ended_at, result.started_at  # _nanos, inline for the aware datetimes a live step has
+    attrs[STEP_ENDED_AT] = _nanos(ended) if ended is None or ended.tzinfo is None else (
+        (ended - _EPOCH) // _ONE_MICROSECOND * 1000)
     names = _RESULT_NAMES
     for key, value in step_attributes(result, cut_at=cut_at).items():
         name = names[key] if key in names else _result_name(key)
         if name is not None:
             attrs[name] = value
-    attrs[RESULT_STARTED_AT] = _nanos(result.started_at)
+    attrs[RESULT_STARTED_AT] = _nanos(started) if started is None or started.tzinfo is None else (
+        (started - _EPOCH) // _ONE_MICROSECOND * 1000)
     if result.span_id != call.span_id:
         attrs[RESULT_SPAN_ID] = result.span_id or ""
     return attrs

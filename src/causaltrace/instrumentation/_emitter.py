@@ -432,8 +432,10 @@ class Emitter:
                         link = _new_object(Link)  # Link(ctx, link_attributes), without its two frames
                         link._context, link._attributes = ctx, link_attributes
                         otel_links.append(link)
-            span = StepSpan(context=context, parent=parent_ctx, start_ns=start_time_ns, attributes=attributes,
-                            links=otel_links, trace_id=trace_id, span_id=span_id)
+            span = _new_object(StepSpan)  # StepSpan(...) without its __init__ frame: every field set here
+            span.context, span.parent, span.start_ns, span.attributes = context, parent_ctx, start_time_ns, attributes
+            span.links, span.current, span.joins, span.extras = otel_links, None, None, None
+            span.trace_id, span.span_id = trace_id, span_id
             if attributes.get(semconv.STEP_KIND) == "tool_call":
                 with self._pair_lock:
                     self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
