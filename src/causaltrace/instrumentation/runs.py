@@ -6,7 +6,8 @@ An adapter (AutoGen, smolagents) does four things through this module:
    user opened with :func:`run`, or starts a run of its own (``owned=True``) that it makes current with
    ``with run_scope(ctx): ...`` around the framework call (so its root span is the parent of everything inside);
 2. ``h = ctx.start_step(kind, agent=..., parent=..., depends_on=[Dep(step_id, kind)…], …)`` when a step starts
-   (the per-run ``index`` is assigned here), then ``h.end(status=…, outputs=…)`` when its outcome is known
+   (the per-run ``index`` is assigned here; a dependency is a ``Dep`` or a plain ``(step_id, kind)`` tuple, which
+   the adapters' hooks write: a NamedTuple's constructor is a Python call), then ``h.end(status=…, outputs=…)`` when its outcome is known
    (:mod:`causaltrace.instrumentation.steps`);
 3. ``call = ctx.begin_call(agent_key, "llm"|"tool", request)`` before an LLM / tool call and
    ``call.finish(response)`` after it, to record it for replay (:mod:`causaltrace.instrumentation.calls`);
@@ -207,7 +208,7 @@ class RunContext:
         return self.new_dependencies(deps, consumer_index, existing)[0]
 
     def new_dependencies(
-        self, deps: Iterable[Dep | Dependency], consumer_index: int, existing: tuple[Dependency, ...]
+        self, deps: Iterable[Dep | tuple[str, str] | Dependency], consumer_index: int, existing: tuple[Dependency, ...]
     ) -> tuple[list[Dependency], list[tuple[SpanContext, str, str]]]:
         """:meth:`dependencies_of` and the :meth:`links_of` of what it returns, in one pass (every step with
         dependencies asks for both)."""
@@ -254,7 +255,7 @@ class RunContext:
         *,
         agent: str = "",
         parent: str | StepHandle | None = None,
-        depends_on: Iterable[Dep | Dependency] = (),
+        depends_on: Iterable[Dep | tuple[str, str] | Dependency] = (),
         content: str = "",
         inputs: Mapping[str, Any] | None = None,
         outputs: Mapping[str, Any] | None = None,

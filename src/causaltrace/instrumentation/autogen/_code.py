@@ -11,7 +11,7 @@ from causaltrace.instrumentation._emitter import never_raise
 from causaltrace.instrumentation.autogen._access import text_of
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, Turn, activated, call_arg
-from causaltrace.instrumentation.steps import Dep, StepHandle
+from causaltrace.instrumentation.steps import StepHandle
 from causaltrace.schema import StepError
 
 __all__ = ["code_fallback", "wrap_execute_code"]
@@ -38,7 +38,7 @@ def _begin_code(turn: Turn, blocks: Any) -> StepHandle | None:
             "code_execution",
             agent=turn.name,
             parent=turn.handle,
-            depends_on=[Dep(carrier, "executes")] if carrier else [],
+            depends_on=[(carrier, "executes")] if carrier else [],
             content=code,
             inputs={"code": code, "language": language},
         )

@@ -43,7 +43,6 @@ from causaltrace.instrumentation.autogen._state import (
     extend_unique,
 )
 from causaltrace.instrumentation.runs import CURRENT_RUN, RunContext
-from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "new_orchestrator",
@@ -145,7 +144,7 @@ def _orchestrator_said(phase: Phase, messages: Any) -> None:
             continue
         orch.seen.add(msg.id)
         text = text_of(msg)
-        deps = [Dep(orch.last_llm, "produced_by")] if orch.last_llm else []
+        deps = [(orch.last_llm, "produced_by")] if orch.last_llm else []
         metadata: dict[str, Any] = {"message_type": type(msg).__name__, "agent_key": orch.key}
         if phase.kind == "step":
             selected = _next_speaker(orch.last_text, orch.participants)

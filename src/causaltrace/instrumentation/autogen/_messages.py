@@ -25,7 +25,6 @@ from causaltrace.instrumentation.autogen._access import extract_code, handoff_ta
 from causaltrace.instrumentation.autogen._code import code_fallback
 from causaltrace.instrumentation.autogen._state import Turn
 from causaltrace.instrumentation.autogen._tools import start_tool_calls, tool_result_fallback
-from causaltrace.instrumentation.steps import Dep
 
 __all__ = ["observe"]
 
@@ -65,7 +64,7 @@ def _observe_one(turn: Turn, item: Any, *, response: bool) -> None:
     elif isinstance(item, MemoryQueryEvent):
         _memory(turn, item)
     elif isinstance(item, ThoughtEvent):
-        deps = [Dep(turn.last_llm, "produced_by")] if turn.last_llm else []
+        deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
         turn.ctx.add_step(
             "reasoning",
             agent=turn.name,
@@ -90,7 +89,7 @@ def _message(turn: Turn, msg: Any) -> None:
     """A chat message as a ``message`` or ``handoff`` step (the code it carries in ``inputs``)."""
     text = text_of(msg)
     handoff = isinstance(msg, HandoffMessage)
-    deps = [] if turn.user_input or not turn.last_producer else [Dep(turn.last_producer, "produced_by")]
+    deps = [] if turn.user_input or not turn.last_producer else [(turn.last_producer, "produced_by")]
     outputs: dict[str, Any] = {"text": text}
     if handoff:
         outputs["target"] = msg.target

@@ -35,7 +35,7 @@ from causaltrace.instrumentation.autogen._state import (
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.runs import CURRENT_RUN, RunContext
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.steps import Dep, StepHandle
+from causaltrace.instrumentation.steps import StepHandle
 from causaltrace.recording import canonicalize_request
 
 __all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
@@ -74,15 +74,15 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
             key = "/".join((level.path if level is not None and level.ctx is ctx else ()) + (agent,))
             owner, parent, memo = None, (level.parent_id if level is not None and level.ctx is ctx else None), None
             memo = state.memo(key)
-        deps: list[Dep] = []
+        deps: list[tuple[str, str]] = []
         retried = retried_attempt(owner) if isinstance(owner, Orchestrator) else None
         if memo.last_llm and memo.last_llm != retried:
-            deps.append(Dep(memo.last_llm, "continues"))
+            deps.append((memo.last_llm, "continues"))
         if retried:
-            deps.append(Dep(retried, "retry_of"))
+            deps.append((retried, "retry_of"))
         for ids, kind in ((memo.saw, "saw"), (memo.observed, "observed"), (memo.memory, "memory_read")):
             for sid in ids:  # loops, not comprehensions: no frame each
-                deps.append(Dep(sid, kind))
+                deps.append((sid, kind))
         memo.saw, memo.observed, memo.memory = [], [], []
         messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
         request = create_request(messages, kwargs)

@@ -41,7 +41,7 @@ from causaltrace.instrumentation.autogen._turns import begin_turn, end_turn, pat
 from causaltrace.instrumentation.roster import autogen_roster
 from causaltrace.instrumentation.runs import CURRENT_RUN, attach_run, run_scope
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.steps import Dep, current_step
+from causaltrace.instrumentation.steps import current_step
 from causaltrace.schema import StepError
 
 try:
@@ -137,12 +137,12 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
         invoking = None
     team_turn = None
     if nested and team:
-        deps: list[Dep] = []
+        deps: list[tuple[str, str]] = []
         if outer_level is not None and outer_turn is None:  # a team participating in a team
             selected = outer_level.selected.pop(name, None)
             handoff = outer_level.handoffs.pop(name, None)
-            deps += [Dep(selected, "selected_by")] if selected else []
-            deps += [Dep(handoff, "handoff_from")] if handoff else []
+            deps += [(selected, "selected_by")] if selected else []
+            deps += [(handoff, "handoff_from")] if handoff else []
         team_turn = state.track(
             ctx.start_step(
                 "agent_turn",
@@ -163,7 +163,7 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     task_step_id = None
     new = [m for m in messages if m.id not in state.msg_steps]
     if new:
-        deps = [Dep(invoking.step_id, "delegated_by")] if invoking is not None and invoking.kind == "tool_call" else []
+        deps = [(invoking.step_id, "delegated_by")] if invoking is not None and invoking.kind == "tool_call" else []
         agent = invoking.agent if (nested and invoking is not None) else "user"
         new_text = (task_text or "") if len(new) == len(messages) else "\n".join([text_of(m) for m in new])  # once
         task_step = ctx.add_step(
@@ -249,7 +249,7 @@ def _close_level(lr: LevelRun, result: Any, error: BaseException | None, *, clos
             "final_answer",
             agent=answer_msg.source,
             parent=lr.level.parent_id,
-            depends_on=[Dep(answer_sid, "answer_of")],
+            depends_on=[(answer_sid, "answer_of")],
             content=answer or "",
             outputs={"text": answer or ""},
         )

@@ -16,7 +16,6 @@ from causaltrace.instrumentation.autogen._access import manager_name, selectable
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import LEVEL, MANAGER, TURN, Level, Manager, call_arg, extend_unique
 from causaltrace.instrumentation.runs import CURRENT_RUN
-from causaltrace.instrumentation.steps import Dep
 
 __all__ = ["wrap_select_speaker"]
 
@@ -64,7 +63,7 @@ def _end_select(
             )
         return
     selected = [result] if isinstance(result, str) else [str(s) for s in (result or ())]
-    deps = [Dep(mgr.last_llm, "produced_by")] if mgr.last_llm else []
+    deps = [(mgr.last_llm, "produced_by")] if mgr.last_llm else []
     step = level.ctx.add_step(
         "speaker_selection",
         agent=mgr.name,

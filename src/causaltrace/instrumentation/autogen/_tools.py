@@ -19,7 +19,6 @@ from causaltrace.instrumentation.autogen._access import (
 )
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
-from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
@@ -28,7 +27,7 @@ __all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
 def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
     """A ToolCallRequestEvent: one tool_call step per FunctionCall, ordinals reserved in the model's order."""
     ordinals = turn.ctx.reserve_ordinals(turn.key, "tool", len(calls)) or [None] * len(calls)
-    deps = [Dep(turn.last_llm, "produced_by")] if turn.last_llm else []
+    deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
     for call, ordinal in zip(calls, ordinals, strict=False):
         name = getattr(call, "name", "?")
         raw = getattr(call, "arguments", "")
@@ -111,12 +110,12 @@ def _finish_tool(turn: Turn, pending: PendingCall, record: Any, result: Any) -> 
         content = getattr(result, "content", result)
         content = content if isinstance(content, str) else str(content)
         is_error = bool(getattr(result, "is_error", False))
-        deps: list[Dep] = []
+        deps: list[tuple[str, str]] = []
         if pending.handle is not None:
-            deps.append(Dep(pending.handle.step_id, "tool_result_of"))
+            deps.append((pending.handle.step_id, "tool_result_of"))
             answer = turn.state.answers.pop(pending.handle.step_id, None)
             if answer:
-                deps.append(Dep(answer, "answer_of"))
+                deps.append((answer, "answer_of"))
         step = turn.ctx.add_step(
             "tool_response",
             agent=turn.name,

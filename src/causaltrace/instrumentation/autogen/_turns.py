@@ -33,7 +33,6 @@ from causaltrace.instrumentation.autogen._state import (
 from causaltrace.instrumentation.autogen._streams import StreamHooks, scoped_stream
 from causaltrace.instrumentation.runs import CURRENT_RUN
 from causaltrace.instrumentation.scope import Scope
-from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["begin_turn", "end_turn", "patch_agent_class", "turn_scope", "wrap_turn_stream"]
@@ -76,13 +75,13 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
             prefix, parent = level.path, level.parent_id
         path = prefix + (name,)
         key = "/".join(path)
-        deps: list[Dep] = []
+        deps: list[tuple[str, str]] = []
         selected = level.selected.pop(name, None)
         if selected:
-            deps.append(Dep(selected, "selected_by"))
+            deps.append((selected, "selected_by"))
         handoff = level.handoffs.pop(name, None)
         if handoff:
-            deps.append(Dep(handoff, "handoff_from"))
+            deps.append((handoff, "handoff_from"))
         delivered: list[tuple[Any, str | None]] = []
         for msg in list(messages or ()):
             mid = getattr(msg, "id", None)

@@ -25,8 +25,7 @@ from typing import Any
 
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._patches import Wrapper
-from causaltrace.instrumentation.smolagents._state import AgentRun, ToolRec, call_text, text
-from causaltrace.instrumentation.steps import Dep
+from causaltrace.instrumentation.smolagents._state import MAX_CONTENT, AgentRun, ToolRec, call_text, text
 from causaltrace.schema import StepError
 
 __all__ = [
@@ -76,18 +75,18 @@ def unregister_callees(run: AgentRun) -> None:
 # ------------------------------------------------------------------------------------------ code executions
 
 
-def start_code_execution(run: AgentRun, tc: Any, produced: list[Dep]) -> None:
+def start_code_execution(run: AgentRun, tc: Any, produced: list[tuple[str, str]]) -> None:
     """The model's code (a ``python_interpreter`` ToolCall): its tool_call step, then its code_execution step and
     recorded call, which stay open while the code runs."""
     act = run.act
     code = tc.arguments if isinstance(tc.arguments, str) else json.dumps(acc.jsonable(tc.arguments))
-    content = text(code)  # once, for both steps
+    content = code[:MAX_CONTENT]  # once, for both steps (text(), inline: a str)
     call_step = run.new_step("tool_call", tool_name="python_interpreter", arguments={"code": code},
                              call_id=str(tc.id), content=content, depends_on=produced)
     call_step.end()
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     act.code_exec = run.new_step("code_execution", inputs={"code": code}, call_id=str(tc.id),
-                                 content=content, depends_on=[Dep(call_step.step_id, "executes")])
+                                 content=content, depends_on=[(call_step.step_id, "executes")])
     _register_callees(run)
     act.code_call = run.ctx.begin_call(
         run.key, "tool", {"name": "python_interpreter", "arguments": {"code": code}},
@@ -105,7 +104,7 @@ def finish_code_execution(run: AgentRun, out: Any) -> str | None:
         return None
     logs = acc.code_logs(act.memory_step)
     exec_step.end(
-        content=text(logs + ("" if out.is_final_answer else f"\nOut: {out.output}")),
+        content=(logs + ("" if out.is_final_answer else f"\nOut: {out.output}"))[:MAX_CONTENT],
         outputs={"stdout": logs, "stderr": "", "exit_code": 0, "error": None,
                  "result": acc.jsonable(out.output), "is_final_answer": bool(out.is_final_answer)},
     )
@@ -147,7 +146,7 @@ def begin_code_call(run: AgentRun, name: str, arguments: dict[str, Any]) -> Tool
         return None
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     step = run.new_step("tool_call", tool_name=name, arguments=arguments, content=text(call_text(name, arguments)),
-                        depends_on=[Dep(exec_step.step_id, "produced_by")])
+                        depends_on=[(exec_step.step_id, "produced_by")])
     return ToolRec(step, ordinal[0] if ordinal else None, name, arguments, arguments, claimed=True)
 
 

@@ -22,14 +22,13 @@ from causaltrace.instrumentation.smolagents._state import (
     CURRENT_RUN,
     IN_MODEL,
     IN_TOOL,
+    MAX_CONTENT,
     AgentRun,
     LLMRec,
     call_text,
     guard,
     internal_error,
-    text,
 )
-from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "flush_llm",
@@ -155,11 +154,11 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     """Start the llm_response step (with its dependencies) and the recorded call of one model call."""
     phase = run.phase
     with run.lock:
-        deps: list[Dep] = [Dep(run.prev_llm, "continues")] if run.prev_llm else []
+        deps: list[tuple[str, str]] = [(run.prev_llm, "continues")] if run.prev_llm else []
         for sid in run.saw:  # loops, not comprehensions: no frame each
-            deps.append(Dep(sid, "saw"))
+            deps.append((sid, "saw"))
         for sid in run.observed:
-            deps.append(Dep(sid, "observed"))
+            deps.append((sid, "observed"))
         run.saw.clear()
         run.observed.clear()
     schemas = acc.tool_schemas(tools)  # once: the recorded request and the span's llm.tools.* both use them
@@ -245,7 +244,7 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     rec.step.set_span_attributes(response_attributes(message, genai=config.genai_content_on,
                                                      content=config.oi_content))
     rec.step.end(
-        content=text(content),
+        content=content[:MAX_CONTENT],  # text(), inline: a str
         outputs=outputs,
         usage=(int(usage.input_tokens), int(usage.output_tokens)) if usage is not None else None,
     )
@@ -254,8 +253,8 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     if rec.phase == "action":
         thought = acc.reasoning_text(run.agent, message, text=content_text, code_agent=run.code_agent)
         if thought:
-            run.new_step("reasoning", content=text(thought), outputs={"text": thought},
-                         depends_on=[Dep(rec.step.step_id, "produced_by")]).end()
+            run.new_step("reasoning", content=thought[:MAX_CONTENT], outputs={"text": thought},
+                         depends_on=[(rec.step.step_id, "produced_by")]).end()
 
 
 def _response_facts(raw: Any) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from causaltrace.instrumentation.smolagents._state import (
 )
 from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
 from causaltrace.instrumentation.smolagents._turns import on_item
-from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["close", "wrap_run", "wrap_run_stream"]
@@ -160,7 +159,7 @@ def _start(run: AgentRun) -> None:
         )
         run.task_step = run.new_step(
             "task", content=text(run.task),
-            depends_on=[Dep(inv.tool_call.step_id, "delegated_by")] if inv else (),
+            depends_on=[(inv.tool_call.step_id, "delegated_by")] if inv else (),
             metadata={"delegated_by_agent": run.parent.name},
         )
         run.task_step.end()

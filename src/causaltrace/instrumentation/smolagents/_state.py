@@ -52,7 +52,7 @@ from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.runs import RunContext, run_scope
 from causaltrace.instrumentation.scope import Scope
 from causaltrace.instrumentation.smolagents import _access as acc
-from causaltrace.instrumentation.steps import Dep, StepHandle
+from causaltrace.instrumentation.steps import StepHandle
 
 __all__ = [
     "CURRENT_RUN",
@@ -63,6 +63,7 @@ __all__ = [
     "AgentRun",
     "Invocation",
     "LLMRec",
+    "MAX_CONTENT",
     "ToolRec",
     "arg",
     "call_text",
@@ -82,7 +83,8 @@ IN_TOOL: contextvars.ContextVar[AgentRun | None] = contextvars.ContextVar("causa
 #: Set while a hooked model call runs (a model calling another hooked model gives one llm_response).
 IN_MODEL: contextvars.ContextVar[bool] = contextvars.ContextVar("causaltrace_smol_in_model", default=False)
 
-_MAX_CONTENT = 100_000
+#: How long a step's content may be (:func:`text`; a hook that has a str cuts it itself: no call).
+MAX_CONTENT = 100_000
 
 
 def guard(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +106,7 @@ def internal_error(fn: Callable[..., Any]) -> None:
 def text(value: Any) -> str:
     """``value`` as a step's content: a string, cut at 100,000 characters."""
     out = value if isinstance(value, str) else ("" if value is None else str(value))
-    return out[:_MAX_CONTENT]
+    return out[:MAX_CONTENT]
 
 
 #: ``json.dumps(…, ensure_ascii=False, sort_keys=True, default=str)``'s encoder, made once (dumps builds one per
@@ -239,9 +241,9 @@ class AgentRun:
         with self.lock:
             self.observed.append(step_id)
 
-    def produced_by_llm(self) -> list[Dep]:
+    def produced_by_llm(self) -> list[tuple[str, str]]:
         """A ``produced_by`` dependency on the current action step's llm_response (none when there is none)."""
-        return [Dep(self.act.llm.step.step_id, "produced_by")] if self.act.llm is not None else []
+        return [(self.act.llm.step.step_id, "produced_by")] if self.act.llm is not None else []
 
     def pattern(self) -> Any:
         """The matcher of the tool-call ids seen so far in this run (rebuilt only when new ids arrived)."""

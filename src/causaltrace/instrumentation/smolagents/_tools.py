@@ -24,6 +24,7 @@ from causaltrace.instrumentation.smolagents._state import (
     CURRENT_RUN,
     IN_TOOL,
     INVOKER,
+    MAX_CONTENT,
     AgentRun,
     Invocation,
     ToolRec,
@@ -33,7 +34,6 @@ from causaltrace.instrumentation.smolagents._state import (
     internal_error,
     text,
 )
-from causaltrace.instrumentation.steps import Dep
 
 __all__ = [
     "wrap_agent_call",
@@ -119,7 +119,7 @@ def on_tool_call(run: AgentRun, tc: Any) -> None:
     arguments = acc.tool_arguments_from_call(tc.arguments)
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
     step = run.new_step("tool_call", tool_name=str(tc.name), arguments=arguments, call_id=str(tc.id),
-                        content=text(call_text(tc.name, arguments)), depends_on=produced)
+                        content=call_text(tc.name, arguments)[:MAX_CONTENT], depends_on=produced)
     with run.lock:
         run.act.tools.append(ToolRec(step, ordinal[0] if ordinal else None, str(tc.name), tc.arguments, arguments,
                                      str(tc.id)))
@@ -148,7 +148,7 @@ def claim_tool(run: AgentRun, name: str, arguments: Any) -> ToolRec:
     # Not announced by a ToolCall (an agent subclass calling tools itself): a tool_call step of its own.
     args = acc.tool_arguments_from_call(arguments)
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
-    step = run.new_step("tool_call", tool_name=name, arguments=args, content=text(call_text(name, args)),
+    step = run.new_step("tool_call", tool_name=name, arguments=args, content=call_text(name, args)[:MAX_CONTENT],
                         depends_on=run.produced_by_llm())
     return ToolRec(step, ordinal[0] if ordinal else None, name, arguments, args, claimed=True)
 
@@ -192,13 +192,13 @@ def _tool_start(run: AgentRun, rec: ToolRec, managed: bool) -> tuple[CallHandle 
 def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation: Invocation | None, *, result: Any,
                error: BaseException | None) -> None:
     rec.step.end()
-    deps = [Dep(rec.step.step_id, "tool_result_of")]
+    deps = [(rec.step.step_id, "tool_result_of")]
     if invocation is not None and invocation.answer_step_id:
-        deps.append(Dep(invocation.answer_step_id, "answer_of"))
+        deps.append((invocation.answer_step_id, "answer_of"))
     step = run.new_step("tool_response", tool_name=rec.name, call_id=rec.call_id, depends_on=deps)
     if error is not None:
         message = f"{type(error).__name__}: {error}"
-        step.end(error=error, content=text(message), outputs={"result": message, "is_error": True})
+        step.end(error=error, content=message[:MAX_CONTENT], outputs={"result": message, "is_error": True})
         run.act.accounted.add(id(error))
     else:
         step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})

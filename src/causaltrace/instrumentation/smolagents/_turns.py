@@ -23,7 +23,6 @@ from causaltrace.instrumentation.smolagents._code import (
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm
 from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, ActionState, AgentRun, guard, text
 from causaltrace.instrumentation.smolagents._tools import on_tool_call, on_tool_output
-from causaltrace.instrumentation.steps import Dep
 from causaltrace.schema import StepError
 
 __all__ = ["end_action", "on_item", "wrap_planning", "wrap_provide_final_answer", "wrap_step_stream"]
@@ -120,9 +119,9 @@ def _on_action_output(run: AgentRun, out: Any) -> None:
     if act.code_exec is not None:
         producer = finish_code_execution(run, out)
     if out.is_final_answer:
-        deps = [Dep(producer, "produced_by")] if producer else []
+        deps = [(producer, "produced_by")] if producer else []
         if act.final_tool_response:
-            deps.append(Dep(act.final_tool_response, "answer_of"))
+            deps.append((act.final_tool_response, "answer_of"))
         answer = text(out.output)  # once, for the content and the outputs
         act.final_step = run.new_step("final_answer", content=answer, outputs={"text": answer}, depends_on=deps)
         run.output = out.output
@@ -159,7 +158,7 @@ def end_action(run: AgentRun, memory_step: Any) -> None:
 
 def _on_planning(run: AgentRun, plan_step: Any) -> None:
     plan = text(getattr(plan_step, "plan", ""))
-    deps = [Dep(run.planning_llm, "produced_by")] if run.planning_llm else []
+    deps = [(run.planning_llm, "produced_by")] if run.planning_llm else []
     step = run.new_step("planning", content=plan, outputs={"text": plan}, depends_on=deps)
     step.end()
     run.planning_llm = None
@@ -174,7 +173,7 @@ def _on_final_answer(run: AgentRun, final: Any) -> None:
     run.output = getattr(final, "output", None)
     if not run.accepted:
         run.stop = "limit"
-        deps = [Dep(run.final_llm, "produced_by")] if run.final_llm else []
+        deps = [(run.final_llm, "produced_by")] if run.final_llm else []
         answer = text(run.output)  # once, for the content and the outputs
         step = run.new_step("final_answer", content=answer, outputs={"text": answer},
                             depends_on=deps, metadata={"forced": True})
