@@ -123,3 +123,38 @@ def test_a_calls_text_is_read_with_balanced_parentheses_and_a_route_takes_the_co
     assert route_in_code(code, "tech", "billing") == code.replace("tech(task=f('x'))", "billing(task='Refund (B7)')")
     assert route_in_code("r = tech(task='x')", "tech", "billing") == "r = billing(task='x')"  # no own call: renamed
     assert route_in_code("r = other(task='x')", "tech", "billing") is None
+
+
+# ------------------------------------------------------------------------------------------ a loop without progress
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("ag-job-timeout", "argument timeout: 5 → 30 (the budget of the loop's 6 repeats in one action)"),
+    ("smol-newton-bound", "loop cap while abs(x * x - target) > 1e-9 and i < 3: → while abs(x * x - target) > 1e-9 "
+                          "and i < 9: (the budget of the loop's 3 repeats in one action)")])
+async def test_a_loop_without_progress_is_corrected_by_giving_its_action_the_budget_its_repeats_spent(name, expected,
+                                                                                                     tmp_path):
+    """The runner waits 5 s for a job that needs 6 and repeats the same wait (6 times); the solver's Newton loop is
+    capped at 3 iterations and resent unchanged (3 times). The correction gives the loop's first action its limit
+    times the loop's actions — the timeout the result restates, the code's one loop cap — and the replay finishes
+    the job / converges: a flip at the planted step. The twins do not loop: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs(name, "loop_no_progress", tmp_path)
+    assert fix.description == expected
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "loop_no_progress") == []
+
+
+def test_a_loops_limit_is_the_one_number_that_bounds_its_action():
+    from causaltrace.replay.correct_loop import raised_limit
+
+    wait = {"job": "j-7", "timeout": 5}
+    assert raised_limit("arguments", wait, "job j-7 still running after 5 s", 3)[0] == {"job": "j-7", "timeout": 15}
+    # the result restates neither number: the one named as a limit
+    assert raised_limit("arguments", {"page": 2, "max_wait": 10}, "pending", 2)[0] == {"page": 2, "max_wait": 20}
+    assert raised_limit("arguments", {"page": 2, "size": 10}, "pending", 2) is None  # no limit: nothing to raise
+    assert raised_limit("arguments", wait, "still running after 5 s", 1) is None  # no repeat: no loop
+    code = "for k in range(4):\n    step()\n"
+    assert raised_limit("code", code, "", 2)[0] == "for k in range(8):\n    step()\n"
+    assert raised_limit("code", "solve(tol=1e-6, max_iter=50)", "", 2)[0] == "solve(tol=1e-6, max_iter=100)"
+    two = "for k in range(4):\n    while i < 3:\n        i += 1\n"
+    assert raised_limit("code", two, "", 2) is None  # two caps: nothing shows which one the loop hit
+    assert raised_limit("text", "waiting 5 s", "", 2) is None

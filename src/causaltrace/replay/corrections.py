@@ -18,8 +18,9 @@ is corrected by a rejection that names the unchecked claim (:mod:`causaltrace.re
 against the request's exclusion by the step with the excluded values left out
 (:mod:`causaltrace.replay.correct_ignored`); made-up data by a call of the team's tool that fits it
 (:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about another task by its restatement for the
-task's request (:mod:`causaltrace.replay.correct_drift`). Not derived (their steps fall back to alternatives): a
-loop, an unrecovered error.
+task's request (:mod:`causaltrace.replay.correct_drift`); a loop without progress by its first action given the
+budget its repeats spent (:mod:`causaltrace.replay.correct_loop`). Not derived (their steps fall back to
+alternatives): an unrecovered error.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ logger = logging.getLogger("causaltrace")
 
 #: the families whose correction is a value the run already holds (module docstring)
 CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
-                         "unchecked_approval", "made_up_data", "task_drift", "unsupported_value"})
+                         "unchecked_approval", "made_up_data", "task_drift", "unsupported_value",
+                         "loop_no_progress"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
 RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
             "unfit_routing": "sending the work where the request points",
             "made_up_data": "obtaining the data it made up from the team's tool",
-            "task_drift": "restating its opening for the task's request"}
+            "task_drift": "restating its opening for the task's request",
+            "loop_no_progress": "giving its action the budget the loop's repeats spent"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -313,7 +316,11 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
         from causaltrace.replay.correct_drift import drift_corrections
 
         return drift_corrections(step, run, f)
-    if f.family == "unfit_routing":
+    if f.family == "loop_no_progress":
+        from causaltrace.replay.correct_loop import loop_correction
+
+        found = loop_correction(step, run, f)
+    elif f.family == "unfit_routing":
         found = _routing_correction(step, run, f)
     elif is_exclusion(f):
         found = exclusion_correction(step, run, f, findings)

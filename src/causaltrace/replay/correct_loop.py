@@ -1,0 +1,106 @@
+"""The correction of a loop without progress (family ``loop_no_progress``; issue 32 item 5).
+
+An agent repeats the same action — ``wait_for_job(job, timeout=5)`` answered "still running after 5 s", Newton's
+iteration capped at ``i < 3`` answered "not converged" — and nothing changes between the repeats: the action stops
+at its own limit every time and the run ends on the repeat budget. What the action should have done is derived from
+the finding, not from the case: **the budget the repeats spent, given to the first action at once** — its limit
+times the number of actions in the loop (the finding's step and its ``repeat`` evidence), so one action runs as long
+as the loop did in all.
+
+The limit is the one number of the action that bounds it:
+
+* **arguments**: the one numeric argument the action's result restates ("after 5 s" for ``timeout: 5``), else the
+  one numeric argument named as a limit (``timeout``, ``max_…``, ``limit``, ``…iter…``, ``retries``, ``attempts``);
+* **code**: the one loop cap the code writes — a counter compared in a ``while`` condition (``i < 3``), a
+  ``for … in range(3)``, or a numeric keyword argument named as a limit.
+
+Not derived: an action with no such limit or several (nothing shows which bound the loop hit), prose; the step keeps
+its alternatives.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from causaltrace.replay.edits import original_value, replacement_kind
+from causaltrace.schema import Finding, Intervention, Run, Step
+
+__all__ = ["loop_correction", "raised_limit"]
+
+_LIMIT_NAME = re.compile(r"timeout|max|limit|iter|retries|attempts|deadline|wait", re.IGNORECASE)
+_WHILE_CAP = re.compile(r"(^\s*while\b[^\n]*?\b[A-Za-z_]\w*\s*<=?\s*)(\d+)(?![\w.])", re.MULTILINE)
+_RANGE_CAP = re.compile(r"(^\s*for\b[^\n]*?\brange\(\s*)(\d+)(\s*\))", re.MULTILINE)
+_KEYWORD_CAP = re.compile(r"(\b([A-Za-z_]\w*)\s*=\s*)(\d+)(?![\w.])")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _scaled(value: float, times: int) -> int | float:
+    out = value * times
+    return int(out) if float(out).is_integer() else out
+
+
+def _argument_limit(arguments: dict[str, Any], result: str) -> str | None:
+    """The key of the one numeric argument the result restates, else of the one named as a limit."""
+    numeric = [k for k, v in arguments.items() if _is_number(v)]
+    restated = [k for k in numeric if re.search(rf"(?<![\w.]){re.escape(f'{arguments[k]:g}')}(?![\w.])", result)]
+    if len(restated) == 1:
+        return restated[0]
+    named = [k for k in numeric if _LIMIT_NAME.search(k)]
+    return named[0] if len(named) == 1 else None
+
+
+def _code_limit(code: str, times: int) -> str | None:
+    """``code`` with its one loop cap multiplied by ``times`` (module docstring); None without exactly one."""
+    caps = [(p, m) for p in (_WHILE_CAP, _RANGE_CAP) for m in p.finditer(code)]
+    caps += [(_KEYWORD_CAP, m) for m in _KEYWORD_CAP.finditer(code) if _LIMIT_NAME.search(m.group(2))]
+    if len(caps) != 1:
+        return None
+    pattern, m = caps[0]
+    number = m.group(3) if pattern is _KEYWORD_CAP else m.group(2)
+    start, end = (m.start(3), m.end(3)) if pattern is _KEYWORD_CAP else (m.start(2), m.end(2))
+    return code[:start] + str(int(number) * times) + code[end:]
+
+
+def raised_limit(kind: str, original: Any, result: str, times: int) -> tuple[Any, str] | None:
+    """``(original with its limit times ``times``, what changed)`` for a step of replacement ``kind``; None when the
+    step holds no one limit."""
+    if times < 2:
+        return None
+    if kind == "arguments" and isinstance(original, dict):
+        key = _argument_limit(original, result)
+        if key is None:
+            return None
+        raised = _scaled(original[key], times)
+        return {**original, key: raised}, f"argument {key}: {original[key]} → {raised}"
+    if kind == "code" and isinstance(original, str):
+        fixed = _code_limit(original, times)
+        if fixed is None:
+            return None
+        old, new = next((a, b) for a, b in zip(original.splitlines(), fixed.splitlines(), strict=True) if a != b)
+        return fixed, f"loop cap {old.strip()} → {new.strip()}"
+    return None
+
+
+def _result_of(run: Run, step: Step) -> str:
+    """The text that answered ``step``: its tool result, else the next step's output (a code action's)."""
+    later = [s for s in run.steps if s.index > step.index]
+    for s in later[:3]:
+        if s.kind in ("tool_response", "code_execution") and (s.tool_name in (None, step.tool_name)):
+            return str(s.content or "")
+    return ""
+
+
+def loop_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """The loop's first action given the budget its repeats spent (module docstring), or None."""
+    times = 1 + sum(1 for e in f.evidence if e.role == "repeat")
+    kind = replacement_kind(step)
+    raised = raised_limit(kind, original_value(step, kind), _result_of(run, step), times)
+    if raised is None:
+        return None
+    replacement, what = raised
+    return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
+                        finding=f, description=f"{what} (the budget of the loop's {times} repeats in one action)")
