@@ -1,0 +1,554 @@
+"""Correct AutoGen AgentChat runs for the negative set of :mod:`.clean_runs` (issue 32): reactive scripted teams in
+the style of :mod:`.teams_autogen` and :mod:`.zoo_autogen` with NO planted error. Each succeeds; each holds shapes a
+careless detector reads as faults — a reviewer's rejection and a restated draft, a selector choosing by the tools a
+member holds, a Swarm hand-off, a MagenticOne facts sheet and ledger, pagination, a gate change that supersedes the
+published gate.
+
+=======================  =========================================================================================
+team                     shape, content
+=======================  =========================================================================================
+clean-ag-invoice         RoundRobinGroupChat ``bookkeeper`` (``get_invoice_lines`` flaky, ``add_amounts``) +
+                         ``reviewer``: the first draft is rejected for its format, the restated total is approved
+                         after the reviewer reads the invoice's lines itself and re-adds them
+clean-ag-fare            SelectorGroupChat ``planner`` (restates the task), ``fare_agent`` (``search_fares``,
+                         flaky: the cheapest fare), ``fx_agent`` (``get_rate``, ``multiply``: USD to EUR, rounded
+                         to cents), ``reviewer`` (checks fare and rate with its own tools)
+clean-ag-refund          Swarm: ``triage`` (``lookup_order``, flaky) hands off to ``billing_agent``
+                         (``refund_quote``, ``issue_refund``), which refunds the damaged item only
+clean-ag-fuel            MagenticOneGroupChat: a facts sheet restating the task, the progress ledger;
+                         ``researcher`` (``get_distance``, ``get_fuel_price``), ``calculator`` (``calculate``),
+                         ``reviewer`` (recomputes): litres per 100 km over the road distance, rounded to euros
+clean-ag-legs            RoundRobinGroupChat ``coder`` (``get_legs``, flaky) + ``executor``: legs in miles summed
+                         and converted to kilometres in code (1.609344, rounded to 0.1)
+clean-ag-tickets         RoundRobinGroupChat ``analyst`` (``list_tickets`` by cursor, three pages) + ``reviewer``
+                         (``queue_stats``): open tickets counted over every page
+clean-ag-gate            RoundRobinGroupChat ``gate_agent`` (``flight_status`` flaky, ``gate_changes``) +
+                         ``notifier`` (``send_notice``): the later gate change supersedes the published gate
+=======================  =========================================================================================
+
+autogen_agentchat is imported by :mod:`.teams_autogen` (at import) and the team builders.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call, orchestrator_policy
+from causaltrace.testing.faults.cases_autogen import reports
+from causaltrace.testing.faults.teams_autogen import (
+    agent,
+    code_message,
+    errors,
+    executor,
+    ok,
+    results_of,
+    round_robin,
+    said,
+    tool,
+)
+
+__all__ = ["autogen_clean_teams"]
+
+
+def _all_text(request: ScriptedRequest) -> str:
+    return request.text()
+
+
+def _terminated(keyword: str, limit: int) -> Any:
+    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+
+    return TextMentionTermination(keyword) | MaxMessageTermination(limit)
+
+
+# --------------------------------------------------------- a rejected format, a restated draft, a real check
+
+
+def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00"), ("travel", "184.30"),
+                                                         ("software licence", "89.99"), ("printing", "12.40"))) -> Any:
+    """The bookkeeper adds the invoice's lines and drafts a sentence; the reviewer rejects the format; the
+    bookkeeper restates it as ``TOTAL``; the reviewer reads the lines itself, re-adds them and approves."""
+    listing = ", ".join(f"{name} {amount} EUR" for name, amount in lines)
+
+    async def get_invoice_lines(invoice: str) -> str:
+        """The line items of an invoice."""
+        return f"invoice {invoice} lines: {listing}"
+
+    async def add_amounts(amounts: list[float]) -> str:
+        """Add up amounts of money."""
+        return f"sum: {sum(amounts):.2f}"
+
+    def invoice_of(request: ScriptedRequest) -> str:
+        found = re.search(r"invoice (F-\d+)", request.task())
+        return found.group(1) if found else "unknown"
+
+    def bookkeeper(request: ScriptedRequest) -> Any:
+        total = ok(request, "add_amounts")
+        if total is not None:
+            value = total.split(": ")[1]
+            if said(request, "reviewer", r"^REJECT"):
+                return f"TOTAL: {value} EUR"
+            return f"The invoice comes to {value} euros."
+        seen = ok(request, "get_invoice_lines")
+        if seen is not None:
+            return call("add_amounts", amounts=[float(a) for a in re.findall(r"(\d+\.\d\d) EUR", seen)])
+        if errors(request, "get_invoice_lines") >= 3:
+            return "TOTAL: unknown"
+        return call("get_invoice_lines", invoice=invoice_of(request))
+
+    def reviewer(request: ScriptedRequest) -> Any:
+        draft = said(request, "bookkeeper", r"TOTAL: ([\d.]+) EUR")
+        if draft is None:
+            return "REJECT: state the total as 'TOTAL: <euros> EUR'."
+        lines_seen = ok(request, "get_invoice_lines")
+        if lines_seen is None:
+            return call("get_invoice_lines", invoice=invoice_of(request))
+        amounts = re.findall(r"(\d+\.\d\d) EUR", lines_seen)
+        recomputed = f"{sum(float(a) for a in amounts):.2f}"
+        if recomputed == draft.group(1):
+            return f"TOTAL: {recomputed} checked against the {len(amounts)} lines of the invoice. APPROVE"
+        return f"REJECT: the {len(amounts)} lines add up to {recomputed}, not {draft.group(1)}."
+
+    keeper = agent("bookkeeper", bookkeeper, [tool(get_invoice_lines, "Invoice lines.", flaky=True),
+                                              tool(add_amounts, "Add amounts.")])
+    checker = agent("reviewer", reviewer, [tool(get_invoice_lines, "Invoice lines.")])
+    return round_robin([keeper, checker], "APPROVE", 8)
+
+
+# ---------------------------------------------------- a selector choosing the member whose tools fit
+
+
+def _fare_selector(request: ScriptedRequest) -> str:
+    """The travel desk's selector: the member whose tools fit what the conversation still lacks."""
+    text = _all_text(request)
+    if "fx_agent: FARE:" in text:
+        return "reviewer"
+    if "fare_agent: CHEAPEST:" in text:
+        return "fx_agent"
+    if "planner: PLAN:" in text:
+        return "fare_agent"
+    return "planner"
+
+
+def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA 2231", "172.15"),
+                                                      ("B6 901", "179.00")), rate: str = "0.9213") -> Any:
+    """Selector: planner → fare_agent → fx_agent → reviewer (by the conversation: who has spoken and what is
+    missing); the reviewer checks the fare and the rate with its own tools."""
+    listing = ", ".join(f"{flight} at {price} USD" for flight, price in fares)
+
+    async def search_fares(origin: str, destination: str, date: str) -> str:
+        """The fares of the flights between two airports on a date."""
+        return f"fares {origin}-{destination} on {date}: {listing}"
+
+    async def get_rate(pair: str) -> str:
+        """Today's exchange rate of a currency pair."""
+        return f"rate {pair}: {rate}"
+
+    async def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return round(a * b, 6)
+
+    def trip(text: str) -> re.Match[str] | None:
+        return re.search(r"from (\w{3}) to (\w{3}) on (\d{4}-\d\d-\d\d)", text)
+
+    def cheapest(text: str) -> tuple[str, str]:
+        rows = re.findall(r"([A-Z0-9]{2} \d+) at ([\d.]+) USD", text)
+        return min(rows, key=lambda row: float(row[1]))
+
+    def planner(request: ScriptedRequest) -> str:
+        found = trip(request.task())
+        if found is None:
+            return "PLAN: I cannot read the trip."
+        return (f"PLAN: 1. fare_agent finds the cheapest fare from {found.group(1)} to {found.group(2)} on "
+                f"{found.group(3)}, in USD. 2. fx_agent converts it to EUR at today's USD/EUR rate, rounded to "
+                "cents. 3. reviewer checks both.")
+
+    def fare_agent(request: ScriptedRequest) -> Any:
+        seen = ok(request, "search_fares")
+        if seen is not None:
+            flight, price = cheapest(seen)
+            return f"CHEAPEST: {flight} at {price} USD"
+        found = trip(request.task())
+        if found is None or errors(request, "search_fares") >= 3:
+            return "CHEAPEST: unknown"
+        return call("search_fares", origin=found.group(1), destination=found.group(2), date=found.group(3))
+
+    def fx_agent(request: ScriptedRequest) -> Any:
+        product = ok(request, "multiply")
+        fare = said(request, "fare_agent", r"CHEAPEST: (.+?) at ([\d.]+) USD")
+        rate_seen = ok(request, "get_rate")
+        if product is not None and fare and rate_seen:
+            return (f"FARE: {float(product):.2f} EUR ({fare.group(2)} USD at {rate_seen.split(': ')[1]}, rounded "
+                    "to cents)")
+        if rate_seen is not None and fare:
+            return call("multiply", a=float(fare.group(2)), b=float(rate_seen.split(": ")[1]))
+        return call("get_rate", pair="USD/EUR")
+
+    def reviewer(request: ScriptedRequest) -> Any:
+        stated = said(request, "fx_agent", r"FARE: ([\d.]+) EUR \(([\d.]+) USD at ([\d.]+)")
+        if stated is None:
+            return "REJECT: no converted fare to check."
+        found = trip(request.task())
+        seen = ok(request, "search_fares")
+        if seen is None and found is not None:
+            return call("search_fares", origin=found.group(1), destination=found.group(2), date=found.group(3))
+        rate_seen = ok(request, "get_rate")
+        if rate_seen is None:
+            return call("get_rate", pair="USD/EUR")
+        _, low = cheapest(seen or "")
+        expected = f"{float(low) * float(rate_seen.split(': ')[1]):.2f}"
+        if low == stated.group(2) and expected == stated.group(1):
+            return f"FARE: {expected} EUR checked: the cheapest fare and today's rate. APPROVE"
+        return f"REJECT: expected {expected} EUR from the {low} USD fare."
+
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    members = [agent("planner", planner),
+               agent("fare_agent", fare_agent, [tool(search_fares, "Flight fares.", flaky=True)]),
+               agent("fx_agent", fx_agent, [tool(get_rate, "Exchange rate."), tool(multiply, "Multiply.")]),
+               agent("reviewer", reviewer, [tool(search_fares, "Flight fares."), tool(get_rate, "Exchange rate.")])]
+    return SelectorGroupChat(members, name="travel_desk",
+                             model_client=ScriptedChatCompletionClient(_fare_selector, model="scripted-selector"),
+                             termination_condition=_terminated("APPROVE", 12))
+
+
+# -------------------------------------------------------------------------------------- a Swarm hand-off
+
+
+def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.90", "damaged on delivery"),
+                                                             ("lamp bulb", "4.50", "delivered"),
+                                                             ("shipping", "5.00", "charged"))) -> Any:
+    """Swarm: triage looks the order up (flaky) and hands off to billing_agent, which quotes and refunds the
+    damaged item only."""
+    table = {name: (amount, state) for name, amount, state in lines}
+
+    async def lookup_order(order: str) -> str:
+        """An order's customer and lines, with each line's state."""
+        rows = ", ".join(f"{name} {amount} EUR ({state})" for name, amount, state in lines)
+        return f"order {order} for Marta Ruiz: {rows}"
+
+    async def refund_quote(order: str, item: str) -> str:
+        """The refundable amount of one item of an order."""
+        amount = table.get(item, ("0.00", ""))[0]
+        return f"refundable for {item} on order {order}: {amount} EUR"
+
+    async def issue_refund(order: str, amount: float) -> str:
+        """Refund an amount to the customer of an order."""
+        return f"refund R-77 issued: {amount:.2f} EUR to order {order}"
+
+    def order_of(request: ScriptedRequest) -> str:
+        found = re.search(r"order (A-\d+)", _all_text(request))
+        return found.group(1) if found else "unknown"
+
+    def triage(request: ScriptedRequest) -> Any:
+        seen = ok(request, "lookup_order")
+        if seen is not None:
+            return call("transfer_to_billing_agent")
+        if errors(request, "lookup_order") >= 3:
+            return "I cannot find the order. DONE"
+        return call("lookup_order", order=order_of(request))
+
+    def billing(request: ScriptedRequest) -> Any:
+        issued = ok(request, "issue_refund")
+        if issued is not None:
+            found = re.search(r"refund (R-\d+) issued: ([\d.]+) EUR to order (\S+)", issued)
+            return f"REFUND: {found.group(2)} EUR ({found.group(1)}) for order {found.group(3)}. DONE" if found \
+                else "REFUND: unknown. DONE"
+        quote = ok(request, "refund_quote")
+        if quote is not None:
+            return call("issue_refund", order=order_of(request), amount=float(quote.split(": ")[1].split()[0]))
+        damaged = re.search(r"(?:the |my )([\w ]+?) (?:arrived|was|is) (?:broken|damaged)", request.task())
+        return call("refund_quote", order=order_of(request), item=damaged.group(1) if damaged else "unknown")
+
+    from autogen_agentchat.teams import Swarm
+
+    front = agent("triage", triage, [tool(lookup_order, "Look an order up.", flaky=True)],
+                  handoffs=["billing_agent"])
+    money = agent("billing_agent", billing, [tool(refund_quote, "Refundable amount."),
+                                             tool(issue_refund, "Issue a refund.")], handoffs=["triage"])
+    return Swarm([front, money], name="support", termination_condition=_terminated("DONE", 12))
+
+
+# -------------------------------------------------------------- MagenticOne: facts sheet, ledger, review
+
+
+def _route(text: str) -> re.Match[str] | None:
+    return re.search(r"from (\w+) to (\w+) in a van using ([\d.]+) litres per 100 km", text)
+
+
+def _fuel_orchestrator(request: ScriptedRequest) -> str:
+    """The scripted MagenticOne orchestrator of :mod:`causaltrace.testing.autogen`, with a facts sheet that restates
+    the task's figures."""
+    prompt = request.last_user_text()
+    if "Here is the pre-survey:" in prompt:
+        found = _route(prompt)
+        given = (f"- A van drives from {found.group(1)} to {found.group(2)} using {found.group(3)} litres per "
+                 "100 km.") if found else "- Nothing."
+        return (f"1. GIVEN OR VERIFIED FACTS\n{given}\n\n2. FACTS TO LOOK UP\n- The road distance.\n"
+                "- Today's diesel price in Spain.\n\n3. FACTS TO DERIVE\n- The litres used and their cost, in "
+                "whole euros.\n\n4. EDUCATED GUESSES\n- None.")
+    # the base policy's instruction for a "reviewer" names the arithmetic team's solver: here it is the calculator
+    base = orchestrator_policy(("researcher", "calculator", "reviewer"))
+    return base(request).replace("the solver's arithmetic", "the calculator's arithmetic")
+
+
+def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
+    """MagenticOne over researcher → calculator → reviewer; the orchestrator's facts sheet restates the task's
+    figures (the scripted orchestrator of :mod:`causaltrace.testing.autogen` for everything else)."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.teams import MagenticOneGroupChat
+
+    async def get_distance(origin: str, destination: str) -> str:
+        """The road distance between two cities."""
+        return f"{origin} to {destination}: {km} km by road"
+
+    async def get_fuel_price(country: str, fuel: str) -> str:
+        """Today's average pump price of a fuel in a country."""
+        return f"{fuel} in {country} today: {price} EUR per litre"
+
+    async def calculate(expression: str) -> str:
+        """Evaluate an arithmetic expression (numbers, + - * / and parentheses)."""
+        if not re.fullmatch(r"[\d.\s*/+()-]+", expression):
+            return "only arithmetic is allowed"
+        return f"{expression} = {round(eval(expression), 6):g}"  # checked above: arithmetic only
+
+    def researcher(request: ScriptedRequest) -> Any:
+        distance = ok(request, "get_distance")
+        fuel = ok(request, "get_fuel_price")
+        found = _route(_all_text(request))
+        if distance is not None and fuel is not None:
+            return f"FOUND: {distance}; {fuel}."
+        if distance is not None:
+            return call("get_fuel_price", country="Spain", fuel="diesel")
+        if found is None:
+            return "FOUND: nothing (no route in the request)."
+        return call("get_distance", origin=found.group(1), destination=found.group(2))
+
+    def calculator(request: ScriptedRequest) -> Any:
+        found = said(request, "researcher", r": (\d+) km by road; diesel in \w+ today: ([\d.]+) EUR per litre")
+        use = _route(_all_text(request))
+        result = ok(request, "calculate")
+        if result is not None:
+            value = float(result.rsplit("= ", 1)[1])
+            return f"{result} EUR for the trip. RESULT: {round(value)} (whole euros)"
+        if found is None or use is None:
+            return "RESULT: unknown"
+        return call("calculate", expression=f"{found.group(1)} * {use.group(3)} / 100 * {found.group(2)}")
+
+    def reviewer(request: ScriptedRequest) -> Any:
+        found = said(request, "researcher", r": (\d+) km by road; diesel in \w+ today: ([\d.]+) EUR per litre")
+        stated = said(request, "calculator", r"RESULT: (\d+)")
+        use = _route(_all_text(request))
+        if found is None or stated is None or use is None:
+            return "REJECT: nothing to check yet."
+        litres = float(found.group(1)) * float(use.group(3)) / 100
+        expected = round(litres * float(found.group(2)))
+        if expected == int(stated.group(1)):
+            return f"RESULT: {expected} verified ({litres:g} litres at {found.group(2)} EUR). APPROVE"
+        return f"REJECT: {litres:g} litres at {found.group(2)} EUR is {expected} euros."
+
+    def member(name: str, policy: Any, tools: list[Any], description: str) -> Any:
+        return AssistantAgent(name, ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
+                              tools=tools or None, max_tool_iterations=4, description=description)
+
+    from autogen_core.tools import FunctionTool
+
+    return MagenticOneGroupChat(
+        [member("researcher", researcher, [FunctionTool(get_distance, description="Road distance."),
+                                           FunctionTool(get_fuel_price, description="Fuel price.")],
+                "Looks up distances and fuel prices."),
+         member("calculator", calculator, [FunctionTool(calculate, description="Arithmetic.")],
+                "Computes with a calculator."),
+         member("reviewer", reviewer, [], "Checks the calculation against the figures found.")],
+        model_client=ScriptedChatCompletionClient(_fuel_orchestrator, model="scripted-orchestrator"), max_turns=12)
+
+
+# ----------------------------------------------------------------- miles to kilometres, in executed code
+
+
+def build_legs(*, legs: Sequence[tuple[str, str, float]] = (("Boston", "Providence", 50.3),
+                                                            ("Providence", "New Haven", 103.6),
+                                                            ("New Haven", "New York", 79.8))) -> Any:
+    """The coder fetches the legs (flaky), sends code summing the miles and converting to km, and reports."""
+
+    async def get_legs(route: str) -> str:
+        """The legs of a route with their lengths in miles."""
+        return json.dumps([list(leg) for leg in legs])
+
+    def coder(request: ScriptedRequest) -> Any:
+        output = said(request, "executor", r"total miles: ([\d.]+)\s+total km: ([\d.]+)")
+        if output:
+            return (f"KM: {output.group(2)} ({output.group(1)} miles x 1.609344, rounded to 0.1 km). DONE")
+        data = ok(request, "get_legs")
+        if data is not None:
+            rows = json.loads(data)
+            return code_message("Sum every leg and convert the miles to kilometres:",
+                                f"legs = {rows!r}\ntotal_miles = round(sum(leg[2] for leg in legs), 1)\n"
+                                "print('total miles:', total_miles)\n"
+                                "print('total km:', round(total_miles * 1.609344, 1))")
+        if errors(request, "get_legs") >= 3:
+            return "KM: unknown. DONE"
+        route = re.search(r"route (\S+)", request.task())
+        return call("get_legs", route=route.group(1) if route else "unknown")
+
+    return round_robin([agent("coder", coder, [tool(get_legs, "Route legs.", flaky=True)]), executor()], "DONE", 8)
+
+
+# ------------------------------------------------------------------- pagination by cursor, then a check
+
+
+def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
+        (("T-101", "open", "high"), ("T-102", "closed", "low"), ("T-103", "open", "low"), ("T-104", "open", "medium")),
+        (("T-105", "closed", "high"), ("T-106", "open", "high"), ("T-107", "closed", "medium"),
+         ("T-108", "open", "low")),
+        (("T-109", "open", "medium"),))) -> Any:
+    """``list_tickets(queue, cursor)`` page by page until no cursor is left; the reviewer checks the count with
+    ``queue_stats``."""
+    every = [row for page in pages for row in page]
+
+    async def list_tickets(queue: str, cursor: str) -> str:
+        """One page of a support queue's tickets; pass the previous page's next cursor ('' for the first)."""
+        index = 0 if not cursor else int(cursor.lstrip("c")) - 1
+        if not 0 <= index < len(pages):
+            return f"queue {queue}: no such page"
+        start = sum(len(p) for p in pages[:index]) + 1
+        rows = ", ".join(f"{t} {state} {prio}" for t, state, prio in pages[index])
+        after = f"c{index + 2}" if index + 1 < len(pages) else "none"
+        return (f"queue {queue} tickets {start}-{start + len(pages[index]) - 1} of {len(every)}: {rows}; "
+                f"next cursor: {after}")
+
+    async def queue_stats(queue: str) -> str:
+        """The counts of a support queue."""
+        open_ = [t for t in every if t[1] == "open"]
+        high = [t for t in open_ if t[2] == "high"]
+        return f"queue {queue}: {len(every)} tickets, {len(open_)} open, {len(high)} open with high priority"
+
+    def queue_of(request: ScriptedRequest) -> str:
+        found = re.search(r"the (\w+) queue", request.task())
+        return found.group(1) if found else "unknown"
+
+    def analyst(request: ScriptedRequest) -> Any:
+        pages_seen = results_of(request, "list_tickets")
+        last = pages_seen[-1][1] if pages_seen else ""
+        cursor = re.search(r"next cursor: (\w+)", last)
+        if cursor and cursor.group(1) == "none":
+            rows = [m for _, text in pages_seen for m in re.findall(r"(T-\d+) (open|closed) (\w+)", text)]
+            open_ = [r for r in rows if r[1] == "open"]
+            high = [r for r in open_ if r[2] == "high"]
+            return (f"OPEN: {len(open_)} of {len(rows)} tickets in the {queue_of(request)} queue, {len(high)} with "
+                    f"high priority ({', '.join(r[0] for r in high)}).")
+        return call("list_tickets", queue=queue_of(request), cursor=cursor.group(1) if cursor else "")
+
+    def reviewer(request: ScriptedRequest) -> Any:
+        stated = said(request, "analyst", r"OPEN: (\d+) of (\d+) tickets .*?, (\d+) with high priority")
+        if stated is None:
+            return "REJECT: no count to check."
+        stats = ok(request, "queue_stats")
+        if stats is None:
+            return call("queue_stats", queue=queue_of(request))
+        found = re.search(r"(\d+) tickets, (\d+) open, (\d+) open with high", stats)
+        if found and found.groups() == (stated.group(2), stated.group(1), stated.group(3)):
+            return f"OPEN: {stated.group(1)} checked against queue_stats. APPROVE"
+        return "REJECT: the counts differ from queue_stats."
+
+    return round_robin([agent("analyst", analyst, [tool(list_tickets, "List tickets.")], iterations=6),
+                        agent("reviewer", reviewer, [tool(queue_stats, "Queue counts.")])], "APPROVE", 6)
+
+
+# ------------------------------------------------------------ a later observation supersedes an earlier one
+
+
+def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
+    """``flight_status`` gives the published gate (flaky), ``gate_changes`` the later change; the notifier
+    sends the passenger the new gate."""
+
+    async def flight_status(flight: str, date: str) -> str:
+        """A flight's status and gate as published in the morning."""
+        return f"{flight} on {date}: on time, gate {published} (published 07:10)"
+
+    async def gate_changes(flight: str, date: str) -> str:
+        """Gate changes announced for a flight since its status was published."""
+        return f"{flight} on {date}: gate changed from {published} to {changed} at 09:45"
+
+    async def send_notice(passenger: str, text: str) -> str:
+        """Send a passenger a text message."""
+        return f"notice sent to {passenger}: {text}"
+
+    def trip(request: ScriptedRequest) -> re.Match[str] | None:
+        return re.search(r"passenger ([A-Z]\w+ [A-Z]\w+) on ([A-Z]{2} \d+) on (\d{4}-\d\d-\d\d)", request.task())
+
+    def gate_agent(request: ScriptedRequest) -> Any:
+        found = trip(request)
+        if found is None:
+            return "GATE: unknown"
+        moved = ok(request, "gate_changes")
+        if moved is not None:
+            new = re.search(r"to (\w+) at (\d\d:\d\d)", moved)
+            return (f"GATE: {new.group(1)} for {found.group(2)} on {found.group(3)} (changed at {new.group(2)}; "
+                    "the published gate no longer holds)") if new else "GATE: unknown"
+        if ok(request, "flight_status") is not None:
+            return call("gate_changes", flight=found.group(2), date=found.group(3))
+        if errors(request, "flight_status") >= 3:
+            return "GATE: unknown"
+        return call("flight_status", flight=found.group(2), date=found.group(3))
+
+    def notifier(request: ScriptedRequest) -> Any:
+        found = trip(request)
+        gate = said(request, "gate_agent", r"GATE: (\w+) for ([A-Z]{2} \d+)")
+        if found is None or gate is None:
+            return "Nothing to send yet."
+        sent = ok(request, "send_notice")
+        if sent is not None:
+            return f"GATE: {gate.group(1)} ({sent.rstrip('.')}). DONE"
+        return call("send_notice", passenger=found.group(1),
+                    text=f"{gate.group(2)} on {found.group(3)} boards at gate {gate.group(1)}.")
+
+    return round_robin([agent("gate_agent", gate_agent, [tool(flight_status, "Flight status.", flaky=True),
+                                                         tool(gate_changes, "Gate changes.")]),
+                        agent("notifier", notifier, [tool(send_notice, "Send a notice.")])], "DONE", 6)
+
+
+def autogen_clean_teams() -> list[dict[str, Any]]:
+    """The AutoGen clean teams (module docstring), each verified by the field its final answer reports: the fields
+    of a :class:`~.clean_runs.CleanTeam`."""
+
+    def team(name: str, build: Any, task: str, field: str, expected: str, shape: str, content: str,
+             **variant: Any) -> dict[str, Any]:
+        return {"name": name, "framework": "autogen", "task": task, "factory": partial(build, **variant),
+                "verify": reports(field, expected), "shape": shape, "content": content}
+
+    return [
+        team("clean-ag-invoice", build_invoice,
+             "Add up the lines of invoice F-2291 and report 'TOTAL: <euros> EUR'.", "TOTAL", "1486.69",
+             "RoundRobinGroupChat: a worker and a reviewer that checks",
+             "a rejected format and a restated draft, every line added, the reviewer re-reads the source"),
+        team("clean-ag-fare", build_fare,
+             "Find the cheapest fare from BOS to ORD on 2026-05-09 and give its price in euros at today's rate, "
+             "rounded to cents, as 'FARE: <euros> EUR'.", "FARE", "158.60",
+             "SelectorGroupChat: planner, two tool agents, reviewer",
+             "a task restated as a plan, the cheapest entry picked, a currency conversion with rounding stated"),
+        team("clean-ag-refund", build_refund,
+             "Hello, order A-1093 arrived yesterday but the desk lamp was damaged. Please refund the lamp only. "
+             "Report 'REFUND: <euros> EUR'.", "REFUND", "34.90", "Swarm: triage hands off to billing",
+             "a hand-off that fits the request, one item of a list refunded as asked"),
+        team("clean-ag-fuel", build_fuel,
+             "Estimate the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km, at "
+             "today's diesel price in Spain. Answer in whole euros as 'RESULT: <euros>'.", "RESULT", "64",
+             "MagenticOneGroupChat: facts sheet, ledger, three members",
+             "figures from tools used faithfully, a product of three numbers, rounding stated, a checked result"),
+        team("clean-ag-legs", build_legs,
+             "How long is route NE-7 in kilometres? Sum its legs (given in miles) and report 'KM: <km>' rounded "
+             "to 0.1 km.", "KM", "376.1", "RoundRobinGroupChat: coder and code executor",
+             "a unit conversion done right in code, every leg summed, a failed fetch retried"),
+        team("clean-ag-tickets", build_tickets,
+             "How many tickets are open in the payments queue, and how many of them have high priority? Report "
+             "'OPEN: <n>'.", "OPEN", "6", "RoundRobinGroupChat: analyst and a reviewer that checks",
+             "pagination by cursor that makes progress, every page counted, a check against another source"),
+        team("clean-ag-gate", build_gate,
+             "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate and report 'GATE: <gate>'.",
+             "GATE", "C4", "RoundRobinGroupChat: a tool agent and a notifier",
+             "a later observation (a gate change) superseding the published gate, names and dates as given"),
+    ]

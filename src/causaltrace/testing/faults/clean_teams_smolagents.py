@@ -1,0 +1,463 @@
+"""Correct smolagents runs for the negative set of :mod:`.clean_runs` (issue 32): reactive scripted teams in the
+style of :mod:`.zoo_smolagents` (deterministic functions of the request) with NO planted error. Each succeeds; each
+holds shapes a careless detector reads as faults — an opening facts survey that restates the task, a failed call
+retried, pagination, a cached reading superseded by a live one, several delegations to one agent.
+
+======================  ==========================================================================================
+team                    shape, content
+======================  ==========================================================================================
+clean-smol-pantry       ToolCallingAgent ``shopper`` with an opening plan (facts survey); ``get_price`` (flaky,
+                        retried) once per item of the task's list, then ``calculator`` on the whole sum, rounded to
+                        cents as the task says
+clean-smol-invoices     ToolCallingAgent ``archivist``: ``list_invoices`` paginated (page 1 fails once and is
+                        retried; the pages make progress) and the latest invoice picked, which is not the last
+                        listed
+clean-smol-parcels      CodeAgent ``shipper`` with an opening plan: ``get_parcels`` (flaky) weighs in pounds, the
+                        code converts the sum to kilograms (0.45359237, rounded to 2 decimals as stated) and asks
+                        ``shipping_quote`` for that weight
+clean-smol-trip         manager ToolCallingAgent with managed ``flight_agent`` (``search_flights``, flaky) and
+                        ``hotel_agent`` (``hotel_rates``): each delegation fits its agent's tool, city and date
+                        are passed as given, both pick the cheapest entry, the manager adds the two prices
+clean-smol-restock      ToolCallingAgent ``stock_clerk``: ``get_stock`` says 40 (cached at 09:00), ``refresh_stock``
+                        says 34 (live): the order of the difference uses the live count
+clean-smol-meeting      manager CodeAgent with planning every 3 steps and managed ``calendar_agent``
+                        (``free_slots``, flaky): one delegation per person of the task, then the slots common to
+                        all three, the earliest one picked in code
+======================  ==========================================================================================
+
+smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from causaltrace.testing.faults.cases import answer_is
+from causaltrace.testing.faults.teams_smolagents import (
+    code_agent,
+    code_reply,
+    errors,
+    find,
+    make_tool,
+    managed_answers,
+    number,
+    string,
+    tool_agent,
+)
+from causaltrace.testing.smolagents import Call, ScriptedRequest
+
+__all__ = ["smolagents_clean_teams"]
+
+Reply = str | list[Call]
+
+
+def _task_of_plan(request: ScriptedRequest) -> str:
+    """The task inside a planning prompt: the initial one ("Here is your task: ```…```") or an update ("You have
+    been given the following task: ```…```")."""
+    for _, text in request.messages:
+        found = re.search(r"(?:Here is your task:|You have been given the following task:)\s*```\s*(.*?)\s*```",
+                          text, re.S)
+        if found:
+            return found.group(1)
+    return request.task
+
+
+def _is_update(request: ScriptedRequest) -> bool:
+    return any("Updated facts survey" in text for _, text in request.messages[-2:])
+
+
+def _survey(given: Sequence[str], look_up: Sequence[str], derive: Sequence[str], plan: Sequence[str],
+            learned: Sequence[str] | None = None) -> str:
+    """A facts survey and plan in smolagents' headings (``learned`` given: the update's headings)."""
+
+    def bullets(items: Sequence[str]) -> str:
+        return "\n".join(f"- {i}" for i in items) or "- Nothing."
+
+    steps = "\n".join(f"{n}. {s}" for n, s in enumerate(plan, 1))
+    if learned is not None:
+        return (f"## 1. Updated facts survey\n### 1.1. Facts given in the task\n{bullets(given)}\n"
+                f"### 1.2. Facts that we have learned\n{bullets(learned)}\n"
+                f"### 1.3. Facts still to look up\n{bullets(look_up)}\n"
+                f"### 1.4. Facts still to derive\n{bullets(derive)}\n\n## 2. Plan\n{steps}\n<end_plan>")
+    return (f"## 1. Facts survey\n### 1.1. Facts given in the task\n{bullets(given)}\n"
+            f"### 1.2. Facts to look up\n{bullets(look_up)}\n### 1.3. Facts to derive\n{bullets(derive)}\n\n"
+            f"## 2. Plan\n{steps}\n<end_plan>")
+
+
+def _money(value: float) -> str:
+    return f"{value:.2f}"
+
+
+# ------------------------------------------------------------------------------- a list handled in full
+
+
+def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag", 2.49), ("sugar", "bag", 1.89),
+                                                                ("butter", "pack", 3.15))) -> Any:
+    """An opening plan, one ``get_price`` per item of the task (the first fails and is retried), one
+    ``calculator`` call over every line, ``TOTAL`` rounded to cents."""
+    table = {item: (unit, price) for item, unit, price in prices}
+    get_price = make_tool("get_price", "The unit price of a grocery item in dollars.", {"item": string("the item")},
+                          "string", lambda item: f"price of {item}: {table[item][1]} dollars per {table[item][0]}"
+                          if item in table else f"no price for {item}", flaky=True)
+
+    def calculate(expression: str) -> str:
+        if not re.fullmatch(r"[\d.\s*+()-]+", expression):
+            return "calculator: only numbers and + - * ( ) are allowed"
+        return f"{expression} = {round(eval(expression), 6):g}"  # checked above: arithmetic only
+
+    calculator = make_tool("calculator", "Evaluate an arithmetic expression.",
+                           {"expression": string("numbers with + - * and parentheses")}, "string", calculate)
+
+    def wanted(task: str) -> list[tuple[int, str]]:
+        return [(int(n), item) for n, item in re.findall(r"(\d+) (?:bags|packs|bottles) of (\w+)", task)]
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_planning:
+            task = _task_of_plan(request)
+            items = wanted(task)
+            return _survey([f"{n} of {item}" for n, item in items],
+                           [f"The unit price of {item} (get_price)." for _, item in items],
+                           ["The total: each quantity times its unit price, added up, rounded to cents."],
+                           ["Look up the unit price of every item.", "Add up quantity x price with the calculator.",
+                            "Report 'TOTAL: <dollars>' rounded to cents."])
+        if request.is_final_summary:
+            return "no total"
+        items = wanted(request.task)
+        total = find(request, r"= (-?[\d.]+)$")
+        if total:
+            return [Call("final_answer", {"answer": f"TOTAL: {_money(float(total.group(1)))}"})]
+        seen = {m.group(1): m.group(2) for o in request.observations
+                for m in re.finditer(r"price of (\w+): ([\d.]+) dollars", o)}
+        missing = [item for _, item in items if item not in seen]
+        if missing:
+            if errors(request) >= 3:
+                return [Call("final_answer", {"answer": "the price service is down"})]
+            return [Call("get_price", {"item": missing[0]})]
+        expression = " + ".join(f"{n} * {seen[item]}" for n, item in items)
+        return [Call("calculator", {"expression": expression})]
+
+    agent = tool_agent(policy, [get_price, calculator], "shopper", max_steps=len(prices) + 4)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+# --------------------------------------------------------------------- pagination, the latest entry picked
+
+
+def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
+        (("INV-204", "2026-03-02"), ("INV-211", "2026-05-19")),
+        (("INV-230", "2026-08-11"), ("INV-187", "2025-12-30")),
+        (("INV-241", "2026-07-04"),))) -> Any:
+    """``list_invoices(customer, page)`` until "next page: none" (page 1 fails once), then the latest date."""
+
+    def listing(customer: str, page: int) -> str:
+        page = int(page)
+        if not 1 <= page <= len(pages):
+            return f"invoices of {customer}, page {page}: none"
+        rows = ", ".join(f"{i} dated {d}" for i, d in pages[page - 1])
+        after = page + 1 if page < len(pages) else "none"
+        return f"invoices of {customer}, page {page} of {len(pages)}: {rows}; next page: {after}"
+
+    list_invoices = make_tool("list_invoices", "One page of a customer's invoices.",
+                              {"customer": string("the customer's full name"), "page": number("the page, from 1")},
+                              "string", listing, flaky=True)
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no invoice"
+        who = re.search(r"customer ([A-Z]\w+ [A-Z]\w+)", request.task)
+        customer = who.group(1) if who else "unknown"
+        seen = [(m.group(1), m.group(2)) for o in request.observations if not errors_in(o)
+                for m in re.finditer(r"(INV-\d+) dated (\d{4}-\d\d-\d\d)", o)]
+        nxt = find(request, r"next page: (\w+)")
+        if nxt and nxt.group(1) == "none":
+            latest = max(seen, key=lambda row: row[1])
+            return [Call("final_answer", {"answer": f"LATEST: {latest[0]} on {latest[1]}"})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the invoice service is down"})]
+        page = int(nxt.group(1)) if nxt else 1
+        return [Call("list_invoices", {"customer": customer, "page": page})]
+
+    return tool_agent(policy, [list_invoices], "archivist", max_steps=len(pages) + 3)
+
+
+def errors_in(observation: str) -> bool:
+    return "Error:\n" in observation
+
+
+# -------------------------------------------------------------- a unit conversion done right, in code
+
+
+def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 4.0) -> Any:
+    """CodeAgent: an opening plan, ``get_parcels`` (flaky: the code is run again), the conversion in code,
+    ``shipping_quote(kg)``, then the answer."""
+    get_parcels = make_tool("get_parcels", "The weights of an order's parcels, in pounds.",
+                            {"order": string("the order id")}, "array", lambda order: list(weights), flaky=True)
+    quote = make_tool("shipping_quote", "The shipping price of a total weight in kilograms, in EUR.",
+                      {"kg": number("the total weight in kilograms")}, "string",
+                      lambda kg: f"quote for {float(kg):g} kg: {_money(float(kg) * rate)} EUR")
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_planning:
+            order = re.search(r"order (\w+-?\d+)", _task_of_plan(request))
+            name = order.group(1) if order else "the order"
+            return _survey([f"The order is {name}.", "Its parcels are weighed in pounds (1 lb = 0.45359237 kg)."],
+                           [f"The weight of every parcel of {name} (get_parcels)."],
+                           ["Their total in kilograms, rounded to 2 decimals.", "The shipping quote for it."],
+                           ["Fetch the parcel weights.", "Add them up and convert to kilograms.",
+                            "Ask shipping_quote for that weight.", "Report 'KG: <kg>, QUOTE: <eur> EUR'."])
+        if request.is_final_summary:
+            return "no quote"
+        order = re.search(r"order (\w+-?\d+)", request.task)
+        name = order.group(1) if order else "unknown"
+        quoted = find(request, r"quote for ([\d.]+) kg: ([\d.]+) EUR")
+        if quoted:
+            return code_reply("the quote answers the task.",
+                              f"final_answer('KG: {quoted.group(1)}, QUOTE: {quoted.group(2)} EUR')")
+        kg = find(request, r"total kg: ([\d.]+)")
+        if kg:
+            return code_reply(f"ask for the quote of {kg.group(1)} kg.",
+                              f"print(shipping_quote(kg={kg.group(1)}))")
+        listed = find(request, r"weights in pounds: \[([^\]]*)\]")
+        if listed:
+            return code_reply("add the pounds and convert the sum to kilograms, rounded to 2 decimals.",
+                              f"weights = [{listed.group(1)}]\ntotal_lb = sum(weights)\n"
+                              "total_kg = round(total_lb * 0.45359237, 2)\n"
+                              "print('total lb:', total_lb)\nprint('total kg:', total_kg)")
+        if errors(request) >= 3:
+            return code_reply("the parcel service is down.", "final_answer('no weights')")
+        return code_reply(f"fetch the parcel weights of {name}.",
+                          f"weights = get_parcels(order='{name}')\nprint('weights in pounds:', weights)")
+
+    agent = code_agent(policy, [get_parcels, quote], "shipper", max_steps=7)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+# ------------------------------------------------------- delegations that fit, names and dates as given
+
+
+def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK1812", 189), ("DY1305", 236)),
+               hotels: Sequence[tuple[str, int]] = (("Hotel Norda", 161), ("Saga Hotel", 149),
+                                                    ("Fjord Inn", 172))) -> Any:
+    """The manager asks ``flight_agent`` for the cheapest flight and ``hotel_agent`` for the cheapest hotel (the
+    city, date and nights of the task passed as given), then adds the flight and the nights."""
+    fares = ", ".join(f"{code} {price} EUR" for code, price in flights)
+    search_flights = make_tool(
+        "search_flights", "The flights between two cities on a date, with their fares.",
+        {"origin": string("the departure city"), "destination": string("the arrival city"),
+         "date": string("the date, YYYY-MM-DD")}, "string",
+        lambda origin, destination, date: f"flights {origin} to {destination} on {date}: {fares}", flaky=True)
+    rates = ", ".join(f"{name} {price} EUR per night" for name, price in hotels)
+    hotel_rates = make_tool("hotel_rates", "The hotels of a city with their nightly rates for a stay.",
+                            {"city": string("the city"), "check_in": string("the arrival date, YYYY-MM-DD"),
+                             "nights": number("how many nights")}, "string",
+                            lambda city, check_in, nights: f"hotels in {city} from {check_in} for {int(nights)} "
+                                                           f"nights: {rates}")
+
+    def cheapest(text: str) -> tuple[str, int]:
+        rows = [(m.group(1), int(m.group(2))) for m in re.finditer(r"([A-Z][\w ]*?\w) (\d+) EUR", text)]
+        return min(rows, key=lambda row: row[1])
+
+    def flight_agent(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no flight"
+        found = find(request, r"flights \w+ to \w+ on [\d-]+: (.+)")
+        if found:
+            code, price = cheapest(found.group(1))
+            return [Call("final_answer", {"answer": f"cheapest flight: {code} at {price} EUR"})]
+        asked = re.search(r"from (\w+) to (\w+) on (\d{4}-\d\d-\d\d)", request.task)
+        if asked is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("search_flights", {"origin": asked.group(1), "destination": asked.group(2),
+                                        "date": asked.group(3)})]
+
+    def hotel_agent(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no hotel"
+        found = find(request, r"hotels in \w+ from [\d-]+ for \d+ nights: (.+)")
+        if found:
+            name, price = cheapest(found.group(1))
+            return [Call("final_answer", {"answer": f"cheapest hotel: {name} at {price} EUR per night"})]
+        asked = re.search(r"in (\w+) for (\d+) nights from (\d{4}-\d\d-\d\d)", request.task)
+        if asked is None:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("hotel_rates", {"city": asked.group(1), "check_in": asked.group(3),
+                                     "nights": int(asked.group(2))})]
+
+    flyer = tool_agent(flight_agent, [search_flights], "flight_agent", max_steps=4,
+                       description="Searches flights and finds the cheapest fare.")
+    sleeper = tool_agent(hotel_agent, [hotel_rates], "hotel_agent", max_steps=3,
+                         description="Looks up hotel rates and finds the cheapest hotel.")
+
+    def manager(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no trip"
+        trip = re.search(r"from (\w+) to (\w+) on (\d{4}-\d\d-\d\d) and stay (\d+) nights", request.task)
+        if trip is None:
+            return [Call("final_answer", {"answer": "I cannot read the trip."})]
+        origin, city, date, nights = trip.group(1), trip.group(2), trip.group(3), int(trip.group(4))
+        flight = [re.search(r"cheapest flight: (\S+) at (\d+) EUR", a) for a in managed_answers(request, "flight_agent")]
+        hotel = [re.search(r"cheapest hotel: (.+?) at (\d+) EUR", a) for a in managed_answers(request, "hotel_agent")]
+        if flight and flight[-1] and hotel and hotel[-1]:
+            total = int(flight[-1].group(2)) + nights * int(hotel[-1].group(2))
+            return [Call("final_answer", {"answer": f"TRIP: {flight[-1].group(1)} + {hotel[-1].group(1)}, "
+                                                    f"{total} EUR"})]
+        if not flight:
+            return [Call("flight_agent", {"task": f"Find the cheapest flight from {origin} to {city} on {date}."})]
+        return [Call("hotel_agent", {"task": f"Find the cheapest hotel in {city} for {nights} nights from {date}."})]
+
+    return tool_agent(manager, [], "manager", max_steps=5, managed=[flyer, sleeper])
+
+
+# ----------------------------------------------------------- a later observation supersedes an earlier one
+
+
+def build_restock(*, cached: int = 40, live: int = 34) -> Any:
+    """``get_stock`` (a cached count, flaky), ``refresh_stock`` (the live count), then ``place_order`` of the
+    difference to the task's shelf target, computed from the live count."""
+    get_stock = make_tool("get_stock", "The stock count of an item from the nightly cache.",
+                          {"item": string("the item")}, "string",
+                          lambda item: f"stock of {item}: {cached} units (cached at 09:00, may be stale)", flaky=True)
+    refresh = make_tool("refresh_stock", "Count an item's stock live in the warehouse.", {"item": string("the item")},
+                        "string", lambda item: f"stock of {item}: {live} units (live count at 11:30)")
+    place = make_tool("place_order", "Order units of an item from the supplier.",
+                      {"item": string("the item"), "quantity": number("how many units")}, "string",
+                      lambda item, quantity: f"order placed: {int(quantity)} {item}")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no order"
+        asked = re.search(r"(\d+) (\w+) on the shelf", request.task)
+        if asked is None:
+            return [Call("final_answer", {"answer": "I cannot read the target."})]
+        target, item = int(asked.group(1)), asked.group(2)
+        placed = find(request, r"order placed: (\d+) (\w+)")
+        if placed:
+            return [Call("final_answer", {"answer": f"ORDERED: {placed.group(1)} {placed.group(2)}"})]
+        fresh = find(request, r"stock of \w+: (\d+) units \(live")
+        if fresh:
+            return [Call("place_order", {"item": item, "quantity": max(0, target - int(fresh.group(1)))})]
+        if find(request, r"stock of \w+: \d+ units \(cached"):
+            return [Call("refresh_stock", {"item": item})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the stock service is down"})]
+        return [Call("get_stock", {"item": item})]
+
+    return tool_agent(policy, [get_stock, refresh, place], "stock_clerk", max_steps=6)
+
+
+# --------------------------------------------- one delegation per person, then a set intersection in code
+
+
+def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
+        ("Ana Souza", ("09:00", "11:00", "14:00", "16:00")), ("Bruno Lima", ("11:00", "14:00", "15:00")),
+        ("Chen Wei", ("10:00", "14:00", "16:00", "11:00")))) -> Any:
+    """The manager plans (every 3 steps), asks ``calendar_agent`` for each person's free slots on the task's date
+    (one code step per person), then intersects the three lists in code and picks the earliest common slot."""
+    table = dict(free)
+    free_slots = make_tool("free_slots", "A person's free one-hour slots on a date.",
+                           {"person": string("the person's full name"), "date": string("the date, YYYY-MM-DD")},
+                           "string", lambda person, date: f"free slots of {person} on {date}: "
+                                                          + ", ".join(table.get(person, ())), flaky=True)
+
+    def calendar(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no slots"
+        found = find(request, r"free slots of [\w ]+ on [\d-]+: (.+)")
+        if found:
+            return [Call("final_answer", {"answer": f"slots: {found.group(1)}"})]
+        asked = re.search(r"of ([A-Z]\w+ [A-Z]\w+) on (\d{4}-\d\d-\d\d)", request.task)
+        if asked is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("free_slots", {"person": asked.group(1), "date": asked.group(2)})]
+
+    worker = tool_agent(calendar, [free_slots], "calendar_agent", max_steps=4,
+                        description="Reads people's calendars: their free slots on a date.")
+
+    def people_of(task: str) -> list[str]:
+        found = re.search(r"for ([A-Z][\w ,]+?) on \d{4}", task)
+        return [p.strip() for p in re.split(r",| and ", found.group(1)) if p.strip()] if found else []
+
+    def manager(request: ScriptedRequest) -> str:
+        if request.is_planning:
+            task = _task_of_plan(request)
+            people = people_of(task)
+            asked = len(managed_answers(request, "calendar_agent"))
+            plan = ["Ask calendar_agent for the free slots of each person, one at a time.",
+                    "Intersect the three lists in code.", "Report the earliest common slot as 'MEET: <HH:MM>'."]
+            if _is_update(request):
+                return _survey(people, [f"The free slots of {p}." for p in people[asked:]],
+                               ["The earliest slot free for everyone."], plan,
+                               learned=[f"The free slots of {p} are known." for p in people[:asked]])
+            return _survey(people, [f"The free slots of {p}." for p in people], ["The earliest common slot."], plan)
+        if request.is_final_summary:
+            return "no slot"
+        date = re.search(r"on (\d{4}-\d\d-\d\d)", request.task)
+        day = date.group(1) if date else "unknown"
+        people = people_of(request.task)
+        common = find(request, r"common slots: \[([^\]]*)\]")
+        if common:
+            slots = re.findall(r"\d\d:\d\d", common.group(1))
+            return code_reply("the earliest common slot answers the task.",
+                              f"final_answer('MEET: {slots[0]} on {day}')" if slots
+                              else "final_answer('no common slot')")
+        answers = managed_answers(request, "calendar_agent")
+        if len(answers) < len(people):
+            person = people[len(answers)]
+            return code_reply(f"ask for the free slots of {person}.",
+                              f"slots = calendar_agent(task='List the free slots of {person} on {day}.')\n"
+                              "print(slots)")
+        lists = [re.findall(r"\d\d:\d\d", a) for a in answers]
+        rows = ",\n    ".join(repr(sorted(slots)) for slots in lists)
+        return code_reply("intersect the free slots of all three people and sort them.",
+                          f"free = [\n    {rows},\n]\ncommon = sorted(set(free[0]).intersection(*free[1:]))\n"
+                          "print('common slots:', common)")
+
+    agent = code_agent(manager, [], "manager", max_steps=len(free) + 3, managed=[worker])
+    agent.planning_interval = 3
+    return agent
+
+
+def smolagents_clean_teams() -> list[dict[str, Any]]:
+    """The smolagents clean teams (module docstring), each verified by its exact final answer: the fields of a
+    :class:`~.clean_runs.CleanTeam`."""
+
+    def team(name: str, build: Any, task: str, expected: str, shape: str, content: str,
+             **variant: Any) -> dict[str, Any]:
+        return {"name": name, "framework": "smolagents", "task": task, "factory": partial(build, **variant),
+                "verify": answer_is(expected), "shape": shape, "content": content}
+
+    return [
+        team("clean-smol-pantry", build_pantry,
+             "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit "
+             "price and report the total cost as 'TOTAL: <dollars>', rounded to cents.", "TOTAL: 23.25",
+             "ToolCallingAgent with an opening facts survey",
+             "a list handled in full, a failed lookup retried, a sum over every line"),
+        team("clean-smol-invoices", build_invoices,
+             "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on "
+             "<date>'.", "LATEST: INV-230 on 2026-08-11", "ToolCallingAgent paging a listing",
+             "pagination that makes progress, a failed page retried, the latest entry picked (not the last listed)"),
+        team("clean-smol-parcels", build_parcels,
+             "Order NX-4471 ships as several parcels weighed in pounds. Give their total weight in kilograms "
+             "(rounded to 2 decimals) and the shipping quote for it, as 'KG: <kg>, QUOTE: <eur> EUR'.",
+             "KG: 10.66, QUOTE: 42.64 EUR", "CodeAgent with an opening facts survey",
+             "a unit conversion done right in code, rounding stated, a failed fetch rerun"),
+        team("clean-smol-trip", build_trip,
+             "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights. Take the cheapest flight and "
+             "the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+             "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager ToolCallingAgent with two managed agents",
+             "delegations that fit each agent's tool, city and date passed as given, the cheapest entries picked"),
+        team("clean-smol-restock", build_restock,
+             "We need 50 bolts on the shelf. Check how many bolts are in stock right now and order the difference. "
+             "Report 'ORDERED: <n> bolts'.", "ORDERED: 16 bolts", "ToolCallingAgent",
+             "a cached count superseded by a live one, the live one used"),
+        team("clean-smol-meeting", build_meeting,
+             "Find a one-hour meeting slot for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22: the earliest slot "
+             "free for all three. Report 'MEET: <HH:MM> on <date>'.", "MEET: 11:00 on 2026-04-22",
+             "manager CodeAgent with planning every 3 steps and a managed agent",
+             "one delegation per person (names and date as given), a set intersection in code, plan updates"),
+    ]

@@ -1,0 +1,81 @@
+"""The negative set of correct runs (issue 32, "blame only what the run shows is wrong";
+:mod:`causaltrace.testing.faults.clean_runs`): every clean team runs and succeeds, and on the teams listed in
+:data:`NO_FINDING_AT_TOP` ``graph`` — diagnosing the run with a FAILING Outcome substituted, no model, no replay —
+puts no finding at its top (the diagnosis is uncertain).
+
+Known false findings (a finding at the top of a correct run; the lead fixes the detectors and moves the team into
+:data:`NO_FINDING_AT_TOP`; details in /work/notes/clean32-report.md and ``benchmarks/bench_clean_runs.py``):
+
+* ``clean-smol-trip`` — value_changed at the manager's final answer: "restates number '487' where step 28 had '149'";
+  487 is the trip's total, 189 (flight) + 2 x 149 (nights), computed, not a restatement of 149.
+* ``clean-smol-meeting`` — value_changed at the opening planning step: "restates number '1.2' / '1.3' where step 0
+  had '2026'"; 1.2 and 1.3 are smolagents' facts-survey headings, 2026 the task's date.
+* ``clean-ag-fare`` — value_changed at the fx agent's message: "uses 172.15 from the entry of step 14 the request
+  does not ask for (its 'bos' entry says 2026)"; 172.15 USD is the cheapest fare the request asks for, and BOS /
+  2026-05-09 are the route and date of every entry (also unfit_routing at the selection of fx_agent after the fare
+  is found, "where step 0 had 'fare_agent'").
+* ``clean-ag-fuel`` — loop_no_progress at the MagenticOne orchestrator's first instruction: "a loop of 2
+  near-identical actions without progress (steps 6, 18)"; the two instructions go to different members
+  (researcher, then calculator) and each is followed by new results.
+* ``clean-ag-legs`` — value_changed at the code executor's output: "restates number '376.1' where step 11 had '2'";
+  376.1 is what the executed code printed (233.7 miles x 1.609344), not a restatement of the code's index 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("smolagents")
+pytest.importorskip("autogen_agentchat")
+
+from _zoo import zoo_home
+from causaltrace.testing.faults.clean_runs import clean_teams, record_clean, score_clean
+
+pytestmark = pytest.mark.timeout(600)
+
+#: the clean teams on which graph puts no finding at the top (regression-tested below)
+NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-parcels", "clean-smol-restock",
+                     "clean-ag-invoice", "clean-ag-refund", "clean-ag-tickets", "clean-ag-gate")
+#: the known false findings of the module docstring
+KNOWN_FALSE_FINDINGS = ("clean-smol-trip", "clean-smol-meeting", "clean-ag-fare", "clean-ag-fuel", "clean-ag-legs")
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """Every clean team recorded once and scored (:func:`score_clean`), by name."""
+    with zoo_home(tmp_path_factory.mktemp("clean-runs-home")):
+        out = {}
+        for team in clean_teams():
+            run = asyncio.run(record_clean(team))
+            out[team.name] = (team, run, asyncio.run(score_clean(run)))
+        yield out
+
+
+def test_the_lists_name_every_team_once():
+    names = [t.name for t in clean_teams()]
+    assert len(names) == len(set(names)) >= 12
+    assert sorted(NO_FINDING_AT_TOP + KNOWN_FALSE_FINDINGS) == sorted(names)
+    assert {t.framework for t in clean_teams()} == {"smolagents", "autogen"}
+
+
+def test_every_clean_team_succeeds(scored):
+    failed = {name: (run.outcome.final_answer, run.outcome.reason) for name, (_, run, _) in scored.items()
+              if run.outcome.status != "success"}
+    assert not failed
+
+
+def test_the_diagnosis_sees_a_failing_outcome_not_the_runs_own(scored):
+    # the substituted outcome is what graph diagnoses; the recorded run keeps its success
+    _, run, score = scored["clean-smol-pantry"]
+    assert run.outcome.status == "success" and score["status"] == "success"
+    assert score["top"] is not None and score["confidence"] is not None
+
+
+@pytest.mark.parametrize("name", NO_FINDING_AT_TOP)
+def test_no_finding_at_the_top_of_a_correct_run(scored, name):
+    _, run, score = scored[name]
+    assert run.outcome.status == "success"
+    assert not score["finding_at_top"], (score["top"], score["families"], score["claims"])
+    assert score["uncertain"]
