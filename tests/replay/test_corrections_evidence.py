@@ -158,3 +158,23 @@ def test_a_loops_limit_is_the_one_number_that_bounds_its_action():
     two = "for k in range(4):\n    while i < 3:\n        i += 1\n"
     assert raised_limit("code", two, "", 2) is None  # two caps: nothing shows which one the loop hit
     assert raised_limit("text", "waiting 5 s", "", 2) is None
+
+
+# ------------------------------------------------------------------------------- a figure filled into a gap
+
+async def test_a_figure_filled_into_a_gap_is_corrected_by_the_lookup_that_left_it(tmp_path, monkeypatch):
+    """Building C's meter timed out and the analyst's table writes 18400 for C beside A's and B's readings (no marker
+    word: the gap is the evidence). The correction is the code of the lookup that failed and was never answered,
+    ``read_meter(building='C', month='January 2024')``. The suite's gateway outage counts its calls per team object,
+    so a replay (a fresh team) would meet it again: here the gateway is back for the replay, as a transient outage
+    is, and the replay reads C and succeeds — a flip at the planted step. The twin reads C: no finding, no
+    correction."""
+    import causaltrace.testing.faults.zoo_smolagents_blind as blind_teams
+
+    case, run, twin, found, [fix] = await _zoo_runs("smol-fabricated-meters", "made_up_data", tmp_path)
+    assert [e.role for e in found.evidence] == ["source", "source", "changed"]
+    assert fix.step_id == found.step_id
+    assert fix.replacement == "print(read_meter(building='C', month='January 2024'))"
+    monkeypatch.setattr(blind_teams, "outage", lambda key, calls=1: (lambda asked: False))
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "made_up_data") == []

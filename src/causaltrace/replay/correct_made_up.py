@@ -19,6 +19,11 @@ fetches the real value.
 * **The shape**: a code action's code becomes that call (``print(get_sales(region='West'))``); any other step's
   producing reply has its tool calls replaced wholesale by it (both adapters replay a reply's tool calls).
 
+A figure filled into a table with no marker at all (the finding's ``source`` siblings and ``changed`` figure,
+:mod:`~causaltrace.attribution.findings.filled_gaps`) is corrected by the lookup that left the gap: the agent's latest
+call of a tool that failed and was never answered by a later call with the same arguments (``read_meter(building='C',
+month='January 2024')`` timed out, and the analyst wrote 18400 for C), in the same shape.
+
 Before that call, when an earlier observation of the run already holds a value for the entity the made-up sentence
 names (a tool result naming the same task entities, with one number), a text step gets that value in place of the
 made-up number (:func:`_observed`): the run held the real value, the agent stated another.
@@ -189,9 +194,44 @@ def made_up_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
     markers = [str(e.value) for e in f.evidence if e.role == "marker" and e.value]
     made_up = _made_up_lines(reply, markers) or _made_up_lines(step.content or "", markers)
     if not made_up:
-        return []
+        gap = _unanswered_lookup(run, step)  # a figure filled into a gap (no marker): the lookup that left it
+        return [_as_intervention(step, f, llm, *gap)] if gap is not None and (
+            replacement_kind(step) == "code" or llm is not None) else []
     call = _obtaining_call(step, run, f, llm, made_up)
     return _observed(run, step, f, made_up) + ([call] if call is not None else [])
+
+
+def _unanswered_lookup(run: Run, step: Step) -> tuple[str, dict[str, Any]] | None:
+    """``(tool, arguments)`` of the agent's latest lookup before ``step`` whose call failed and was never answered
+    by a later call with the same arguments: the gap a figure was filled into (:mod:`~causaltrace.attribution.
+    findings.filled_gaps`: siblings from results, one figure from nobody)."""
+    tools = agent_tools(run, step.agent) if step.agent else {}
+    calls = [s for s in run.steps if s.kind == "tool_call" and s.agent == step.agent and s.index < step.index
+             and s.tool_name in tools]
+
+    def answer(call: Step) -> Step | None:
+        return next((s for s in run.steps if s.kind == "tool_response" and s.tool_name == call.tool_name
+                     and call.index < s.index < step.index), None)
+
+    answered = {(c.tool_name, repr(sorted((c.arguments or {}).items()))) for c in calls
+                if (r := answer(c)) is not None and r.status != "error"}
+    for call in reversed(calls):
+        response = answer(call)
+        key = (call.tool_name, repr(sorted((call.arguments or {}).items())))
+        if response is not None and response.status == "error" and key not in answered:
+            return str(call.tool_name), dict(call.arguments or {})
+    return None
+
+
+def _as_intervention(step: Step, f: Finding, llm: Step | None, tool: str, arguments: dict[str, Any]) -> Intervention:
+    """The call of ``tool`` in ``step``'s place: a code action's code, else its producing reply's tool calls."""
+    described = f"call {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) instead of making the data up"
+    if replacement_kind(step) == "code" or llm is None:
+        return Intervention(step_id=step.step_id, replacement=_call_code(tool, arguments), source="mutation",
+                            basis="correction", finding=f, description=described)
+    return Intervention(step_id=llm.step_id, replacement={"text": None, "tool_calls": [{"name": tool,
+                                                                                          "arguments": arguments}]},
+                        source="mutation", basis="correction", finding=f, description=described)
 
 
 def _obtaining_call(step: Step, run: Run, f: Finding, llm: Step | None, made_up: str) -> Intervention | None:
@@ -199,14 +239,6 @@ def _obtaining_call(step: Step, run: Run, f: Finding, llm: Step | None, made_up:
     tools = agent_tools(run, step.agent) if step.agent else {}
     tool = _fitting_tool(run, step, tools, made_up) if tools else None
     arguments = (_arguments(run, step, tool, made_up) or _schema_arguments(run, llm, tool, made_up)) if tool else None
-    if tool is None or arguments is None:
+    if tool is None or arguments is None or (replacement_kind(step) != "code" and llm is None):
         return None
-    described = f"call {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) instead of making the data up"
-    if replacement_kind(step) == "code":
-        return Intervention(step_id=step.step_id, replacement=_call_code(tool, arguments), source="mutation",
-                            basis="correction", finding=f, description=described)
-    if llm is None:
-        return None
-    return Intervention(step_id=llm.step_id, replacement={"text": None, "tool_calls": [{"name": tool,
-                                                                                          "arguments": arguments}]},
-                        source="mutation", basis="correction", finding=f, description=described)
+    return _as_intervention(step, f, llm, tool, arguments)
