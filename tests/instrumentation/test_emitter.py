@@ -320,13 +320,19 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
     """Step spans are made without the SDK's constructors' frames (SpanContext, ReadableSpan, the multi-processor's
     fan-out: checked once at import against the installed SDK; issue 35): in force here, and the spans and Steps
     are the ones the SDK calls give (the fallback when a check fails)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan
+
     from causaltrace.instrumentation import _emitter
+    from causaltrace.instrumentation import steps as steps_module
 
     assert _emitter._CONTEXT_BY_TUPLE and _emitter._READABLE_BY_FIELDS and _emitter._FAN_OUT_BY_FIELD
+    assert _emitter._NON_RECORDING_BY_FIELD
 
     def export(shortcuts: bool):
-        for flag in ("_CONTEXT_BY_TUPLE", "_READABLE_BY_FIELDS", "_FAN_OUT_BY_FIELD"):
+        for flag in ("_CONTEXT_BY_TUPLE", "_READABLE_BY_FIELDS", "_FAN_OUT_BY_FIELD", "_NON_RECORDING_BY_FIELD"):
             monkeypatch.setattr(_emitter, flag, shortcuts)
+        monkeypatch.setattr(steps_module, "_NON_RECORDING_BY_FIELD", shortcuts)
         provider, exp = capture_spans()
         configure(provider, TraceConfig(store=False))
         try:
@@ -366,6 +372,11 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
                 "context": span.context, "parent": span.parent, "start_ns": span.start_ns, "attributes": span.attributes,
                 "links": [], "current": None, "joins": None, "extras": None, "trace_id": span.context.trace_id,
                 "span_id": span.context.span_id}
+            for _ in range(2):  # made current as a NonRecordingSpan of its context (once)
+                with handle.activate():
+                    current = trace.get_current_span()
+                    assert type(current) is NonRecordingSpan and current.get_span_context() is span.context
+                    assert current is span.current and not current.is_recording()
             handle.end()
     finally:
         reset_tracing()

@@ -311,7 +311,11 @@ class StepSpan:
     def as_current(self) -> NonRecordingSpan:
         """A span object to make current, so the framework's own spans nest under this step."""
         if self.current is None:
-            self.current = NonRecordingSpan(self.context)
+            if _NON_RECORDING_BY_FIELD:  # NonRecordingSpan(context) without its __init__ frame
+                self.current = _new_object(NonRecordingSpan)
+                self.current._context = self.context
+            else:
+                self.current = NonRecordingSpan(self.context)
         return self.current
 
 
@@ -689,88 +693,82 @@ _PROVIDER_KINDS = frozenset({"llm_response", "agent_turn"})
 _new_object = object.__new__
 
 
-def _links_by_fields() -> bool:
-    """Whether a Link made as ``object.__new__(Link)`` with the fields ``_context`` / ``_attributes`` is the Link
-    the installed API's ``Link(context, attributes)`` makes (its ``__init__`` calls its base's: two frames per link,
-    and every step has a few; issue 35). Checked once, at import: else links are made by ``Link(...)``."""
+# The OTel objects of a step span are made without their constructors' frames (issue 35: several per step), each
+# way checked once, at import, against the installed API / SDK: a check that fails (or raises) means the constructor.
+def _holds(check: Callable[[], bool]) -> bool:
     try:
-        ctx, attrs = SpanContext(1, 1, is_remote=False), {semconv.DEPENDENCY_KIND: "saw"}
-        made = _new_object(Link)
-        made._context, made._attributes = ctx, attrs
-        api = Link(ctx, attrs)
-        return vars(made) == vars(api) and (made.context, made.attributes, made.dropped_attributes) == (
-            api.context, api.attributes, api.dropped_attributes)
+        return bool(check())
     except Exception:
         return False
 
 
-_LINKS_BY_FIELDS = _links_by_fields()
+def _links_by_fields() -> bool:
+    """A Link made as ``object.__new__(Link)`` with ``_context`` / ``_attributes`` is ``Link(context, attributes)``
+    (whose ``__init__`` calls its base's: two frames per link, and every step has a few)."""
+    ctx, attrs = SpanContext(1, 1, is_remote=False), {semconv.DEPENDENCY_KIND: "saw"}
+    made = _new_object(Link)
+    made._context, made._attributes = ctx, attrs
+    api = Link(ctx, attrs)
+    return vars(made) == vars(api) and (made.context, made.attributes, made.dropped_attributes) == (
+        api.context, api.attributes, api.dropped_attributes)
+
+
+def _non_recording_by_field() -> bool:
+    """``object.__new__(NonRecordingSpan)`` with ``_context`` set is ``NonRecordingSpan(context)`` (a step's span
+    made current)."""
+    ctx = SpanContext(7, 9, is_remote=False)
+    made = _new_object(NonRecordingSpan)
+    made._context = ctx
+    return vars(made) == vars(NonRecordingSpan(ctx)) and made.get_span_context() is ctx and not made.is_recording()
+
+
 _new_tuple = tuple.__new__
 #: The indexes of ``SpanContext.trace_flags`` and ``.is_valid`` in the tuple a SpanContext is.
 _TRACE_FLAGS, _IS_VALID = 3, 5
 
 
 def _context_by_tuple() -> bool:
-    """Whether the installed API's ``SpanContext(trace_id, span_id, is_remote=False, trace_flags=...)`` of two valid
-    ids is the tuple ``(trace_id, span_id, False, trace_flags, DEFAULT_TRACE_STATE, True)`` (its ``__new__`` is a
-    Python frame per step span; issue 35), its validity at :data:`_IS_VALID`. Checked once, at import: else
-    contexts are made by ``SpanContext(...)`` and read through their properties."""
-    try:
-        made = _new_tuple(SpanContext, (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
-        api = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
-        invalid = SpanContext(0, 0, is_remote=False)
-        return (type(api) is SpanContext and tuple(made) == tuple(api) and made == api and api[_IS_VALID] is True
-                and invalid[_IS_VALID] is False and api[_TRACE_FLAGS] is api.trace_flags and api[0] == api.trace_id
-                and bool(api[_TRACE_FLAGS] & TraceFlags.SAMPLED) and not invalid[_TRACE_FLAGS] & TraceFlags.SAMPLED
-                and (made.trace_id, made.span_id, made.is_remote, made.trace_flags,
-                made.trace_state, made.is_valid) == (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
-    except Exception:
-        return False
-
-
-_CONTEXT_BY_TUPLE = _context_by_tuple()
+    """``SpanContext(trace_id, span_id, is_remote=False, trace_flags=...)`` of two valid ids is the tuple
+    ``(trace_id, span_id, False, trace_flags, DEFAULT_TRACE_STATE, True)``, its validity at :data:`_IS_VALID` (so
+    contexts are made with ``tuple.__new__`` and read by index rather than through their properties)."""
+    made = _new_tuple(SpanContext, (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
+    api = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
+    invalid = SpanContext(0, 0, is_remote=False)
+    return (type(api) is SpanContext and tuple(made) == tuple(api) and made == api and api[_IS_VALID] is True
+            and invalid[_IS_VALID] is False and api[_TRACE_FLAGS] is api.trace_flags and api[0] == api.trace_id
+            and bool(api[_TRACE_FLAGS] & TraceFlags.SAMPLED) and not invalid[_TRACE_FLAGS] & TraceFlags.SAMPLED
+            and (made.trace_id, made.span_id, made.is_remote, made.trace_flags,
+            made.trace_state, made.is_valid) == (7, 9, False, _SAMPLED, DEFAULT_TRACE_STATE, True))
 
 
 def _readable_by_fields() -> bool:
-    """Whether a ReadableSpan made as ``object.__new__(ReadableSpan)`` with the instance dict :meth:`Emitter._write`
-    gives it is the ReadableSpan the installed SDK's ``ReadableSpan(...)`` makes (one frame less per step span;
-    issue 35). Checked once, at import: else spans are made by ``ReadableSpan(...)``."""
-    try:
-        ctx = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
-        values = {"_name": "n", "_context": ctx, "_kind": SpanKind.CLIENT, "_instrumentation_info": None,
-                  "_instrumentation_scope": None, "_parent": ctx, "_start_time": 1, "_end_time": 2,
-                  "_attributes": {"a": 1}, "_events": (), "_links": (), "_resource": Resource.get_empty(),
-                  "_status": _OK}
-        api = ReadableSpan(name="n", context=ctx, parent=ctx, resource=values["_resource"], attributes=values[
-            "_attributes"], links=(), kind=SpanKind.CLIENT, status=_OK, start_time=1, end_time=2,
-            instrumentation_scope=None)
-        made = _new_object(ReadableSpan)
-        made.__dict__ = values
-        return list(vars(api).items()) == list(vars(made).items()) and made.to_json() == api.to_json()
-    except Exception:
-        return False
-
-
-_READABLE_BY_FIELDS = _readable_by_fields()
+    """A ReadableSpan made as ``object.__new__(ReadableSpan)`` with the instance dict :meth:`Emitter._write` gives
+    it is the one ``ReadableSpan(...)`` makes."""
+    ctx = SpanContext(7, 9, is_remote=False, trace_flags=_SAMPLED)
+    values = {"_name": "n", "_context": ctx, "_kind": SpanKind.CLIENT, "_instrumentation_info": None,
+              "_instrumentation_scope": None, "_parent": ctx, "_start_time": 1, "_end_time": 2,
+              "_attributes": {"a": 1}, "_events": (), "_links": (), "_resource": Resource.get_empty(), "_status": _OK}
+    api = ReadableSpan(name="n", context=ctx, parent=ctx, resource=values["_resource"], attributes=values[
+        "_attributes"], links=(), kind=SpanKind.CLIENT, status=_OK, start_time=1, end_time=2, instrumentation_scope=None)
+    made = _new_object(ReadableSpan)
+    made.__dict__ = values
+    return list(vars(api).items()) == list(vars(made).items()) and made.to_json() == api.to_json()
 
 
 def _fan_out_by_field() -> bool:
-    """Whether the installed SDK's SynchronousMultiSpanProcessor hands a span to each processor of its
-    ``_span_processors`` in turn and to nothing else, so :meth:`Emitter._write` can loop over them itself (one frame
-    less per step span; issue 35). Checked once, at import: else its ``on_end`` is called."""
-    try:
-        seen: list[Any] = []
-        multi, probe = SynchronousMultiSpanProcessor(), type("_Probe", (), {"on_end": lambda _, span: seen.append(span)})
-        first, second, marker = probe(), probe(), object()
-        multi.add_span_processor(first)
-        multi.add_span_processor(second)
-        multi.on_end(marker)  # type: ignore[arg-type]
-        return multi._span_processors == (first, second) and seen == [marker, marker]
-    except Exception:
-        return False
+    """SynchronousMultiSpanProcessor hands a span to each processor of its ``_span_processors`` in turn and to
+    nothing else (so :meth:`Emitter._write` loops over them itself)."""
+    seen: list[Any] = []
+    multi, probe = SynchronousMultiSpanProcessor(), type("_Probe", (), {"on_end": lambda _, span: seen.append(span)})
+    first, second, marker = probe(), probe(), object()
+    multi.add_span_processor(first)
+    multi.add_span_processor(second)
+    multi.on_end(marker)  # type: ignore[arg-type]
+    return multi._span_processors == (first, second) and seen == [marker, marker]
 
 
-_FAN_OUT_BY_FIELD = _fan_out_by_field()
+_LINKS_BY_FIELDS, _NON_RECORDING_BY_FIELD, _CONTEXT_BY_TUPLE, _READABLE_BY_FIELDS, _FAN_OUT_BY_FIELD = map(
+    _holds, (_links_by_fields, _non_recording_by_field, _context_by_tuple, _readable_by_fields, _fan_out_by_field))
 
 
 def _links(links: Iterable[tuple[SpanContext, str, str]], but: SpanContext | None = None) -> list[Link]:
