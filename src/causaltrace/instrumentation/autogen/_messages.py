@@ -29,60 +29,59 @@ from causaltrace.instrumentation.autogen._tools import start_tool_calls, tool_re
 __all__ = ["observe"]
 
 
-def observe(turn: Turn, item: Any) -> None:
-    """Turn one item an agent yielded (event, message, Response) into steps; each item once."""
+def observe(turn: Turn, item: Any, response: bool = False) -> None:
+    """Turn one item an agent yielded (event, message, Response) into steps; each item once (``response``: the
+    turn's Response message). An event or message of the turn's own agent is its step, in this one call (every item
+    a turn yields)."""
     try:  # never_raise's work in the body: no wrapper frame per call
         if turn.state.closed:
             return
         if isinstance(item, Response):
             for inner in item.inner_messages or ():
-                _observe_one(turn, inner, response=False)
-            _observe_one(turn, item.chat_message, response=True)
+                observe(turn, inner)
+            observe(turn, item.chat_message, True)
             turn.responded = True
             return
-        _observe_one(turn, item, response=False)
+        mid = getattr(item, "id", None)
+        if mid is not None:
+            if mid in turn.seen:
+                return
+            turn.seen.add(mid)
+        if isinstance(item, ModelClientStreamingChunkEvent):
+            return
+        if not response and getattr(item, "source", turn.name) != turn.name:
+            return  # an inner team's event relayed through this agent: its own turn recorded it
+        if isinstance(item, ToolCallRequestEvent):
+            start_tool_calls(turn, list(item.content))
+        elif isinstance(item, ToolCallExecutionEvent):
+            for result in item.content:
+                tool_result_fallback(turn, result)
+        elif isinstance(item, MemoryQueryEvent):
+            _memory(turn, item)
+        elif isinstance(item, ThoughtEvent):
+            deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
+            step = turn.ctx.start_step(  # ctx.add_step, inline
+                "reasoning",
+                agent=turn.name,
+                parent=turn.handle,
+                depends_on=deps,
+                content=str(item.content),
+                outputs={"text": str(item.content)},
+            )
+            if step is not None:
+                step.end()
+        elif isinstance(item, CodeExecutionEvent):
+            if not any(r is item.result for r in turn.code_results):
+                code_fallback(turn, item.result)
+        elif isinstance(item, BaseChatMessage):
+            if mid is not None and mid in turn.state.msg_steps:
+                return
+            if response or item.source == turn.name:
+                _message(turn, item)
+            if response:
+                turn.responded = True
     except Exception:
         internal_error("observe")
-
-
-def _observe_one(turn: Turn, item: Any, *, response: bool) -> None:
-    """One event or message of the turn's own agent as its step (``response``: the turn's Response message)."""
-    mid = getattr(item, "id", None)
-    if mid is not None:
-        if mid in turn.seen:
-            return
-        turn.seen.add(mid)
-    if isinstance(item, ModelClientStreamingChunkEvent):
-        return
-    if not response and getattr(item, "source", turn.name) != turn.name:
-        return  # an inner team's event relayed through this agent: its own turn recorded it
-    if isinstance(item, ToolCallRequestEvent):
-        start_tool_calls(turn, list(item.content))
-    elif isinstance(item, ToolCallExecutionEvent):
-        for result in item.content:
-            tool_result_fallback(turn, result)
-    elif isinstance(item, MemoryQueryEvent):
-        _memory(turn, item)
-    elif isinstance(item, ThoughtEvent):
-        deps = [(turn.last_llm, "produced_by")] if turn.last_llm else []
-        turn.ctx.add_step(
-            "reasoning",
-            agent=turn.name,
-            parent=turn.handle,
-            depends_on=deps,
-            content=str(item.content),
-            outputs={"text": str(item.content)},
-        )
-    elif isinstance(item, CodeExecutionEvent):
-        if not any(r is item.result for r in turn.code_results):
-            code_fallback(turn, item.result)
-    elif isinstance(item, BaseChatMessage):
-        if mid is not None and mid in turn.state.msg_steps:
-            return
-        if response or item.source == turn.name:
-            _message(turn, item)
-        if response:
-            turn.responded = True
 
 
 def _message(turn: Turn, msg: Any) -> None:
@@ -99,7 +98,7 @@ def _message(turn: Turn, msg: Any) -> None:
         metadata["candidates"] = handoff_targets(turn.agent)  # the targets a correction may choose among
     if turn.user_input:
         metadata["user_input"] = True
-    step = turn.ctx.add_step(
+    step = turn.ctx.start_step(  # ctx.add_step, inline (every chat message)
         "handoff" if handoff else "message",
         agent=turn.name,
         parent=turn.handle,
@@ -111,6 +110,7 @@ def _message(turn: Turn, msg: Any) -> None:
     )
     if step is None:
         return
+    step.end()
     if getattr(msg, "id", None) is not None:
         turn.state.msg_steps[msg.id] = step.step_id
     if handoff:

@@ -3,10 +3,10 @@ with its ``task`` and ``agent_turn`` steps; the top-level one is (or joins) a ca
 
 Without a ``causaltrace.run()`` block each top-level ``agent.run(...)`` is a run of its own (``stream=True``
 included: the run ends when the generator is exhausted or closed). The run's stream is passed through
-(``_run_stream``), each item fed to :func:`~._turns.on_item` inside the run's context. The outcome: ``normal`` on a
-final answer, ``limit`` when max steps were reached without one (or the stream was closed early), ``error`` when the
-run raised (the user's exception passes through unchanged); a managed run's end writes its final_answer step id
-back to the manager's call (``answer_of``).
+(``_run_stream``), each item handed to its handler (:func:`~._turns.item_handler`) inside the run's context. The
+outcome: ``normal`` on a final answer, ``limit`` when max steps were reached without one (or the stream was closed
+early), ``error`` when the run raised (the user's exception passes through unchanged); a managed run's end writes
+its final_answer step id back to the manager's call (``answer_of``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ from causaltrace.instrumentation.smolagents._state import (
     text,
 )
 from causaltrace.instrumentation.smolagents._tools import patch_tool_classes
-from causaltrace.instrumentation.smolagents._turns import on_item
+from causaltrace.instrumentation.smolagents._turns import ITEM_HANDLERS, item_handler
 from causaltrace.schema import StepError
 
 __all__ = ["close", "wrap_run", "wrap_run_stream"]
+
+#: Not in :data:`~._turns.ITEM_HANDLERS` yet.
+_UNSEEN: Any = object()
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
@@ -84,10 +87,15 @@ def _observe(state: AgentRun, gen: Iterator[Any]) -> Iterator[Any]:
             except BaseException as exc:
                 guard(close, state, error=exc)
                 raise
-            try:  # guard(on_item, …), inline: once per item
-                on_item(state, item)
+            handler = None
+            try:  # guard(handler, …), inline: once per item (its handler: no dispatching call)
+                handler = ITEM_HANDLERS.get(type(item), _UNSEEN)
+                if handler is _UNSEEN:
+                    handler = item_handler(type(item))
+                if handler is not None:
+                    handler(state, item)
             except Exception:
-                internal_error(on_item)
+                internal_error(handler or item_handler)
         finally:
             if scope is not None:
                 scope.__exit__(None, None, None)

@@ -65,7 +65,11 @@ def wrap_execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tup
     n = len(args)  # arg(), inline
     name = args[0] if n > 0 else kwargs.get("tool_name")
     arguments = args[1] if n > 1 else kwargs.get("arguments")
-    rec = guard(claim_tool, state, str(name), arguments)
+    try:  # guard(claim_tool, …), inline: every tool call
+        rec = claim_tool(state, str(name), arguments)
+    except Exception:
+        internal_error(claim_tool)
+        rec = None
     if rec is None:
         return wrapped(*args, **kwargs)
     managed = name in (getattr(instance, "managed_agents", None) or {})
@@ -212,6 +216,11 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
             call.finish(result)
 
 
+#: ``json.dumps(…, ensure_ascii=False, default=str)``'s encoder, made once (dumps builds one per call with these
+#: arguments).
+_INPUTS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def tool_description(agent: Any, name: str) -> dict[str, Any]:
     """``tool.description`` / ``gen_ai.tool.description`` of the agent's tool or managed agent called ``name``, and
     its input schema as ``tool.parameters`` (as OpenInference's smolagents instrumentor writes it; the arguments
@@ -223,5 +232,5 @@ def tool_description(agent: Any, name: str) -> dict[str, Any]:
         out[semconv.OI_TOOL_DESCRIPTION] = out[semconv.GEN_AI_TOOL_DESCRIPTION] = description
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
-        out[semconv.OI_TOOL_PARAMETERS] = json.dumps(inputs, ensure_ascii=False, default=str)
+        out[semconv.OI_TOOL_PARAMETERS] = _INPUTS_JSON.encode(inputs)
     return out

@@ -2,7 +2,7 @@
 
 smolagents yields, per action step, the model's stream deltas, its ToolCalls, the ToolOutputs, an ActionOutput and
 finally the ActionStep itself (after its callbacks); planning gives a PlanningStep and the run ends with a
-FinalAnswerStep. :func:`on_item` turns each into steps: ``planning`` (``produced_by`` the planning llm_response),
+FinalAnswerStep. :func:`item_handler`'s handlers turn each into steps: ``planning`` (``produced_by`` the planning llm_response),
 ``final_answer`` (``produced_by`` the llm_response or the code_execution, ``answer_of`` the final_answer tool's
 response), ``error`` steps for an AgentError no step carries, and the max-steps ``error`` + forced ``final_answer``.
 The hooks here mark where the agent is (``_step_stream`` starts an action step; planning and the forced final
@@ -21,11 +21,20 @@ from causaltrace.instrumentation.smolagents._code import (
     unregister_callees,
 )
 from causaltrace.instrumentation.smolagents._model_calls import flush_llm
-from causaltrace.instrumentation.smolagents._state import CURRENT_RUN, ActionState, AgentRun, guard, text
+from causaltrace.instrumentation.smolagents._state import (
+    CURRENT_RUN,
+    ActionState,
+    AgentRun,
+    guard,
+    internal_error,
+    text,
+)
 from causaltrace.instrumentation.smolagents._tools import on_tool_call, on_tool_output
 from causaltrace.schema import StepError
 
-__all__ = ["end_action", "on_item", "wrap_planning", "wrap_provide_final_answer", "wrap_step_stream"]
+__all__ = [
+    "ITEM_HANDLERS", "end_action", "item_handler", "wrap_planning", "wrap_provide_final_answer", "wrap_step_stream",
+]
 
 
 # ----------------------------------------------------------------------------------------------------- hooks
@@ -35,7 +44,10 @@ def wrap_step_stream(wrapped: Callable[..., Any], instance: Any, args: tuple[Any
     """``*Agent._step_stream``: an action step begins (the one before it ends, if smolagents did not yield it)."""
     state = CURRENT_RUN.get()
     if state is not None and state.agent is instance:
-        guard(_on_step_stream, state, args[0] if args else kwargs.get("memory_step"))  # arg(), inline
+        try:  # guard(_on_step_stream, …), inline: every action step
+            _on_step_stream(state, args[0] if args else kwargs.get("memory_step"))  # arg(), inline
+        except Exception:
+            internal_error(_on_step_stream)
     return wrapped(*args, **kwargs)
 
 
@@ -90,25 +102,39 @@ def _on_max_steps(run: AgentRun) -> None:
 # ------------------------------------------------------------------------------------ the run's stream
 
 
-def on_item(run: AgentRun, item: Any) -> None:
-    """One item of the run's stream, in the order smolagents yields them."""
+#: An item's class → what :func:`item_handler` gave for it.
+ITEM_HANDLERS: dict[type, Callable[[AgentRun, Any], None] | None] = {}
+
+
+def item_handler(cls: type) -> Callable[[AgentRun, Any], None] | None:
+    """What the run does with an item of its stream of class ``cls``, in the order smolagents yields them (None:
+    nothing, e.g. a model's stream delta); decided once per class (:data:`ITEM_HANDLERS`), so the run's stream calls
+    the handler directly, no dispatching call per item."""
     s = acc.smol()
-    if isinstance(item, s.ChatMessageStreamDelta):
-        return
-    if isinstance(item, s.ToolCall):
-        on_tool_call(run, item)
-    elif isinstance(item, s.ToolOutput):
-        on_tool_output(run, item)
-    elif isinstance(item, s.ActionOutput):
-        _on_action_output(run, item)
-    elif isinstance(item, s.ActionStep):
-        if item is not run.last_action_step:
-            run.last_action_step = item
-            end_action(run, item)
-    elif isinstance(item, s.PlanningStep):
-        _on_planning(run, item)
-    elif isinstance(item, s.FinalAnswerStep):
-        _on_final_answer(run, item)
+    handler: Callable[[AgentRun, Any], None] | None = None
+    if issubclass(cls, s.ChatMessageStreamDelta):
+        handler = None
+    elif issubclass(cls, s.ToolCall):
+        handler = on_tool_call
+    elif issubclass(cls, s.ToolOutput):
+        handler = on_tool_output
+    elif issubclass(cls, s.ActionOutput):
+        handler = _on_action_output
+    elif issubclass(cls, s.ActionStep):
+        handler = _on_action_step
+    elif issubclass(cls, s.PlanningStep):
+        handler = _on_planning
+    elif issubclass(cls, s.FinalAnswerStep):
+        handler = _on_final_answer
+    if len(ITEM_HANDLERS) < 256:
+        ITEM_HANDLERS[cls] = handler
+    return handler
+
+
+def _on_action_step(run: AgentRun, item: Any) -> None:
+    if item is not run.last_action_step:
+        run.last_action_step = item
+        end_action(run, item)
 
 
 def _on_action_output(run: AgentRun, out: Any) -> None:
