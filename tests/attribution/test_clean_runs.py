@@ -19,6 +19,11 @@ Known false findings (a finding at the top of a correct run; the lead fixes the 
   (researcher, then calculator) and each is followed by new results.
 * ``clean-ag-legs`` — value_changed at the code executor's output: "restates number '376.1' where step 11 had '2'";
   376.1 is what the executed code printed (233.7 miles x 1.609344), not a restatement of the code's index 2.
+* ``clean-smol-booking`` — value_changed at the ``book_room`` call: "restates number '16' where step 7 had '9'";
+  16:00 is the end of the two hours from 14:00 the agent picked in the free hours "09:00-12:00, 14:00-17:00".
+* ``clean-ag-router`` — unfit_routing at triage's hand-off to billing_agent: "uses target 'billing_agent' where
+  step 10 had 'tech_agent'"; the task asks for two things (a fix, then a credit), each handed to the agent whose
+  tools fit it (also, not at the top: tech_agent's hand-back to triage "shares no word with what step 0 asks").
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ pytestmark = pytest.mark.timeout(600)
 
 #: the clean teams on which graph puts no finding at the top (regression-tested below)
 NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-parcels", "clean-smol-restock",
-                     "clean-ag-invoice", "clean-ag-refund", "clean-ag-tickets", "clean-ag-gate")
+                     "clean-smol-warmest", "clean-smol-risotto", "clean-smol-accounts", "clean-ag-invoice",
+                     "clean-ag-refund", "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS = ("clean-smol-trip", "clean-smol-meeting", "clean-ag-fare", "clean-ag-fuel", "clean-ag-legs")
+KNOWN_FALSE_FINDINGS = ("clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-fare", "clean-ag-fuel",
+                        "clean-ag-legs", "clean-ag-router")
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,12 @@ clean-ag-tickets         RoundRobinGroupChat ``analyst`` (``list_tickets`` by cu
                          (``queue_stats``): open tickets counted over every page
 clean-ag-gate            RoundRobinGroupChat ``gate_agent`` (``flight_status`` flaky, ``gate_changes``) +
                          ``notifier`` (``send_notice``): the later gate change supersedes the published gate
+clean-ag-router          Swarm: ``triage`` (``lookup_account``, flaky) → ``tech_agent`` (diagnostics, update) →
+                         back to triage → ``billing_agent`` (``issue_credit``): two requests, two fitting agents
+clean-ag-contractor      RoundRobinGroupChat ``estimator`` (``get_day_rate`` flaky, ``multiply``) + ``reviewer``:
+                         "assuming 22 working days, as the task says", the reviewer re-reads the rate card
+clean-ag-rice            RoundRobinGroupChat of one ``buyer``: parallel ``get_offer`` calls, then parallel
+                         ``unit_price`` calls, the cheapest per kilogram (not the cheapest bag)
 =======================  =========================================================================================
 
 autogen_agentchat is imported by :mod:`.teams_autogen` (at import) and the team builders.
@@ -511,6 +517,163 @@ def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
                         agent("notifier", notifier, [tool(send_notice, "Send a notice.")])], "DONE", 6)
 
 
+# ----------------------------------------------------- a Swarm round trip: hand-off, hand-back, hand-off
+
+
+def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
+    """Swarm: triage looks the account up (flaky), hands off to tech_agent (diagnostics, update), which hands
+    back; triage then hands off to billing_agent for the credit the task asks for."""
+
+    async def lookup_account(account: str) -> str:
+        """An account's customer, devices and outage record."""
+        return f"account {account}: Lea Brandt, router R-88, 3 outages this week (eligible for goodwill credit)"
+
+    async def run_diagnostics(device: str) -> str:
+        """Diagnose a customer's device remotely."""
+        return f"{device}: firmware 2.1 outdated, connection drops fixed by firmware 2.4"
+
+    async def apply_update(device: str, firmware: str) -> str:
+        """Install a firmware version on a device."""
+        return f"{device} updated to firmware {firmware}; connection stable for 10 minutes"
+
+    async def issue_credit(account: str, amount: float) -> str:
+        """Credit an amount to an account."""
+        return f"credit C-310: {amount:.2f} EUR to account {account}"
+
+    def account_of(request: ScriptedRequest) -> str:
+        found = re.search(r"account (\d+)", request.task())
+        return found.group(1) if found else "unknown"
+
+    def triage(request: ScriptedRequest) -> Any:
+        if ok(request, "lookup_account") is None:
+            if errors(request, "lookup_account") >= 3:
+                return "I cannot find the account. DONE"
+            return call("lookup_account", account=account_of(request))
+        if ok(request, "transfer_to_tech_agent") is not None:  # tech_agent has handed the account back
+            return call("transfer_to_billing_agent")
+        return call("transfer_to_tech_agent")
+
+    def tech(request: ScriptedRequest) -> Any:
+        updated = ok(request, "apply_update")
+        if updated is not None:
+            return call("transfer_to_triage")
+        found = ok(request, "run_diagnostics")
+        if found is not None:
+            fix = re.search(r"(\S+): .*fixed by firmware ([\d.]+)", found)
+            return call("apply_update", device=fix.group(1), firmware=fix.group(2)) if fix else "FIXED: no. DONE"
+        return call("run_diagnostics", device="R-88")
+
+    def billing(request: ScriptedRequest) -> Any:
+        done = ok(request, "issue_credit")
+        if done is not None:
+            found = re.search(r"credit (C-\d+): ([\d.]+) EUR", done)
+            return f"CREDIT: {found.group(2)} EUR ({found.group(1)}); the router is fixed. DONE" if found \
+                else "CREDIT: unknown. DONE"
+        amount = re.search(r"the (\d+) EUR goodwill credit", request.task())
+        return call("issue_credit", account=account_of(request), amount=float(amount.group(1)) if amount else 0.0)
+
+    from autogen_agentchat.teams import Swarm
+
+    return Swarm([agent("triage", triage, [tool(lookup_account, "Look an account up.", flaky=True)],
+                        handoffs=["tech_agent", "billing_agent"]),
+                  agent("tech_agent", tech, [tool(run_diagnostics, "Diagnostics."), tool(apply_update, "Update.")],
+                        handoffs=["triage"]),
+                  agent("billing_agent", billing, [tool(issue_credit, "Issue a credit.")], handoffs=["triage"])],
+                 name="helpdesk", termination_condition=_terminated("DONE", 16))
+
+
+# ------------------------------------------------------ an assumption the task states, said aloud
+
+
+def build_contractor(*, rate: int = 410) -> Any:
+    """The estimator says "assuming 22 working days, as the task says" (the task's own assumption, not made-up
+    data), multiplies the day rate it looked up (flaky), and the reviewer re-reads the rate and approves."""
+
+    async def get_day_rate(contractor: str) -> str:
+        """A contractor's day rate from the rate card."""
+        return f"{contractor}: {rate} EUR per day (rate card 2026)"
+
+    async def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return a * b
+
+    def who(request: ScriptedRequest) -> str:
+        found = re.search(r"contractor ([A-Z]\w+ [A-Z]\w+)", request.task())
+        return found.group(1) if found else "unknown"
+
+    def days(request: ScriptedRequest) -> int:
+        found = re.search(r"Assume (\d+) working days", request.task())
+        return int(found.group(1)) if found else 0
+
+    def estimator(request: ScriptedRequest) -> Any:
+        product = ok(request, "multiply")
+        seen = ok(request, "get_day_rate")
+        if product is not None and seen is not None:
+            day = re.search(r": (\d+) EUR per day", seen)
+            return (f"Assuming {days(request)} working days per month, as the task says: {days(request)} x "
+                    f"{day.group(1) if day else '?'} EUR = {float(product):g} EUR. MONTHLY: {float(product):g} EUR")
+        if seen is not None:
+            day = re.search(r": (\d+) EUR per day", seen)
+            return call("multiply", a=days(request), b=int(day.group(1)) if day else 0)
+        if errors(request, "get_day_rate") >= 3:
+            return "MONTHLY: unknown"
+        return call("get_day_rate", contractor=who(request))
+
+    def reviewer(request: ScriptedRequest) -> Any:
+        stated = said(request, "estimator", r"MONTHLY: (\d+) EUR")
+        if stated is None:
+            return "REJECT: no estimate yet."
+        seen = ok(request, "get_day_rate")
+        if seen is None:
+            return call("get_day_rate", contractor=who(request))
+        day = re.search(r": (\d+) EUR per day", seen)
+        expected = days(request) * int(day.group(1)) if day else -1
+        if expected == int(stated.group(1)):
+            return f"MONTHLY: {expected} EUR checked against the rate card. APPROVE"
+        return f"REJECT: {days(request)} days at the rate card's rate is {expected} EUR."
+
+    return round_robin([agent("estimator", estimator, [tool(get_day_rate, "Day rate.", flaky=True),
+                                                       tool(multiply, "Multiply.")]),
+                        agent("reviewer", reviewer, [tool(get_day_rate, "Day rate.")])], "APPROVE", 6)
+
+
+# ------------------------------------------------ parallel tool calls, the cheapest per unit picked
+
+
+def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11.50"), ("Bodega", 2, "4.90"),
+                                                            ("GrainCo", 10, "21.00"))) -> Any:
+    """One reply with a ``get_offer`` call per store (parallel), then one with a ``unit_price`` call per offer
+    (parallel), then the cheapest per kilogram — not the cheapest bag."""
+    table = {store: (kg, price) for store, kg, price in offers}
+
+    async def get_offer(store: str, product: str) -> str:
+        """A store's offer for a product: bag size and price."""
+        kg, price = table.get(store, (0, "0"))
+        return f"{store}: {kg} kg {product} for {price} EUR"
+
+    async def unit_price(store: str, price: float, kilograms: float) -> str:
+        """The price per kilogram of an offer."""
+        return f"{store}: {price / kilograms:.2f} EUR per kg"
+
+    def buyer(request: ScriptedRequest) -> Any:
+        stores = re.findall(r"\b([A-Z][a-z]+[A-Z]?[a-z]*)\b(?=,| or| and|\?)", request.task())
+        stores = [s for s in stores if s in table] or list(table)
+        per_kg = {m.group(1): m.group(2) for _, text in results_of(request, "unit_price")
+                  for m in [re.search(r"(\w+): ([\d.]+) EUR per kg", text)] if m}
+        if len(per_kg) == len(stores):
+            best = min(per_kg, key=lambda s: float(per_kg[s]))
+            listing = ", ".join(f"{s} {per_kg[s]}" for s in stores)
+            return f"Per kg: {listing} EUR. CHEAPEST: {best} at {per_kg[best]} EUR per kg. DONE"
+        seen = {m.group(1): (int(m.group(2)), float(m.group(3))) for _, text in results_of(request, "get_offer")
+                for m in [re.search(r"(\w+): (\d+) kg \w+ for ([\d.]+) EUR", text)] if m}
+        if len(seen) == len(stores):
+            return [call("unit_price", store=s, price=seen[s][1], kilograms=seen[s][0]) for s in stores]
+        return [call("get_offer", store=s, product="rice") for s in stores if s not in seen]
+
+    return round_robin([agent("buyer", buyer, [tool(get_offer, "A store's offer."),
+                                               tool(unit_price, "Price per kilogram.")])], "DONE", 3)
+
+
 def autogen_clean_teams() -> list[dict[str, Any]]:
     """The AutoGen clean teams (module docstring), each verified by the field its final answer reports: the fields
     of a :class:`~.clean_runs.CleanTeam`."""
@@ -551,4 +714,18 @@ def autogen_clean_teams() -> list[dict[str, Any]]:
              "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate and report 'GATE: <gate>'.",
              "GATE", "C4", "RoundRobinGroupChat: a tool agent and a notifier",
              "a later observation (a gate change) superseding the published gate, names and dates as given"),
+        team("clean-ag-router", build_router,
+             "My router keeps dropping the connection (account 5521). Please fix it, and apply the 10 EUR goodwill "
+             "credit your outage policy promises. Report 'CREDIT: <euros> EUR'.", "CREDIT", "10.00",
+             "Swarm: triage -> tech_agent -> back to triage -> billing_agent",
+             "two requests of one task each handed to the agent whose tools fit, a hand-back in between"),
+        team("clean-ag-contractor", build_contractor,
+             "Estimate the monthly cost of contractor Lena Ortiz at her current day rate. Assume 22 working days "
+             "per month. Report 'MONTHLY: <euros> EUR'.", "MONTHLY", "9020",
+             "RoundRobinGroupChat: estimator and a reviewer that re-reads the rate card",
+             "an assumption the task states, said aloud ('assuming 22 working days'), the looked-up rate used"),
+        team("clean-ag-rice", build_rice,
+             "Which is the cheapest rice per kilogram: FreshMart, Bodega or GrainCo? Report 'CHEAPEST: <store>'.",
+             "CHEAPEST", "GrainCo", "RoundRobinGroupChat of one assistant with parallel tool calls",
+             "every store of the task looked up at once, unit prices computed, the cheapest per kg (not per bag)"),
     ]

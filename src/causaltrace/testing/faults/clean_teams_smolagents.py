@@ -23,6 +23,14 @@ clean-smol-restock      ToolCallingAgent ``stock_clerk``: ``get_stock`` says 40 
 clean-smol-meeting      manager CodeAgent with planning every 3 steps and managed ``calendar_agent``
                         (``free_slots``, flaky): one delegation per person of the task, then the slots common to
                         all three, the earliest one picked in code
+clean-smol-booking      ToolCallingAgent ``booker``: ``check_availability`` rejects the task's DD/MM/YYYY date, the
+                        agent rewrites it as YYYY-MM-DD (an error recovered), then books two afternoon hours
+clean-smol-warmest      ToolCallingAgent ``forecaster``: one response with a ``get_temperature`` call per city
+                        (parallel), the warmest picked
+clean-smol-risotto      ToolCallingAgent ``cook`` with an opening plan: ``recipe`` (flaky) for 4 portions,
+                        ``scale`` to the guests, the grams given in the kilograms the task asks for
+clean-smol-accounts     manager CodeAgent delegating every account in ONE code loop to ``bookkeeper``
+                        (``get_orders`` flaky, ``add``): paid orders only, as the task says
 ======================  ==========================================================================================
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
@@ -422,6 +430,180 @@ def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
     return agent
 
 
+# ------------------------------------------------------------ a wrong argument the tool rejects, corrected
+
+
+def build_booking(*, free: Sequence[str] = ("09:00-12:00", "14:00-17:00")) -> Any:
+    """``check_availability`` rejects the task's date format (DD/MM/YYYY); the agent rewrites it as the tool
+    asks (YYYY-MM-DD) and books the afternoon."""
+
+    def check(room: str, date: str) -> str:
+        if not re.fullmatch(r"\d{4}-\d\d-\d\d", str(date)):
+            raise ValueError(f"date must be YYYY-MM-DD, got {date!r}")
+        return f"room {room} on {date}: free " + ", ".join(free)
+
+    check_availability = make_tool("check_availability", "The free hours of a meeting room on a date.",
+                                   {"room": string("the room's name"), "date": string("the date, YYYY-MM-DD")},
+                                   "string", check)
+    book_room = make_tool("book_room", "Book a meeting room.",
+                          {"room": string("the room"), "date": string("YYYY-MM-DD"), "start": string("HH:MM"),
+                           "end": string("HH:MM")}, "string",
+                          lambda room, date, start, end: f"booked {room} on {date} {start}-{end}, reference BK-5521")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no booking"
+        asked = re.search(r"room (\w+) on (\d\d)/(\d\d)/(\d{4}) for (\w+) hours in the afternoon", request.task)
+        if asked is None:
+            return [Call("final_answer", {"answer": "I cannot read the request."})]
+        room, written = asked.group(1), f"{asked.group(2)}/{asked.group(3)}/{asked.group(4)}"
+        iso = f"{asked.group(4)}-{asked.group(3)}-{asked.group(2)}"
+        hours = {"one": 1, "two": 2, "three": 3}.get(asked.group(5), 1)
+        booked = find(request, r"booked (\w+) on ([\d-]+) (\d\d:\d\d)-(\d\d:\d\d)")
+        if booked:
+            return [Call("final_answer", {"answer": f"BOOKED: {booked.group(1)} {booked.group(2)} "
+                                                    f"{booked.group(3)}-{booked.group(4)}"})]
+        hours_free = find(request, r"free (.+)")
+        if hours_free:
+            slots = re.findall(r"(\d\d):00-(\d\d):00", hours_free.group(1))
+            start = next((int(a) for a, b in slots if int(a) >= 12 and int(b) - int(a) >= hours), None)
+            if start is None:
+                return [Call("final_answer", {"answer": "no free afternoon slot"})]
+            return [Call("book_room", {"room": room, "date": iso, "start": f"{start:02d}:00",
+                                       "end": f"{start + hours:02d}:00"})]
+        rejected = any("YYYY-MM-DD" in o for o in request.observations)
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the room service is down"})]
+        return [Call("check_availability", {"room": room, "date": iso if rejected else written})]
+
+    return tool_agent(policy, [check_availability, book_room], "booker", max_steps=6)
+
+
+# ------------------------------------------------------------------- parallel calls, the warmest picked
+
+
+def build_warmest(*, temps: Sequence[tuple[str, int]] = (("Seville", 24), ("Porto", 19), ("Lyon", 21))) -> Any:
+    """One response with a ``get_temperature`` call per city of the task (run in parallel), then the warmest."""
+    table = dict(temps)
+    get_temperature = make_tool("get_temperature", "This afternoon's forecast temperature of a city in Celsius.",
+                                {"city": string("the city")}, "string",
+                                lambda city: f"{city} this afternoon: {table.get(city, 0)} C")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no forecast"
+        found = re.search(r"Which of ([A-Z][\w ,]+?) is warmest", request.task)
+        cities = [c.strip() for c in re.split(r",| and ", found.group(1)) if c.strip()] if found else []
+        seen = {m.group(1): int(m.group(2)) for o in request.observations
+                for m in re.finditer(r"(\w+) this afternoon: (-?\d+) C", o)}
+        if cities and all(c in seen for c in cities):
+            warmest = max(cities, key=seen.__getitem__)
+            return [Call("final_answer", {"answer": f"WARMEST: {warmest}, {seen[warmest]} C"})]
+        if not cities or request.turn >= 3:
+            return [Call("final_answer", {"answer": "no forecast"})]
+        return [Call("get_temperature", {"city": c}) for c in cities if c not in seen]
+
+    return tool_agent(policy, [get_temperature], "forecaster", max_steps=4)
+
+
+# ------------------------------------------------- grams to kilograms, a recipe scaled: a unit changed as asked
+
+
+def build_risotto(*, portions: int = 4, lines: Sequence[tuple[str, str]] = (
+        ("arborio rice", "320 g"), ("parmesan", "80 g"), ("butter", "50 g"), ("vegetable stock", "1.2 l"))) -> Any:
+    """An opening plan; ``recipe`` lists quantities for 4 portions (flaky), ``scale`` rescales the rice to the
+    task's guests; the answer converts the grams to the kilograms the task asks for."""
+    listing = ", ".join(f"{name} {qty}" for name, qty in lines)
+    recipe = make_tool("recipe", "A dish's ingredients and quantities.", {"dish": string("the dish")}, "string",
+                       lambda dish: f"{dish} for {portions} portions: {listing}", flaky=True)
+    scale = make_tool("scale", "Rescale a quantity from one number of portions to another.",
+                      {"amount": number("the quantity"), "unit": string("its unit"),
+                       "from_portions": number("the recipe's portions"), "to_portions": number("the wanted portions")},
+                      "string", lambda amount, unit, from_portions, to_portions:
+                      f"scaled: {float(amount) * float(to_portions) / float(from_portions):g} {unit} for "
+                      f"{int(to_portions)} portions")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_planning:
+            task = _task_of_plan(request)
+            guests = re.search(r"for (\d+) people", task)
+            return _survey([f"{guests.group(1) if guests else '?'} people eat.", "The answer is wanted in kilograms."],
+                           ["The recipe's quantity of rice and its number of portions (recipe)."],
+                           ["The rice for everyone: scaled to the guests, converted from grams to kilograms."],
+                           ["Look the recipe up.", "Scale the rice to the number of guests.",
+                            "Convert to kilograms and report 'RICE: <kg> kg'."])
+        if request.is_final_summary:
+            return "no quantity"
+        guests = re.search(r"for (\d+) people", request.task)
+        scaled = find(request, r"scaled: ([\d.]+) (\w+) for")
+        if scaled:
+            grams = float(scaled.group(1)) * (1000 if scaled.group(2) == "kg" else 1)
+            return [Call("final_answer", {"answer": f"RICE: {grams / 1000:g} kg"})]
+        rice = find(request, r"for (\d+) portions: .*?rice ([\d.]+) (\w+)")
+        if rice and guests:
+            return [Call("scale", {"amount": float(rice.group(2)), "unit": rice.group(3),
+                                   "from_portions": int(rice.group(1)), "to_portions": int(guests.group(1))})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "no recipe"})]
+        return [Call("recipe", {"dish": "risotto"})]
+
+    agent = tool_agent(policy, [recipe, scale], "cook", max_steps=6)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+# ---------------------------------- a code loop delegating once per account, an exclusion followed
+
+
+def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] = (
+        ("K4", ((120, "paid"), (80, "cancelled"), (45, "paid"))), ("K5", ((60, "paid"), (30, "refunded"))),
+        ("K6", ((75, "paid"), (25, "paid"), (40, "cancelled"))))) -> Any:
+    """A manager CodeAgent delegates every account of the task to ``bookkeeper`` in ONE code loop; the
+    bookkeeper sums the paid orders (cancelled and refunded ones excluded, as the task says)."""
+    table = {name: orders for name, orders in accounts}
+    get_orders = make_tool("get_orders", "The orders of an account with their states.",
+                           {"account": string("the account")}, "string", lambda account: f"orders of {account}: "
+                           + ", ".join(f"{a} EUR {s}" for a, s in table.get(account, ())), flaky=True)
+    add = make_tool("add", "Add up numbers.", {"numbers": {"type": "array", "description": "the numbers"}},
+                    "string", lambda numbers: f"sum: {sum(int(n) for n in numbers)}")
+
+    def bookkeeper(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no sum"
+        total = find(request, r"sum: (\d+)")
+        account = re.search(r"account (\w+)", request.task)
+        if total:
+            return [Call("final_answer", {"answer": f"paid total of {account.group(1) if account else '?'}: "
+                                                    f"{total.group(1)} EUR"})]
+        orders = find(request, r"orders of \w+: (.+)")
+        if orders:
+            return [Call("add", {"numbers": [int(a) for a, s in re.findall(r"(\d+) EUR (\w+)", orders.group(1))
+                                             if s == "paid"]})]
+        if account is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("get_orders", {"account": account.group(1)})]
+
+    worker = tool_agent(bookkeeper, [get_orders, add], "bookkeeper", max_steps=5,
+                        description="Sums an account's paid orders.")
+
+    def manager(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no total"
+        names = re.findall(r"\bK\d+\b", request.task)
+        reports = find(request, r"paid totals: (\{.*\})")
+        if reports:
+            return code_reply("add the paid totals of every account.",
+                              f"totals = {reports.group(1)}\nfinal_answer(f'TOTAL: {{sum(totals.values())}} EUR')")
+        return code_reply("ask the bookkeeper for each account's paid total, one account at a time.",
+                          f"totals = {{}}\nfor account in {names!r}:\n"
+                          "    report = bookkeeper(task=f'Sum the paid orders of account {account} (leave out "
+                          "cancelled and refunded orders).')\n"
+                          "    totals[account] = int(report.split(': ')[-1].split()[0])\n"
+                          "print('paid totals:', totals)")
+
+    return code_agent(manager, [], "manager", max_steps=4, managed=[worker])
+
+
 def smolagents_clean_teams() -> list[dict[str, Any]]:
     """The smolagents clean teams (module docstring), each verified by its exact final answer: the fields of a
     :class:`~.clean_runs.CleanTeam`."""
@@ -460,4 +642,22 @@ def smolagents_clean_teams() -> list[dict[str, Any]]:
              "free for all three. Report 'MEET: <HH:MM> on <date>'.", "MEET: 11:00 on 2026-04-22",
              "manager CodeAgent with planning every 3 steps and a managed agent",
              "one delegation per person (names and date as given), a set intersection in code, plan updates"),
+        team("clean-smol-booking", build_booking,
+             "Book meeting room Atlas on 14/03/2026 for two hours in the afternoon. Report 'BOOKED: <room> <date> "
+             "<start>-<end>'.", "BOOKED: Atlas 2026-03-14 14:00-16:00", "ToolCallingAgent",
+             "a call the tool rejects (the task's date format) rewritten as the tool asks and recovered"),
+        team("clean-smol-warmest", build_warmest,
+             "Which of Seville, Porto and Lyon is warmest this afternoon? Report 'WARMEST: <city>, <temp> C'.",
+             "WARMEST: Seville, 24 C", "ToolCallingAgent with parallel tool calls in one response",
+             "every city of the task looked up at once, the maximum picked"),
+        team("clean-smol-risotto", build_risotto,
+             "I'm cooking risotto for 10 people. How many kilograms of arborio rice do I need? Report 'RICE: <kg> "
+             "kg'.", "RICE: 0.8 kg", "ToolCallingAgent with an opening facts survey",
+             "a recipe scaled by a tool, grams converted to the kilograms the task asks for"),
+        team("clean-smol-accounts", build_accounts,
+             "What did accounts K4, K5 and K6 pay in total? Count paid orders only: leave out cancelled and refunded "
+             "orders. Report 'TOTAL: <euros> EUR'.", "TOTAL: 325 EUR",
+             "manager CodeAgent delegating in a code loop to a managed ToolCallingAgent",
+             "every account of the task, an exclusion instruction followed (items of the tool's list left out as "
+             "asked)"),
     ]
