@@ -178,3 +178,63 @@ async def test_a_figure_filled_into_a_gap_is_corrected_by_the_lookup_that_left_i
     monkeypatch.setattr(blind_teams, "outage", lambda key, calls=1: (lambda asked: False))
     await _repaired_by_correction_at(case, run, found, tmp_path)
     assert twin.outcome.status == "success" and _corrections(twin, "made_up_data") == []
+
+
+# ------------------------------------------------------------------------ made-up data after a search found nothing
+
+async def test_made_up_data_after_a_search_found_nothing_is_corrected_by_the_refined_search(tmp_path):
+    """The researcher's search for Nice's population found nothing and it states a "hypothetical" figure. Repeating
+    the same query would find nothing again; the correction searches with that query plus the terms every result
+    found for the other cities shares (the source they cite, "(commune) ... (INSEE, 2021 census)"), and the replay
+    finds Nice: a flip at the planted step. The twin searches again itself: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("ag-fabricated-census", "made_up_data", tmp_path)
+    assert fix.replacement == {"text": None, "tool_calls": [{"name": "web_search", "arguments": {
+        "query": "population of Nice latest census commune INSEE"}}]}
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "made_up_data") == []
+
+
+def test_a_search_is_refined_only_when_the_same_call_found_nothing_and_its_siblings_share_terms():
+    from _builders import RunBuilder
+    from causaltrace.replay.correct_made_up import _refined
+
+    def run_of(*answers: tuple[str, str, bool]):
+        b = RunBuilder("search").task("Population of Lyon, Marseille and Nice?")
+        for query, answer, error in answers:
+            b = b.tool_call("researcher", "web_search", {"query": query}).tool_response(
+                "researcher", answer, is_error=error, tool_name="web_search",
+                **({"status": "error", "error": {"type": "TimeoutError", "message": answer}} if error else {}))
+        run = b.message("researcher", "Nice: hypothetically 350,000.").build()
+        return run, run.steps[-1]
+
+    lyon, marseille = ("population of Lyon", "Lyon (commune): 522,250 (INSEE)", False), (
+        "population of Marseille", "Marseille (commune): 873,076 (INSEE)", False)
+    nice = {"query": "population of Nice"}
+    run, step = run_of(lyon, marseille, ("population of Nice", "No results found.", False))
+    assert _refined(run, step, "web_search", nice) == {"query": "population of Nice commune INSEE"}
+    run, step = run_of(lyon, marseille, ("population of Nice", "timeout", True))
+    assert _refined(run, step, "web_search", nice) == nice  # a failure, not an empty answer: the call again
+    run, step = run_of(lyon, ("population of Nice", "No results found.", False))
+    assert _refined(run, step, "web_search", nice) is None  # one sibling: no terms shown to be shared
+
+
+def test_a_reply_replaced_wholesale_is_the_pairs_chosen_turn():
+    """A correction that replaces a model reply's text and tool calls wholesale (the call that obtains made-up data,
+    the call for an omitted item) gives the turn the pair chooses: the calls it names, the text it gives, the
+    original call ids kept by position; a call without a name gives no turn."""
+    from _builders import RunBuilder
+    from causaltrace.replay.turns import corrected_turn
+
+    run = (RunBuilder("reply").task("Population of Nice?")
+           .llm("researcher", "", tool_calls=[{"id": "c-1", "name": "web_search", "arguments": {"query": "Nice"}}])
+           .llm("researcher", "Nice has roughly 350,000 inhabitants.").build())
+    searched, stated = run.steps[1], run.steps[2]
+    edit = corrected_turn(run, stated, {"text": None, "tool_calls": [{"name": "web_search",
+                                                                      "arguments": {"query": "Nice INSEE"}}]})
+    assert edit.turn == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "web_search", "arguments": {"query": "Nice INSEE"}}}]}
+    edit = corrected_turn(run, searched, {"text": "Let me search again.", "tool_calls": [
+        {"name": "web_search", "arguments": {"query": "Nice INSEE"}}, {"name": "add", "arguments": {}}]})
+    assert edit.turn["content"] == "Let me search again."
+    assert [c["id"] for c in edit.turn["tool_calls"]] == ["c-1", "call_1"]
+    assert corrected_turn(run, stated, {"tool_calls": [{"arguments": {}}]}).turn is None

@@ -239,6 +239,46 @@ def _obtaining_call(step: Step, run: Run, f: Finding, llm: Step | None, made_up:
     tools = agent_tools(run, step.agent) if step.agent else {}
     tool = _fitting_tool(run, step, tools, made_up) if tools else None
     arguments = (_arguments(run, step, tool, made_up) or _schema_arguments(run, llm, tool, made_up)) if tool else None
+    if tool is not None and arguments is not None:
+        arguments = _refined(run, step, tool, arguments)
     if tool is None or arguments is None or (replacement_kind(step) != "code" and llm is None):
         return None
     return _as_intervention(step, f, llm, tool, arguments)
+
+
+#: an answer that found nothing (not an error: the same call finds nothing again)
+_NOTHING = re.compile(r"\b(?:no (?:results?|matches|records|entries|data)|not found|nothing found|found nothing)\b",
+                      re.IGNORECASE)
+_TERM = re.compile(r"[A-Za-z][A-Za-z-]{2,}")
+
+
+def _answers(run: Run, step: Step, tool: str) -> list[tuple[Step, Step]]:
+    """``(call, its answer)`` of the agent's calls of ``tool`` before ``step`` that were answered."""
+    out = []
+    for call in (s for s in run.steps if s.kind == "tool_call" and s.agent == step.agent and s.tool_name == tool
+                 and s.index < step.index):
+        answer = next((s for s in run.steps if s.kind == "tool_response" and s.tool_name == tool
+                       and call.index < s.index < step.index), None)
+        if answer is not None:
+            out.append((call, answer))
+    return out
+
+
+def _refined(run: Run, step: Step, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """``arguments``, unless the same call already found nothing (an answer that is no error and says so): then its
+    one string argument with the terms every answer the tool found for the agent's other items shares (the source
+    they cite: "(INSEE, 2021 census)" for each city found) — a search refined by what its hits have in common; None
+    when there are no such terms (the same call would find nothing again)."""
+    answers = _answers(run, step, tool)
+    if not any(c.arguments == arguments and a.status != "error" and _NOTHING.search(a.content or "")
+               for c, a in answers):
+        return arguments
+    strings = [k for k, v in arguments.items() if isinstance(v, str)]
+    found = [a.content or "" for c, a in answers if a.status != "error" and not _NOTHING.search(a.content or "")
+             and c.arguments != arguments]
+    if len(strings) != 1 or len(found) < 2:
+        return None
+    said = {w.lower() for w in _TERM.findall(arguments[strings[0]])}
+    shared = [w for w in dict.fromkeys(_TERM.findall(found[0])) if w.lower() not in said
+              and all(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text) for text in found[1:])]
+    return {**arguments, strings[0]: f"{arguments[strings[0]]} {' '.join(shared)}"} if shared else None

@@ -121,6 +121,8 @@ def _edit_llm_output(turn: dict[str, Any], replacement: Any) -> TurnEdit:
     if isinstance(replacement, str):
         turn["content"] = replacement
         return TurnEdit(turn)
+    if isinstance(replacement, dict) and isinstance(replacement.get("tool_calls"), list):
+        return _replace_reply(turn, replacement)
     if isinstance(replacement, list) and "tool_calls" in turn and len(replacement) == len(turn["tool_calls"]):
         for call, new in zip(turn["tool_calls"], replacement, strict=True):
             if not isinstance(new, dict):
@@ -129,6 +131,24 @@ def _edit_llm_output(turn: dict[str, Any], replacement: Any) -> TurnEdit:
                                 "arguments": _arguments_object(new.get("arguments", {}))}
         return TurnEdit(turn)
     return TurnEdit(None, "the replacement does not fit the model's output (text or the same number of tool calls)")
+
+
+def _replace_reply(turn: dict[str, Any], replacement: dict[str, Any]) -> TurnEdit:
+    """A reply replaced wholesale (``{"text": …, "tool_calls": [{name, arguments}, …]}``: a correction that calls the
+    tool for what the reply made up or left out, in place of what it said): its text and its tool calls, the
+    original calls' ids kept by position."""
+    calls = replacement["tool_calls"]
+    if not all(isinstance(c, dict) and c.get("name") for c in calls):
+        return TurnEdit(None, "a replaced tool call is not an object with a name")
+    ids = [c.get("id") for c in turn.get("tool_calls") or ()]
+    turn["content"] = str(replacement.get("text") or "")
+    turn["tool_calls"] = [{"id": str(ids[i]) if i < len(ids) else f"call_{i}", "type": "function",
+                           "function": {"name": str(c["name"]), "arguments": _arguments_object(c.get("arguments")
+                                                                                               or {})}}
+                          for i, c in enumerate(calls)]
+    if not turn["tool_calls"]:
+        del turn["tool_calls"]
+    return TurnEdit(turn)
 
 
 def _replace_text(turn: dict[str, Any], old: str, new: str, what: str) -> TurnEdit:
