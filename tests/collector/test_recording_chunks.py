@@ -578,3 +578,43 @@ def test_rows_from_the_calls_given_json_equal_the_rows_serialized_again() -> Non
     assert given.rows == again.rows
     assert given.chunks == again.chunks
     assert given.rows[0][-1] is not None and given.rows[0][-2].count(digest_of(shared)) == 2
+
+
+def test_a_text_every_run_sends_again_is_hashed_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system prompt each run sends (a new string object each run) gets its literal and digest from the earlier
+    write (``_recent_chunk``): the same rows and chunks as made anew; a text above ``_RECENT_MAX_CHARS`` is not
+    kept, and the oldest entry goes first."""
+    made: list[int] = []
+    real = recording_chunks.json_literal
+
+    def counted(text: str, **kw: Any) -> Any:
+        made.append(len(text))
+        return real(text, **kw)
+
+    monkeypatch.setattr(recording_chunks, "json_literal", counted)
+    prompt = random_text(9000) + ' "quoted" é \n'
+    big = random_text(recording_chunks._RECENT_MAX_CHARS + 10)
+
+    def calls(run_id: str) -> list[RecordedCall]:  # the texts copied: other objects, equal
+        return [RecordedCall(run_id=run_id, start_order=0, agent_key="a", kind="llm", ordinal=0, request_hash="h",
+                             request={"messages": [{"role": "system", "content": "".join(list(prompt))},
+                                                   {"role": "user", "content": "".join(list(big))}]},
+                             response={"content": "ok"})]
+
+    first = recording_chunks.split_calls("r", calls("r"))
+    assert sorted(made) == [len(prompt), len(big)]
+    made.clear()
+    second = recording_chunks.split_calls("r", calls("r"))
+    assert made == [len(big)]  # the prompt's literal and digest known; the big text made again
+    assert second.chunks == first.chunks
+    assert second.rows == first.rows
+    monkeypatch.setattr(recording_chunks, "_recent", {})
+    made.clear()
+    assert recording_chunks.split_calls("r", calls("r")).rows == second.rows
+    assert sorted(made) == [len(prompt), len(big)]
+    for i in range(recording_chunks._RECENT_MAX + 1):  # a full table drops its oldest entry
+        recording_chunks._remember_chunk(f"text {i} " * 600, f"d{i}", 1, b"x")
+    assert len(recording_chunks._recent) == recording_chunks._RECENT_MAX
+    assert recording_chunks._recent_chunk("text 0 " * 600) is None
+    assert recording_chunks._recent_chunk(prompt) is None
+    assert recording_chunks._recent_chunk("text 1 " * 600) == ("d1", 1, b"x")

@@ -120,3 +120,19 @@ def test_a_stored_step_reads_back_equal(tmp_path: Any) -> None:
     with Store(tmp_path / "s.db") as store:
         store.save_run(run)
         assert store.get_run("r") == run
+
+
+def test_a_run_rows_json_and_a_chunks_list_are_the_texts_they_were() -> None:
+    import json
+
+    from causaltrace.collector.store_sql import refs_json, run_head_json
+    from causaltrace.schema import Outcome, Run
+
+    for run in (Run(run_id="r", framework="autogen", task="t é \n", metadata={"roster": {"a": [1.5, None]}},
+                    started_at=datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), steps=(_BASE.model_copy(
+                        update={"step_id": "r/0", "index": 0, "parent_step_id": None, "depends_on": ()}),),
+                    outcome=Outcome(status="success", final_answer="42")),
+                Run(run_id="r", framework="x", task="a lone \ud800 surrogate")):
+        assert run_head_json(run) == run.model_dump_json(exclude={"steps", "recording"})
+    refs = [["ab" * 32, "request", "messages", 0, "content"], [["cd" * 32, "ef" * 32], "arguments", "ñ \"key\"", 1]]
+    assert refs_json(refs) == json.dumps(refs, separators=(",", ":"))

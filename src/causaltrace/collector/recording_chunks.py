@@ -46,12 +46,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path as PathType
 from typing import Any
 
 from causaltrace.collector.blob_files import BLOB_MIN_BYTES, BlobFileError, BlobFiles, is_mark, mark, marked_size
-from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError
+from causaltrace.collector.store_sql import REC_INSERT, Connection, CorruptRecordError, refs_json
 from causaltrace.recording.long_texts import json_literal
 from causaltrace.schema import RecordedCall, utf8_safe
 
@@ -169,6 +170,33 @@ class _TextMap:
         return value
 
 
+# The chunks of the last writes, per process (issue 35: the store's own work per event): an agent sends the same
+# system prompt, tool descriptions or task in every run — a new string object each time — and each run's write
+# made its JSON literal and hashed it again (~10 µs for a 9 KB smolagents prompt). A text below
+# _RECENT_MAX_CHARS (so never a file: its literal stays under BLOB_MIN_BYTES) is found here by its length, head
+# and tail, then compared whole (no hash of the text); its digest, characters and literal are a pure function of
+# it. At most _RECENT_MAX entries (~1.5 MB at most), the oldest dropped; the writer threads of several stores share it.
+_RECENT_MAX = 32
+_RECENT_MAX_CHARS = 16_384
+_recent: dict[tuple[int, str, str], tuple[str, str, int, bytes | bytearray]] = {}
+_recent_lock = threading.Lock()
+
+
+def _recent_chunk(text: str) -> tuple[str, int, bytes | bytearray] | None:
+    """(digest, characters, literal) of ``text`` when a recent write chunked an equal text."""
+    known = _recent.get((len(text), text[:32], text[-32:]))
+    if known is not None and (known[0] is text or known[0] == text):
+        return known[1], known[2], known[3]
+    return None
+
+
+def _remember_chunk(text: str, digest: str, chars: int, literal: bytes | bytearray) -> None:
+    with _recent_lock:
+        if len(_recent) >= _RECENT_MAX:
+            del _recent[next(iter(_recent))]
+        _recent[(len(text), text[:32], text[-32:])] = (text, digest, chars, literal)
+
+
 def _large_strings(value: Any, trail: Path, into: list[tuple[Path, str]]) -> None:
     """Append ``(path, string)`` for every string of at least CHUNK_MIN_CHARS inside ``value`` (``trail`` its
     path), depth first in key / index order — the order the call's references are listed in. (Exact type tests
@@ -230,6 +258,12 @@ class _Splitter:
     def digest(self, text: str) -> str:
         found = self.digest_of.get(text)
         if found is None:
+            recent = _recent_chunk(text) if len(text) < _RECENT_MAX_CHARS else None
+            if recent is not None:  # a text an earlier write chunked (a system prompt every run sends): known
+                found, chars, literal = recent
+                self.out.chunks.setdefault(found, (chars, literal))
+                self.digest_of[text] = found
+                return found
             kept = self.literals.get(id(text))
             if kept is not None and kept[0] is text:
                 literal = kept[1]  # written by the run's export (issue 35 "Bad input"): not written again
@@ -243,6 +277,8 @@ class _Splitter:
             chars = len(literal) if text.isascii() else len(literal.decode())
             self.out.chunks.setdefault(found, (chars, literal))
             self.digest_of[text] = found
+            if len(text) < _RECENT_MAX_CHARS:
+                _remember_chunk(text, found, chars, literal)
         return found
 
     def plan(self, strings: list[tuple[Path, str]]) -> None:
@@ -303,7 +339,7 @@ class _Splitter:
                 update[field] = items[0][1] if not items[0][0] else _replaced(value, items)  # [] is the field itself
             data = call.model_copy(update=update).model_dump_json()
         return (run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, data,
-                json.dumps(refs, separators=(",", ":")))
+                refs_json(refs))
 
     def _swapped(self, text: str, refs: list[list[Any]]) -> str | None:
         """The call's JSON ``text`` with each chunked string's literal replaced by its reference's — the same text as

@@ -105,6 +105,7 @@ from causaltrace.collector.store_sql import (
     explain,
     iso,
     now_iso,
+    run_head_json,
     run_row_json,
     shown_target,
     sort_ts,
@@ -314,7 +315,7 @@ class Store:
         except ValidationError as exc:
             raise InvalidInputError(f"begin_run({run_id!r}): {explain(exc)}") from exc
         head = truncate_run_text(head, self.max_chars)
-        data = head.model_dump_json(exclude={"steps", "recording"})
+        data = run_head_json(head)
         with self._write_scope as conn:
             row = (run_id, head.framework, head.name, head.task, head.trace_id, iso(head.started_at), None, "running",
                    "running", writer.pid, writer.start_time, writer.host, 0, now_iso(), data, sort_ts(head.started_at))

@@ -61,6 +61,8 @@ __all__ = [
     "long_text_on_top",
     "model_json",
     "now_iso",
+    "refs_json",
+    "run_head_json",
     "run_row_json",
     "shown_target",
     "sort_ts",
@@ -193,6 +195,23 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+#: ``json.dumps(value, separators=(",", ":"))`` — a row's ``chunks`` list — with its encoder made once, not once a row
+#: (json.dumps builds a new JSONEncoder whenever an argument is given: ~0.9 µs of its ~2.8).
+refs_json = json.JSONEncoder(separators=(",", ":")).encode
+#: A run row's JSON leaves these out (they are rows of their own). A set, never changed: pydantic-core takes a
+#: frozenset its slow way (2.7 µs a row instead of 1.6).
+_RUN_ROW_EXCLUDE = {"steps", "recording"}
+
+
+def run_head_json(run: Run) -> str:
+    """``run.model_dump_json(exclude={"steps", "recording"})`` — the same text — straight from the model's serializer
+    (the Python wrapper around it was ~1.5 µs of ~4.3 a run row); a lone surrogate takes the model's own way."""
+    try:
+        return run.__pydantic_serializer__.to_json(run, exclude=_RUN_ROW_EXCLUDE).decode()  # type: ignore[no-any-return]
+    except PydanticSerializationError:
+        return run.model_dump_json(exclude={"steps", "recording"})
 
 
 def model_json(model: Any) -> str:
@@ -432,8 +451,7 @@ def run_row_json(run: Run, limit: int, literals: dict[int, tuple[str, bytes | by
             update["outcome"] = run.outcome.model_copy(update=outcome)
         if update:
             run = run.model_copy(update=update)
-    data = truncate_run_text(run, limit).model_dump_json(exclude={"steps", "recording"})
-    return data, json.dumps(refs, separators=(",", ":")) if refs else None
+    return run_head_json(truncate_run_text(run, limit)), refs_json(refs) if refs else None
 
 
 def long_text_on_top(step: Step, limit: int) -> bool:
@@ -656,7 +674,7 @@ def step_rows(run_id: str, steps: Sequence[Step], limit: int, *, utf8: bool,
                 step, data = cut_step_json(step, limit, literals, data, utf8=utf8, refer=refer, refs=refs,
                                            apart=apart)
         rows.append((run_id, step.step_id, step.index, step.kind, step.agent, step.status, step.parent_step_id,
-                     int(step.truncated), data, json.dumps(refs, separators=(",", ":")) if refs else None))
+                     int(step.truncated), data, refs_json(refs) if refs else None))
     return rows
 
 
