@@ -24,6 +24,9 @@ Known false findings (a finding at the top of a correct run; the lead fixes the 
 * ``clean-ag-router`` — unfit_routing at triage's hand-off to billing_agent: "uses target 'billing_agent' where
   step 10 had 'tech_agent'"; the task asks for two things (a fix, then a credit), each handed to the agent whose
   tools fit it (also, not at the top: tech_agent's hand-back to triage "shares no word with what step 0 asks").
+* ``clean-ag-export`` — loop_no_progress at the first ``export_status`` poll: "a loop of 3 near-identical actions
+  without progress (steps 9, 12, 15)"; the polls answered 30 % done, 70 % done, done: each made progress, and the
+  download followed.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ pytestmark = pytest.mark.timeout(600)
 
 #: the clean teams on which graph puts no finding at the top (regression-tested below)
 NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-parcels", "clean-smol-restock",
-                     "clean-smol-warmest", "clean-smol-risotto", "clean-smol-accounts", "clean-ag-invoice",
-                     "clean-ag-refund", "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice")
+                     "clean-smol-warmest", "clean-smol-risotto", "clean-smol-accounts", "clean-smol-laptops",
+                     "clean-smol-overdue", "clean-smol-welcome", "clean-ag-invoice", "clean-ag-refund",
+                     "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice", "clean-ag-census")
 #: the known false findings of the module docstring
 KNOWN_FALSE_FINDINGS = ("clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-fare", "clean-ag-fuel",
-                        "clean-ag-legs", "clean-ag-router")
+                        "clean-ag-legs", "clean-ag-router", "clean-ag-export")
 
 
 @pytest.fixture(scope="module")

@@ -1,38 +1,12 @@
 """Correct AutoGen AgentChat runs for the negative set of :mod:`.clean_runs` (issue 32): reactive scripted teams in
-the style of :mod:`.teams_autogen` and :mod:`.zoo_autogen` with NO planted error. Each succeeds; each holds shapes a
-careless detector reads as faults — a reviewer's rejection and a restated draft, a selector choosing by the tools a
-member holds, a Swarm hand-off, a MagenticOne facts sheet and ledger, pagination, a gate change that supersedes the
-published gate.
+the style of :mod:`.teams_autogen` with NO planted error, in shapes a careless detector reads as faults (a rejected
+draft restated, selectors, Swarm hand-offs and hand-backs, a MagenticOne facts sheet, polling, pagination).
 
-=======================  =========================================================================================
-team                     shape, content
-=======================  =========================================================================================
-clean-ag-invoice         RoundRobinGroupChat ``bookkeeper`` (``get_invoice_lines`` flaky, ``add_amounts``) +
-                         ``reviewer``: the first draft is rejected for its format, the restated total is approved
-                         after the reviewer reads the invoice's lines itself and re-adds them
-clean-ag-fare            SelectorGroupChat ``planner`` (restates the task), ``fare_agent`` (``search_fares``,
-                         flaky: the cheapest fare), ``fx_agent`` (``get_rate``, ``multiply``: USD to EUR, rounded
-                         to cents), ``reviewer`` (checks fare and rate with its own tools)
-clean-ag-refund          Swarm: ``triage`` (``lookup_order``, flaky) hands off to ``billing_agent``
-                         (``refund_quote``, ``issue_refund``), which refunds the damaged item only
-clean-ag-fuel            MagenticOneGroupChat: a facts sheet restating the task, the progress ledger;
-                         ``researcher`` (``get_distance``, ``get_fuel_price``), ``calculator`` (``calculate``),
-                         ``reviewer`` (recomputes): litres per 100 km over the road distance, rounded to euros
-clean-ag-legs            RoundRobinGroupChat ``coder`` (``get_legs``, flaky) + ``executor``: legs in miles summed
-                         and converted to kilometres in code (1.609344, rounded to 0.1)
-clean-ag-tickets         RoundRobinGroupChat ``analyst`` (``list_tickets`` by cursor, three pages) + ``reviewer``
-                         (``queue_stats``): open tickets counted over every page
-clean-ag-gate            RoundRobinGroupChat ``gate_agent`` (``flight_status`` flaky, ``gate_changes``) +
-                         ``notifier`` (``send_notice``): the later gate change supersedes the published gate
-clean-ag-router          Swarm: ``triage`` (``lookup_account``, flaky) → ``tech_agent`` (diagnostics, update) →
-                         back to triage → ``billing_agent`` (``issue_credit``): two requests, two fitting agents
-clean-ag-contractor      RoundRobinGroupChat ``estimator`` (``get_day_rate`` flaky, ``multiply``) + ``reviewer``:
-                         "assuming 22 working days, as the task says", the reviewer re-reads the rate card
-clean-ag-rice            RoundRobinGroupChat of one ``buyer``: parallel ``get_offer`` calls, then parallel
-                         ``unit_price`` calls, the cheapest per kilogram (not the cheapest bag)
-=======================  =========================================================================================
-
-autogen_agentchat is imported by :mod:`.teams_autogen` (at import) and the team builders.
+The teams, in :func:`autogen_clean_teams` order: ``clean-ag-invoice``, ``clean-ag-fare``, ``clean-ag-refund``,
+``clean-ag-fuel``, ``clean-ag-legs``, ``clean-ag-tickets``, ``clean-ag-gate``, ``clean-ag-router``,
+``clean-ag-contractor``, ``clean-ag-rice``, ``clean-ag-export``, ``clean-ag-census``. Each builder's docstring says
+what its team does; each team's ``shape`` and ``content`` fields (:class:`~.clean_runs.CleanTeam`) say what it
+exercises. autogen_agentchat is imported at import (:mod:`.clean_runs` imports this module lazily).
 """
 
 from __future__ import annotations
@@ -42,6 +16,11 @@ import re
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.teams import MagenticOneGroupChat, SelectorGroupChat, Swarm
+from autogen_core.tools import FunctionTool
 
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call, orchestrator_policy
 from causaltrace.testing.faults.cases_autogen import reports
@@ -60,13 +39,13 @@ from causaltrace.testing.faults.teams_autogen import (
 __all__ = ["autogen_clean_teams"]
 
 
-def _all_text(request: ScriptedRequest) -> str:
-    return request.text()
+def _in_task(request: ScriptedRequest, *, pattern: str) -> str:
+    """The first group of ``pattern`` in the request's task ("unknown" when it does not match)."""
+    found = re.search(pattern, request.task())
+    return found.group(1) if found else "unknown"
 
 
 def _terminated(keyword: str, limit: int) -> Any:
-    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
-
     return TextMentionTermination(keyword) | MaxMessageTermination(limit)
 
 
@@ -87,10 +66,7 @@ def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00
         """Add up amounts of money."""
         return f"sum: {sum(amounts):.2f}"
 
-    def invoice_of(request: ScriptedRequest) -> str:
-        found = re.search(r"invoice (F-\d+)", request.task())
-        return found.group(1) if found else "unknown"
-
+    invoice_of = partial(_in_task, pattern=r"invoice (F-\d+)")
     def bookkeeper(request: ScriptedRequest) -> Any:
         total = ok(request, "add_amounts")
         if total is not None:
@@ -129,7 +105,7 @@ def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00
 
 def _fare_selector(request: ScriptedRequest) -> str:
     """The travel desk's selector: the member whose tools fit what the conversation still lacks."""
-    text = _all_text(request)
+    text = request.text()
     if "fx_agent: FARE:" in text:
         return "reviewer"
     if "fare_agent: CHEAPEST:" in text:
@@ -210,8 +186,6 @@ def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA
             return f"FARE: {expected} EUR checked: the cheapest fare and today's rate. APPROVE"
         return f"REJECT: expected {expected} EUR from the {low} USD fare."
 
-    from autogen_agentchat.teams import SelectorGroupChat
-
     members = [agent("planner", planner),
                agent("fare_agent", fare_agent, [tool(search_fares, "Flight fares.", flaky=True)]),
                agent("fx_agent", fx_agent, [tool(get_rate, "Exchange rate."), tool(multiply, "Multiply.")]),
@@ -245,10 +219,7 @@ def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.9
         """Refund an amount to the customer of an order."""
         return f"refund R-77 issued: {amount:.2f} EUR to order {order}"
 
-    def order_of(request: ScriptedRequest) -> str:
-        found = re.search(r"order (A-\d+)", _all_text(request))
-        return found.group(1) if found else "unknown"
-
+    order_of = partial(_in_task, pattern=r"order (A-\d+)")
     def triage(request: ScriptedRequest) -> Any:
         seen = ok(request, "lookup_order")
         if seen is not None:
@@ -268,8 +239,6 @@ def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.9
             return call("issue_refund", order=order_of(request), amount=float(quote.split(": ")[1].split()[0]))
         damaged = re.search(r"(?:the |my )([\w ]+?) (?:arrived|was|is) (?:broken|damaged)", request.task())
         return call("refund_quote", order=order_of(request), item=damaged.group(1) if damaged else "unknown")
-
-    from autogen_agentchat.teams import Swarm
 
     front = agent("triage", triage, [tool(lookup_order, "Look an order up.", flaky=True)],
                   handoffs=["billing_agent"])
@@ -304,9 +273,6 @@ def _fuel_orchestrator(request: ScriptedRequest) -> str:
 def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
     """MagenticOne over researcher → calculator → reviewer; the orchestrator's facts sheet restates the task's
     figures (the scripted orchestrator of :mod:`causaltrace.testing.autogen` for everything else)."""
-    from autogen_agentchat.agents import AssistantAgent
-    from autogen_agentchat.teams import MagenticOneGroupChat
-
     async def get_distance(origin: str, destination: str) -> str:
         """The road distance between two cities."""
         return f"{origin} to {destination}: {km} km by road"
@@ -324,7 +290,7 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
     def researcher(request: ScriptedRequest) -> Any:
         distance = ok(request, "get_distance")
         fuel = ok(request, "get_fuel_price")
-        found = _route(_all_text(request))
+        found = _route(request.text())
         if distance is not None and fuel is not None:
             return f"FOUND: {distance}; {fuel}."
         if distance is not None:
@@ -335,7 +301,7 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
 
     def calculator(request: ScriptedRequest) -> Any:
         found = said(request, "researcher", r": (\d+) km by road; diesel in \w+ today: ([\d.]+) EUR per litre")
-        use = _route(_all_text(request))
+        use = _route(request.text())
         result = ok(request, "calculate")
         if result is not None:
             value = float(result.rsplit("= ", 1)[1])
@@ -347,7 +313,7 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
     def reviewer(request: ScriptedRequest) -> Any:
         found = said(request, "researcher", r": (\d+) km by road; diesel in \w+ today: ([\d.]+) EUR per litre")
         stated = said(request, "calculator", r"RESULT: (\d+)")
-        use = _route(_all_text(request))
+        use = _route(request.text())
         if found is None or stated is None or use is None:
             return "REJECT: nothing to check yet."
         litres = float(found.group(1)) * float(use.group(3)) / 100
@@ -359,8 +325,6 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
     def member(name: str, policy: Any, tools: list[Any], description: str) -> Any:
         return AssistantAgent(name, ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
                               tools=tools or None, max_tool_iterations=4, description=description)
-
-    from autogen_core.tools import FunctionTool
 
     return MagenticOneGroupChat(
         [member("researcher", researcher, [FunctionTool(get_distance, description="Road distance."),
@@ -432,10 +396,7 @@ def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
         high = [t for t in open_ if t[2] == "high"]
         return f"queue {queue}: {len(every)} tickets, {len(open_)} open, {len(high)} open with high priority"
 
-    def queue_of(request: ScriptedRequest) -> str:
-        found = re.search(r"the (\w+) queue", request.task())
-        return found.group(1) if found else "unknown"
-
+    queue_of = partial(_in_task, pattern=r"the (\w+) queue")
     def analyst(request: ScriptedRequest) -> Any:
         pages_seen = results_of(request, "list_tickets")
         last = pages_seen[-1][1] if pages_seen else ""
@@ -540,10 +501,7 @@ def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
         """Credit an amount to an account."""
         return f"credit C-310: {amount:.2f} EUR to account {account}"
 
-    def account_of(request: ScriptedRequest) -> str:
-        found = re.search(r"account (\d+)", request.task())
-        return found.group(1) if found else "unknown"
-
+    account_of = partial(_in_task, pattern=r"account (\d+)")
     def triage(request: ScriptedRequest) -> Any:
         if ok(request, "lookup_account") is None:
             if errors(request, "lookup_account") >= 3:
@@ -572,8 +530,6 @@ def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
         amount = re.search(r"the (\d+) EUR goodwill credit", request.task())
         return call("issue_credit", account=account_of(request), amount=float(amount.group(1)) if amount else 0.0)
 
-    from autogen_agentchat.teams import Swarm
-
     return Swarm([agent("triage", triage, [tool(lookup_account, "Look an account up.", flaky=True)],
                         handoffs=["tech_agent", "billing_agent"]),
                   agent("tech_agent", tech, [tool(run_diagnostics, "Diagnostics."), tool(apply_update, "Update.")],
@@ -597,10 +553,7 @@ def build_contractor(*, rate: int = 410) -> Any:
         """Multiply two numbers."""
         return a * b
 
-    def who(request: ScriptedRequest) -> str:
-        found = re.search(r"contractor ([A-Z]\w+ [A-Z]\w+)", request.task())
-        return found.group(1) if found else "unknown"
-
+    who = partial(_in_task, pattern=r"contractor ([A-Z]\w+ [A-Z]\w+)")
     def days(request: ScriptedRequest) -> int:
         found = re.search(r"Assume (\d+) working days", request.task())
         return int(found.group(1)) if found else 0
@@ -674,6 +627,113 @@ def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11
                                                tool(unit_price, "Price per kilogram.")])], "DONE", 3)
 
 
+# ------------------------------------------------------------- polling with progress, not a loop
+
+
+def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any:
+    """``start_export`` (flaky), ``export_status`` polled until done — every poll reports more progress — then
+    ``download_export`` and the row count it gives."""
+    state = {"polls": 0}
+
+    async def start_export(table: str, since: str) -> str:
+        """Start exporting a table's rows since a date."""
+        return f"export X-{table}-{since} started"
+
+    async def export_status(export: str) -> str:
+        """The progress of an export."""
+        state["polls"] += 1
+        if state["polls"] <= len(progress):
+            return f"export {export}: {progress[state['polls'] - 1]}% done"
+        return f"export {export}: done"
+
+    async def download_export(export: str) -> str:
+        """Download a finished export."""
+        return f"downloaded {export}.csv: {rows} rows"
+
+    def exporter(request: ScriptedRequest) -> Any:
+        got = ok(request, "download_export")
+        if got is not None:
+            found = re.search(r"downloaded (\S+): (\d+) rows", got)
+            return f"ROWS: {found.group(2)} in {found.group(1)}. DONE" if found else "ROWS: unknown. DONE"
+        started = ok(request, "start_export")
+        if started is not None:
+            export = started.split()[1]
+            status = ok(request, "export_status")
+            if status is not None and status.endswith(": done"):
+                return call("download_export", export=export)
+            return call("export_status", export=export)
+        if errors(request, "start_export") >= 3:
+            return "ROWS: unknown. DONE"
+        asked = re.search(r"the (\w+) table since (\d{4}-\d\d-\d\d)", request.task())
+        return call("start_export", table=asked.group(1) if asked else "unknown",
+                    since=asked.group(2) if asked else "unknown")
+
+    return round_robin([agent("exporter", exporter, [tool(start_export, "Start an export.", flaky=True),
+                                                     tool(export_status, "Export progress."),
+                                                     tool(download_export, "Download an export.")],
+                              iterations=8)], "DONE", 3)
+
+
+# ---------------------------------------- a writer rounding the analyst's figure as the task asks
+
+
+def _census_selector(request: ScriptedRequest) -> str:
+    """The census desk's selector: the researcher until both figures are found, the analyst to add, the writer."""
+    text = request.text()
+    if "analyst: SUM:" in text:
+        return "writer"
+    if "researcher: FOUND:" in text:
+        return "analyst"
+    return "researcher"
+
+
+def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"), ("Porto", "1,736,228"))) -> Any:
+    """SelectorGroupChat: the researcher looks up both census figures (``census``, flaky on the first), the analyst
+    adds them with ``add``, the writer states the sum in millions to one decimal, as the task asks."""
+    table = dict(figures)
+
+    async def census(area: str, year: int) -> str:
+        """A metropolitan area's population in a census year."""
+        return f"{area} metropolitan area, {year} census: {table.get(area, '0')} inhabitants"
+
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def researcher(request: ScriptedRequest) -> Any:
+        asked = re.search(r"of (\w+)'s and (\w+)'s metro areas in (\d{4})", request.task())
+        if asked is None:
+            return "FOUND: nothing."
+        areas, year = [asked.group(1), asked.group(2)], int(asked.group(3))
+        found = {m.group(1): m.group(2) for _, text in results_of(request, "census")
+                 for m in [re.search(r"(\w+) metropolitan area, \d+ census: ([\d,]+)", text)] if m}
+        missing = [a for a in areas if a not in found]
+        if not missing:
+            return "FOUND: " + "; ".join(f"{a} {found[a]} ({year} census)" for a in areas)
+        return call("census", area=missing[0], year=year)
+
+    def analyst(request: ScriptedRequest) -> Any:
+        total = ok(request, "add")
+        if total is not None:
+            return f"SUM: {int(total)} inhabitants"
+        found = said(request, "researcher", r"FOUND: \w+ ([\d,]+) .*?; \w+ ([\d,]+)")
+        if found is None:
+            return "SUM: unknown"
+        return call("add", a=int(found.group(1).replace(",", "")), b=int(found.group(2).replace(",", "")))
+
+    def writer(request: ScriptedRequest) -> str:
+        total = said(request, "analyst", r"SUM: (\d+)")
+        if total is None:
+            return "POP: unknown. DONE"
+        return f"POP: {int(total.group(1)) / 1e6:.1f} million ({int(total.group(1)):,} inhabitants, rounded). DONE"
+
+    return SelectorGroupChat(
+        [agent("researcher", researcher, [tool(census, "Census figures.", flaky=True)]),
+         agent("analyst", analyst, [tool(add, "Add two integers.")]), agent("writer", writer)],
+        name="census_desk", model_client=ScriptedChatCompletionClient(_census_selector, model="scripted-selector"),
+        termination_condition=_terminated("DONE", 10))
+
+
 def autogen_clean_teams() -> list[dict[str, Any]]:
     """The AutoGen clean teams (module docstring), each verified by the field its final answer reports: the fields
     of a :class:`~.clean_runs.CleanTeam`."""
@@ -728,4 +788,13 @@ def autogen_clean_teams() -> list[dict[str, Any]]:
              "Which is the cheapest rice per kilogram: FreshMart, Bodega or GrainCo? Report 'CHEAPEST: <store>'.",
              "CHEAPEST", "GrainCo", "RoundRobinGroupChat of one assistant with parallel tool calls",
              "every store of the task looked up at once, unit prices computed, the cheapest per kg (not per bag)"),
+        team("clean-ag-export", build_export,
+             "Export the orders table since 2026-01-01 and tell me how many rows it has. Report 'ROWS: <n>'.",
+             "ROWS", "1284", "RoundRobinGroupChat of one assistant polling a job",
+             "a status polled three times with progress each time (not a loop), then the download"),
+        team("clean-ag-census", build_census,
+             "What was the combined population of Lisbon's and Porto's metro areas in 2021? Report 'POP: "
+             "<millions> million' to one decimal.", "POP", "4.6",
+             "SelectorGroupChat: researcher, analyst, writer",
+             "two figures looked up, added by a tool, the sum rounded to millions by the writer as asked"),
     ]

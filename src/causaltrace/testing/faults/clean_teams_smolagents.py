@@ -3,35 +3,11 @@ style of :mod:`.zoo_smolagents` (deterministic functions of the request) with NO
 holds shapes a careless detector reads as faults — an opening facts survey that restates the task, a failed call
 retried, pagination, a cached reading superseded by a live one, several delegations to one agent.
 
-======================  ==========================================================================================
-team                    shape, content
-======================  ==========================================================================================
-clean-smol-pantry       ToolCallingAgent ``shopper`` with an opening plan (facts survey); ``get_price`` (flaky,
-                        retried) once per item of the task's list, then ``calculator`` on the whole sum, rounded to
-                        cents as the task says
-clean-smol-invoices     ToolCallingAgent ``archivist``: ``list_invoices`` paginated (page 1 fails once and is
-                        retried; the pages make progress) and the latest invoice picked, which is not the last
-                        listed
-clean-smol-parcels      CodeAgent ``shipper`` with an opening plan: ``get_parcels`` (flaky) weighs in pounds, the
-                        code converts the sum to kilograms (0.45359237, rounded to 2 decimals as stated) and asks
-                        ``shipping_quote`` for that weight
-clean-smol-trip         manager ToolCallingAgent with managed ``flight_agent`` (``search_flights``, flaky) and
-                        ``hotel_agent`` (``hotel_rates``): each delegation fits its agent's tool, city and date
-                        are passed as given, both pick the cheapest entry, the manager adds the two prices
-clean-smol-restock      ToolCallingAgent ``stock_clerk``: ``get_stock`` says 40 (cached at 09:00), ``refresh_stock``
-                        says 34 (live): the order of the difference uses the live count
-clean-smol-meeting      manager CodeAgent with planning every 3 steps and managed ``calendar_agent``
-                        (``free_slots``, flaky): one delegation per person of the task, then the slots common to
-                        all three, the earliest one picked in code
-clean-smol-booking      ToolCallingAgent ``booker``: ``check_availability`` rejects the task's DD/MM/YYYY date, the
-                        agent rewrites it as YYYY-MM-DD (an error recovered), then books two afternoon hours
-clean-smol-warmest      ToolCallingAgent ``forecaster``: one response with a ``get_temperature`` call per city
-                        (parallel), the warmest picked
-clean-smol-risotto      ToolCallingAgent ``cook`` with an opening plan: ``recipe`` (flaky) for 4 portions,
-                        ``scale`` to the guests, the grams given in the kilograms the task asks for
-clean-smol-accounts     manager CodeAgent delegating every account in ONE code loop to ``bookkeeper``
-                        (``get_orders`` flaky, ``add``): paid orders only, as the task says
-======================  ==========================================================================================
+The teams, in :func:`smolagents_clean_teams` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
+``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
+``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
+``clean-smol-overdue``, ``clean-smol-welcome``. Each builder's docstring says what its team does; each team's
+``shape`` and ``content`` fields (:class:`~.clean_runs.CleanTeam`) say what it exercises.
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
 """
@@ -604,6 +580,110 @@ def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] 
     return code_agent(manager, [], "manager", max_steps=4, managed=[worker])
 
 
+# ------------------------------------------------------- the top three of a filtered list (no omission)
+
+
+def build_laptops(*, products: Sequence[tuple[str, int, float]] = (
+        ("Aero 14", 949, 4.6), ("Bolt 15", 1199, 4.8), ("Civic 13", 799, 4.2), ("Dune 16", 999, 4.7),
+        ("Echo 14", 899, 4.4), ("Flux 13", 649, 3.9))) -> Any:
+    """``list_products`` (flaky) lists six laptops; the task asks for the three best-rated under 1000 EUR: the
+    others are left out as asked."""
+    listing = "; ".join(f"{name}: {price} EUR, rated {rating}" for name, price, rating in products)
+    list_products = make_tool("list_products", "The products of a shop category with price and rating.",
+                              {"category": string("the category")}, "string",
+                              lambda category: f"{category}: {listing}", flaky=True)
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no products"
+        budget = re.search(r"under (\d+) EUR", request.task)
+        count = re.search(r"the (\w+) best-rated", request.task)
+        seen = find(request, r"laptops: (.+)")
+        if seen and budget:
+            rows = [(m.group(1).strip(), int(m.group(2)), float(m.group(3)))
+                    for m in re.finditer(r"([\w ]+?): (\d+) EUR, rated ([\d.]+)", seen.group(1))]
+            n = {"two": 2, "three": 3, "four": 4}.get(count.group(1) if count else "", 3)
+            best = sorted((r for r in rows if r[1] < int(budget.group(1))), key=lambda r: -r[2])[:n]
+            return [Call("final_answer", {"answer": "TOP: " + ", ".join(f"{name} ({rating})"
+                                                                        for name, _, rating in best)})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the shop is down"})]
+        return [Call("list_products", {"category": "laptops"})]
+
+    return tool_agent(policy, [list_products], "shop_assistant", max_steps=4)
+
+
+# ------------------------------------------------------------------ dates derived in code (not copied)
+
+
+def build_overdue(*, issued: str = "2026-01-15", terms: int = 30) -> Any:
+    """CodeAgent: ``get_invoice`` (flaky) gives the issue date and payment terms; the code derives the due date
+    and the days overdue as of the task's date."""
+    get_invoice = make_tool("get_invoice", "An invoice's issue date, amount and payment terms.",
+                            {"invoice": string("the invoice id")}, "string",
+                            lambda invoice: f"invoice {invoice}: 2400 EUR, issued {issued}, terms net {terms} days",
+                            flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no date"
+        today = re.search(r"Today is (\d{4}-\d\d-\d\d)", request.task)
+        invoice = re.search(r"invoice (\S+?)[ ,.?]", request.task)
+        derived = find(request, r"due: (\S+) overdue: (-?\d+)")
+        if derived:
+            return code_reply("the derived dates answer the task.",
+                              f"final_answer('DUE: {derived.group(1)}, OVERDUE: {derived.group(2)} days')")
+        seen = find(request, r"issued (\d{4}-\d\d-\d\d), terms net (\d+) days")
+        if seen and today:
+            return code_reply("the due date is the issue date plus the terms; count the days since.",
+                              "from datetime import date, timedelta\n"
+                              f"issued = date.fromisoformat('{seen.group(1)}')\n"
+                              f"due = issued + timedelta(days={seen.group(2)})\n"
+                              f"overdue = (date.fromisoformat('{today.group(1)}') - due).days\n"
+                              "print('due:', due.isoformat(), 'overdue:', overdue)")
+        if errors(request) >= 3 or invoice is None:
+            return code_reply("no invoice.", "final_answer('no invoice')")
+        return code_reply(f"look invoice {invoice.group(1)} up.",
+                          f"print(get_invoice(invoice='{invoice.group(1)}'))")
+
+    return code_agent(policy, [get_invoice], "accountant", max_steps=5)
+
+
+# ------------------------------------------------------ a name restated in another form, faithfully
+
+
+def build_welcome() -> Any:
+    """``find_employee`` (flaky) writes names as "SURNAME, Given"; the agent writes them "Given Surname" in
+    ``send_welcome`` together with the id the directory gave."""
+    find_employee = make_tool("find_employee", "Search the staff directory.", {"query": string("a name or team")},
+                              "string", lambda query: "2 matches: WEBER, Jonas (E-2231, Payments, started "
+                                                      "2026-03-02); WEBER, Anja (E-1187, Legal, started 2019-06-10)",
+                              flaky=True)
+    send_welcome = make_tool("send_welcome", "Send a new employee the welcome pack.",
+                             {"name": string("the employee's full name"), "employee_id": string("the id")},
+                             "string", lambda name, employee_id: f"welcome pack sent to {name} ({employee_id})")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "nothing sent"
+        sent = find(request, r"welcome pack sent to (.+) \((E-\d+)\)")
+        if sent:
+            return [Call("final_answer", {"answer": f"SENT: {sent.group(1)} ({sent.group(2)})"})]
+        who = re.search(r"new colleague (\w+) (\w+) from (\w+)", request.task)
+        matches = find(request, r"\d+ matches: (.+)")
+        if matches and who:
+            for m in re.finditer(r"([A-Z]+), (\w+) \((E-\d+), (\w+),", matches.group(1)):
+                if m.group(2) == who.group(1) and m.group(4) == who.group(3):
+                    return [Call("send_welcome", {"name": f"{m.group(2)} {m.group(1).title()}",
+                                                  "employee_id": m.group(3)})]
+            return [Call("final_answer", {"answer": "no such colleague"})]
+        if who is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the directory is down"})]
+        return [Call("find_employee", {"query": who.group(2)})]
+
+    return tool_agent(policy, [find_employee, send_welcome], "hr_assistant", max_steps=5)
+
+
 def smolagents_clean_teams() -> list[dict[str, Any]]:
     """The smolagents clean teams (module docstring), each verified by its exact final answer: the fields of a
     :class:`~.clean_runs.CleanTeam`."""
@@ -660,4 +740,16 @@ def smolagents_clean_teams() -> list[dict[str, Any]]:
              "manager CodeAgent delegating in a code loop to a managed ToolCallingAgent",
              "every account of the task, an exclusion instruction followed (items of the tool's list left out as "
              "asked)"),
+        team("clean-smol-laptops", build_laptops,
+             "Which are the three best-rated laptops under 1000 EUR? Report 'TOP: <name> (<rating>), ...'.",
+             "TOP: Dune 16 (4.7), Aero 14 (4.6), Echo 14 (4.4)", "ToolCallingAgent",
+             "a list filtered and cut to the top three as asked: the other entries are left out on purpose"),
+        team("clean-smol-overdue", build_overdue,
+             "Today is 2026-03-02. When was invoice F-2291 due, and how many days overdue is it? Report 'DUE: "
+             "<date>, OVERDUE: <n> days'.", "DUE: 2026-02-14, OVERDUE: 16 days", "CodeAgent",
+             "dates derived in code (issue date + terms, days since), not copied"),
+        team("clean-smol-welcome", build_welcome,
+             "Send the welcome pack to our new colleague Jonas Weber from Payments. Report 'SENT: <name> (<id>)'.",
+             "SENT: Jonas Weber (E-2231)", "ToolCallingAgent",
+             "a name restated in another form ('WEBER, Jonas' -> 'Jonas Weber'), the right one of two matches"),
     ]
