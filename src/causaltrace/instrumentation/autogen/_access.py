@@ -272,9 +272,12 @@ def llm_request(
     drops ``created_at`` and aliases tool-call ids; tools become their SCHEMAS, never Tool objects.
     """
     choice = tool_choice if isinstance(tool_choice, str) or tool_choice is None else getattr(tool_choice, "name", "?")
+    schemas = []
+    for tool in tools:  # a loop, not a comprehension: no frame (every model call)
+        schemas.append(_tool_schema(tool))
     return {
         "messages": list(messages),
-        "tools": [_tool_schema(t) for t in tools],
+        "tools": schemas,
         "tool_choice": choice,
         "json_output": None if json_output is None else _json_output(json_output),  # the usual None: no call
         "extra_create_args": dict(extra_create_args or {}),

@@ -40,6 +40,9 @@ from causaltrace.recording import canonicalize_request
 
 __all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
 
+#: ``json.dumps(…, sort_keys=True)``'s encoder (dumps builds one per call with a keyword argument).
+_ARGUMENTS_JSON = json.JSONEncoder(sort_keys=True)
+
 
 @dataclass(eq=False)
 class _LlmCall:
@@ -152,7 +155,13 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
             outputs["finish_reason"] = str(finish)
         usage = getattr(result, "usage", None)
         tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
-        display = text or "; ".join(f"{c['name']}({json.dumps(c['arguments'], sort_keys=True)})" for c in calls)
+        if text:
+            display = text
+        else:  # a loop, not a generator; json.dumps(…, sort_keys=True)'s encoder made once
+            shown = []
+            for c in calls:
+                shown.append(f"{c['name']}({_ARGUMENTS_JSON.encode(c['arguments'])})")
+            display = "; ".join(shown)
         if handle is not None:
             config = handle.ctx.tracing.config
             handle.set_span_attributes(response_attributes(result, genai=config.genai_content_on,

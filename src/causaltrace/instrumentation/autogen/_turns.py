@@ -83,6 +83,8 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         if handoff:
             deps.append((handoff, "handoff_from"))
         delivered: list[tuple[Any, str | None]] = []
+        received: list[Any] = []  # the messages and their steps apart too: no comprehension frames
+        sids: list[str | None] = []
         for msg in list(messages or ()):
             mid = getattr(msg, "id", None)
             sid = state.msg_steps.get(mid) if mid is not None else None
@@ -91,8 +93,10 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
                 if mid is not None:
                     state.msg_steps[mid] = sid
             delivered.append((msg, sid))
+            received.append(msg)
+            sids.append(sid)
         memo = state.memo(key)
-        extend_unique(memo.saw, [sid for _, sid in delivered])
+        extend_unique(memo.saw, sids)
         handle = state.track(
             ctx.start_step(
                 "agent_turn",
@@ -104,7 +108,7 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
             )
         )
         if handle is not None:
-            handle.set_span_attributes(turn_attributes(agent, name, [m for m, _ in delivered],
+            handle.set_span_attributes(turn_attributes(agent, name, received,
                                                        content=ctx.tracing.config.oi_content))
         client = model_client_of(agent)
         if client is not None:

@@ -357,12 +357,16 @@ def llm_request(
         for i, tool in enumerate(tools_to_call_from):  # tool_schema, inline (every tool of every model call)
             schema = made[i]
             tools.append(schema if schema is not None else {"name": getattr(tool, "name", repr(type(tool).__name__))})
+    extras: dict[str, Any] = {}
+    if extra:  # usually none: no comprehension frame
+        for key, value in sorted(extra.items()):
+            extras[str(key)] = jsonable(value)
     return {
         "messages": canonical_messages(messages, plain),
         "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
         "response_format": jsonable(response_format),
         "tools_to_call_from": tools,
-        "extra": {str(k): jsonable(v) for k, v in sorted((extra or {}).items())},
+        "extra": extras,
     }
 
 

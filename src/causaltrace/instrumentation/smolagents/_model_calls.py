@@ -233,11 +233,10 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
                     run.known_ids.append(c["id"])
     content_text = acc.message_text(message)
     usage = getattr(message, "token_usage", None)
-    outputs = {
-        "text": content_text,
-        "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "call_alias": f"call#{i}", "id": c["id"]}
-                       for i, c in enumerate(calls)],
-    }
+    announced = []  # a loop, not a comprehension: no frame (every model call)
+    for i, c in enumerate(calls):
+        announced.append({"name": c["name"], "arguments": c["arguments"], "call_alias": f"call#{i}", "id": c["id"]})
+    outputs = {"text": content_text, "tool_calls": announced}
     outputs.update(_response_facts(getattr(message, "raw", None)))
     content = content_text or "\n".join([call_text(c["name"], c["arguments"]) for c in calls])
     config = run.ctx.tracing.config

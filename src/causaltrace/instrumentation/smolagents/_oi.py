@@ -135,13 +135,6 @@ def _parsed_calls(text: str) -> tuple[dict[str, Any], ...]:
     return found
 
 
-def _schemas(tools: Any, made: list[Any]) -> list[Any]:
-    """The span's tool schemas: smolagents' (``made``, :func:`~._access.tool_schemas`), a name for a tool it
-    cannot describe."""
-    return [schema if schema is not None else {"name": str(getattr(tool, "name", tool))}
-            for tool, schema in zip(tools or (), made, strict=False)]
-
-
 def request_attributes(model: Any, plain: list[dict[str, Any]], tools: Any, stop: Any, extra: Mapping[str, Any], *,
                        genai: bool, schemas: list[Any], content: bool = True) -> dict[str, Any]:
     """The span attributes of a model call's request: ``llm.input_messages.*``, ``input.value`` (the messages as
@@ -150,11 +143,16 @@ def request_attributes(model: Any, plain: list[dict[str, Any]], tools: Any, stop
     messages in their OpenInference form, read with its canonical request (``_access.canonical_messages``); empty
     with ``content`` and ``genai`` off (OpenInference content off: the span would not carry them)."""
     kwargs = getattr(model, "kwargs", None)
-    parameters = {**(kwargs if isinstance(kwargs, dict) else {}),
-                  **{k: v for k, v in extra.items() if not k.startswith("arg")}}
+    parameters = dict(kwargs) if isinstance(kwargs, dict) else {}
+    for key, value in extra.items():  # loops, not comprehensions: no frame each (every model call)
+        if not key.startswith("arg"):
+            parameters[key] = value
     if stop:
         parameters["stop_sequences"] = stop
-    return llm_request_attributes(model, plain, _schemas(tools, schemas), parameters, genai=genai, content=content)
+    shown = []  # the span's tool schemas: smolagents' (``schemas``), a name for a tool it cannot describe
+    for tool, schema in zip(tools or (), schemas, strict=False):
+        shown.append(schema if schema is not None else {"name": str(getattr(tool, "name", tool))})
+    return llm_request_attributes(model, plain, shown, parameters, genai=genai, content=content)
 
 
 def response_attributes(message: Any, *, genai: bool, content: bool = True) -> dict[str, Any]:
