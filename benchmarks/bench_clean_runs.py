@@ -7,7 +7,11 @@ replay) with a FAILING Outcome substituted (status failure, the verifier's reaso
 finding is at the top (its family and claim), the confidence and whether the diagnosis is uncertain; then the totals:
 "no finding at the top" n/N and the mean confidence. Wanted: no finding at the top of any of them.
 
-Usage: python benchmarks/bench_clean_runs.py [--only NAME ...] [--framework smolagents|autogen] [--json OUT]
+``--all-findings`` also lists the findings below the top (a detector firing on a correct run, even where it does
+not decide the verdict).
+
+Usage: python benchmarks/bench_clean_runs.py [--only NAME ...] [--framework smolagents|autogen] [--all-findings]
+       [--json OUT]
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 
-async def _run(names: list[str] | None, framework: str | None) -> list[dict[str, Any]]:
+async def _run(names: list[str] | None, framework: str | None, every: bool) -> list[dict[str, Any]]:
     from causaltrace.testing.faults.clean_runs import clean_teams, record_clean, score_clean
 
     rows = []
@@ -37,11 +41,11 @@ async def _run(names: list[str] | None, framework: str | None) -> list[dict[str,
         except Exception as exc:  # a broken team is a row, the bench goes on
             row["error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
-        _print_row(row)
+        _print_row(row, every)
     return rows
 
 
-def _print_row(row: dict[str, Any]) -> None:
+def _print_row(row: dict[str, Any], every: bool = False) -> None:
     if "error" in row:
         print(f"{row['name']:<28} ERROR {row['error']}")
         return
@@ -52,6 +56,9 @@ def _print_row(row: dict[str, Any]) -> None:
           f"{'uncertain' if s['uncertain'] else 'CERTAIN'}")
     for claim in s["claims"]:
         print(f"{'':<30}claim: {claim}")
+    for f in s["findings"] if every else ():
+        if f["index"] != s["top"]:
+            print(f"{'':<30}below the top: #{f['index']} {f['family']}: {f['claim']}")
     if s["status"] != "success":
         print(f"{'':<30}the run did not succeed: final answer {s['final_answer']!r}")
 
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="only these teams")
     parser.add_argument("--framework", choices=("smolagents", "autogen"))
+    parser.add_argument("--all-findings", action="store_true", help="also list the findings below the top")
     parser.add_argument("--json", type=Path, help="write the rows and totals here")
     args = parser.parse_args(argv)
 
@@ -68,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("CAUSALTRACE_MODEL", None)
     with tempfile.TemporaryDirectory(prefix="causaltrace-clean-") as home:
         os.environ["CAUSALTRACE_HOME"] = home
-        rows = asyncio.run(_run(args.only, args.framework))
+        rows = asyncio.run(_run(args.only, args.framework, args.all_findings))
     totals = summarize_clean(rows)
     print(f"\nsucceeded {totals['succeeded']}/{totals['n']}; no finding at the top {totals['no_finding_at_top']}/"
           f"{totals['n']}; uncertain {totals['uncertain']}/{totals['n']}; mean confidence "
-          f"{totals['mean_confidence']}; errors {sum(1 for r in rows if 'error' in r)}")
+          f"{totals['mean_confidence']}; any finding anywhere {totals['any_finding']}/{totals['n']}; errors "
+          f"{sum(1 for r in rows if 'error' in r)}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "totals": totals}, indent=2, default=str))
     return 0 if all("error" not in r and r["score"]["status"] == "success" for r in rows) else 1

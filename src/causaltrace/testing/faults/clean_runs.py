@@ -113,11 +113,13 @@ async def score_clean(run: Any) -> dict[str, Any]:
 
 
 def summarize_clean(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Totals over scored rows: how many succeeded, how many have no finding at the top, the mean confidence."""
+    """Totals over scored rows: how many succeeded, how many have no finding at the top (and how many any finding
+    at all), how many are uncertain, the mean confidence."""
     scored = [r for r in rows if r.get("score")]
     clean = sum(1 for r in scored if not r["score"]["finding_at_top"])
     confidences = [float(r["score"]["confidence"] or 0.0) for r in scored]
     return {"n": len(scored), "succeeded": sum(1 for r in scored if r["score"]["status"] == "success"),
             "no_finding_at_top": clean,
             "uncertain": sum(1 for r in scored if r["score"]["uncertain"]),
+            "any_finding": sum(1 for r in scored if r["score"]["findings"]),
             "mean_confidence": round(sum(confidences) / len(confidences), 4) if confidences else None}

@@ -6,7 +6,7 @@ retried, pagination, a cached reading superseded by a live one, several delegati
 The teams, in :func:`smolagents_clean_teams` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
 ``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
 ``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
-``clean-smol-overdue``, ``clean-smol-welcome``. Each builder's docstring says what its team does; each team's
+``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``. Each builder's docstring says what its team does; each team's
 ``shape`` and ``content`` fields (:class:`~.clean_runs.CleanTeam`) say what it exercises.
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
@@ -684,6 +684,37 @@ def build_welcome() -> Any:
     return tool_agent(policy, [find_employee, send_welcome], "hr_assistant", max_steps=5)
 
 
+# ---------------------------------------------------------------- a percentage derived in code
+
+
+def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000"), ("Q2 2026", "1,400,000"))) -> Any:
+    """CodeAgent: ``get_revenue`` once per quarter of the task (flaky: the code is run again), then the growth in
+    percent computed in code, rounded to one decimal as the task asks."""
+    table = dict(revenue)
+    get_revenue = make_tool("get_revenue", "A quarter's revenue in EUR.", {"quarter": string("like 'Q1 2026'")},
+                            "string", lambda quarter: f"revenue {quarter}: {table.get(quarter, '0')} EUR", flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no growth"
+        quarters = re.findall(r"Q\d \d{4}", request.task)
+        done = find(request, r"growth: (-?[\d.]+) %")
+        if done:
+            return code_reply("the growth answers the task.", f"final_answer('GROWTH: {done.group(1)}%')")
+        seen = {m.group(1): m.group(2) for o in request.observations
+                for m in re.finditer(r"revenue (Q\d \d{4}): ([\d,]+) EUR", o)}
+        if quarters and all(q in seen for q in quarters):
+            first, last = (int(seen[q].replace(",", "")) for q in quarters[:2])
+            return code_reply("growth in percent from the first quarter to the second, one decimal.",
+                              f"first, second = {first}, {last}\ngrowth = round((second - first) / first * 100, 1)\n"
+                              "print('growth:', growth, '%')")
+        if errors(request) >= 3 or not quarters:
+            return code_reply("no revenue.", "final_answer('no revenue')")
+        return code_reply("look both quarters up.", "\n".join(f"print(get_revenue(quarter='{q}'))" for q in quarters))
+
+    return code_agent(policy, [get_revenue], "analyst", max_steps=5)
+
+
 def smolagents_clean_teams() -> list[dict[str, Any]]:
     """The smolagents clean teams (module docstring), each verified by its exact final answer: the fields of a
     :class:`~.clean_runs.CleanTeam`."""
@@ -752,4 +783,7 @@ def smolagents_clean_teams() -> list[dict[str, Any]]:
              "Send the welcome pack to our new colleague Jonas Weber from Payments. Report 'SENT: <name> (<id>)'.",
              "SENT: Jonas Weber (E-2231)", "ToolCallingAgent",
              "a name restated in another form ('WEBER, Jonas' -> 'Jonas Weber'), the right one of two matches"),
+        team("clean-smol-growth", build_growth,
+             "By how many percent did revenue grow from Q1 2026 to Q2 2026? Report 'GROWTH: <percent>%' to one "
+             "decimal.", "GROWTH: 12.0%", "CodeAgent", "a percentage derived in code from two looked-up figures"),
     ]
