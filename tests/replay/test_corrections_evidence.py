@@ -238,3 +238,32 @@ def test_a_reply_replaced_wholesale_is_the_pairs_chosen_turn():
     assert edit.turn["content"] == "Let me search again."
     assert [c["id"] for c in edit.turn["tool_calls"]] == ["c-1", "call_1"]
     assert corrected_turn(run, stated, {"tool_calls": [{"arguments": {}}]}).turn is None
+
+
+# ------------------------------------------------------------------------------------------ a narrowed period
+
+async def test_a_period_narrowed_to_one_year_is_corrected_by_enumerating_the_whole_span(tmp_path):
+    """"fiscal year 2023 (April 2023 to March 2024)", and the opening plan fetches 2023-Q1 … 2023-Q4: the finding's
+    evidence is the request's span and the dropped 2024. The correction rewrites the plan's enumeration for the span
+    in its own notation — 2023-Q2, 2023-Q3, 2023-Q4 and 2024-Q1 — in the model reply the smolagents planning step
+    wraps, and the replay fetches the fiscal year: a flip at the planted step, with a pair. The twin plans the fiscal
+    year: no finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("smol-derail-fiscal", "ignored_instruction", tmp_path)
+    assert run.step(found.step_id).kind == "planning" and run.step(fix.step_id).kind == "llm_response"
+    assert "for 2023-Q2, 2023-Q3, 2023-Q4 and 2024-Q1 with" in fix.replacement and "2023-Q1" not in fix.replacement
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "ignored_instruction") == []
+
+
+def test_a_spans_periods_are_enumerated_in_the_notation_the_text_uses():
+    from causaltrace.replay.correct_ignored import respanned, span_periods
+
+    assert span_periods("April 2023 to March 2024", "quarter") == [(2023, 2), (2023, 3), (2023, 4), (2024, 1)]
+    assert span_periods("from 2019 through 2020", "quarter")[::4] == [(2019, 1), (2020, 1)]
+    assert span_periods("Nov 2023 - Feb 2024", "month") == [(2023, 11), (2023, 12), (2024, 1), (2024, 2)]
+    assert span_periods("the year 2023", "month") == []
+    assert respanned("fetch Q1 2023, Q2 2023, Q3 2023 and Q4 2023.", "July 2023 to June 2024") == (
+        "fetch Q3 2023, Q4 2023, Q1 2024 and Q2 2024.")
+    assert respanned("months 2023-11 / 2023-12", "Nov 2023 - Jan 2024") == "months 2023-11 / 2023-12 / 2024-01"
+    assert respanned("fetch 2023-Q1 only", "April 2023 to March 2024") is None  # one period: no enumeration
+    assert respanned("fetch 2023-Q2, 2023-Q3, 2023-Q4 and 2024-Q1", "April 2023 to March 2024") is None

@@ -26,7 +26,7 @@ from causaltrace.replay.correct_approval import in_shape
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["drift_corrections", "entity_kinds", "entity_pairs"]
+__all__ = ["drift_corrections", "entity_kinds", "entity_pairs", "wrapping_reply"]
 
 #: an entity: a capitalised word or a code with a digit or a hyphen (``Valencia``, ``C-204``, ``KeyError``)
 _ENTITY = re.compile(r"(?<![\w'-])([A-Z][A-Za-z]+|[A-Z][A-Z0-9]*-?\d[\w-]*)(?![\w'-])")
@@ -74,7 +74,7 @@ def _swap(text: str, pairs: list[tuple[str, str]]) -> str:
     return text
 
 
-def _wrapping_reply(step: Step, run: Run) -> Step | None:
+def wrapping_reply(step: Step, run: Run) -> Step | None:
     """The model reply whose text ``step``'s text wraps (a smolagents plan: "Here are the facts I know and the plan
     …" around what the model wrote), else None. A correction of such a step edits the reply's own text: the replay
     and the repair pair then hold what the model would have written, not the wrapper."""
@@ -96,7 +96,7 @@ def drift_corrections(step: Step, run: Run, f: Finding) -> list[Intervention]:
     kind = replacement_kind(step)
     if not request.strip() or kind not in ("text", "arguments"):
         return []
-    reply = _wrapping_reply(step, run) if kind == "text" else None
+    reply = wrapping_reply(step, run) if kind == "text" else None
     target, original = (reply, str(reply.outputs.get("text"))) if reply is not None else (step, original_value(step,
                                                                                                                kind))
     text = original if isinstance(original, str) else " ".join(

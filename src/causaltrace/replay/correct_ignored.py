@@ -10,6 +10,11 @@ instruction — the excluded values left out — derived from the evidence, not 
 * **the shape**: an element of a list argument (``numbers: [120, 80, 45]`` → ``[120, 45]``), an element of a list
   literal or a term of a sum in code (``[120, 80, 45]``, ``120 + 80 + 45``).
 
+A requested period narrowed to one end (``dropped_bounds``: "fiscal year 2023 (April 2023 to March 2024)" planned
+as ``2023-Q1, 2023-Q2, 2023-Q3 and 2023-Q4``; the finding's ``request`` span and ``omitted_item`` year) is corrected
+by the same step enumerating the periods of the whole span, in its notation (``2023-Q2, 2023-Q3, 2023-Q4 and
+2024-Q1``: quarters ``YYYY-Qn`` / ``Qn YYYY``, months ``YYYY-MM``), in the model reply a planning step wraps.
+
 Not derived: a value the step states in prose (a total already added up is no list to leave an item out of), a value
 the step holds in a shape other than those above; the step keeps its alternatives.
 """
@@ -23,7 +28,7 @@ from typing import Any
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["exclusion_correction", "is_exclusion", "left_out"]
+__all__ = ["exclusion_correction", "is_exclusion", "left_out", "respanned", "span_correction", "span_periods"]
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -109,3 +114,82 @@ def exclusion_correction(step: Step, run: Run, f: Finding, findings: Iterable[Fi
         return None
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
                         finding=f, description=f"leave out {', '.join(values)} ({request})")
+
+
+# ------------------------------------------------------------------------------------------- a narrowed period
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_END = r"(?:([A-Za-z]{3,9})\.?\s+(?:\d{1,2},?\s+)?)?((?:19|20)\d\d)"
+_SPAN = re.compile(rf"{_END}\s*(?:to|through|thru|until|till|–|-)\s*{_END}", re.IGNORECASE)
+#: the period notations a plan enumerates, each with how it is written: year-quarter, quarter-year, year-month
+_NOTATIONS = ((re.compile(r"(?<![\w-])((?:19|20)\d\d)-Q([1-4])(?![\w-])"), "quarter", "{y}-Q{n}"),
+              (re.compile(r"(?<![\w-])Q([1-4]) ((?:19|20)\d\d)(?![\w-])"), "quarter", "Q{n} {y}"),
+              (re.compile(r"(?<![\w-])((?:19|20)\d\d)-(0[1-9]|1[0-2])(?![\w-])"), "month", "{y}-{n:02d}"))
+_JOINER = re.compile(r"^(?:,\s*|\s+and\s+|,\s+and\s+|\s*/\s*)$")
+
+
+def _month(word: str | None, default: int) -> int:
+    return _MONTHS.index(word[:3].lower()) + 1 if word and word[:3].lower() in _MONTHS else default
+
+
+def span_periods(span: str, unit: str) -> list[tuple[int, int]]:
+    """``(year, quarter or month)`` of every period of ``unit`` the span ("April 2023 to March 2024") covers, in
+    order; [] when ``span`` is no span."""
+    m = _SPAN.search(span)
+    if m is None:
+        return []
+    start = int(m.group(2)) * 12 + _month(m.group(1), 1) - 1
+    end = int(m.group(4)) * 12 + _month(m.group(3), 12) - 1
+    months = [(k // 12, k % 12 + 1) for k in range(start, end + 1)]
+    if unit == "month":
+        return months
+    return list(dict.fromkeys((y, (mo - 1) // 3 + 1) for y, mo in months))
+
+
+def respanned(text: str, span: str) -> str | None:
+    """``text`` with its enumeration of periods (``2023-Q1, 2023-Q2, 2023-Q3 and 2023-Q4``: two or more of one
+    notation, joined by commas or "and") written anew for the periods ``span`` covers, in the same notation and
+    joiners; None when the text enumerates no periods or already enumerates those."""
+    for pattern, unit, form in _NOTATIONS:
+        found = list(pattern.finditer(text))
+        runs: list[list[re.Match[str]]] = []
+        for m in found:
+            if runs and _JOINER.match(text[runs[-1][-1].end():m.start()]):
+                runs[-1].append(m)
+            else:
+                runs.append([m])
+        run = max(runs, key=len) if runs else []
+        periods = span_periods(span, unit)
+        if len(run) < 2 or not periods:
+            continue
+        written = [form.format(y=y, n=n) for y, n in periods]
+        last = text[run[-2].end():run[-1].start()]
+        first = text[run[0].end():run[1].start()] if len(run) > 2 or "and" not in last else ", "
+        joined = first.join(written[:-1]) + last + written[-1] if len(written) > 1 else written[0]
+        fixed = text[:run[0].start()] + joined + text[run[-1].end():]
+        return fixed if fixed != text else None
+    return None
+
+
+def span_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """A plan or call narrowed to one end of the request's period (``dropped_bounds``: the finding's ``request``
+    span and the ``omitted_item`` year), corrected by enumerating the periods of the whole span where it enumerated
+    the narrowed ones (the model reply a planning step wraps, else the step's text)."""
+    from causaltrace.replay.correct_approval import in_shape
+    from causaltrace.replay.correct_drift import wrapping_reply
+
+    span = next((str(e.value) for e in f.evidence if e.role == "request" and e.value), "")
+    kind = replacement_kind(step)
+    if kind not in ("text", "arguments"):
+        return None
+    reply = wrapping_reply(step, run) if kind == "text" else None
+    target, original = (reply, str(reply.outputs.get("text"))) if reply is not None else (step, original_value(step,
+                                                                                                               kind))
+    text = original if isinstance(original, str) else " ".join(
+        v for v in (original or {}).values() if isinstance(v, str))
+    fixed = respanned(text, span)
+    replacement = in_shape(kind, original, fixed) if fixed is not None else None
+    if replacement is None or replacement == original:
+        return None
+    return Intervention(step_id=target.step_id, replacement=replacement, source="mutation", basis="correction",
+                        finding=f, description=f"the periods of {span} where it enumerated one end's")

@@ -306,7 +306,7 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
 def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ()) -> list[Intervention]:
     """The corrections ``f`` derives at ``step`` (module docstring), by family (``findings``: all of them, for a
     correction that honours every finding of one instruction at the step)."""
-    from causaltrace.replay.correct_ignored import exclusion_correction, is_exclusion
+    from causaltrace.replay.correct_ignored import exclusion_correction, is_exclusion, span_correction
 
     if f.family == "made_up_data":
         from causaltrace.replay.correct_made_up import made_up_corrections
@@ -324,6 +324,8 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
         found = _routing_correction(step, run, f)
     elif is_exclusion(f):
         found = exclusion_correction(step, run, f, findings)
+    elif f.family == "ignored_instruction" and any(e.role == "omitted_item" for e in f.evidence):
+        found = span_correction(step, run, f)
     elif f.family == "unchecked_approval":
         from causaltrace.replay.correct_approval import approval_correction
 
