@@ -378,6 +378,17 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
                     assert type(current) is NonRecordingSpan and current.get_span_context() is span.context
                     assert current is span.current and not current.is_recording()
             handle.end()
+            ctx = current_run()  # a tool result's span shares its call's: made without __init__ too
+            call = ctx.start_step("tool_call", agent="a", tool_name="add", call_id="c1", arguments={"a": 1})
+            result = ctx.start_step("tool_response", agent="a", tool_name="add", call_id="c1",
+                                    depends_on=[Dep(call.step_id, "tool_result_of")])
+            span, of_call = result.span, call.span
+            assert {f.name: getattr(span, f.name) for f in dataclasses.fields(span)} == {
+                "context": of_call.context, "parent": of_call.parent, "start_ns": span.start_ns,
+                "attributes": span.attributes, "links": [], "current": None, "joins": call.step_id, "extras": None,
+                "trace_id": of_call.trace_id, "span_id": of_call.span_id}
+            result.end()
+            call.end()
     finally:
         reset_tracing()
 

@@ -414,11 +414,12 @@ class Emitter:
                 with self._pair_lock:
                     pair = self._pairs.get(joins)
                     if pair is not None and pair.result_span is None:
-                        call = pair.call_span
-                        pair.result_span = StepSpan(context=call.context, parent=call.parent, start_ns=start_time_ns,
-                                                    attributes=attributes, links=_links(links, call.context),
-                                                    joins=joins, trace_id=trace_id, span_id=call.span_id)
-                        return pair.result_span
+                        call = pair.call_span  # the result's span shares it (StepSpan(...) without __init__)
+                        span = pair.result_span = _new_object(StepSpan)
+                        span.context, span.parent, span.start_ns, span.joins = call.context, call.parent, start_time_ns, joins
+                        span.attributes, span.links, span.current, span.extras = attributes, _links(links, call), None, None
+                        span.trace_id, span.span_id = trace_id, call.span_id
+                        return span
             ids = self._sdk[3]
             span_id = _random_bits(64) if type(ids) is RandomIdGenerator else 0  # generate_span_id, inline
             if span_id and _CONTEXT_BY_TUPLE:  # SpanContext(...) without its __new__ frame: both ids are valid
@@ -490,7 +491,9 @@ class Emitter:
             if pair.call is None or pair.result is None:
                 return None  # a call waits for its result until the run ends (flush_pending)
             del self._pairs[call_id]
-        return pair.call_span, pair.call, pair.result, pair.result_links(), max(pair.result_end, pair.call_end)
+        result_span = pair.result_span  # pair.result_links(), inline: the result has ended
+        return (pair.call_span, pair.call, pair.result, result_span.links if result_span is not None else [],
+                max(pair.result_end, pair.call_end))
 
     @never_raise()
     def flush_pending(self, run_id: str) -> None:
@@ -771,13 +774,15 @@ _LINKS_BY_FIELDS, _NON_RECORDING_BY_FIELD, _CONTEXT_BY_TUPLE, _READABLE_BY_FIELD
     _holds, (_links_by_fields, _non_recording_by_field, _context_by_tuple, _readable_by_fields, _fan_out_by_field))
 
 
-def _links(links: Iterable[tuple[SpanContext, str, str]], but: SpanContext | None = None) -> list[Link]:
+def _links(links: Iterable[tuple[SpanContext, str, str]], but: StepSpan | None = None) -> list[Link]:
     """The OTel Links of ``links`` (producer span context, kind, producer id) whose producer's context is valid,
-    but none to ``but`` (a tool call's span, which its result's links leave out)."""
+    but none to ``but``'s (a tool call's span, which its result's links leave out); contexts read by index."""
     out: list[Link] = []
-    skip = but.span_id if but is not None else None
+    skip, same = (but.span_id, but.context) if but is not None else (None, None)
     for ctx, kind, step_id in links:
-        if ctx.is_valid and (skip is None or (ctx is not but and ctx.span_id != skip)):
+        if not (ctx[_IS_VALID] if _CONTEXT_BY_TUPLE else ctx.is_valid):
+            continue
+        if skip is None or (ctx is not same and (ctx[1] if _CONTEXT_BY_TUPLE else ctx.span_id) != skip):
             attributes = {semconv.DEPENDENCY_KIND: kind, semconv.DEPENDENCY_STEP_ID: step_id}
             if not _LINKS_BY_FIELDS:
                 out.append(Link(ctx, attributes))
