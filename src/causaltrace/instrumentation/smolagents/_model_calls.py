@@ -183,8 +183,11 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     if provider is not None:
         metadata["provider"] = provider  # gen_ai.provider.name: the API the model class speaks (issue 22)
     model_id = getattr(model, "model_id", None)  # a class name is no model id
-    step = run.new_step("llm_response", depends_on=deps, model=str(model_id) if model_id else None, inputs=inputs,
-                        metadata=metadata or None)
+    step = run.ctx.start_step(  # run.new_step, inline (every model call)
+        "llm_response", agent=run.name, parent=run.turn, depends_on=deps, model=str(model_id) if model_id else None,
+        inputs=inputs, metadata=metadata or None)
+    if step is None:
+        raise RuntimeError("could not start a llm_response step")
     step.set_span_attributes(attributes)
     if call is not None:
         call.step_id = step.step_id
@@ -252,8 +255,12 @@ def _complete_llm(run: AgentRun, rec: LLMRec, message: Any) -> None:
     if rec.phase == "action":
         thought = acc.reasoning_text(run.agent, message, text=content_text, code_agent=run.code_agent)
         if thought:
-            run.new_step("reasoning", content=thought[:MAX_CONTENT], outputs={"text": thought},
-                         depends_on=[(rec.step.step_id, "produced_by")]).end()
+            step = run.ctx.start_step(  # run.new_step, inline (every model call of an action step)
+                "reasoning", agent=run.name, parent=run.turn, content=thought[:MAX_CONTENT], outputs={"text": thought},
+                depends_on=[(rec.step.step_id, "produced_by")])
+            if step is None:
+                raise RuntimeError("could not start a reasoning step")
+            step.end()
 
 
 def _response_facts(raw: Any) -> dict[str, Any]:

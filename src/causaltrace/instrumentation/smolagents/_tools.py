@@ -116,14 +116,18 @@ def on_tool_call(run: AgentRun, tc: Any) -> None:
     with run.lock:
         if tc.id:
             run.known_ids.append(str(tc.id))
-    produced = run.produced_by_llm()
+    llm = run.act.llm  # run.produced_by_llm(), inline (every tool call)
+    produced = [(llm.step.step_id, "produced_by")] if llm is not None else []
     if run.code_agent and tc.name == "python_interpreter":
         start_code_execution(run, tc, produced)
         return
     arguments = acc.tool_arguments_from_call(tc.arguments)
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
-    step = run.new_step("tool_call", tool_name=str(tc.name), arguments=arguments, call_id=str(tc.id),
-                        content=call_text(tc.name, arguments)[:MAX_CONTENT], depends_on=produced)
+    step = run.ctx.start_step(  # run.new_step, inline (every tool call)
+        "tool_call", agent=run.name, parent=run.turn, tool_name=str(tc.name), arguments=arguments, call_id=str(tc.id),
+        content=call_text(tc.name, arguments)[:MAX_CONTENT], depends_on=produced)
+    if step is None:
+        raise RuntimeError("could not start a tool_call step")
     with run.lock:
         run.act.tools.append(ToolRec(step, ordinal[0] if ordinal else None, str(tc.name), tc.arguments, arguments,
                                      str(tc.id)))
@@ -199,14 +203,18 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
     deps = [(rec.step.step_id, "tool_result_of")]
     if invocation is not None and invocation.answer_step_id:
         deps.append((invocation.answer_step_id, "answer_of"))
-    step = run.new_step("tool_response", tool_name=rec.name, call_id=rec.call_id, depends_on=deps)
+    step = run.ctx.start_step(  # run.new_step, inline (every tool call)
+        "tool_response", agent=run.name, parent=run.turn, tool_name=rec.name, call_id=rec.call_id, depends_on=deps)
+    if step is None:
+        raise RuntimeError("could not start a tool_response step")
     if error is not None:
         message = f"{type(error).__name__}: {error}"
         step.end(error=error, content=message[:MAX_CONTENT], outputs={"result": message, "is_error": True})
         run.act.accounted.add(id(error))
     else:
         step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})
-    run.observe(step.step_id)
+    with run.lock:  # run.observe, inline
+        run.observed.append(step.step_id)
     if rec.name == "final_answer":
         run.act.final_tool_response = step.step_id
     if call is not None:
