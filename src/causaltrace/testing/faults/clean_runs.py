@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from causaltrace.schema import Outcome, Verdict
 
-__all__ = ["FAILING_REASON", "CleanTeam", "clean_teams", "failing_outcome", "record_clean", "score_clean",
+__all__ = ["AUTOGEN_TEAMS", "FAILING_REASON", "SMOLAGENTS_TEAMS", "CleanTeam", "clean_teams", "failing_outcome", "record_clean", "score_clean",
            "summarize_clean"]
 
 #: the verifier's reason of the substituted failing Outcome
@@ -45,17 +45,225 @@ class CleanTeam:
 
 
 def clean_teams(framework: str | None = None) -> list[CleanTeam]:
-    """Every clean team (optionally of one framework), smolagents first."""
+    """Every clean team (optionally of one framework), smolagents first: the rows of :data:`SMOLAGENTS_TEAMS` (the
+    final answer verified to be exactly the expected text) and :data:`AUTOGEN_TEAMS` (the final answer verified to
+    report the field's expected value), each built by its builder in the framework's team module (imported here,
+    so the frameworks load only when asked for)."""
+    from causaltrace.testing.faults.cases import answer_is
+
     out: list[CleanTeam] = []
     if framework in (None, "smolagents"):
-        from causaltrace.testing.faults.clean_teams_smolagents import smolagents_clean_teams
+        from causaltrace.testing.faults import clean_teams_smolagents as smol
 
-        out += [CleanTeam(**team) for team in smolagents_clean_teams()]
+        out += [CleanTeam(name=name, framework="smolagents", task=task, factory=getattr(smol, builder),
+                          verify=answer_is(expected), shape=shape, content=content)
+                for name, builder, task, expected, shape, content in SMOLAGENTS_TEAMS]
     if framework in (None, "autogen"):
-        from causaltrace.testing.faults.clean_teams_autogen import autogen_clean_teams
+        from causaltrace.testing.faults import clean_teams_autogen as ag
+        from causaltrace.testing.faults.cases_autogen import reports
 
-        out += [CleanTeam(**team) for team in autogen_clean_teams()]
+        out += [CleanTeam(name=name, framework="autogen", task=task, factory=getattr(ag, builder),
+                          verify=reports(field, expected), shape=shape, content=content)
+                for name, builder, task, field, expected, shape, content in AUTOGEN_TEAMS]
     return out
+
+
+#: the smolagents teams: ``(name, builder in clean_teams_smolagents, task, the exact final answer, shape, content)``
+SMOLAGENTS_TEAMS: tuple[tuple[str, str, str, str, str, str], ...] = (
+    ("clean-smol-pantry",
+     "build_pantry",
+     "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit "
+     "price and report the total cost as 'TOTAL: <dollars>', rounded to cents.",
+     "TOTAL: 23.25",
+     "ToolCallingAgent with an opening facts survey",
+     "a list handled in full, a failed lookup retried, a sum over every line"),
+    ("clean-smol-invoices",
+     "build_invoices",
+     "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on "
+     "<date>'.",
+     "LATEST: INV-230 on 2026-08-11",
+     "ToolCallingAgent paging a listing",
+     "pagination that makes progress, a failed page retried, the latest entry picked (not the last listed)"),
+    ("clean-smol-parcels",
+     "build_parcels",
+     "Order NX-4471 ships as several parcels weighed in pounds. Give their total weight in kilograms "
+     "(rounded to 2 decimals) and the shipping quote for it, as 'KG: <kg>, QUOTE: <eur> EUR'.",
+     "KG: 10.66, QUOTE: 42.64 EUR",
+     "CodeAgent with an opening facts survey",
+     "a unit conversion done right in code, rounding stated, a failed fetch rerun"),
+    ("clean-smol-trip",
+     "build_trip",
+     "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights. Take the cheapest flight and "
+     "the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 487 EUR",
+     "manager ToolCallingAgent with two managed agents",
+     "delegations that fit each agent's tool, city and date passed as given, the cheapest entries picked"),
+    ("clean-smol-restock",
+     "build_restock",
+     "We need 50 bolts on the shelf. Check how many bolts are in stock right now and order the difference. "
+     "Report 'ORDERED: <n> bolts'.",
+     "ORDERED: 16 bolts",
+     "ToolCallingAgent",
+     "a cached count superseded by a live one, the live one used"),
+    ("clean-smol-meeting",
+     "build_meeting",
+     "Find a one-hour meeting slot for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22: the earliest slot "
+     "free for all three. Report 'MEET: <HH:MM> on <date>'.",
+     "MEET: 11:00 on 2026-04-22",
+     "manager CodeAgent with planning every 3 steps and a managed agent",
+     "one delegation per person (names and date as given), a set intersection in code, plan updates"),
+    ("clean-smol-booking",
+     "build_booking",
+     "Book meeting room Atlas on 14/03/2026 for two hours in the afternoon. Report 'BOOKED: <room> <date> "
+     "<start>-<end>'.",
+     "BOOKED: Atlas 2026-03-14 14:00-16:00",
+     "ToolCallingAgent",
+     "a call the tool rejects (the task's date format) rewritten as the tool asks and recovered"),
+    ("clean-smol-warmest",
+     "build_warmest",
+     "Which of Seville, Porto and Lyon is warmest this afternoon? Report 'WARMEST: <city>, <temp> C'.",
+     "WARMEST: Seville, 24 C",
+     "ToolCallingAgent with parallel tool calls in one response",
+     "every city of the task looked up at once, the maximum picked"),
+    ("clean-smol-risotto",
+     "build_risotto",
+     "I'm cooking risotto for 10 people. How many kilograms of arborio rice do I need? Report 'RICE: <kg> "
+     "kg'.",
+     "RICE: 0.8 kg",
+     "ToolCallingAgent with an opening facts survey",
+     "a recipe scaled by a tool, grams converted to the kilograms the task asks for"),
+    ("clean-smol-accounts",
+     "build_accounts",
+     "What did accounts K4, K5 and K6 pay in total? Count paid orders only: leave out cancelled and refunded "
+     "orders. Report 'TOTAL: <euros> EUR'.",
+     "TOTAL: 325 EUR",
+     "manager CodeAgent delegating in a code loop to a managed ToolCallingAgent",
+     "every account of the task, an exclusion instruction followed (items of the tool's list left out as "
+     "asked)"),
+    ("clean-smol-laptops",
+     "build_laptops",
+     "Which are the three best-rated laptops under 1000 EUR? Report 'TOP: <name> (<rating>), ...'.",
+     "TOP: Dune 16 (4.7), Aero 14 (4.6), Echo 14 (4.4)",
+     "ToolCallingAgent",
+     "a list filtered and cut to the top three as asked: the other entries are left out on purpose"),
+    ("clean-smol-overdue",
+     "build_overdue",
+     "Today is 2026-03-02. When was invoice F-2291 due, and how many days overdue is it? Report 'DUE: "
+     "<date>, OVERDUE: <n> days'.",
+     "DUE: 2026-02-14, OVERDUE: 16 days",
+     "CodeAgent",
+     "dates derived in code (issue date + terms, days since), not copied"),
+    ("clean-smol-welcome",
+     "build_welcome",
+     "Send the welcome pack to our new colleague Jonas Weber from Payments. Report 'SENT: <name> (<id>)'.",
+     "SENT: Jonas Weber (E-2231)",
+     "ToolCallingAgent",
+     "a name restated in another form ('WEBER, Jonas' -> 'Jonas Weber'), the right one of two matches"),
+    ("clean-smol-growth",
+     "build_growth",
+     "By how many percent did revenue grow from Q1 2026 to Q2 2026? Report 'GROWTH: <percent>%' to one "
+     "decimal.",
+     "GROWTH: 12.0%",
+     "CodeAgent",
+     "a percentage derived in code from two looked-up figures"),
+)
+
+#: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
+#: value, shape, content)``
+AUTOGEN_TEAMS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
+    ("clean-ag-invoice",
+     "build_invoice",
+     "Add up the lines of invoice F-2291 and report 'TOTAL: <euros> EUR'.",
+     "TOTAL",
+     "1486.69",
+     "RoundRobinGroupChat: a worker and a reviewer that checks",
+     "a rejected format and a restated draft, every line added, the reviewer re-reads the source"),
+    ("clean-ag-fare",
+     "build_fare",
+     "Find the cheapest fare from BOS to ORD on 2026-05-09 and give its price in euros at today's rate, "
+     "rounded to cents, as 'FARE: <euros> EUR'.",
+     "FARE",
+     "158.60",
+     "SelectorGroupChat: planner, two tool agents, reviewer",
+     "a task restated as a plan, the cheapest entry picked, a currency conversion with rounding stated"),
+    ("clean-ag-refund",
+     "build_refund",
+     "Hello, order A-1093 arrived yesterday but the desk lamp was damaged. Please refund the lamp only. "
+     "Report 'REFUND: <euros> EUR'.",
+     "REFUND",
+     "34.90",
+     "Swarm: triage hands off to billing",
+     "a hand-off that fits the request, one item of a list refunded as asked"),
+    ("clean-ag-fuel",
+     "build_fuel",
+     "Estimate the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km, at "
+     "today's diesel price in Spain. Answer in whole euros as 'RESULT: <euros>'.",
+     "RESULT",
+     "64",
+     "MagenticOneGroupChat: facts sheet, ledger, three members",
+     "figures from tools used faithfully, a product of three numbers, rounding stated, a checked result"),
+    ("clean-ag-legs",
+     "build_legs",
+     "How long is route NE-7 in kilometres? Sum its legs (given in miles) and report 'KM: <km>' rounded "
+     "to 0.1 km.",
+     "KM",
+     "376.1",
+     "RoundRobinGroupChat: coder and code executor",
+     "a unit conversion done right in code, every leg summed, a failed fetch retried"),
+    ("clean-ag-tickets",
+     "build_tickets",
+     "How many tickets are open in the payments queue, and how many of them have high priority? Report "
+     "'OPEN: <n>'.",
+     "OPEN",
+     "6",
+     "RoundRobinGroupChat: analyst and a reviewer that checks",
+     "pagination by cursor that makes progress, every page counted, a check against another source"),
+    ("clean-ag-gate",
+     "build_gate",
+     "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate and report 'GATE: <gate>'.",
+     "GATE",
+     "C4",
+     "RoundRobinGroupChat: a tool agent and a notifier",
+     "a later observation (a gate change) superseding the published gate, names and dates as given"),
+    ("clean-ag-router",
+     "build_router",
+     "My router keeps dropping the connection (account 5521). Please fix it, and apply the 10 EUR goodwill "
+     "credit your outage policy promises. Report 'CREDIT: <euros> EUR'.",
+     "CREDIT",
+     "10.00",
+     "Swarm: triage -> tech_agent -> back to triage -> billing_agent",
+     "two requests of one task each handed to the agent whose tools fit, a hand-back in between"),
+    ("clean-ag-contractor",
+     "build_contractor",
+     "Estimate the monthly cost of contractor Lena Ortiz at her current day rate. Assume 22 working days "
+     "per month. Report 'MONTHLY: <euros> EUR'.",
+     "MONTHLY",
+     "9020",
+     "RoundRobinGroupChat: estimator and a reviewer that re-reads the rate card",
+     "an assumption the task states, said aloud ('assuming 22 working days'), the looked-up rate used"),
+    ("clean-ag-rice",
+     "build_rice",
+     "Which is the cheapest rice per kilogram: FreshMart, Bodega or GrainCo? Report 'CHEAPEST: <store>'.",
+     "CHEAPEST",
+     "GrainCo",
+     "RoundRobinGroupChat of one assistant with parallel tool calls",
+     "every store of the task looked up at once, unit prices computed, the cheapest per kg (not per bag)"),
+    ("clean-ag-export",
+     "build_export",
+     "Export the orders table since 2026-01-01 and tell me how many rows it has. Report 'ROWS: <n>'.",
+     "ROWS",
+     "1284",
+     "RoundRobinGroupChat of one assistant polling a job",
+     "a status polled three times with progress each time (not a loop), then the download"),
+    ("clean-ag-census",
+     "build_census",
+     "What was the combined population of Lisbon's and Porto's metro areas in 2021? Report 'POP: "
+     "<millions> million' to one decimal.",
+     "POP",
+     "4.6",
+     "SelectorGroupChat: researcher, analyst, writer",
+     "two figures looked up, added by a tool, the sum rounded to millions by the writer as asked"),
+)
 
 
 def _record_sync(team: CleanTeam) -> Any:

@@ -2,11 +2,11 @@
 the style of :mod:`.teams_autogen` with NO planted error, in shapes a careless detector reads as faults (a rejected
 draft restated, selectors, Swarm hand-offs and hand-backs, a MagenticOne facts sheet, polling, pagination).
 
-The teams, in :func:`autogen_clean_teams` order: ``clean-ag-invoice``, ``clean-ag-fare``, ``clean-ag-refund``,
+The teams, in :data:`.clean_runs.AUTOGEN_TEAMS` order: ``clean-ag-invoice``, ``clean-ag-fare``, ``clean-ag-refund``,
 ``clean-ag-fuel``, ``clean-ag-legs``, ``clean-ag-tickets``, ``clean-ag-gate``, ``clean-ag-router``,
 ``clean-ag-contractor``, ``clean-ag-rice``, ``clean-ag-export``, ``clean-ag-census``. Each builder's docstring says
-what its team does; each team's ``shape`` and ``content`` fields (:class:`~.clean_runs.CleanTeam`) say what it
-exercises. autogen_agentchat is imported at import (:mod:`.clean_runs` imports this module lazily).
+what its team does; its row there gives its task, its verifier and what it exercises. autogen_agentchat is imported
+at import (:mod:`.clean_runs` imports this module lazily).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from autogen_agentchat.teams import MagenticOneGroupChat, SelectorGroupChat, Swa
 from autogen_core.tools import FunctionTool
 
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, call, orchestrator_policy
-from causaltrace.testing.faults.cases_autogen import reports
 from causaltrace.testing.faults.teams_autogen import (
     agent,
     code_message,
@@ -36,7 +35,8 @@ from causaltrace.testing.faults.teams_autogen import (
     tool,
 )
 
-__all__ = ["autogen_clean_teams"]
+__all__ = ["build_census", "build_contractor", "build_export", "build_fare", "build_fuel", "build_gate",
+           "build_invoice", "build_legs", "build_refund", "build_rice", "build_router", "build_tickets"]
 
 
 def _in_task(request: ScriptedRequest, *, pattern: str) -> str:
@@ -733,68 +733,3 @@ def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"
         name="census_desk", model_client=ScriptedChatCompletionClient(_census_selector, model="scripted-selector"),
         termination_condition=_terminated("DONE", 10))
 
-
-def autogen_clean_teams() -> list[dict[str, Any]]:
-    """The AutoGen clean teams (module docstring), each verified by the field its final answer reports: the fields
-    of a :class:`~.clean_runs.CleanTeam`."""
-
-    def team(name: str, build: Any, task: str, field: str, expected: str, shape: str, content: str,
-             **variant: Any) -> dict[str, Any]:
-        return {"name": name, "framework": "autogen", "task": task, "factory": partial(build, **variant),
-                "verify": reports(field, expected), "shape": shape, "content": content}
-
-    return [
-        team("clean-ag-invoice", build_invoice,
-             "Add up the lines of invoice F-2291 and report 'TOTAL: <euros> EUR'.", "TOTAL", "1486.69",
-             "RoundRobinGroupChat: a worker and a reviewer that checks",
-             "a rejected format and a restated draft, every line added, the reviewer re-reads the source"),
-        team("clean-ag-fare", build_fare,
-             "Find the cheapest fare from BOS to ORD on 2026-05-09 and give its price in euros at today's rate, "
-             "rounded to cents, as 'FARE: <euros> EUR'.", "FARE", "158.60",
-             "SelectorGroupChat: planner, two tool agents, reviewer",
-             "a task restated as a plan, the cheapest entry picked, a currency conversion with rounding stated"),
-        team("clean-ag-refund", build_refund,
-             "Hello, order A-1093 arrived yesterday but the desk lamp was damaged. Please refund the lamp only. "
-             "Report 'REFUND: <euros> EUR'.", "REFUND", "34.90", "Swarm: triage hands off to billing",
-             "a hand-off that fits the request, one item of a list refunded as asked"),
-        team("clean-ag-fuel", build_fuel,
-             "Estimate the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km, at "
-             "today's diesel price in Spain. Answer in whole euros as 'RESULT: <euros>'.", "RESULT", "64",
-             "MagenticOneGroupChat: facts sheet, ledger, three members",
-             "figures from tools used faithfully, a product of three numbers, rounding stated, a checked result"),
-        team("clean-ag-legs", build_legs,
-             "How long is route NE-7 in kilometres? Sum its legs (given in miles) and report 'KM: <km>' rounded "
-             "to 0.1 km.", "KM", "376.1", "RoundRobinGroupChat: coder and code executor",
-             "a unit conversion done right in code, every leg summed, a failed fetch retried"),
-        team("clean-ag-tickets", build_tickets,
-             "How many tickets are open in the payments queue, and how many of them have high priority? Report "
-             "'OPEN: <n>'.", "OPEN", "6", "RoundRobinGroupChat: analyst and a reviewer that checks",
-             "pagination by cursor that makes progress, every page counted, a check against another source"),
-        team("clean-ag-gate", build_gate,
-             "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate and report 'GATE: <gate>'.",
-             "GATE", "C4", "RoundRobinGroupChat: a tool agent and a notifier",
-             "a later observation (a gate change) superseding the published gate, names and dates as given"),
-        team("clean-ag-router", build_router,
-             "My router keeps dropping the connection (account 5521). Please fix it, and apply the 10 EUR goodwill "
-             "credit your outage policy promises. Report 'CREDIT: <euros> EUR'.", "CREDIT", "10.00",
-             "Swarm: triage -> tech_agent -> back to triage -> billing_agent",
-             "two requests of one task each handed to the agent whose tools fit, a hand-back in between"),
-        team("clean-ag-contractor", build_contractor,
-             "Estimate the monthly cost of contractor Lena Ortiz at her current day rate. Assume 22 working days "
-             "per month. Report 'MONTHLY: <euros> EUR'.", "MONTHLY", "9020",
-             "RoundRobinGroupChat: estimator and a reviewer that re-reads the rate card",
-             "an assumption the task states, said aloud ('assuming 22 working days'), the looked-up rate used"),
-        team("clean-ag-rice", build_rice,
-             "Which is the cheapest rice per kilogram: FreshMart, Bodega or GrainCo? Report 'CHEAPEST: <store>'.",
-             "CHEAPEST", "GrainCo", "RoundRobinGroupChat of one assistant with parallel tool calls",
-             "every store of the task looked up at once, unit prices computed, the cheapest per kg (not per bag)"),
-        team("clean-ag-export", build_export,
-             "Export the orders table since 2026-01-01 and tell me how many rows it has. Report 'ROWS: <n>'.",
-             "ROWS", "1284", "RoundRobinGroupChat of one assistant polling a job",
-             "a status polled three times with progress each time (not a loop), then the download"),
-        team("clean-ag-census", build_census,
-             "What was the combined population of Lisbon's and Porto's metro areas in 2021? Report 'POP: "
-             "<millions> million' to one decimal.", "POP", "4.6",
-             "SelectorGroupChat: researcher, analyst, writer",
-             "two figures looked up, added by a tool, the sum rounded to millions by the writer as asked"),
-    ]

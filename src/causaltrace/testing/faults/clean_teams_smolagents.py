@@ -3,11 +3,11 @@ style of :mod:`.zoo_smolagents` (deterministic functions of the request) with NO
 holds shapes a careless detector reads as faults — an opening facts survey that restates the task, a failed call
 retried, pagination, a cached reading superseded by a live one, several delegations to one agent.
 
-The teams, in :func:`smolagents_clean_teams` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
+The teams, in :data:`.clean_runs.SMOLAGENTS_TEAMS` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
 ``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
 ``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
-``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``. Each builder's docstring says what its team does; each team's
-``shape`` and ``content`` fields (:class:`~.clean_runs.CleanTeam`) say what it exercises.
+``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``. Each builder's docstring says what its team
+does; its row there gives its task, its verifier and what it exercises.
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
 """
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
-from causaltrace.testing.faults.cases import answer_is
 from causaltrace.testing.faults.teams_smolagents import (
     code_agent,
     code_reply,
@@ -33,7 +31,9 @@ from causaltrace.testing.faults.teams_smolagents import (
 )
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
-__all__ = ["smolagents_clean_teams"]
+__all__ = ["build_accounts", "build_booking", "build_growth", "build_invoices", "build_laptops", "build_meeting",
+           "build_overdue", "build_pantry", "build_parcels", "build_restock", "build_risotto", "build_trip",
+           "build_warmest", "build_welcome"]
 
 Reply = str | list[Call]
 
@@ -714,76 +714,3 @@ def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000
 
     return code_agent(policy, [get_revenue], "analyst", max_steps=5)
 
-
-def smolagents_clean_teams() -> list[dict[str, Any]]:
-    """The smolagents clean teams (module docstring), each verified by its exact final answer: the fields of a
-    :class:`~.clean_runs.CleanTeam`."""
-
-    def team(name: str, build: Any, task: str, expected: str, shape: str, content: str,
-             **variant: Any) -> dict[str, Any]:
-        return {"name": name, "framework": "smolagents", "task": task, "factory": partial(build, **variant),
-                "verify": answer_is(expected), "shape": shape, "content": content}
-
-    return [
-        team("clean-smol-pantry", build_pantry,
-             "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit "
-             "price and report the total cost as 'TOTAL: <dollars>', rounded to cents.", "TOTAL: 23.25",
-             "ToolCallingAgent with an opening facts survey",
-             "a list handled in full, a failed lookup retried, a sum over every line"),
-        team("clean-smol-invoices", build_invoices,
-             "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on "
-             "<date>'.", "LATEST: INV-230 on 2026-08-11", "ToolCallingAgent paging a listing",
-             "pagination that makes progress, a failed page retried, the latest entry picked (not the last listed)"),
-        team("clean-smol-parcels", build_parcels,
-             "Order NX-4471 ships as several parcels weighed in pounds. Give their total weight in kilograms "
-             "(rounded to 2 decimals) and the shipping quote for it, as 'KG: <kg>, QUOTE: <eur> EUR'.",
-             "KG: 10.66, QUOTE: 42.64 EUR", "CodeAgent with an opening facts survey",
-             "a unit conversion done right in code, rounding stated, a failed fetch rerun"),
-        team("clean-smol-trip", build_trip,
-             "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights. Take the cheapest flight and "
-             "the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
-             "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager ToolCallingAgent with two managed agents",
-             "delegations that fit each agent's tool, city and date passed as given, the cheapest entries picked"),
-        team("clean-smol-restock", build_restock,
-             "We need 50 bolts on the shelf. Check how many bolts are in stock right now and order the difference. "
-             "Report 'ORDERED: <n> bolts'.", "ORDERED: 16 bolts", "ToolCallingAgent",
-             "a cached count superseded by a live one, the live one used"),
-        team("clean-smol-meeting", build_meeting,
-             "Find a one-hour meeting slot for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22: the earliest slot "
-             "free for all three. Report 'MEET: <HH:MM> on <date>'.", "MEET: 11:00 on 2026-04-22",
-             "manager CodeAgent with planning every 3 steps and a managed agent",
-             "one delegation per person (names and date as given), a set intersection in code, plan updates"),
-        team("clean-smol-booking", build_booking,
-             "Book meeting room Atlas on 14/03/2026 for two hours in the afternoon. Report 'BOOKED: <room> <date> "
-             "<start>-<end>'.", "BOOKED: Atlas 2026-03-14 14:00-16:00", "ToolCallingAgent",
-             "a call the tool rejects (the task's date format) rewritten as the tool asks and recovered"),
-        team("clean-smol-warmest", build_warmest,
-             "Which of Seville, Porto and Lyon is warmest this afternoon? Report 'WARMEST: <city>, <temp> C'.",
-             "WARMEST: Seville, 24 C", "ToolCallingAgent with parallel tool calls in one response",
-             "every city of the task looked up at once, the maximum picked"),
-        team("clean-smol-risotto", build_risotto,
-             "I'm cooking risotto for 10 people. How many kilograms of arborio rice do I need? Report 'RICE: <kg> "
-             "kg'.", "RICE: 0.8 kg", "ToolCallingAgent with an opening facts survey",
-             "a recipe scaled by a tool, grams converted to the kilograms the task asks for"),
-        team("clean-smol-accounts", build_accounts,
-             "What did accounts K4, K5 and K6 pay in total? Count paid orders only: leave out cancelled and refunded "
-             "orders. Report 'TOTAL: <euros> EUR'.", "TOTAL: 325 EUR",
-             "manager CodeAgent delegating in a code loop to a managed ToolCallingAgent",
-             "every account of the task, an exclusion instruction followed (items of the tool's list left out as "
-             "asked)"),
-        team("clean-smol-laptops", build_laptops,
-             "Which are the three best-rated laptops under 1000 EUR? Report 'TOP: <name> (<rating>), ...'.",
-             "TOP: Dune 16 (4.7), Aero 14 (4.6), Echo 14 (4.4)", "ToolCallingAgent",
-             "a list filtered and cut to the top three as asked: the other entries are left out on purpose"),
-        team("clean-smol-overdue", build_overdue,
-             "Today is 2026-03-02. When was invoice F-2291 due, and how many days overdue is it? Report 'DUE: "
-             "<date>, OVERDUE: <n> days'.", "DUE: 2026-02-14, OVERDUE: 16 days", "CodeAgent",
-             "dates derived in code (issue date + terms, days since), not copied"),
-        team("clean-smol-welcome", build_welcome,
-             "Send the welcome pack to our new colleague Jonas Weber from Payments. Report 'SENT: <name> (<id>)'.",
-             "SENT: Jonas Weber (E-2231)", "ToolCallingAgent",
-             "a name restated in another form ('WEBER, Jonas' -> 'Jonas Weber'), the right one of two matches"),
-        team("clean-smol-growth", build_growth,
-             "By how many percent did revenue grow from Q1 2026 to Q2 2026? Report 'GROWTH: <percent>%' to one "
-             "decimal.", "GROWTH: 12.0%", "CodeAgent", "a percentage derived in code from two looked-up figures"),
-    ]
