@@ -6,10 +6,6 @@ puts no finding at its top (the diagnosis is uncertain).
 Known false findings (a finding at the top of a correct run; the lead fixes the detectors and moves the team into
 :data:`NO_FINDING_AT_TOP`; details in /work/notes/clean32-report.md and ``benchmarks/bench_clean_runs.py``):
 
-* ``clean-smol-trip`` — value_changed at the manager's final answer: "restates number '487' where step 28 had '149'";
-  487 is the trip's total, 189 (flight) + 2 x 149 (nights), computed, not a restatement of 149.
-* ``clean-smol-meeting`` — value_changed at the opening planning step: "restates number '1.2' / '1.3' where step 0
-  had '2026'"; 1.2 and 1.3 are smolagents' facts-survey headings, 2026 the task's date.
 * ``clean-ag-fare`` — value_changed at the fx agent's message: "uses 172.15 from the entry of step 14 the request
   does not ask for (its 'bos' entry says 2026)"; 172.15 USD is the cheapest fare the request asks for, and BOS /
   2026-05-09 are the route and date of every entry (also unfit_routing at the selection of fx_agent after the fare
@@ -17,10 +13,6 @@ Known false findings (a finding at the top of a correct run; the lead fixes the 
 * ``clean-ag-fuel`` — loop_no_progress at the MagenticOne orchestrator's first instruction: "a loop of 2
   near-identical actions without progress (steps 6, 18)"; the two instructions go to different members
   (researcher, then calculator) and each is followed by new results.
-* ``clean-ag-legs`` — value_changed at the code executor's output: "restates number '376.1' where step 11 had '2'";
-  376.1 is what the executed code printed (233.7 miles x 1.609344), not a restatement of the code's index 2.
-* ``clean-smol-booking`` — value_changed at the ``book_room`` call: "restates number '16' where step 7 had '9'";
-  16:00 is the end of the two hours from 14:00 the agent picked in the free hours "09:00-12:00, 14:00-17:00".
 * ``clean-ag-router`` — unfit_routing at triage's hand-off to billing_agent: "uses target 'billing_agent' where
   step 10 had 'tech_agent'"; the task asks for two things (a fix, then a credit), each handed to the agent whose
   tools fit it (also, not at the top: tech_agent's hand-back to triage "shares no word with what step 0 asks").
@@ -47,10 +39,11 @@ pytestmark = pytest.mark.timeout(600)
 NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-parcels", "clean-smol-restock",
                      "clean-smol-warmest", "clean-smol-risotto", "clean-smol-accounts", "clean-smol-laptops",
                      "clean-smol-overdue", "clean-smol-welcome", "clean-smol-growth", "clean-ag-invoice", "clean-ag-refund",
-                     "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice", "clean-ag-census")
+                     "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice", "clean-ag-census",
+                     # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
+                     "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS = ("clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-fare", "clean-ag-fuel",
-                        "clean-ag-legs", "clean-ag-router", "clean-ag-export")
+KNOWN_FALSE_FINDINGS = ("clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export")
 
 
 @pytest.fixture(scope="module")

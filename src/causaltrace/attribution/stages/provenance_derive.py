@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["derivation", "group_derivation", "run_totals"]
+__all__ = ["derivation", "group_derivation", "run_totals", "scaled_derivation"]
+
+#: the task's introducer index (``provenance_record.TASK``): two of the task's own numbers combine ("from 14:00, for
+#: two hours" gives 16), where two numbers one step introduced are no evidence of a computation by a later one
+_TASK = -1
 
 
 def derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
@@ -27,8 +31,27 @@ def derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> lis
             if b is None or b in (0.0, 1.0):
                 continue
             j = exact.get(round(b, 6))
-            if j is not None and (j != i or b == a):
+            if j is not None and (j != i or b == a or i == _TASK):
                 return [i, j]
+    return None
+
+
+def scaled_derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
+    """The introducers of ``a ± k × b`` (or ``k × b − a``) equal to ``x``, where ``k`` is a count the TASK gives (a
+    whole number 2–100: "stay 2 nights", "for 3 people") and ``a``, ``b`` numbers of ``pool`` other than 0 and 1: a
+    total of a fixed cost and a per-unit one (a flight plus 2 nights at 149 is 487). Only the task's counts scale —
+    any number times any number would explain too much (linear in the pool per count)."""
+    counts = [k for k, i in pool.items() if i == _TASK and k == int(k) and 2 <= k <= 100]
+    for k in counts[:8]:
+        for b, i in pool.items():
+            if b in (0.0, 1.0):
+                continue
+            for a in (x - k * b, x + k * b, k * b - x):
+                if a in (0.0, 1.0):
+                    continue
+                j = exact.get(round(a, 6))
+                if j is not None:
+                    return [j, i]
     return None
 
 

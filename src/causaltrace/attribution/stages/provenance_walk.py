@@ -20,7 +20,12 @@ from causaltrace.attribution.stages.capabilities import capability_words
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import is_copy_slip, mean_slip, restated, substituted
-from causaltrace.attribution.stages.provenance_derive import derivation, group_derivation, run_totals
+from causaltrace.attribution.stages.provenance_derive import (
+    derivation,
+    group_derivation,
+    run_totals,
+    scaled_derivation,
+)
 from causaltrace.attribution.stages.provenance_record import TASK, Change, Provenance, value_key
 from causaltrace.attribution.stages.targets import (
     called_names,
@@ -296,10 +301,11 @@ class ProvenanceWalk:
         return task_request(content_of(step)) if step.kind == "task" else content_of(step)
 
     def _computed_by_code(self, step: Step, new: list[Value]) -> None:
-        """A call that running code made (``produced_by`` a code execution): its new numbers are the code's
-        results (``avg = (30 + 24 + 15) / 2`` then ``final_answer(f'AVG: {avg}')``), derived from the code step — never
-        a restatement or an unsupported number of the call itself."""
-        if step.kind != "tool_call":
+        """A call that running code made, or the output the run printed (``produced_by`` a code execution): its new
+        numbers are the code's results (``avg = (30 + 24 + 15) / 2`` then ``final_answer(f'AVG: {avg}')``; an
+        executor's ``total km: 376.1`` of ``round(total_miles * 1.609344, 1)``), derived from the code step — never
+        a restatement or an unsupported number of the step itself (the code, not its output, holds any error)."""
+        if step.kind == "code_execution":
             return
         runs = [j for j in self.graph.producers(step.index, ("produced_by",))
                 if j in self.by_index and self.by_index[j].kind == "code_execution"]
@@ -329,6 +335,8 @@ class ProvenanceWalk:
                 if runs is None:
                     runs = run_totals(list(pool.items())[-16:])
                 ops = group_derivation(x, groups) or runs.get(round(x, 6)) or runs.get(round(x, 2)) or ops
+                if ops is None:
+                    ops = scaled_derivation(x, pool, exact)
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
 

@@ -139,6 +139,7 @@ _RANGE = re.compile(r"\brange\(\s*([^()]{0,40})\)")
 _SLICE = re.compile(r"\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]")
 #: punctuation of prose: an argument holding it is a sentence (a query, a message), not a value
 _PROSE = re.compile(r"[.?!:;\n]")
+_LABEL_END = re.compile(r"[.)][ \t]+\S")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|[\"'(\[]\s*)$")
 
 
@@ -213,12 +214,24 @@ class _Words:
         return frozenset(self.words[lo:hi])
 
 
+def _is_list_label(text: str, m: re.Match[str]) -> bool:
+    """``m`` numbers a list item or a section (``1. Ask …``, ``### 1.2. Facts to look up``, ``2) …``): alone at the
+    start of its line (after markdown's ``#``, ``-``, ``*``, ``>``), small parts (at most two digits each), followed
+    by ``.`` or ``)`` and the item's text. A label orders the text; it is no value (a facts survey's headings are not
+    restatements of the task's numbers)."""
+    raw = m.group(0)
+    if raw.startswith("-") or any(len(part) > 2 for part in raw.split(".")) or not _LABEL_END.match(text, m.end()):
+        return False
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    return not text[line_start:m.start()].strip(" \t#>*-")
+
+
 def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> None:
     for n, m in enumerate(_NUMBER.finditer(text)):
         if n >= most:
             break
         key = number_key(m.group(0))
-        if key is None:
+        if key is None or _is_list_label(text, m):
             continue
         label = _LABEL.match(text, m.end())
         out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end()),

@@ -1,0 +1,42 @@
+"""Shapes of correct runs that are no evidence (issue 32: blame only what the run shows is wrong), each found on
+the negative set of correct runs (``testing.faults.clean_runs``; ``tests/attribution/test_clean_runs.py`` checks the
+whole teams): a list or section label is no value, two of the task's own numbers combine, a total of a fixed and a
+per-unit cost scaled by the task's count is computed, and what a code execution printed is the code's result.
+"""
+
+from __future__ import annotations
+
+from causaltrace.attribution.stages.provenance_derive import derivation, scaled_derivation
+from causaltrace.attribution.stages.values import values_in
+
+TASK = -1
+
+
+def _numbers(text: str) -> list[str]:
+    return [v.key for v in values_in(text) if v.kind == "number"]
+
+
+def test_list_and_section_labels_are_no_values() -> None:
+    # smolagents' facts survey: its headings are not restatements of the task's numbers
+    assert _numbers("## 1. Facts survey\n### 1.2. Facts to look up\n- the free slots") == []
+    assert _numbers("1. Ask calendar_agent\n2) intersect the lists") == []
+    # a value at the start of a line stays one: three digits, no item text after it, a decimal before a unit
+    assert _numbers("330. That is the height") == ["330"]
+    assert _numbers("height 12.") == ["12"]
+    assert _numbers("- 3.5 kg of rice") == ["3.5"]
+
+
+def test_two_of_the_tasks_numbers_combine_but_not_two_of_one_steps() -> None:
+    pool = {14.0: TASK, 2.0: TASK}  # "from 14:00 ... for two hours": the end is 16:00
+    assert derivation(16.0, pool, {round(a, 6): i for a, i in pool.items()}) == [TASK, TASK]
+    pool = {14.0: 7, 2.0: 7}  # two numbers one result introduced: no evidence a later step computed with them
+    assert derivation(16.0, pool, {round(a, 6): i for a, i in pool.items()}) is None
+
+
+def test_a_fixed_cost_plus_the_tasks_count_times_a_unit_cost_is_computed() -> None:
+    pool = {2.0: TASK, 189.0: 16, 149.0: 28}  # "stay 2 nights": flight 189 + 2 x 149 a night
+    exact = {round(a, 6): i for a, i in pool.items()}
+    assert scaled_derivation(487.0, pool, exact) == [16, 28]
+    assert scaled_derivation(488.0, pool, exact) is None
+    pool = {2.0: 5, 189.0: 16, 149.0: 28}  # the 2 is no count the task gives: nothing scales
+    assert scaled_derivation(487.0, pool, {round(a, 6): i for a, i in pool.items()}) is None
