@@ -263,6 +263,21 @@ AUTOGEN_TEAMS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
      "4.6",
      "SelectorGroupChat: researcher, analyst, writer",
      "two figures looked up, added by a tool, the sum rounded to millions by the writer as asked"),
+    ("clean-ag-tax",
+     "build_tax",
+     "What will 3 nights for 2 adults in Lisbon cost in tourist tax? Report 'RESULT: <euros>'.",
+     "RESULT",
+     "24",
+     "MagenticOneGroupChat re-planning after a stall (max_stalls=1)",
+     "a lookup that times out, reported as unknown, a facts / plan update, the retry recovers; a product of "
+     "three numbers checked"),
+    ("clean-ag-balance",
+     "build_balance",
+     "What is the balance of account ACC-9? Report 'BALANCE: <euros>' without thousands separators.",
+     "BALANCE",
+     "1204.50",
+     "RoundRobinGroupChat of one AssistantAgent with reflect_on_tool_use",
+     "a tool's '1,204.50 EUR' restated as '1204.50' in the format the task asks"),
 )
 
 

@@ -4,9 +4,9 @@ draft restated, selectors, Swarm hand-offs and hand-backs, a MagenticOne facts s
 
 The teams, in :data:`.clean_runs.AUTOGEN_TEAMS` order: ``clean-ag-invoice``, ``clean-ag-fare``, ``clean-ag-refund``,
 ``clean-ag-fuel``, ``clean-ag-legs``, ``clean-ag-tickets``, ``clean-ag-gate``, ``clean-ag-router``,
-``clean-ag-contractor``, ``clean-ag-rice``, ``clean-ag-export``, ``clean-ag-census``. Each builder's docstring says
-what its team does; its row there gives its task, its verifier and what it exercises. autogen_agentchat is imported
-at import (:mod:`.clean_runs` imports this module lazily).
+``clean-ag-contractor``, ``clean-ag-rice``, ``clean-ag-export``, ``clean-ag-census``, ``clean-ag-tax``,
+``clean-ag-balance``. Each builder's docstring says what its team does; its row there gives its task, its verifier
+and what it exercises. autogen_agentchat is imported at import (:mod:`.clean_runs` imports this module lazily).
 """
 
 from __future__ import annotations
@@ -45,11 +45,32 @@ def _in_task(request: ScriptedRequest, *, pattern: str) -> str:
     return found.group(1) if found else "unknown"
 
 
+def _selector(first: str, *rules: tuple[str, str]) -> Any:
+    """A scripted selector: the member of the first rule whose marker (``"name: TEXT"``) the conversation holds,
+    else ``first``."""
+
+    def select(request: ScriptedRequest) -> str:
+        text = request.text()
+        return next((member for marker, member in rules if marker in text), first)
+
+    return select
+
+
+#: the travel desk's selector: the member whose tools fit what the conversation still lacks
+_fare_selector = _selector("planner", ("fx_agent: FARE:", "reviewer"), ("fare_agent: CHEAPEST:", "fx_agent"),
+                           ("planner: PLAN:", "fare_agent"))
+#: the census desk's: the researcher until both figures are found, the analyst to add, the writer
+_census_selector = _selector("researcher", ("analyst: SUM:", "writer"), ("researcher: FOUND:", "analyst"))
+
+
+def _member(name: str, policy: Any, tools: list[Any], description: str) -> Any:
+    """A MagenticOne member: an AssistantAgent on its scripted policy, with a description for the team's listing."""
+    return AssistantAgent(name, ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
+                          tools=tools or None, max_tool_iterations=4, description=description)
+
+
 def _terminated(keyword: str, limit: int) -> Any:
     return TextMentionTermination(keyword) | MaxMessageTermination(limit)
-
-
-# --------------------------------------------------------- a rejected format, a restated draft, a real check
 
 
 def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00"), ("travel", "184.30"),
@@ -98,21 +119,6 @@ def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00
                                               tool(add_amounts, "Add amounts.")])
     checker = agent("reviewer", reviewer, [tool(get_invoice_lines, "Invoice lines.")])
     return round_robin([keeper, checker], "APPROVE", 8)
-
-
-# ---------------------------------------------------- a selector choosing the member whose tools fit
-
-
-def _fare_selector(request: ScriptedRequest) -> str:
-    """The travel desk's selector: the member whose tools fit what the conversation still lacks."""
-    text = request.text()
-    if "fx_agent: FARE:" in text:
-        return "reviewer"
-    if "fare_agent: CHEAPEST:" in text:
-        return "fx_agent"
-    if "planner: PLAN:" in text:
-        return "fare_agent"
-    return "planner"
 
 
 def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA 2231", "172.15"),
@@ -195,9 +201,6 @@ def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA
                              termination_condition=_terminated("APPROVE", 12))
 
 
-# -------------------------------------------------------------------------------------- a Swarm hand-off
-
-
 def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.90", "damaged on delivery"),
                                                              ("lamp bulb", "4.50", "delivered"),
                                                              ("shipping", "5.00", "charged"))) -> Any:
@@ -245,9 +248,6 @@ def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.9
     money = agent("billing_agent", billing, [tool(refund_quote, "Refundable amount."),
                                              tool(issue_refund, "Issue a refund.")], handoffs=["triage"])
     return Swarm([front, money], name="support", termination_condition=_terminated("DONE", 12))
-
-
-# -------------------------------------------------------------- MagenticOne: facts sheet, ledger, review
 
 
 def _route(text: str) -> re.Match[str] | None:
@@ -322,21 +322,14 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
             return f"RESULT: {expected} verified ({litres:g} litres at {found.group(2)} EUR). APPROVE"
         return f"REJECT: {litres:g} litres at {found.group(2)} EUR is {expected} euros."
 
-    def member(name: str, policy: Any, tools: list[Any], description: str) -> Any:
-        return AssistantAgent(name, ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
-                              tools=tools or None, max_tool_iterations=4, description=description)
-
     return MagenticOneGroupChat(
-        [member("researcher", researcher, [FunctionTool(get_distance, description="Road distance."),
+        [_member("researcher", researcher, [FunctionTool(get_distance, description="Road distance."),
                                            FunctionTool(get_fuel_price, description="Fuel price.")],
                 "Looks up distances and fuel prices."),
-         member("calculator", calculator, [FunctionTool(calculate, description="Arithmetic.")],
+         _member("calculator", calculator, [FunctionTool(calculate, description="Arithmetic.")],
                 "Computes with a calculator."),
-         member("reviewer", reviewer, [], "Checks the calculation against the figures found.")],
+         _member("reviewer", reviewer, [], "Checks the calculation against the figures found.")],
         model_client=ScriptedChatCompletionClient(_fuel_orchestrator, model="scripted-orchestrator"), max_turns=12)
-
-
-# ----------------------------------------------------------------- miles to kilometres, in executed code
 
 
 def build_legs(*, legs: Sequence[tuple[str, str, float]] = (("Boston", "Providence", 50.3),
@@ -365,9 +358,6 @@ def build_legs(*, legs: Sequence[tuple[str, str, float]] = (("Boston", "Providen
         return call("get_legs", route=route.group(1) if route else "unknown")
 
     return round_robin([agent("coder", coder, [tool(get_legs, "Route legs.", flaky=True)]), executor()], "DONE", 8)
-
-
-# ------------------------------------------------------------------- pagination by cursor, then a check
 
 
 def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
@@ -425,9 +415,6 @@ def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
                         agent("reviewer", reviewer, [tool(queue_stats, "Queue counts.")])], "APPROVE", 6)
 
 
-# ------------------------------------------------------------ a later observation supersedes an earlier one
-
-
 def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
     """``flight_status`` gives the published gate (flaky), ``gate_changes`` the later change; the notifier
     sends the passenger the new gate."""
@@ -476,9 +463,6 @@ def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
     return round_robin([agent("gate_agent", gate_agent, [tool(flight_status, "Flight status.", flaky=True),
                                                          tool(gate_changes, "Gate changes.")]),
                         agent("notifier", notifier, [tool(send_notice, "Send a notice.")])], "DONE", 6)
-
-
-# ----------------------------------------------------- a Swarm round trip: hand-off, hand-back, hand-off
 
 
 def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
@@ -538,9 +522,6 @@ def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
                  name="helpdesk", termination_condition=_terminated("DONE", 16))
 
 
-# ------------------------------------------------------ an assumption the task states, said aloud
-
-
 def build_contractor(*, rate: int = 410) -> Any:
     """The estimator says "assuming 22 working days, as the task says" (the task's own assumption, not made-up
     data), multiplies the day rate it looked up (flaky), and the reviewer re-reads the rate and approves."""
@@ -590,9 +571,6 @@ def build_contractor(*, rate: int = 410) -> Any:
                         agent("reviewer", reviewer, [tool(get_day_rate, "Day rate.")])], "APPROVE", 6)
 
 
-# ------------------------------------------------ parallel tool calls, the cheapest per unit picked
-
-
 def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11.50"), ("Bodega", 2, "4.90"),
                                                             ("GrainCo", 10, "21.00"))) -> Any:
     """One reply with a ``get_offer`` call per store (parallel), then one with a ``unit_price`` call per offer
@@ -625,9 +603,6 @@ def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11
 
     return round_robin([agent("buyer", buyer, [tool(get_offer, "A store's offer."),
                                                tool(unit_price, "Price per kilogram.")])], "DONE", 3)
-
-
-# ------------------------------------------------------------- polling with progress, not a loop
 
 
 def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any:
@@ -672,19 +647,6 @@ def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any
                                                      tool(export_status, "Export progress."),
                                                      tool(download_export, "Download an export.")],
                               iterations=8)], "DONE", 3)
-
-
-# ---------------------------------------- a writer rounding the analyst's figure as the task asks
-
-
-def _census_selector(request: ScriptedRequest) -> str:
-    """The census desk's selector: the researcher until both figures are found, the analyst to add, the writer."""
-    text = request.text()
-    if "analyst: SUM:" in text:
-        return "writer"
-    if "researcher: FOUND:" in text:
-        return "analyst"
-    return "researcher"
 
 
 def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"), ("Porto", "1,736,228"))) -> Any:
@@ -733,3 +695,100 @@ def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"
         name="census_desk", model_client=ScriptedChatCompletionClient(_census_selector, model="scripted-selector"),
         termination_condition=_terminated("DONE", 10))
 
+
+def build_tax(*, rate: int = 4) -> Any:
+    """MagenticOne: the researcher's first ``lookup_tax`` times out (not a transient "try again": it reports
+    ``RESULT: unknown``), the orchestrator counts a stall, updates its facts and plan (``max_stalls=1``) and starts
+    over; the second lookup succeeds, the calculator multiplies, the reviewer checks."""
+    calls = {"n": 0}
+
+    async def lookup_tax(city: str) -> str:
+        """A city's tourist tax."""
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise TimeoutError("lookup_tax: upstream registry timed out after 30 s")
+        return f"{city} tourist tax: {rate} EUR per person per night (up to 7 nights)"
+
+    async def multiply(a: float, b: float, c: float) -> float:
+        """Multiply three numbers."""
+        return a * b * c
+
+    def stay(request: ScriptedRequest) -> re.Match[str] | None:
+        return re.search(r"(\d+) nights for (\d+) adults in (\w+)", request.text())
+
+    def researcher(request: ScriptedRequest) -> Any:
+        found, asked = ok(request, "lookup_tax"), stay(request)
+        if found is not None:
+            return f"FOUND: {found}."
+        if errors(request, "lookup_tax"):
+            return "RESULT: unknown (the tax registry timed out)."
+        return call("lookup_tax", city=asked.group(3) if asked else "unknown")
+
+    def calculator(request: ScriptedRequest) -> Any:
+        product = ok(request, "multiply")
+        if product is not None:
+            return f"RESULT: {round(float(product))} (nights x adults x EUR per person per night)"
+        rate_said, asked = said(request, "researcher", r"tax: (\d+) EUR per person per night"), stay(request)
+        if rate_said is None or asked is None:
+            return "RESULT: unknown (no rate yet)."
+        return call("multiply", a=int(asked.group(1)), b=int(asked.group(2)), c=int(rate_said.group(1)))
+
+    def reviewer(request: ScriptedRequest) -> str:
+        rate_said, asked = said(request, "researcher", r"tax: (\d+) EUR per person per night"), stay(request)
+        stated = said(request, "calculator", r"RESULT: (\d+)")
+        if rate_said is None or asked is None or stated is None:
+            return "REJECT: nothing to check yet."
+        expected = int(asked.group(1)) * int(asked.group(2)) * int(rate_said.group(1))
+        if expected == int(stated.group(1)):
+            return f"RESULT: {expected} verified against the registry's rate. APPROVE"
+        return f"REJECT: the tax is {expected} EUR."
+
+    instructions = {"researcher": "Look up the tourist tax per person per night of the city in the request.",
+                    "calculator": "Multiply the nights, the adults and the rate the researcher found.",
+                    "reviewer": "Check the calculator's product against the rate found: APPROVE or REJECT."}
+
+    def orchestrator(request: ScriptedRequest) -> str:
+        prompt, asked = request.last_user_text(), stay(request)
+        if "Here is the pre-survey:" in prompt and asked:
+            return (f"1. GIVEN OR VERIFIED FACTS\n- {asked.group(1)} nights, {asked.group(2)} adults, "
+                    f"{asked.group(3)}.\n\n2. FACTS TO LOOK UP\n- The tourist tax of {asked.group(3)}.\n\n"
+                    "3. FACTS TO DERIVE\n- The tax for the stay.\n\n4. EDUCATED GUESSES\n- None.")
+        answer = orchestrator_policy(("researcher", "calculator", "reviewer"))(request)
+        if answer.startswith("{"):  # the progress ledger: an instruction fit for its member
+            ledger = json.loads(answer)
+            nxt = ledger["next_speaker"]["answer"]
+            ledger["instruction_or_question"]["answer"] = instructions.get(nxt, f"{nxt}, please continue.")
+            return json.dumps(ledger)
+        return answer.replace("the solver's arithmetic", "the calculator's arithmetic")
+
+    return MagenticOneGroupChat(
+        [_member("researcher", researcher, [FunctionTool(lookup_tax, description="Tourist tax.")],
+                "Looks up tourist taxes."),
+         _member("calculator", calculator, [FunctionTool(multiply, description="Multiply.")], "Multiplies."),
+         _member("reviewer", reviewer, [], "Checks the calculation against the rate found.")],
+        model_client=ScriptedChatCompletionClient(orchestrator, model="scripted-orchestrator"), max_turns=20,
+        max_stalls=1)
+
+
+def build_balance(*, balance: str = "1,204.50") -> Any:
+    """An assistant with ``reflect_on_tool_use``: after ``get_balance`` the model is asked again (the reflection) and
+    restates the balance without its thousands separator, as the task's format asks."""
+
+    async def get_balance(account: str) -> str:
+        """An account's current balance."""
+        return f"balance of {account}: {balance} EUR (as of today 08:00)"
+
+    def teller(request: ScriptedRequest) -> Any:
+        seen = ok(request, "get_balance")
+        if seen is not None:
+            found = re.search(r"balance of (\S+): ([\d,.]+) EUR", seen)
+            amount = found.group(2).replace(",", "") if found else "unknown"
+            return f"Account {found.group(1) if found else '?'} holds {amount} EUR. BALANCE: {amount}. DONE"
+        if errors(request, "get_balance") >= 3:
+            return "BALANCE: unknown. DONE"
+        return call("get_balance", account=_in_task(request, pattern=r"account (ACC-\d+)"))
+
+    worker = AssistantAgent("teller", ScriptedChatCompletionClient(teller, model="scripted-teller"),
+                            tools=[tool(get_balance, "Account balance.")], reflect_on_tool_use=True,
+                            system_message="You are teller.")
+    return round_robin([worker], "DONE", 3)
