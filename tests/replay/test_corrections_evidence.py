@@ -162,20 +162,32 @@ def test_a_loops_limit_is_the_one_number_that_bounds_its_action():
 
 # ------------------------------------------------------------------------------- a figure filled into a gap
 
-async def test_a_figure_filled_into_a_gap_is_corrected_by_the_lookup_that_left_it(tmp_path, monkeypatch):
+async def test_a_figure_filled_into_a_gap_is_corrected_by_the_lookup_that_left_it(tmp_path):
     """Building C's meter timed out and the analyst's table writes 18400 for C beside A's and B's readings (no marker
     word: the gap is the evidence). The correction is the code of the lookup that failed and was never answered,
-    ``read_meter(building='C', month='January 2024')``. The suite's gateway outage counts its calls per team object,
-    so a replay (a fresh team) would meet it again: here the gateway is back for the replay, as a transient outage
-    is, and the replay reads C and succeeds — a flip at the planted step. The twin reads C: no finding, no
+    ``read_meter(building='C', month='January 2024')``; the gateway's outage follows the run (the recorded timeout
+    counts), so the replay reads C and succeeds — a flip at the planted step. The twin reads C: no finding, no
     correction."""
-    import causaltrace.testing.faults.zoo_smolagents_blind as blind_teams
-
     case, run, twin, found, [fix] = await _zoo_runs("smol-fabricated-meters", "made_up_data", tmp_path)
     assert [e.role for e in found.evidence] == ["source", "source", "changed"]
     assert fix.step_id == found.step_id
     assert fix.replacement == "print(read_meter(building='C', month='January 2024'))"
-    monkeypatch.setattr(blind_teams, "outage", lambda key, calls=1: (lambda asked: False))
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "made_up_data") == []
+
+
+@pytest.mark.parametrize(("name", "call"), [
+    ("smol-fabricated-sales", "print(get_sales(region='West'))"),
+    ("ag-fabricated-voyage", {"text": None, "tool_calls": [
+        {"name": "sea_distance", "arguments": {"origin": "Gdansk", "destination": "Klaipeda"}}]})])
+async def test_made_up_data_after_a_timeout_is_obtained_in_the_replay_as_the_outage_follows_the_run(name, call,
+                                                                                                    tmp_path):
+    """The lookup for one key timed out and the agent made the figure up. The correction is the call that obtains it;
+    the service's outage follows the run like the flaky tools' first-call failure (zoo_common.outage counts the
+    timeout the agent's memory or context holds, served from the recording), so the corrected call is the run's
+    next call of that key and succeeds, as the fixed twin's retry does: a flip at the planted step."""
+    case, run, twin, found, fixes = await _zoo_runs(name, "made_up_data", tmp_path)
+    assert call in [f.replacement for f in fixes]
     await _repaired_by_correction_at(case, run, found, tmp_path)
     assert twin.outcome.status == "success" and _corrections(twin, "made_up_data") == []
 
