@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from causaltrace.instrumentation._emitter import internal_error
@@ -69,35 +70,30 @@ class CallLog:
                 self._ordinals[(agent_key, kind)] = ordinal + 1
             start_order = self._start_order
             self._start_order += 1
-        return CallHandle(
-            log=self,
-            agent_key=agent_key,
-            kind=kind,
-            ordinal=ordinal,
-            request=canonical,
-            request_hash=digest,
-            start_order=start_order,
-            settings=dict(settings or {}),
-            step_id=step_id,
-            short_request=bool(sizes) and sizes[0] < LONG_TEXT_CHARS,
-        )
-
-    def next_finish(self) -> int:
-        """The next finish order (calls finish in any order, on any thread)."""
-        with self._lock:
-            value = self._finish_order
-            self._finish_order += 1
-            return value
+        handle = _new_object(CallHandle)  # CallHandle(...) without its dataclass __init__: every field given
+        handle.__dict__ = {
+            "log": self, "agent_key": agent_key, "kind": kind, "ordinal": ordinal, "request": canonical,
+            "request_hash": digest, "start_order": start_order, "settings": dict(settings or {}), "step_id": step_id,
+            "call": None, "short_request": bool(sizes) and sizes[0] < LONG_TEXT_CHARS,
+        }
+        return handle
 
     def add(self, call: RecordedCall) -> None:
-        """Keep a finished call."""
+        """Keep a finished call, numbered in finish order (calls finish in any order, on any thread): its
+        ``finish_order`` is set here (a call built by :meth:`CallHandle.finish`, not yet shared)."""
         with self._lock:
+            call.__dict__["finish_order"] = self._finish_order
+            self._finish_order += 1
             self._calls.append(call)
 
     def recording(self) -> Recording:
         """The calls recorded so far, in start order."""
         with self._lock:
-            return Recording(run_id=self.run_id, calls=tuple(sorted(self._calls, key=lambda c: c.start_order)))
+            return Recording(run_id=self.run_id, calls=tuple(sorted(self._calls, key=_START_ORDER)))
+
+
+_new_object = object.__new__
+_START_ORDER = attrgetter("start_order")
 
 
 #: The scalar types a validated RecordedCall's response holds as they are.
@@ -160,14 +156,14 @@ class CallHandle:
                     "response_type": response_type,
                     "settings": as_json(self.settings),
                     "start_order": self.start_order,
-                    "finish_order": self.log.next_finish(),
+                    "finish_order": -1,  # numbered when it is kept (CallLog.add: one lock for both)
                     "live_only": live_only,
                     "error": error_of(error),
                 },
             )
+            self.log.add(self.call)
             if self.short_request and small_json(encoded) and small_json(self.call.settings):
                 note_no_long_text(self.call)  # the Recording's export need not look for a long text in it
-            self.log.add(self.call)
         except Exception:
             internal_error("CallHandle.finish")
             return None

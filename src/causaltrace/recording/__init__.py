@@ -370,8 +370,19 @@ def canonical_request(
     caller can tell, without a walk, that the request holds no long text).
     """
     drop = tuple(drop_keys)
-    plain = _plain_json(request)
-    text, by_orjson = _canonical_text(plain)
+    try:  # _plain_json, inline (every recorded call)
+        plain = pydantic_core.to_jsonable_python(request, fallback=_json_default, bytes_mode="base64")
+    except Exception:  # a serializer raising on an odd object: the slow path handles (or reprs) it
+        plain = json.loads(canonical_json(request))
+    text = None  # _canonical_text and _orjson_text, inline
+    if _orjson_exact(plain):
+        try:
+            text = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS).decode()
+        except (TypeError, ValueError):  # JSONEncodeError (a TypeError): big integers, lone surrogates, odd keys
+            pass
+    by_orjson = text is not None
+    if text is None:
+        text = canonical_json(plain)
     ids = () if call_id_pattern is None else getattr(call_id_pattern, "ids", None)
     edited = None if ids is None else _edit_canonical_text(text, drop, tuple(ids))
     if edited is None:
@@ -436,7 +447,7 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
             return json.loads(text), None
     cls = type(value)
     type_name = f"{cls.__module__}.{cls.__qualname__}"
-    if isinstance(value, BaseModel) and _json_round_trips(cls, value):
+    if isinstance(value, BaseModel) and (_ROUND_TRIPS.get(cls) or (cls not in _ROUND_TRIPS and _json_round_trips(cls, value))):
         try:
             return {"type": type_name, "json": _model_json(value)}, type_name
         except Exception:  # a field whose serialiser fails on this value: pickle it
