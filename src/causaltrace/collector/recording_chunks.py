@@ -46,8 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path as PathType
 from typing import Any
 
@@ -175,11 +174,12 @@ class _TextMap:
 # made its JSON literal and hashed it again (~10 µs for a 9 KB smolagents prompt). A text below
 # _RECENT_MAX_CHARS (so never a file: its literal stays under BLOB_MIN_BYTES) is found here by its length, head
 # and tail, then compared whole (no hash of the text); its digest, characters and literal are a pure function of
-# it. At most _RECENT_MAX entries (~1.5 MB at most), the oldest dropped; the writer threads of several stores share it.
+# it. At most about _RECENT_MAX entries (a few MB at most; ~0.5 MB for ASCII prompts), the oldest dropped. The
+# writer threads of several stores share it without a lock (a lock held across a fork would stay held in the
+# child): each step is one atomic dict operation, and a race between two writers costs at most an entry.
 _RECENT_MAX = 32
 _RECENT_MAX_CHARS = 16_384
 _recent: dict[tuple[int, str, str], tuple[str, str, int, bytes | bytearray]] = {}
-_recent_lock = threading.Lock()
 
 
 def _recent_chunk(text: str) -> tuple[str, int, bytes | bytearray] | None:
@@ -191,32 +191,55 @@ def _recent_chunk(text: str) -> tuple[str, int, bytes | bytearray] | None:
 
 
 def _remember_chunk(text: str, digest: str, chars: int, literal: bytes | bytearray) -> None:
-    with _recent_lock:
-        if len(_recent) >= _RECENT_MAX:
-            del _recent[next(iter(_recent))]
-        _recent[(len(text), text[:32], text[-32:])] = (text, digest, chars, literal)
+    try:
+        while len(_recent) >= _RECENT_MAX:
+            _recent.pop(next(iter(_recent)), None)
+    except (RuntimeError, StopIteration):  # another writer changed the table meanwhile: it keeps it bounded too
+        pass
+    _recent[(len(text), text[:32], text[-32:])] = (text, digest, chars, literal)
 
 
 def _large_strings(value: Any, trail: Path, into: list[tuple[Path, str]]) -> None:
     """Append ``(path, string)`` for every string of at least CHUNK_MIN_CHARS inside ``value`` (``trail`` its
-    path), depth first in key / index order — the order the call's references are listed in. (Exact type tests
-    first: this walk visits every value of every long call, so it is kept lean.)"""
-    kind = type(value)
-    if kind is dict or (kind is not list and isinstance(value, dict)):
-        items: Any = value.items()
-    elif kind is list or isinstance(value, list):
-        items = enumerate(value)
-    else:
-        if isinstance(value, str) and len(value) >= CHUNK_MIN_CHARS:
-            into.append((trail, value))
-        return
+    path), depth first in key / index order — the order the call's references are listed in."""
+    if isinstance(value, dict):
+        _walk(value.items(), list(trail), into)
+    elif isinstance(value, list):
+        _walk(enumerate(value), list(trail), into)
+    elif isinstance(value, str) and len(value) >= CHUNK_MIN_CHARS:
+        into.append((trail, value))
+
+
+def _walk(items: Iterable[tuple[Any, Any]], path: list[Any], into: list[tuple[Path, str]]) -> None:
+    """:func:`_large_strings` over a dict's items or a list's enumeration, ``path`` their container's path (grown
+    and shrunk in place: a path is copied only for a string found). Exact type tests first, and no call for an
+    empty dict or list: this walk visits every value of every long call, so it is kept lean."""
     for key, item in items:
         kind = type(item)
         if kind is str:
             if len(item) >= CHUNK_MIN_CHARS:
-                into.append(([*trail, key], item))
-        elif kind is dict or kind is list or isinstance(item, str | dict | list):
-            _large_strings(item, [*trail, key], into)
+                into.append(([*path, key], item))
+        elif kind is dict:
+            if item:
+                path.append(key)
+                _walk(item.items(), path, into)
+                path.pop()
+        elif kind is list:
+            if item:
+                path.append(key)
+                _walk(enumerate(item), path, into)
+                path.pop()
+        elif isinstance(item, str):
+            if len(item) >= CHUNK_MIN_CHARS:
+                into.append(([*path, key], item))
+        elif isinstance(item, dict):
+            path.append(key)
+            _walk(item.items(), path, into)
+            path.pop()
+        elif isinstance(item, list):
+            path.append(key)
+            _walk(enumerate(item), path, into)
+            path.pop()
 
 
 def _replaced(value: Any, found: list[tuple[Path, str]]) -> Any:
@@ -404,8 +427,15 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
     for call, text in zip(calls, given, strict=True):
         strings: list[tuple[Path, str]] = []
         if text is None or len(text) >= CHUNK_MIN_CHARS:  # without its JSON (never made whole: it may be huge), walk
-            _large_strings(call.request, ["request"], strings)
-            _large_strings(call.response, ["response"], strings)
+            request, response = call.request, call.response
+            if type(request) is dict:  # (the usual request: straight into the walk)
+                _walk(request.items(), ["request"], strings)
+            else:
+                _large_strings(request, ["request"], strings)
+            if type(response) is dict:
+                _walk(response.items(), ["response"], strings)
+            else:
+                _large_strings(response, ["response"], strings)
         found.append(strings)
     splitter.plan([item for strings in found for item in strings])
     rows = out.rows
