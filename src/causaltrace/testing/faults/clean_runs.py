@@ -166,6 +166,20 @@ SMOLAGENTS_TEAMS: tuple[tuple[str, str, str, str, str, str], ...] = (
      "GROWTH: 12.0%",
      "CodeAgent",
      "a percentage derived in code from two looked-up figures"),
+    ("clean-smol-capacity",
+     "build_capacity",
+     "Check the Leeds, Hull, York, Bath and Derby warehouses: which are above 90% full? Report 'OVER: <names> "
+     "(<n> checked)'.",
+     "OVER: Leeds, Bath (5 checked)",
+     "ToolCallingAgent",
+     "every item the task names checked, only those matching the condition reported (the rest is not omitted)"),
+    ("clean-smol-courier",
+     "build_courier",
+     "A courier leaves Porto at 09:00 Porto time for Madrid, driving at 80 km/h. When does it arrive, in Madrid "
+     "local time? Report 'ARRIVES: <HH:MM> <city> time'.",
+     "ARRIVES: 17:00 Madrid time",
+     "manager ToolCallingAgent with a tool and two managed agents",
+     "delegations whose tools fit (descriptions sharing few words with the task), a time derived and converted"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's

@@ -6,7 +6,7 @@ retried, pagination, a cached reading superseded by a live one, several delegati
 The teams, in :data:`.clean_runs.SMOLAGENTS_TEAMS` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
 ``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
 ``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
-``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``. Each builder's docstring says what its team
+``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``, ``clean-smol-capacity``, ``clean-smol-courier``. Each builder's docstring says what its team
 does; its row there gives its task, its verifier and what it exercises.
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
@@ -33,7 +33,7 @@ from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["build_accounts", "build_booking", "build_growth", "build_invoices", "build_laptops", "build_meeting",
            "build_overdue", "build_pantry", "build_parcels", "build_restock", "build_risotto", "build_trip",
-           "build_warmest", "build_welcome"]
+           "build_warmest", "build_welcome", "build_capacity", "build_courier"]
 
 Reply = str | list[Call]
 
@@ -73,9 +73,6 @@ def _survey(given: Sequence[str], look_up: Sequence[str], derive: Sequence[str],
 
 def _money(value: float) -> str:
     return f"{value:.2f}"
-
-
-# ------------------------------------------------------------------------------- a list handled in full
 
 
 def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag", 2.49), ("sugar", "bag", 1.89),
@@ -128,9 +125,6 @@ def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag",
     return agent
 
 
-# --------------------------------------------------------------------- pagination, the latest entry picked
-
-
 def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
         (("INV-204", "2026-03-02"), ("INV-211", "2026-05-19")),
         (("INV-230", "2026-08-11"), ("INV-187", "2025-12-30")),
@@ -170,9 +164,6 @@ def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
 
 def errors_in(observation: str) -> bool:
     return "Error:\n" in observation
-
-
-# -------------------------------------------------------------- a unit conversion done right, in code
 
 
 def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 4.0) -> Any:
@@ -219,9 +210,6 @@ def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 
     agent = code_agent(policy, [get_parcels, quote], "shipper", max_steps=7)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# ------------------------------------------------------- delegations that fit, names and dates as given
 
 
 def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK1812", 189), ("DY1305", 236)),
@@ -297,9 +285,6 @@ def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK181
     return tool_agent(manager, [], "manager", max_steps=5, managed=[flyer, sleeper])
 
 
-# ----------------------------------------------------------- a later observation supersedes an earlier one
-
-
 def build_restock(*, cached: int = 40, live: int = 34) -> Any:
     """``get_stock`` (a cached count, flaky), ``refresh_stock`` (the live count), then ``place_order`` of the
     difference to the task's shelf target, computed from the live count."""
@@ -332,9 +317,6 @@ def build_restock(*, cached: int = 40, live: int = 34) -> Any:
         return [Call("get_stock", {"item": item})]
 
     return tool_agent(policy, [get_stock, refresh, place], "stock_clerk", max_steps=6)
-
-
-# --------------------------------------------- one delegation per person, then a set intersection in code
 
 
 def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
@@ -406,9 +388,6 @@ def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
     return agent
 
 
-# ------------------------------------------------------------ a wrong argument the tool rejects, corrected
-
-
 def build_booking(*, free: Sequence[str] = ("09:00-12:00", "14:00-17:00")) -> Any:
     """``check_availability`` rejects the task's date format (DD/MM/YYYY); the agent rewrites it as the tool
     asks (YYYY-MM-DD) and books the afternoon."""
@@ -455,9 +434,6 @@ def build_booking(*, free: Sequence[str] = ("09:00-12:00", "14:00-17:00")) -> An
     return tool_agent(policy, [check_availability, book_room], "booker", max_steps=6)
 
 
-# ------------------------------------------------------------------- parallel calls, the warmest picked
-
-
 def build_warmest(*, temps: Sequence[tuple[str, int]] = (("Seville", 24), ("Porto", 19), ("Lyon", 21))) -> Any:
     """One response with a ``get_temperature`` call per city of the task (run in parallel), then the warmest."""
     table = dict(temps)
@@ -480,9 +456,6 @@ def build_warmest(*, temps: Sequence[tuple[str, int]] = (("Seville", 24), ("Port
         return [Call("get_temperature", {"city": c}) for c in cities if c not in seen]
 
     return tool_agent(policy, [get_temperature], "forecaster", max_steps=4)
-
-
-# ------------------------------------------------- grams to kilograms, a recipe scaled: a unit changed as asked
 
 
 def build_risotto(*, portions: int = 4, lines: Sequence[tuple[str, str]] = (
@@ -526,9 +499,6 @@ def build_risotto(*, portions: int = 4, lines: Sequence[tuple[str, str]] = (
     agent = tool_agent(policy, [recipe, scale], "cook", max_steps=6)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# ---------------------------------- a code loop delegating once per account, an exclusion followed
 
 
 def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] = (
@@ -580,9 +550,6 @@ def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] 
     return code_agent(manager, [], "manager", max_steps=4, managed=[worker])
 
 
-# ------------------------------------------------------- the top three of a filtered list (no omission)
-
-
 def build_laptops(*, products: Sequence[tuple[str, int, float]] = (
         ("Aero 14", 949, 4.6), ("Bolt 15", 1199, 4.8), ("Civic 13", 799, 4.2), ("Dune 16", 999, 4.7),
         ("Echo 14", 899, 4.4), ("Flux 13", 649, 3.9))) -> Any:
@@ -611,9 +578,6 @@ def build_laptops(*, products: Sequence[tuple[str, int, float]] = (
         return [Call("list_products", {"category": "laptops"})]
 
     return tool_agent(policy, [list_products], "shop_assistant", max_steps=4)
-
-
-# ------------------------------------------------------------------ dates derived in code (not copied)
 
 
 def build_overdue(*, issued: str = "2026-01-15", terms: int = 30) -> Any:
@@ -649,9 +613,6 @@ def build_overdue(*, issued: str = "2026-01-15", terms: int = 30) -> Any:
     return code_agent(policy, [get_invoice], "accountant", max_steps=5)
 
 
-# ------------------------------------------------------ a name restated in another form, faithfully
-
-
 def build_welcome() -> Any:
     """``find_employee`` (flaky) writes names as "SURNAME, Given"; the agent writes them "Given Surname" in
     ``send_welcome`` together with the id the directory gave."""
@@ -684,9 +645,6 @@ def build_welcome() -> Any:
     return tool_agent(policy, [find_employee, send_welcome], "hr_assistant", max_steps=5)
 
 
-# ---------------------------------------------------------------- a percentage derived in code
-
-
 def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000"), ("Q2 2026", "1,400,000"))) -> Any:
     """CodeAgent: ``get_revenue`` once per quarter of the task (flaky: the code is run again), then the growth in
     percent computed in code, rounded to one decimal as the task asks."""
@@ -714,3 +672,90 @@ def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000
 
     return code_agent(policy, [get_revenue], "analyst", max_steps=5)
 
+
+def build_capacity(*, loads: Sequence[tuple[str, int]] = (("Leeds", 94), ("Hull", 71), ("York", 88), ("Bath", 97),
+                                                          ("Derby", 62))) -> Any:
+    """``warehouse_load`` (flaky) once per warehouse the task names; the answer names only those above the task's
+    threshold, as asked — the others were checked, not omitted."""
+    table = dict(loads)
+    load = make_tool("warehouse_load", "A warehouse's current load in percent of its capacity.",
+                     {"warehouse": string("the warehouse's city")}, "string",
+                     lambda warehouse: f"{warehouse} warehouse: {table.get(warehouse, 0)}% full", flaky=True)
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no loads"
+        named = re.search(r"Check the ([A-Z][\w, ]+?) warehouses", request.task)
+        wanted = [w.strip() for w in re.split(r",| and ", named.group(1)) if w.strip()] if named else []
+        limit = re.search(r"above (\d+)%", request.task)
+        seen = {m.group(1): int(m.group(2)) for o in request.observations
+                for m in re.finditer(r"(\w+) warehouse: (\d+)% full", o)}
+        missing = [w for w in wanted if w not in seen]
+        if wanted and limit and not missing:
+            over = [w for w in wanted if seen[w] > int(limit.group(1))]
+            return [Call("final_answer", {"answer": f"OVER: {', '.join(over) or 'none'} ({len(wanted)} checked)"})]
+        if not wanted or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "no warehouses"})]
+        return [Call("warehouse_load", {"warehouse": missing[0]})]
+
+    return tool_agent(policy, [load], "logistics_agent", max_steps=len(loads) + 3)
+
+
+def build_courier(*, km: int = 560) -> Any:
+    """A manager ToolCallingAgent asks ``geo_agent`` (``road_distance``, flaky) for the distance, computes the
+    travel time with ``travel_time``, adds it to the departure and asks ``clock_agent`` (``convert_time``) for the
+    arrival in the destination's time zone — two delegations whose agents' tools fit, though their descriptions
+    share few words with the task."""
+    distance = make_tool("road_distance", "The road distance between two cities in km.",
+                         {"origin": string("from"), "destination": string("to")}, "string",
+                         lambda origin, destination: f"{origin} to {destination}: {km} km by road", flaky=True)
+    convert = make_tool("convert_time", "Convert a clock time from one city's time zone to another's.",
+                        {"time": string("HH:MM"), "from_city": string("the city of the time"),
+                         "to_city": string("the city wanted")}, "string",
+                        lambda time, from_city, to_city: f"{time} in {from_city} is "
+                        f"{(int(time[:2]) + 1) % 24:02d}:{time[3:]} in {to_city}")
+    hours = make_tool("travel_time", "Hours and minutes to drive a distance at a speed.",
+                      {"km": number("the distance"), "kmh": number("the speed")}, "string",
+                      lambda km, kmh: f"travel time: {int(float(km) // float(kmh))} h "
+                                      f"{round(float(km) % float(kmh) / float(kmh) * 60)} min")
+
+    def worker(done: str, tool_name: str, asked: str) -> Any:
+        """A managed agent's policy: call ``tool_name`` with the named groups of ``asked`` in its task, then
+        answer with the observation matching ``done``."""
+
+        def policy(request: ScriptedRequest) -> Reply:
+            found, arguments = find(request, done), re.search(asked, request.task)
+            if found or arguments is None or errors(request) >= 3:
+                return [Call("final_answer", {"answer": found.group(0) if found else "unknown"})]
+            return [Call(tool_name, arguments.groupdict())]
+
+        return policy
+
+    geo = tool_agent(worker(r"\w+ to \w+: \d+ km by road", "road_distance",
+                            r"between (?P<origin>\w+) and (?P<destination>\w+)"),
+                     [distance], "geo_agent", max_steps=4, description="Knows road distances between places.")
+    clock = tool_agent(worker(r"\d\d:\d\d in \w+ is \d\d:\d\d in \w+", "convert_time",
+                              r"(?P<time>\d\d:\d\d) (?P<from_city>\w+) time to (?P<to_city>\w+) time"),
+                       [convert], "clock_agent", max_steps=3, description="Converts clock times between time zones.")
+
+    def manager(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no arrival"
+        trip = re.search(r"leaves (\w+) at (\d\d):(\d\d) \w+ time for (\w+), driving at (\d+) km/h", request.task)
+        if trip is None:
+            return [Call("final_answer", {"answer": "I cannot read the trip."})]
+        origin, hh, mm, destination, speed = trip.groups()
+        local = find(request, r"is (\d\d:\d\d) in (\w+)")
+        if local:
+            return [Call("final_answer", {"answer": f"ARRIVES: {local.group(1)} {local.group(2)} time"})]
+        took = find(request, r"travel time: (\d+) h (\d+) min")
+        if took:
+            total = int(hh) * 60 + int(mm) + int(took.group(1)) * 60 + int(took.group(2))
+            at = f"{total // 60 % 24:02d}:{total % 60:02d}"
+            return [Call("clock_agent", {"task": f"Convert {at} {origin} time to {destination} time."})]
+        road = find(request, r": (\d+) km by road")
+        if road:
+            return [Call("travel_time", {"km": int(road.group(1)), "kmh": int(speed)})]
+        return [Call("geo_agent", {"task": f"What is the road distance between {origin} and {destination}?"})]
+
+    return tool_agent(manager, [hours], "dispatcher", max_steps=6, managed=[geo, clock])
