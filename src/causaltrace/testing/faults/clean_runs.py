@@ -180,6 +180,13 @@ SMOLAGENTS_TEAMS: tuple[tuple[str, str, str, str, str, str], ...] = (
      "ARRIVES: 17:00 Madrid time",
      "manager ToolCallingAgent with a tool and two managed agents",
      "delegations whose tools fit (descriptions sharing few words with the task), a time derived and converted"),
+    ("clean-smol-estimate",
+     "build_estimate",
+     "Estimate the yearly electricity cost of a 2.5 kW heat pump running 6 hours a day, at the current tariff in "
+     "Porto. Report 'ESTIMATE: <euros> EUR per year' rounded to whole euros.",
+     "ESTIMATE: 1697 EUR per year",
+     "CodeAgent",
+     "a lookup failing twice, Thoughts that refuse to guess, an estimate the task asks for computed from the tool"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's

@@ -6,7 +6,7 @@ retried, pagination, a cached reading superseded by a live one, several delegati
 The teams, in :data:`.clean_runs.SMOLAGENTS_TEAMS` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
 ``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
 ``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
-``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``, ``clean-smol-capacity``, ``clean-smol-courier``. Each builder's docstring says what its team
+``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``, ``clean-smol-capacity``, ``clean-smol-courier``, ``clean-smol-estimate``. Each builder's docstring says what its team
 does; its row there gives its task, its verifier and what it exercises.
 
 smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
@@ -33,7 +33,7 @@ from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["build_accounts", "build_booking", "build_growth", "build_invoices", "build_laptops", "build_meeting",
            "build_overdue", "build_pantry", "build_parcels", "build_restock", "build_risotto", "build_trip",
-           "build_warmest", "build_welcome", "build_capacity", "build_courier"]
+           "build_warmest", "build_welcome", "build_capacity", "build_courier", "build_estimate"]
 
 Reply = str | list[Call]
 
@@ -759,3 +759,38 @@ def build_courier(*, km: int = 560) -> Any:
         return [Call("geo_agent", {"task": f"What is the road distance between {origin} and {destination}?"})]
 
     return tool_agent(manager, [hours], "dispatcher", max_steps=6, managed=[geo, clock])
+
+
+def build_estimate(*, tariff: str = "0.31", down: int = 2) -> Any:
+    """CodeAgent: ``get_tariff`` fails twice; the Thoughts say so and refuse to guess ("rather than guess a
+    tariff"); the third try succeeds and the code computes the estimate the task asks for."""
+    state = {"calls": 0}
+
+    def lookup(region: str) -> str:
+        state["calls"] += 1
+        if state["calls"] <= down:
+            raise ConnectionError("tariff service unreachable")
+        return f"tariff in {region}: {tariff} EUR per kWh"
+
+    get_tariff = make_tool("get_tariff", "The current electricity tariff of a region.", {"region": string("region")},
+                           "string", lookup)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no estimate"
+        asked = re.search(r"a ([\d.]+) kW (.+?) running (\d+) hours a day.*tariff in (\w+)", request.task)
+        done = find(request, r"yearly cost: (\d+)")
+        if done:
+            return code_reply("the estimate answers the task.", f"final_answer('ESTIMATE: {done.group(1)} EUR per year')")
+        rate = find(request, r"tariff in \w+: ([\d.]+) EUR per kWh")
+        if rate and asked:
+            return code_reply("estimate the yearly use and its cost, rounded to whole euros as the task asks.",
+                              f"kwh = {asked.group(1)} * {asked.group(3)} * 365\ncost = round(kwh * {rate.group(1)})\n"
+                              "print('yearly kWh:', kwh)\nprint('yearly cost:', cost)")
+        if asked is None or errors(request) >= 4:
+            return code_reply("no tariff.", "final_answer('no tariff')")
+        why = ("the tariff service was unreachable; I try again rather than guess a tariff."
+               if errors(request) else f"look up the current tariff in {asked.group(4)}.")
+        return code_reply(why, f"print(get_tariff(region='{asked.group(4)}'))")
+
+    return code_agent(policy, [get_tariff], "energy_advisor", max_steps=7)
