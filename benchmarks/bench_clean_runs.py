@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{totals['n']}; uncertain {totals['uncertain']}/{totals['n']}; mean confidence "
           f"{totals['mean_confidence']}; any finding anywhere {totals['any_finding']}/{totals['n']}; errors "
           f"{sum(1 for r in rows if 'error' in r)}")
+    if totals["top_finding_families"]:
+        print("false findings at the top by family: " + ", ".join(f"{k} {v}" for k, v in
+                                                                 totals["top_finding_families"].items()))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "totals": totals}, indent=2, default=str))
     return 0 if all("error" not in r and r["score"]["status"] == "success" for r in rows) else 1

@@ -17,6 +17,7 @@ shape of a correct run puts a finding at the top. Wanted: no finding at the top 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -358,7 +359,7 @@ async def score_clean(run: Any) -> dict[str, Any]:
 
 def summarize_clean(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Totals over scored rows: how many succeeded, how many have no finding at the top (and how many any finding
-    at all), how many are uncertain, the mean confidence."""
+    at all), how many are uncertain, the mean confidence, and how often each family is at a top (a false finding)."""
     scored = [r for r in rows if r.get("score")]
     clean = sum(1 for r in scored if not r["score"]["finding_at_top"])
     confidences = [float(r["score"]["confidence"] or 0.0) for r in scored]
@@ -366,4 +367,5 @@ def summarize_clean(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "no_finding_at_top": clean,
             "uncertain": sum(1 for r in scored if r["score"]["uncertain"]),
             "any_finding": sum(1 for r in scored if r["score"]["findings"]),
+            "top_finding_families": dict(sorted(Counter(f for r in scored for f in r["score"]["families"]).items())),
             "mean_confidence": round(sum(confidences) / len(confidences), 4) if confidences else None}
