@@ -59,7 +59,9 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
     """Start one model call: find its owner (turn, manager, orchestrator or the client itself), its dependencies
     (what the owner saw since its last call), the recorded call and the ``llm_response`` step."""
     try:  # never_raise's work in the body: no wrapper frame per call
-        state = state_of(ctx)
+        state = ctx.adapters.get("autogen")  # state_of, inline (every model call): made when the run began
+        if state is None:
+            state = state_of(ctx)
         if state.closed:
             return None
         turn = TURN.get()

@@ -141,7 +141,8 @@ def model_settings(model: Any) -> dict[str, Any]:
     if type(kwargs) is dict or isinstance(kwargs, Mapping):
         for key in _SETTING_KEYS:
             if key in kwargs:
-                out[key] = jsonable(kwargs[key])
+                value = kwargs[key]
+                out[key] = value if type(value) in _SCALARS else jsonable(value)
     for key in _SETTING_KEYS:
         if key not in out and isinstance(getattr(model, key, None), (int, float)):
             out[key] = getattr(model, key)
@@ -364,7 +365,7 @@ def llm_request(
     return {
         "messages": canonical_messages(messages, plain),
         "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
-        "response_format": jsonable(response_format),
+        "response_format": response_format if type(response_format) in _SCALARS else jsonable(response_format),
         "tools_to_call_from": tools,
         "extra": extras,
     }

@@ -84,8 +84,9 @@ def model_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
 
 def wrap_generate(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Model.generate``: one llm_response step and one recorded call around the model's work."""
-    state = _model_run(instance)
-    if state is None:
+    state = CURRENT_RUN.get()  # _model_run, inline (every model call)
+    if (state is None or state.closed or IN_MODEL.get() or IN_TOOL.get() is state
+            or getattr(state.agent, "model", None) is not instance):
         return wrapped(*args, **kwargs)
     try:  # guard(llm_start, …), inline: every model call
         rec = llm_start(state, instance, *model_args(args, kwargs))

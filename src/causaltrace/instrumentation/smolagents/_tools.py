@@ -212,7 +212,10 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
         step.end(error=error, content=message[:MAX_CONTENT], outputs={"result": message, "is_error": True})
         run.act.accounted.add(id(error))
     else:
-        step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})
+        if type(result) is str:  # a tool's usual answer: text() and jsonable() of it, inline
+            step.end(content=result[:MAX_CONTENT], outputs={"result": result, "is_error": False})
+        else:
+            step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})
     with run.lock:  # run.observe, inline
         run.observed.append(step.step_id)
     if rec.name == "final_answer":
