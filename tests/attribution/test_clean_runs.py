@@ -3,22 +3,10 @@
 :data:`NO_FINDING_AT_TOP` ``graph`` — diagnosing the run with a FAILING Outcome substituted, no model, no replay —
 puts no finding at its top (the diagnosis is uncertain).
 
-Known false findings (a finding at the top of a correct run; the lead fixes the detectors and moves the team into
-:data:`NO_FINDING_AT_TOP`; details in /work/notes/clean32-report.md and ``benchmarks/bench_clean_runs.py``):
+Known false findings (a finding at the top of a correct run) are listed in :data:`KNOWN_FALSE_FINDINGS` until a
+detector is fixed and the team moves into :data:`NO_FINDING_AT_TOP` (``benchmarks/bench_clean_runs.py`` shows what
+fires):
 
-* ``clean-ag-fare`` — value_changed at the fx agent's message: "uses 172.15 from the entry of step 14 the request
-  does not ask for (its 'bos' entry says 2026)"; 172.15 USD is the cheapest fare the request asks for, and BOS /
-  2026-05-09 are the route and date of every entry (also unfit_routing at the selection of fx_agent after the fare
-  is found, "where step 0 had 'fare_agent'").
-* ``clean-ag-fuel`` — loop_no_progress at the MagenticOne orchestrator's first instruction: "a loop of 2
-  near-identical actions without progress (steps 6, 18)"; the two instructions go to different members
-  (researcher, then calculator) and each is followed by new results.
-* ``clean-ag-router`` — unfit_routing at triage's hand-off to billing_agent: "uses target 'billing_agent' where
-  step 10 had 'tech_agent'"; the task asks for two things (a fix, then a credit), each handed to the agent whose
-  tools fit it (also, not at the top: tech_agent's hand-back to triage "shares no word with what step 0 asks").
-* ``clean-ag-export`` — loop_no_progress at the first ``export_status`` poll: "a loop of 3 near-identical actions
-  without progress (steps 9, 12, 15)"; the polls answered 30 % done, 70 % done, done: each made progress, and the
-  download followed.
 * ``clean-smol-estimate`` — loop_no_progress at the CodeAgent's first ``get_tariff`` code: "a loop of 3
   near-identical actions without progress (steps 4, 10, 16)"; the lookup failed twice (unreachable) and the third,
   identical try succeeded — its result is what the estimate is computed from: a retry that recovered, not a loop.
@@ -45,9 +33,12 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice", "clean-ag-census",
                      "clean-ag-tax", "clean-ag-balance", "clean-smol-capacity", "clean-smol-courier",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
-                     "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs")
+                     "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
+                     # and: an observation's header, loops that name other agents or make progress, routes to the
+                     # request's next part and hand-backs
+                     "clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS = ("clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export", "clean-smol-estimate")
+KNOWN_FALSE_FINDINGS = ("clean-smol-estimate",)
 
 
 @pytest.fixture(scope="module")

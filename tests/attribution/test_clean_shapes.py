@@ -40,3 +40,22 @@ def test_a_fixed_cost_plus_the_tasks_count_times_a_unit_cost_is_computed() -> No
     assert scaled_derivation(488.0, pool, exact) is None
     pool = {2.0: 5, 189.0: 16, 149.0: 28}  # the 2 is no count the task gives: nothing scales
     assert scaled_derivation(487.0, pool, {round(a, 6): i for a, i in pool.items()}) is None
+
+
+def test_an_observations_header_is_no_entrys_label() -> None:
+    from causaltrace.attribution.findings.entries import entries_of
+
+    # the route and date every fare is for: not the first fare's label (the request names them)
+    fares = entries_of("fares BOS-ORD on 2026-05-09: UA 412 at 188.40 USD, AA 2231 at 172.15 USD, B6 901 at 179 USD")
+    assert all("bos" not in labels and "2026" not in numbers for labels, numbers in fares)
+    days = entries_of("Oslo forecast: Monday 18 C, Tuesday 21 C, Wednesday 16 C")
+    assert [sorted(labels) for labels, _ in days] == [["monday"], ["tuesday"], ["wednesday"]]
+
+
+def test_a_poll_whose_numbers_change_reports_progress() -> None:
+    from causaltrace.attribution.stages.loops import _same_observation
+
+    words = frozenset({"export", "x", "orders", "done"})
+    assert not _same_observation(words | {"30"}, words | {"70"}, 0.7)  # 30 % then 70 %: progress
+    assert not _same_observation(words, words | {"70"}, 0.7)  # then done
+    assert _same_observation(words | {"30"}, words | {"30"}, 0.7)  # the same answer again: no progress

@@ -8,7 +8,8 @@ finding's evidence is the entry the request names (``source``, its number) and t
 (``changed``), so repair's correction puts the right entry's number back.
 
 The rule, from kinds and values only: an observation (a tool result or code output) is split into entries (by
-commas, semicolons and lines; a header before a colon is dropped); an entry's *labels* are its salient words; the step's number comes from that
+commas, semicolons and lines; a header before a colon is dropped — the first entry's, even when it holds numbers: a
+route and a date that every entry shares); an entry's *labels* are its salient words; the step's number comes from that
 observation (provenance's origin of the value); the entry holding it shares no label with the task's request (words
 the request excludes — "excluding cancelled orders" — are not asked for), and exactly one other entry — holding a
 number — does. A request that names no entry's label, or names several, is no
@@ -47,9 +48,13 @@ def entries_of(text: str) -> list[tuple[frozenset[str], list[str]]]:
     """``(labels, numbers)`` per entry of an observation (module docstring)."""
     out = []
     parts = _ENTRY.split(text[:20_000])
-    for part in parts:
+    for n, part in enumerate(parts):
         first = _NUMBER.search(part)
         head = part.rfind(":", 0, first.start()) if first else -1
+        if n == 0 and len(parts) > 1 and (colon := part.find(": ")) > head and _labels(part[colon + 2:]):
+            # the observation's header ("fares BOS-ORD on 2026-05-09: UA 412 at 188.40 USD, AA …"): what every
+            # entry is about, not the first entry's label — even with numbers in it (a date, a route)
+            part, head = part[colon + 1:], -1
         numbers = _NUMBER.findall(part)
         # "Oslo forecast: Monday 18 C": the header is no label — unless the observation is that one entry
         # ("A-7 available: 17": the header names the value)

@@ -190,9 +190,15 @@ def _action_loops(run: Run, steps: list[Step], position: dict[int, int], *, thre
     actions = [s for s in steps if addressee(s) is None and not is_answer_step(s) and s.kind not in OBSERVATIONS
                and s.index not in thoughts and (identity[s.index] is not None or len(heads[s.index]) >= min_action_tokens)]
 
+    agents = frozenset(a.casefold() for s in run.steps if (a := _agent_of(s)))
+
     def key(step: Step) -> Any:
         ident = identity[step.index]
-        return (_agent_of(step), ident) if ident is not None else (_agent_of(step), _numbers(heads[step.index]))
+        if ident is not None:
+            return (_agent_of(step), ident)
+        # a text action's arguments: its numbers and identifiers, and the agents it names ("researcher, please do
+        # your part" and "calculator, please do your part" are two instructions, not one repeated)
+        return (_agent_of(step), _numbers(heads[step.index]) | (heads[step.index] & agents))
 
     loops: list[Loop] = []
     for (agent, _), members in _group(actions, key, heads, threshold, max_gap):
@@ -221,12 +227,18 @@ def _no_progress_share(run: Run, steps: list[Step], position: dict[int, int], me
         if n and (
             (carries[n] and any(jaccard(fulls[n], prev) >= threshold for prev in fulls[:n]))
             or (f is not None and _is_error(f))
-            or (ft is not None and any(jaccard(ft, prev) >= threshold for prev in seen))
+            or (ft is not None and any(_same_observation(ft, prev, threshold) for prev in seen))
         ):
             repeated += 1
         if ft is not None:
             seen.append(ft)
     return repeated / (len(members) - 1)
+
+
+def _same_observation(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    """Two observations say the same: near-identical tokens AND the same numbers — a poll answering "30% done" and
+    then "70% done" (or "done") reports progress, however alike its words."""
+    return jaccard(a, b) >= threshold and _numbers(a) == _numbers(b)
 
 
 def _observation(run: Run, call: Step) -> Step | None:

@@ -263,7 +263,11 @@ class ProvenanceWalk:
         # the task routes by what it asks for, not by the context beside it ("support has answered that ticket")
         texts = [(j, task_request(self.run.task or "") if j == TASK else self._routing_text(j))
                  for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
-        found = grounded_alternative(chosen, candidates, texts)
+        # an agent that already had its turn at the work is no alternative to a later route: that route is the
+        # request's next part (a fare found by fare_agent, then fx_agent for the rate; a fix by tech_agent, then
+        # billing_agent for the credit) — the first route, and the agent it named, are not what this one replaces
+        acted = self._acted_before(owner)
+        found = grounded_alternative(chosen, [c for c in candidates if c == chosen or c not in acted], texts)
         change = None
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
@@ -275,6 +279,23 @@ class ProvenanceWalk:
         if change is not None and change not in self.prov.changes:
             self.prov.changes.append(change)
 
+    def _routed(self, source: str, target: str, before: int) -> bool:
+        """Whether agent ``source`` routed to agent ``target`` (a hand-off, a selection, a ``transfer_to_`` call)
+        before step ``before``."""
+        for s in self.run.steps[:before]:
+            if s.agent != source:
+                continue
+            if s.kind in ("handoff", "speaker_selection") and addressee(s) == target:
+                return True
+            if s.kind == "tool_call" and (s.tool_name or "").removeprefix("transfer_to_") == target:
+                return True
+        return False
+
+    def _acted_before(self, owner: int) -> set[str]:
+        """The agents that acted (a model reply, a message, a call) before step ``owner``: each had its turn at the
+        work, so a later route elsewhere is the next part of it, not a substitute for them."""
+        return {s.agent for s in self.run.steps if s.index < owner and s.kind in ("llm_response", "message", "tool_call")}
+
     def _unfit(self, owner: int, chosen: str, candidates: list[str], texts: list[tuple[int, str]]) -> Change | None:
         """When no source names any candidate (:func:`.targets.names_decide`), the nearest request among the routing
         step's sources (the task, or a task delegated to this agent) compared with what each candidate can do
@@ -282,9 +303,10 @@ class ProvenanceWalk:
         an alternative."""
         if names_decide([chosen, *candidates], texts):
             return None
-        # an agent that already acted had its turn at the work: a later route elsewhere is the next part of it
-        acted = {s.agent for s in self.run.steps if s.index < owner and s.kind in ("llm_response", "message", "tool_call")}
+        acted = self._acted_before(owner)
         deciding = self.by_index[owner].agent if owner in self.by_index else None
+        if chosen in acted and deciding and self._routed(chosen, deciding, owner):
+            return None  # a hand-back to the agent that handed the work over (a Swarm's usual return): no choice
         others = [c for c in candidates if c != deciding and c not in acted]
         for j, text in texts:
             if j == TASK or self.by_index[j].kind == "task":
