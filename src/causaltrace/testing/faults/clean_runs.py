@@ -20,6 +20,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from causaltrace.schema import Outcome, Verdict
@@ -56,21 +57,27 @@ def clean_teams(framework: str | None = None) -> list[CleanTeam]:
     if framework in (None, "smolagents"):
         from causaltrace.testing.faults import clean_teams_smolagents as smol
 
-        out += [CleanTeam(name=name, framework="smolagents", task=task, factory=getattr(smol, builder),
-                          verify=answer_is(expected), shape=shape, content=content)
-                for name, builder, task, expected, shape, content in SMOLAGENTS_TEAMS]
+        out += [CleanTeam(name=row[0], framework="smolagents", task=row[2],
+                          factory=partial(getattr(smol, row[1]), **_variant(row, 6)), verify=answer_is(row[3]),
+                          shape=row[4], content=row[5]) for row in SMOLAGENTS_TEAMS]
     if framework in (None, "autogen"):
         from causaltrace.testing.faults import clean_teams_autogen as ag
         from causaltrace.testing.faults.cases_autogen import reports
 
-        out += [CleanTeam(name=name, framework="autogen", task=task, factory=getattr(ag, builder),
-                          verify=reports(field, expected), shape=shape, content=content)
-                for name, builder, task, field, expected, shape, content in AUTOGEN_TEAMS]
+        out += [CleanTeam(name=row[0], framework="autogen", task=row[2],
+                          factory=partial(getattr(ag, row[1]), **_variant(row, 7)), verify=reports(row[3], row[4]),
+                          shape=row[5], content=row[6]) for row in AUTOGEN_TEAMS]
     return out
 
 
-#: the smolagents teams: ``(name, builder in clean_teams_smolagents, task, the exact final answer, shape, content)``
-SMOLAGENTS_TEAMS: tuple[tuple[str, str, str, str, str, str], ...] = (
+def _variant(row: tuple[Any, ...], at: int) -> dict[str, Any]:
+    """The builder's keyword arguments of a registry row (its optional last element): a variant of a team's data."""
+    return dict(row[at]) if len(row) > at else {}
+
+
+#: the smolagents teams: ``(name, builder in clean_teams_smolagents, task, the exact final answer, shape, content[,
+#: the builder's keyword arguments: a variant of its data])``
+SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
     ("clean-smol-pantry",
      "build_pantry",
      "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit "
@@ -188,11 +195,48 @@ SMOLAGENTS_TEAMS: tuple[tuple[str, str, str, str, str, str], ...] = (
      "ESTIMATE: 1697 EUR per year",
      "CodeAgent",
      "a lookup failing twice, Thoughts that refuse to guess, an estimate the task asks for computed from the tool"),
+    ("clean-smol-trip-3n",
+     "build_trip",
+     "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 3 nights. Take the cheapest flight and the cheapest "
+     "hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 636 EUR",
+     "manager ToolCallingAgent with two managed agents (variant of clean-smol-trip)",
+     "a total of a flight and 3 nights (189 + 3 x 149)"),
+    ("clean-smol-restock-up",
+     "build_restock",
+     "We need 50 bolts on the shelf. Check how many bolts are in stock right now and order the difference. Report "
+     "'ORDERED: <n> bolts'.",
+     "ORDERED: 3 bolts",
+     "ToolCallingAgent (variant of clean-smol-restock)",
+     "a cached count (40) superseded by a HIGHER live one (47: a delivery came in), the live one used",
+     {"cached": 40, "live": 47}),
+    ("clean-smol-growth-down",
+     "build_growth",
+     "By how many percent did revenue grow from Q1 2026 to Q2 2026? Report 'GROWTH: <percent>%' to one decimal.",
+     "GROWTH: -10.7%",
+     "CodeAgent (variant of clean-smol-growth)",
+     "a negative growth derived in code (1,400,000 -> 1,250,000)",
+     {"revenue": (("Q1 2026", "1,400,000"), ("Q2 2026", "1,250,000"))}),
+    ("clean-smol-invoices-first",
+     "build_invoices",
+     "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on <date>'.",
+     "LATEST: INV-204 on 2026-09-30",
+     "ToolCallingAgent paging a listing (variant of clean-smol-invoices)",
+     "the latest invoice is the FIRST listed; every page is still read before answering",
+     {"pages": ((("INV-204", "2026-09-30"), ("INV-211", "2026-05-19")), (("INV-230", "2026-08-11"),))}),
+    ("clean-smol-capacity-none",
+     "build_capacity",
+     "Check the Leeds, Hull, York, Bath and Derby warehouses: which are above 90% full? Report 'OVER: <names> "
+     "(<n> checked)'.",
+     "OVER: none (5 checked)",
+     "ToolCallingAgent (variant of clean-smol-capacity)",
+     "every warehouse the task names checked and none reported: none is above the threshold",
+     {"loads": (("Leeds", 84), ("Hull", 71), ("York", 88), ("Bath", 79), ("Derby", 62))}),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
-#: value, shape, content)``
-AUTOGEN_TEAMS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
+#: value, shape, content[, the builder's keyword arguments: a variant of its data])``
+AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
     ("clean-ag-invoice",
      "build_invoice",
      "Add up the lines of invoice F-2291 and report 'TOTAL: <euros> EUR'.",
@@ -300,6 +344,16 @@ AUTOGEN_TEAMS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
      "1204.50",
      "RoundRobinGroupChat of one AssistantAgent with reflect_on_tool_use",
      "a tool's '1,204.50 EUR' restated as '1204.50' in the format the task asks"),
+    ("clean-ag-refund-bulb",
+     "build_refund",
+     "Hello, order A-1093 arrived yesterday but the lamp bulb was broken. Please refund the bulb only. Report "
+     "'REFUND: <euros> EUR'.",
+     "REFUND",
+     "4.50",
+     "Swarm: triage hands off to billing (variant of clean-ag-refund)",
+     "the one broken item of three refunded, the others (incl. a costlier one) left as they are",
+     {"lines": (("desk lamp", "34.90", "delivered"), ("lamp bulb", "4.50", "broken on delivery"),
+                ("shipping", "5.00", "charged"))}),
 )
 
 
