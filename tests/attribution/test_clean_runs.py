@@ -10,6 +10,10 @@ fires):
 * ``clean-smol-estimate`` — loop_no_progress at the CodeAgent's first ``get_tariff`` code: "a loop of 3
   near-identical actions without progress (steps 4, 10, 16)"; the lookup failed twice (unreachable) and the third,
   identical try succeeded — its result is what the estimate is computed from: a retry that recovered, not a loop.
+* ``clean-ag-export-stalled`` — loop_no_progress at the first ``export_status`` poll: "a loop of 3 near-identical
+  actions without progress (steps 9, 12, 15)"; the polls answered 50 % done, 50 % done, done: the job stalled for
+  one poll and then finished (the download followed) — a wait, not a loop (clean-ag-export, 30 / 70 / done, and
+  clean-ag-export-long, five rising polls, are clean).
 """
 
 from __future__ import annotations
@@ -35,13 +39,15 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      # data variants of the teams above (clean_runs' rows with builder keyword arguments)
                      "clean-smol-trip-3n", "clean-smol-restock-up", "clean-smol-growth-down",
                      "clean-smol-invoices-first", "clean-smol-capacity-none", "clean-ag-refund-bulb",
+                     "clean-smol-warmest-5", "clean-smol-estimate-once", "clean-ag-export-long", "clean-ag-fare-first",
+                     "clean-ag-tickets-4p", "clean-ag-gate-b14", "clean-ag-contractor-20",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
                      # request's next part and hand-backs
                      "clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS = ("clean-smol-estimate",)
+KNOWN_FALSE_FINDINGS = ("clean-smol-estimate", "clean-ag-export-stalled")
 
 
 @pytest.fixture(scope="module")
