@@ -36,6 +36,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-overdue", "clean-smol-welcome", "clean-smol-growth", "clean-ag-invoice", "clean-ag-refund",
                      "clean-ag-tickets", "clean-ag-gate", "clean-ag-contractor", "clean-ag-rice", "clean-ag-census",
                      "clean-ag-tax", "clean-ag-balance", "clean-smol-capacity", "clean-smol-courier",
+                     "clean-smol-checked",
                      # data variants of the teams above (clean_runs' rows with builder keyword arguments)
                      "clean-smol-trip-3n", "clean-smol-restock-up", "clean-smol-growth-down",
                      "clean-smol-invoices-first", "clean-smol-capacity-none", "clean-ag-refund-bulb",

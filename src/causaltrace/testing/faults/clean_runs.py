@@ -247,6 +247,12 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "CodeAgent (variant of clean-smol-estimate)",
      "a lookup failing once, retried and recovered",
      {"down": 1}),
+    ("clean-smol-checked",
+     "build_checked",
+     "How far is 7.9 miles in kilometres? Answer with the number and its unit.",
+     "12.71 km",
+     "ToolCallingAgent with smolagents' final_answer_checks",
+     "a first answer (a bare number) rejected by the check, the same value answered again with its unit"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's

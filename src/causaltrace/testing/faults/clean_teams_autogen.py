@@ -2,11 +2,9 @@
 the style of :mod:`.teams_autogen` with NO planted error, in shapes a careless detector reads as faults (a rejected
 draft restated, selectors, Swarm hand-offs and hand-backs, a MagenticOne facts sheet, polling, pagination).
 
-The teams, in :data:`.clean_runs.AUTOGEN_TEAMS` order: ``clean-ag-invoice``, ``clean-ag-fare``, ``clean-ag-refund``,
-``clean-ag-fuel``, ``clean-ag-legs``, ``clean-ag-tickets``, ``clean-ag-gate``, ``clean-ag-router``,
-``clean-ag-contractor``, ``clean-ag-rice``, ``clean-ag-export``, ``clean-ag-census``, ``clean-ag-tax``,
-``clean-ag-balance``. Each builder's docstring says what its team does; its row there gives its task, its verifier
-and what it exercises. autogen_agentchat is imported at import (:mod:`.clean_runs` imports this module lazily).
+The teams are the rows of :data:`.clean_runs.AUTOGEN_TEAMS` (task, verifier, what each exercises, data variants);
+each builder's docstring says what its team does.
+autogen_agentchat is imported at import (:mod:`.clean_runs` imports this module lazily).
 """
 
 from __future__ import annotations

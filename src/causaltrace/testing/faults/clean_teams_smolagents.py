@@ -1,15 +1,9 @@
 """Correct smolagents runs for the negative set of :mod:`.clean_runs` (issue 32): reactive scripted teams in the
-style of :mod:`.zoo_smolagents` (deterministic functions of the request) with NO planted error. Each succeeds; each
-holds shapes a careless detector reads as faults — an opening facts survey that restates the task, a failed call
-retried, pagination, a cached reading superseded by a live one, several delegations to one agent.
+style of :mod:`.zoo_smolagents` with NO planted error, in shapes a careless detector reads as faults (facts surveys,
+retries, pagination, superseded readings, several delegations to one agent, a rejected final answer).
 
-The teams, in :data:`.clean_runs.SMOLAGENTS_TEAMS` order: ``clean-smol-pantry``, ``clean-smol-invoices``,
-``clean-smol-parcels``, ``clean-smol-trip``, ``clean-smol-restock``, ``clean-smol-meeting``, ``clean-smol-booking``,
-``clean-smol-warmest``, ``clean-smol-risotto``, ``clean-smol-accounts``, ``clean-smol-laptops``,
-``clean-smol-overdue``, ``clean-smol-welcome``, ``clean-smol-growth``, ``clean-smol-capacity``, ``clean-smol-courier``, ``clean-smol-estimate``. Each builder's docstring says what its team
-does; its row there gives its task, its verifier and what it exercises.
-
-smolagents is imported lazily (inside the builders, via :mod:`.teams_smolagents`).
+The teams are the rows of :data:`.clean_runs.SMOLAGENTS_TEAMS` (task, verifier, what each exercises, data variants);
+each builder's docstring says what its team does. smolagents is imported lazily (via :mod:`.teams_smolagents`).
 """
 
 from __future__ import annotations
@@ -23,6 +17,7 @@ from causaltrace.testing.faults.teams_smolagents import (
     code_reply,
     errors,
     find,
+    is_error,
     make_tool,
     managed_answers,
     number,
@@ -33,24 +28,19 @@ from causaltrace.testing.smolagents import Call, ScriptedRequest
 
 __all__ = ["build_accounts", "build_booking", "build_growth", "build_invoices", "build_laptops", "build_meeting",
            "build_overdue", "build_pantry", "build_parcels", "build_restock", "build_risotto", "build_trip",
-           "build_warmest", "build_welcome", "build_capacity", "build_courier", "build_estimate"]
+           "build_warmest", "build_welcome", "build_capacity", "build_checked", "build_courier", "build_estimate"]
 
 Reply = str | list[Call]
 
 
 def _task_of_plan(request: ScriptedRequest) -> str:
-    """The task inside a planning prompt: the initial one ("Here is your task: ```…```") or an update ("You have
-    been given the following task: ```…```")."""
+    """The task inside a planning prompt, the initial one or an update."""
     for _, text in request.messages:
         found = re.search(r"(?:Here is your task:|You have been given the following task:)\s*```\s*(.*?)\s*```",
                           text, re.S)
         if found:
             return found.group(1)
     return request.task
-
-
-def _is_update(request: ScriptedRequest) -> bool:
-    return any("Updated facts survey" in text for _, text in request.messages[-2:])
 
 
 def _survey(given: Sequence[str], look_up: Sequence[str], derive: Sequence[str], plan: Sequence[str],
@@ -69,10 +59,6 @@ def _survey(given: Sequence[str], look_up: Sequence[str], derive: Sequence[str],
     return (f"## 1. Facts survey\n### 1.1. Facts given in the task\n{bullets(given)}\n"
             f"### 1.2. Facts to look up\n{bullets(look_up)}\n### 1.3. Facts to derive\n{bullets(derive)}\n\n"
             f"## 2. Plan\n{steps}\n<end_plan>")
-
-
-def _money(value: float) -> str:
-    return f"{value:.2f}"
 
 
 def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag", 2.49), ("sugar", "bag", 1.89),
@@ -109,7 +95,7 @@ def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag",
         items = wanted(request.task)
         total = find(request, r"= (-?[\d.]+)$")
         if total:
-            return [Call("final_answer", {"answer": f"TOTAL: {_money(float(total.group(1)))}"})]
+            return [Call("final_answer", {"answer": f"TOTAL: {float(total.group(1)):.2f}"})]
         seen = {m.group(1): m.group(2) for o in request.observations
                 for m in re.finditer(r"price of (\w+): ([\d.]+) dollars", o)}
         missing = [item for _, item in items if item not in seen]
@@ -148,7 +134,7 @@ def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
             return "no invoice"
         who = re.search(r"customer ([A-Z]\w+ [A-Z]\w+)", request.task)
         customer = who.group(1) if who else "unknown"
-        seen = [(m.group(1), m.group(2)) for o in request.observations if not errors_in(o)
+        seen = [(m.group(1), m.group(2)) for o in request.observations if not is_error(o)
                 for m in re.finditer(r"(INV-\d+) dated (\d{4}-\d\d-\d\d)", o)]
         nxt = find(request, r"next page: (\w+)")
         if nxt and nxt.group(1) == "none":
@@ -162,10 +148,6 @@ def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
     return tool_agent(policy, [list_invoices], "archivist", max_steps=len(pages) + 3)
 
 
-def errors_in(observation: str) -> bool:
-    return "Error:\n" in observation
-
-
 def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 4.0) -> Any:
     """CodeAgent: an opening plan, ``get_parcels`` (flaky: the code is run again), the conversion in code,
     ``shipping_quote(kg)``, then the answer."""
@@ -173,7 +155,7 @@ def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 
                             {"order": string("the order id")}, "array", lambda order: list(weights), flaky=True)
     quote = make_tool("shipping_quote", "The shipping price of a total weight in kilograms, in EUR.",
                       {"kg": number("the total weight in kilograms")}, "string",
-                      lambda kg: f"quote for {float(kg):g} kg: {_money(float(kg) * rate)} EUR")
+                      lambda kg: f"quote for {float(kg):g} kg: {float(kg) * rate:.2f} EUR")
 
     def policy(request: ScriptedRequest) -> str:
         if request.is_planning:
@@ -234,22 +216,17 @@ def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK181
         rows = [(m.group(1), int(m.group(2))) for m in re.finditer(r"([A-Z][\w ]*?\w) (\d+) EUR", text)]
         return min(rows, key=lambda row: row[1])
 
-    def flight_agent(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no flight"
+    def flight_agent(request: ScriptedRequest) -> Reply:  # (its few steps never reach max_steps)
         found = find(request, r"flights \w+ to \w+ on [\d-]+: (.+)")
         if found:
             code, price = cheapest(found.group(1))
             return [Call("final_answer", {"answer": f"cheapest flight: {code} at {price} EUR"})]
-        asked = re.search(r"from (\w+) to (\w+) on (\d{4}-\d\d-\d\d)", request.task)
+        asked = re.search(r"from (?P<origin>\w+) to (?P<destination>\w+) on (?P<date>\d{4}-\d\d-\d\d)", request.task)
         if asked is None or errors(request) >= 3:
             return [Call("final_answer", {"answer": "unknown"})]
-        return [Call("search_flights", {"origin": asked.group(1), "destination": asked.group(2),
-                                        "date": asked.group(3)})]
+        return [Call("search_flights", asked.groupdict())]
 
-    def hotel_agent(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no hotel"
+    def hotel_agent(request: ScriptedRequest) -> Reply:  # (its few steps never reach max_steps)
         found = find(request, r"hotels in \w+ from [\d-]+ for \d+ nights: (.+)")
         if found:
             name, price = cheapest(found.group(1))
@@ -355,7 +332,7 @@ def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
             asked = len(managed_answers(request, "calendar_agent"))
             plan = ["Ask calendar_agent for the free slots of each person, one at a time.",
                     "Intersect the three lists in code.", "Report the earliest common slot as 'MEET: <HH:MM>'."]
-            if _is_update(request):
+            if any("Updated facts survey" in text for _, text in request.messages[-2:]):
                 return _survey(people, [f"The free slots of {p}." for p in people[asked:]],
                                ["The earliest slot free for everyone."], plan,
                                learned=[f"The free slots of {p} are known." for p in people[:asked]])
@@ -794,3 +771,28 @@ def build_estimate(*, tariff: str = "0.31", down: int = 2) -> Any:
         return code_reply(why, f"print(get_tariff(region='{asked.group(4)}'))")
 
     return code_agent(policy, [get_tariff], "energy_advisor", max_steps=7)
+
+
+def build_checked(*, factor: float = 1.609344) -> Any:
+    """A ToolCallingAgent with a smolagents ``final_answer_checks`` function: the first answer, a bare number, fails
+    the check (an error in the run, recovered); the agent answers again with the unit the task asks for."""
+    convert = make_tool("convert", "Convert a length between units.", {"value": number("the length"),
+                        "from_unit": string("its unit"), "to_unit": string("the unit wanted")}, "string",
+                        lambda value, from_unit, to_unit: f"{float(value):g} {from_unit} = {float(value) * factor:.2f} "
+                                                          f"{to_unit}")
+
+    def has_unit(answer: Any, memory: Any, agent: Any = None) -> bool:
+        return bool(re.fullmatch(r"-?[\d.]+ [a-z]+", str(answer)))
+
+    def policy(request: ScriptedRequest) -> Reply:
+        asked, done = re.search(r"How far is ([\d.]+) (\w+) in (\w+)\?", request.task), find(request, r"= ([\d.]+)")
+        if request.is_final_summary or asked is None:
+            return "no conversion"
+        if done is None:
+            return [Call("convert", {"value": float(asked.group(1)), "from_unit": asked.group(2), "to_unit": asked[3]})]
+        rejected = any("has_unit failed" in o for o in request.observations)  # the check's error, in memory
+        return [Call("final_answer", {"answer": f"{done.group(1)} km" if rejected else done.group(1)})]
+
+    agent = tool_agent(policy, [convert], "converter", max_steps=5)
+    agent.final_answer_checks = [has_unit]
+    return agent
