@@ -5,15 +5,7 @@ puts no finding at its top (the diagnosis is uncertain).
 
 Known false findings (a finding at the top of a correct run) are listed in :data:`KNOWN_FALSE_FINDINGS` until a
 detector is fixed and the team moves into :data:`NO_FINDING_AT_TOP` (``benchmarks/bench_clean_runs.py`` shows what
-fires):
-
-* ``clean-smol-estimate`` — loop_no_progress at the CodeAgent's first ``get_tariff`` code: "a loop of 3
-  near-identical actions without progress (steps 4, 10, 16)"; the lookup failed twice (unreachable) and the third,
-  identical try succeeded — its result is what the estimate is computed from: a retry that recovered, not a loop.
-* ``clean-ag-export-stalled`` — loop_no_progress at the first ``export_status`` poll: "a loop of 3 near-identical
-  actions without progress (steps 9, 12, 15)"; the polls answered 50 % done, 50 % done, done: the job stalled for
-  one poll and then finished (the download followed) — a wait, not a loop (clean-ag-export, 30 / 70 / done, and
-  clean-ag-export-long, five rising polls, are clean).
+fires): none today.
 """
 
 from __future__ import annotations
@@ -46,9 +38,11 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
                      # request's next part and hand-backs
-                     "clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export")
+                     "clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export",
+                     # and a retry that recovered (the last try got what the others did not)
+                     "clean-smol-estimate", "clean-ag-export-stalled")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS = ("clean-smol-estimate", "clean-ag-export-stalled")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="module")

@@ -221,17 +221,20 @@ def _no_progress_share(run: Run, steps: list[Step], position: dict[int, int], me
     carries = [call_identity(m) is None for m in members]
     seen: list[frozenset[str]] = []
     repeated = 0
+    last_repeated = False
     for n, member in enumerate(members):
         f = _observation(run, member) or _followup(steps, position[member.index], agent)
         ft = signature_tokens(f) if f is not None else None
-        if n and (
+        last_repeated = bool(n) and (
             (carries[n] and any(jaccard(fulls[n], prev) >= threshold for prev in fulls[:n]))
             or (f is not None and _is_error(f))
             or (ft is not None and any(_same_observation(ft, prev, threshold) for prev in seen))
-        ):
-            repeated += 1
+        )
+        repeated += last_repeated
         if ft is not None:
             seen.append(ft)
+    if not last_repeated and call_identity(members[-1]) is not None:
+        return 0.0  # the last try of a call got what the others did not: a retry that recovered, not a loop
     return repeated / (len(members) - 1)
 
 
