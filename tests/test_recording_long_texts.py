@@ -144,3 +144,35 @@ def test_a_recorded_call_measured_short_is_not_looked_into_again():
     attrs = recording_attributes(recording, settings=RecordingExport(max_bytes=10**8), chunk_chars=1 << 20)
     assert "".join(attrs["causaltrace.run.recording.chunks"]) == recording.model_dump_json()
     assert small_json({"a": {"b": 1}}) and not small_json({"a": {"b": {"c": 1}}}) and not small_json([1])
+
+
+def test_the_notes_of_models_gone_are_dropped_and_never_stand_for_a_new_model(monkeypatch):
+    """note_no_long_text keeps a weak reference per model, without a callback (issue 35): the entries of models
+    gone are dropped when the table fills, and an entry whose model is gone never answers for another model (a
+    reused id)."""
+    from pydantic import BaseModel
+
+    from causaltrace.recording import long_texts
+    from causaltrace.recording.long_texts import LONG_TEXT_CHARS
+
+    class Holder(BaseModel):
+        text: str
+
+    monkeypatch.setattr(long_texts, "_no_long_text", {})
+    monkeypatch.setattr(long_texts, "_PRUNE_AT", 8)
+    kept = [Holder(text="short") for _ in range(5)]
+    for model in kept:
+        long_texts.note_no_long_text(model)
+    for _ in range(20):  # noted, then gone: the table is pruned, never more than the live ones and the bound
+        long_texts.note_no_long_text(Holder(text="short"))
+    table = long_texts._no_long_text
+    assert len(table) <= long_texts._PRUNE_AT <= 16 and all(id(model) in table for model in kept)
+    assert all(model_json_pieces(model, LONG_TEXT_CHARS) is None for model in kept)  # noted: not looked into
+    gone = Holder(text="short")
+    long_texts.note_no_long_text(gone)
+    dead = table.pop(id(gone))
+    del gone
+    assert dead() is None
+    long = Holder(text="x" * LONG_TEXT_CHARS)
+    table[id(long)] = dead  # as if the model gone had had this one's id: its entry answers for no other model
+    assert model_json_pieces(long, LONG_TEXT_CHARS) is not None

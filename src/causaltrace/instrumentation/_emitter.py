@@ -653,7 +653,7 @@ class Emitter:
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, utf8_safe(error[: self.config.max_attribute_chars])))
         else:
-            span.set_status(Status(StatusCode.OK))
+            span.set_status(_OK)
         if end_time_ns is not None:
             span.end(end_time=end_time_ns)
 

@@ -162,7 +162,8 @@ class CallHandle:
                 },
             )
             self.log.add(self.call)
-            if self.short_request and small_json(encoded) and small_json(self.call.settings):
+            settings = self.call.settings
+            if self.short_request and small_json(encoded) and (not settings or small_json(settings)):
                 note_no_long_text(self.call)  # the Recording's export need not look for a long text in it
         except Exception:
             internal_error("CallHandle.finish")

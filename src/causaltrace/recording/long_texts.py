@@ -250,18 +250,32 @@ def _plain_fields(cls: type[BaseModel], names: tuple[str, ...]) -> bool:
 #: request's canonical JSON was shorter than that, its response and settings small: ``instrumentation.calls``):
 #: id → a weak reference. :func:`model_json_pieces` does not look inside them — the Recording's export at a run's
 #: end walked every request again, and each request carries the whole conversation so far (issue 35 item 2: what
-#: was measured once is not walked again). An entry goes with its model.
+#: was measured once is not walked again). An entry is looked up by its model's id and holds only if its reference
+#: is still that model; the entries of models gone are dropped when the table reaches :data:`_PRUNE_AT` entries (no
+#: callback per model: a weak reference's callback was a Python call per recorded call, issue 35).
 _no_long_text: dict[int, weakref.ref[Any]] = {}
+_PRUNE_AT = 4096
 
 
 def note_no_long_text(model: BaseModel) -> None:
     """Say that no text in ``model`` has :data:`LONG_TEXT_CHARS` characters or more (never raises; a model that
     takes no weak reference is not noted)."""
-    key = id(model)
     try:
-        _no_long_text[key] = weakref.ref(model, lambda _, key=key: _no_long_text.pop(key, None))
+        ref = weakref.ref(model)
     except TypeError:
-        pass
+        return
+    if len(_no_long_text) >= _PRUNE_AT:
+        _prune_no_long_text()
+    _no_long_text[id(model)] = ref
+
+
+def _prune_no_long_text() -> None:
+    """Drop the entries of models gone; with most still alive, the table may grow to twice their number first."""
+    global _PRUNE_AT
+    for key, ref in list(_no_long_text.items()):  # a snapshot: other threads note models meanwhile
+        if ref() is None and _no_long_text.get(key) is ref:
+            _no_long_text.pop(key, None)
+    _PRUNE_AT = max(4096, 2 * len(_no_long_text))
 
 
 def small_json(value: Any, depth: int = 2) -> bool:
