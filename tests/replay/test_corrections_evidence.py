@@ -67,7 +67,8 @@ async def test_an_ignored_exclusion_is_corrected_by_leaving_the_excluded_value_o
     assert [(e.role, e.value) for e in found.evidence] == [("request", "excluding cancelled"), ("changed", "80")]
     assert fix.replacement == {"numbers": [120, 45]} and fix.step_id == found.step_id
     assert fix.description == "leave out 80 (excluding cancelled)"
-    await _repaired_by_correction_at(case, run, found, tmp_path)
+    result = await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert "honouring the instruction it ignored (ignored instruction)" in result.diagnosis.explanation
     assert twin.outcome.status == "success" and _corrections(twin, "ignored_instruction") == []
 
 
@@ -279,3 +280,31 @@ def test_a_spans_periods_are_enumerated_in_the_notation_the_text_uses():
     assert respanned("months 2023-11 / 2023-12", "Nov 2023 - Jan 2024") == "months 2023-11 / 2023-12 / 2024-01"
     assert respanned("fetch 2023-Q1 only", "April 2023 to March 2024") is None  # one period: no enumeration
     assert respanned("fetch 2023-Q2, 2023-Q3, 2023-Q4 and 2024-Q1", "April 2023 to March 2024") is None
+
+
+def test_a_finding_these_corrections_cannot_derive_costs_the_correction_not_the_repair():
+    """Bad input for each correction of this module: evidence of the right roles whose values the step does not
+    hold, a loop with no repeat, a routing choice with no candidates, a span that is no span — no correction and no
+    exception."""
+    from _builders import RunBuilder
+    from causaltrace.schema import Finding, FindingEvidence
+
+    run = (RunBuilder("bad").task("Sum the orders of K4, excluding cancelled orders, from April 2023 to March 2024.")
+           .tool_call("bookkeeper", "add", {"numbers": [120, 45]})
+           .tool_response("bookkeeper", "sum: 165", tool_name="add")
+           .step("speaker_selection", "manager", outputs={"selected": "guesser"}, content="guesser")
+           .message("planner", "Plan: fetch 2023-Q1 and 2023-Q2.").build())
+    add, pick, plan = run.steps[1], run.steps[3], run.steps[4]
+
+    def finding(step, family, *evidence):
+        return Finding(family=family, step_id=step.step_id, index=step.index, claim="bad input",
+                       evidence=tuple(FindingEvidence(index=i, value=v, role=r) for r, i, v in evidence))
+
+    assert corrections_for(add, run, [finding(add, "ignored_instruction", ("request", -1, "excluding cancelled"),
+                                              ("changed", add.index, "80"))]) == []  # no 80 to leave out
+    assert corrections_for(add, run, [finding(add, "loop_no_progress")]) == []  # no repeat: no loop budget
+    assert corrections_for(add, run, [finding(add, "loop_no_progress", ("repeat", 99, None))]) == []  # no limit
+    assert corrections_for(pick, run, [finding(pick, "unfit_routing", ("changed", pick.index, "400000"),
+                                               ("chosen_agent", pick.index, "guesser"))]) == []  # no candidates
+    assert corrections_for(plan, run, [finding(plan, "ignored_instruction", ("request", -1, "the whole year"),
+                                               ("omitted_item", plan.index, "2024"))]) == []  # no span

@@ -47,7 +47,9 @@ RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
             "unfit_routing": "sending the work where the request points",
             "made_up_data": "obtaining the data it made up from the team's tool",
             "task_drift": "restating its opening for the task's request",
-            "loop_no_progress": "giving its action the budget the loop's repeats spent"}
+            "loop_no_progress": "giving its action the budget the loop's repeats spent",
+            "ignored_instruction": "honouring the instruction it ignored",
+            "omission": "putting back what it left out"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
