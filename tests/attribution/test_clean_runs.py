@@ -5,7 +5,12 @@ puts no finding at its top (the diagnosis is uncertain).
 
 Known false findings (a finding at the top of a correct run) are listed in :data:`KNOWN_FALSE_FINDINGS` until a
 detector is fixed and the team moves into :data:`NO_FINDING_AT_TOP` (``benchmarks/bench_clean_runs.py`` shows what
-fires): none today.
+fires):
+
+* ``clean-smol-pantry-salt`` — made_up_data at the calculator call: "writes 0 beside figures results gave (3.2 from
+  step 9, 6.75 from step 12); no result ... gave 0"; the call's expression is "4 * 3.2 + 2 * 6.75 + 5 * 0.89" and
+  0.89 is the salt price step 15 gave: the figure parser reads a decimal right before the argument's closing quote
+  as its integer part (0).
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-trip-3n", "clean-smol-restock-up", "clean-smol-growth-down",
                      "clean-smol-invoices-first", "clean-smol-capacity-none", "clean-ag-refund-bulb",
                      "clean-smol-warmest-5", "clean-smol-estimate-once", "clean-ag-export-long", "clean-ag-fare-first",
-                     "clean-ag-tickets-4p", "clean-ag-gate-b14", "clean-ag-contractor-20",
+                     "clean-ag-tickets-4p", "clean-ag-gate-b14", "clean-ag-contractor-20", "clean-smol-meeting-2025",
+                     "clean-smol-booking-1h", "clean-smol-trip-5n", "clean-ag-router-credit-first",
+                     "clean-ag-fuel-lisbon", "clean-ag-legs-2", "clean-ag-invoice-6",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -42,7 +49,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      # and a retry that recovered (the last try got what the others did not)
                      "clean-smol-estimate", "clean-ag-export-stalled")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ()
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt",)
 
 
 @pytest.fixture(scope="module")
