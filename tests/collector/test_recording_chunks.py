@@ -618,3 +618,17 @@ def test_a_text_every_run_sends_again_is_hashed_once_a_process(monkeypatch: pyte
     assert recording_chunks._recent_chunk("text 0 " * 600) is None
     assert recording_chunks._recent_chunk(prompt) is None
     assert recording_chunks._recent_chunk("text 1 " * 600) == ("d1", 1, b"x")
+
+
+def test_a_recording_without_a_long_string_is_its_calls_json_as_given() -> None:
+    """No call holds a large string (the JSON of each shorter than CHUNK_MIN_CHARS, or longer from many short
+    strings): the rows are the given JSON, the same rows as the calls serialized again, and no chunk."""
+    calls = [RecordedCall(run_id="r", start_order=i, agent_key="a", kind="llm", ordinal=i, request_hash=f"h{i}",
+                          request={"messages": [{"role": "user", "content": f"{i} " + "x" * 300}] * (1 + 15 * i)},
+                          response={"content": "ok"}) for i in range(3)]
+    texts = [call.model_dump_json() for call in calls]
+    assert len(texts[0]) < recording_chunks.CHUNK_MIN_CHARS <= len(texts[2])
+    given = recording_chunks.split_calls("r", calls, texts)
+    assert given.rows == recording_chunks.split_calls("r", calls).rows
+    assert [row[7] for row in given.rows] == texts and {row[8] for row in given.rows} == {None}
+    assert not given.chunks

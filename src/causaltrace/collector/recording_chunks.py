@@ -340,8 +340,8 @@ class _Splitter:
             return known
         return self._pieces(text, searched) if len(text) >= SEARCH_MIN_CHARS else [self.digest(text)]
 
-    def call_row(self, run_id: str, seq: int, call: RecordedCall, text: str | None, found: list[tuple[Path, str]]
-                 ) -> tuple[Any, ...]:
+    def call_row(self, run_id: str, seq: int, call: RecordedCall, text: str | None,
+                 found: Sequence[tuple[Path, str]]) -> tuple[Any, ...]:
         """The call's ``recordings`` row: its JSON (``text`` when given) when it holds no large string, else its JSON
         with each of them (``found``: paths from the call's root) replaced by its reference."""
         if not found:
@@ -421,12 +421,13 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
     ``files`` (a SQLite store): a chunk that will be a file is staged to it now (``_Staged``).
     """
     out = SplitRecording(files)
-    splitter = _Splitter(out, literals)
     given: Sequence[str | None] = texts if texts is not None and len(texts) == len(calls) else [None] * len(calls)
-    found: list[list[tuple[Path, str]]] = []
+    found: list[Sequence[tuple[Path, str]]] = []
+    every: list[tuple[Path, str]] = []  # the large strings of all calls, in order
+    whole = True  # every call's row is its own JSON as given (most recordings: no splitter at all)
     for call, text in zip(calls, given, strict=True):
-        strings: list[tuple[Path, str]] = []
         if text is None or len(text) >= CHUNK_MIN_CHARS:  # without its JSON (never made whole: it may be huge), walk
+            strings: list[tuple[Path, str]] = []
             request, response = call.request, call.response
             if type(request) is dict:  # (the usual request: straight into the walk)
                 _walk(request.items(), ["request"], strings)
@@ -436,12 +437,23 @@ def split_calls(run_id: str, calls: Sequence[RecordedCall], texts: Sequence[str]
                 _walk(response.items(), ["response"], strings)
             else:
                 _large_strings(response, ["response"], strings)
-        found.append(strings)
-    splitter.plan([item for strings in found for item in strings])
+            if strings or text is None:
+                whole = False
+                every += strings
+            found.append(strings)
+        else:
+            found.append(())
     rows = out.rows
-    for seq, (call, text, strings) in enumerate(zip(calls, given, found, strict=True)):
-        if strings or text is None:
-            rows.append(splitter.call_row(run_id, seq, call, text, strings))
+    if whole:
+        for seq, (call, text) in enumerate(zip(calls, given, strict=True)):
+            rows.append((run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, text,
+                         None))
+        return out
+    splitter = _Splitter(out, literals)
+    splitter.plan(every)
+    for seq, (call, text, found_in) in enumerate(zip(calls, given, found, strict=True)):
+        if found_in or text is None:
+            rows.append(splitter.call_row(run_id, seq, call, text, found_in))
         else:  # the call's own JSON as it is (most calls: no call_row)
             rows.append((run_id, seq, call.step_id, call.agent_key, call.kind, call.ordinal, call.request_hash, text,
                          None))
