@@ -302,6 +302,8 @@ def server_attributes(client: Any) -> dict[str, Any]:
     return {}
 
 
+_CLIENT_PROVIDERS = semconv._CLIENT_PROVIDERS
+_UNSEEN = object()
 #: base URL → its ``server.*`` attributes (None: no host in it); a client's URL is parsed once, not per call.
 _SERVERS: dict[str, dict[str, Any] | None] = {}
 #: id of a client's URL object (of :data:`_IMMUTABLE_URL_MODULES`) → (it, its ``server.*`` attributes).
@@ -348,7 +350,9 @@ def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas:
     tool_attributes(schemas, into=attrs)
     attrs.update(_parameter_attributes(parameters))
     attrs.update(server_attributes(client))
-    provider = semconv.client_provider(client)
+    provider = _CLIENT_PROVIDERS.get(type(client), _UNSEEN)  # semconv.client_provider's cache, read inline
+    if provider is _UNSEEN:
+        provider = semconv.client_provider(client)
     if provider is not None:
         attrs[semconv.OI_LLM_PROVIDER] = attrs[semconv.OI_LLM_SYSTEM] = provider
     if genai:

@@ -93,7 +93,10 @@ class CallLog:
 
 
 _new_object = object.__new__
+_set_attr = object.__setattr__
 _START_ORDER = attrgetter("start_order")
+#: A RecordedCall's fields: the fields-set every call built with all of them shares (as ``steps.construct``'s).
+_CALL_FIELDS = set(RecordedCall.model_fields)
 
 
 #: The scalar types a validated RecordedCall's response holds as they are.
@@ -142,27 +145,34 @@ class CallHandle:
                 encoded = _plain_scalar(encoded)
             # Built without a pydantic validation (the hot path; JsonValue checks walk every node in Python): the
             # request is canonical JSON, the response was just encoded, the settings are made JSON-safe here.
-            self.call = construct(
-                RecordedCall,
-                {
-                    "run_id": self.log.run_id,
-                    "step_id": step_id or self.step_id,
-                    "agent_key": self.agent_key,
-                    "kind": self.kind,
-                    "ordinal": self.ordinal,
-                    "request": self.request,
-                    "request_hash": self.request_hash,
-                    "response": encoded,
-                    "response_type": response_type,
-                    "settings": as_json(self.settings),
-                    "start_order": self.start_order,
-                    "finish_order": -1,  # numbered when it is kept (CallLog.add: one lock for both)
-                    "live_only": live_only,
-                    "error": error_of(error),
-                },
-            )
-            self.log.add(self.call)
-            settings = self.call.settings
+            settings = self.settings
+            values = {
+                "run_id": self.log.run_id,
+                "step_id": step_id or self.step_id,
+                "agent_key": self.agent_key,
+                "kind": self.kind,
+                "ordinal": self.ordinal,
+                "request": self.request,
+                "request_hash": self.request_hash,
+                "response": encoded,
+                "response_type": response_type,
+                "settings": as_json(settings) if settings else settings,  # {} is JSON as it is
+                "start_order": self.start_order,
+                "finish_order": -1,  # numbered when it is kept (CallLog.add: one lock for both)
+                "live_only": live_only,
+                "error": None if error is None else error_of(error),
+            }
+            if len(values) == len(_CALL_FIELDS):  # construct(RecordedCall, values), inline: every field is there
+                call = _new_object(RecordedCall)
+                _set_attr(call, "__dict__", values)
+                _set_attr(call, "__pydantic_fields_set__", _CALL_FIELDS)
+                _set_attr(call, "__pydantic_extra__", None)
+                _set_attr(call, "__pydantic_private__", None)
+            else:
+                call = construct(RecordedCall, values)
+            self.call = call
+            self.log.add(call)
+            settings = call.settings
             if self.short_request and small_json(encoded) and (not settings or small_json(settings)):
                 note_no_long_text(self.call)  # the Recording's export need not look for a long text in it
         except Exception:
