@@ -36,10 +36,12 @@ def test_two_of_the_tasks_numbers_combine_but_not_two_of_one_steps() -> None:
 def test_a_fixed_cost_plus_the_tasks_count_times_a_unit_cost_is_computed() -> None:
     pool = {2.0: TASK, 189.0: 16, 149.0: 28}  # "stay 2 nights": flight 189 + 2 x 149 a night
     exact = {round(a, 6): i for a, i in pool.items()}
-    assert scaled_derivation(487.0, pool, exact) == [16, 28]
-    assert scaled_derivation(488.0, pool, exact) is None
-    pool = {2.0: 5, 189.0: 16, 149.0: 28}  # the 2 is no count the task gives: nothing scales
-    assert scaled_derivation(487.0, pool, {round(a, 6): i for a, i in pool.items()}) is None
+    assert scaled_derivation(487.0, pool, exact, [2.0]) == [16, 28]
+    assert scaled_derivation(488.0, pool, exact, [2.0]) is None
+    assert scaled_derivation(487.0, pool, exact, []) is None  # the task counts nothing: nothing scales
+    # "(17 + 25) * 3": operands, no counted noun — the copy slip 26 stays one (17 + 3 x 3 would "derive" it)
+    pool = {17.0: TASK, 25.0: TASK, 3.0: TASK}
+    assert scaled_derivation(26.0, pool, {round(a, 6): i for a, i in pool.items()}, []) is None
 
 
 def test_an_observations_header_is_no_entrys_label() -> None:

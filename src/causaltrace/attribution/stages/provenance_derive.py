@@ -36,15 +36,16 @@ def derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> lis
     return None
 
 
-def scaled_derivation(x: float, pool: dict[float, int], exact: dict[float, int]) -> list[int] | None:
-    """The introducers of ``a ± k × b`` (or ``k × b − a``) equal to ``x``, where ``k`` is a count the TASK gives (a
-    whole number 2–100: "stay 2 nights", "for 3 people") and ``a``, ``b`` numbers of ``pool`` other than 0 and 1: a
-    total of a fixed cost and a per-unit one (a flight plus 2 nights at 149 is 487). Only the task's counts scale —
-    any number times any number would explain too much (linear in the pool per count)."""
-    counts = [k for k, i in pool.items() if i == _TASK and k == int(k) and 2 <= k <= 100]
-    for k in counts[:8]:
+def scaled_derivation(x: float, pool: dict[float, int], exact: dict[float, int], counts: Iterable[float]
+                      ) -> list[int] | None:
+    """The introducers of ``a ± k × b`` (or ``k × b − a``) equal to ``x``, where ``k`` is one of ``counts`` — what the
+    TASK counts ("stay 2 nights", "for 3 people": a whole number 2–100 with its noun; an operand of the task's
+    arithmetic, "(17 + 25) * 3", counts nothing) — and ``a``, ``b`` numbers of ``pool`` other than 0, 1 and ``k``: a
+    total of a fixed cost and a per-unit one (a flight plus 2 nights at 149 is 487). Only counted nouns scale: any
+    number times any number would explain too much (a copy slip, 26 for 25, is 17 + 3 × 3)."""
+    for k in list(counts)[:8]:
         for b, i in pool.items():
-            if b in (0.0, 1.0):
+            if b in (0.0, 1.0, k):
                 continue
             for a in (x - k * b, x + k * b, k * b - x):
                 if a in (0.0, 1.0):

@@ -52,6 +52,8 @@ _SUBSTITUTABLE = frozenset({"unit", "word"})
 _LOGIC = frozenset({"comparison", "span", "mean"})
 _FENCE = re.compile(r"```[\w+-]*\n(.*?)```", re.DOTALL)
 _MAX_POOL = 40
+#: a count the task gives: a whole number and its noun ("stay 3 nights", "for 4 people"), not an operand ("* 3.")
+_COUNT = re.compile(r"(?<![\w.,:/-])(\d{1,3})\s+(?!(?:and|or|to|of|the|an?|in|on|at|by|for|from|with)\b)[A-Za-z]{3,}")
 
 
 def _addressed(steps: list[Step]) -> dict[int, int]:
@@ -128,6 +130,7 @@ class ProvenanceWalk:
                                position={s.index: p for p, s in enumerate(self.steps)})
         self.first: dict[str, int] = {}
         self.first_value: dict[str, Value] = {}
+        self._counts: list[float] | None = None  # what the task counts (:meth:`_task_counts`)
         self.holders: dict[str, list[int]] = defaultdict(list)
         self.numbers: dict[float, int] = {}
         #: the factors of the percentages seen (``10%``: 0.1, 0.9, 1.1) → the step that gave the percentage
@@ -358,9 +361,16 @@ class ProvenanceWalk:
                     runs = run_totals(list(pool.items())[-16:])
                 ops = group_derivation(x, groups) or runs.get(round(x, 6)) or runs.get(round(x, 2)) or ops
                 if ops is None:
-                    ops = scaled_derivation(x, pool, exact)
+                    ops = scaled_derivation(x, pool, exact, self._task_counts())
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
+
+    def _task_counts(self) -> list[float]:
+        """What the task counts: its whole numbers 2-100 followed by their noun ("stay 2 nights", "3 people")."""
+        if self._counts is None:
+            self._counts = list(dict.fromkeys(float(m.group(1)) for m in _COUNT.finditer(self.task_text[:5000])
+                                              if 2 <= int(m.group(1)) <= 100))
+        return self._counts
 
     def _sources(self, k: int) -> list[int]:
         """What a step restates or follows: the task, and its producers up to two edges back (latest first)."""
