@@ -74,10 +74,19 @@ def calls_of(tool_calls: Any, content: Any) -> list[dict[str, Any]]:
     """A tool-call message's calls: its ``tool_calls`` (as read off the message), else parsed from its ``Calling
     tools: [...]`` text (``content``: its OpenInference content)."""
     calls = []
-    for call in tool_calls or ():
-        function = _field(call, "function")
-        calls.append({"id": _field(call, "id"), "name": _field(function, "name"),
-                      "arguments": _arguments(_field(function, "arguments"))})
+    for call in tool_calls or ():  # _field, inline: every call of every tool-call message of every request
+        cls = type(call)
+        if _MAPPING[cls] if cls in _MAPPING else _is_mapping(cls):
+            call_id, function = call.get("id"), call.get("function")
+        else:
+            call_id, function = getattr(call, "id", None), getattr(call, "function", None)
+        cls = type(function)
+        if _MAPPING[cls] if cls in _MAPPING else _is_mapping(cls):
+            name, arguments = function.get("name"), function.get("arguments")
+        else:
+            name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        calls.append({"id": call_id, "name": name,
+                      "arguments": arguments if isinstance(arguments, str) else json_text(arguments)})
     if calls:
         return calls
     text = _text_of(content)

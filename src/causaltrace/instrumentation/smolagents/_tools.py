@@ -73,7 +73,7 @@ def wrap_execute_tool_call(wrapped: Callable[..., Any], instance: Any, args: tup
     if rec is None:
         return wrapped(*args, **kwargs)
     managed = name in (getattr(instance, "managed_agents", None) or {})
-    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=managed)
+    return run_tool(state, rec, wrapped, args, kwargs, managed=managed)
 
 
 def wrap_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -87,7 +87,7 @@ def wrap_tool_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, 
     rec = guard(begin_code_call, state, name, acc.call_arguments(instance, args, kwargs))
     if rec is None:
         return wrapped(*args, **kwargs)
-    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=False)
+    return run_tool(state, rec, wrapped, args, kwargs, managed=False)
 
 
 def wrap_agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -103,7 +103,7 @@ def wrap_agent_call(wrapped: Callable[..., Any], instance: Any, args: tuple[Any,
     rec = guard(begin_code_call, state, acc.agent_name(instance), arguments)
     if rec is None:
         return wrapped(*args, **kwargs)
-    return run_tool(state, rec, lambda: wrapped(*args, **kwargs), managed=True)
+    return run_tool(state, rec, wrapped, args, kwargs, managed=True)
 
 
 # ------------------------------------------------------------------------------------- announced tool calls
@@ -136,23 +136,28 @@ def on_tool_call(run: AgentRun, tc: Any) -> None:
 def on_tool_output(run: AgentRun, out: Any) -> None:
     """A ToolOutput in the run's stream, for a call that bypassed ``execute_tool_call`` (a subclass of the agent
     overrode it): the tool_response is answered from the output."""
+    call_id = str(out.id)
     with run.lock:
-        rec = next((r for r in run.act.tools if r.call_id == str(out.id) and not r.claimed), None)
-        if rec is None:
+        for rec in run.act.tools:  # a loop, not next(generator): no frame per resumption
+            if rec.call_id == call_id and not rec.claimed:
+                rec.claimed = True
+                break
+        else:
             return
-        rec.claimed = True
     _tool_done(run, rec, None, None, result=out.output, error=None)
 
 
 def claim_tool(run: AgentRun, name: str, arguments: Any) -> ToolRec:
     """The tool_call step (from the model's response) that this ``execute_tool_call`` runs."""
-    with run.lock:
-        for match in (lambda r: r.raw_arguments is arguments,
-                      lambda r: (r.raw_arguments or {}) == (arguments or {})):
-            for rec in run.act.tools:
-                if not rec.claimed and rec.name == name and match(rec):
-                    rec.claimed = True
-                    return rec
+    with run.lock:  # the same arguments object first, else equal arguments (loops: no function per test)
+        for rec in run.act.tools:
+            if not rec.claimed and rec.name == name and rec.raw_arguments is arguments:
+                rec.claimed = True
+                return rec
+        for rec in run.act.tools:
+            if not rec.claimed and rec.name == name and (rec.raw_arguments or {}) == (arguments or {}):
+                rec.claimed = True
+                return rec
     # Not announced by a ToolCall (an agent subclass calling tools itself): a tool_call step of its own.
     args = acc.tool_arguments_from_call(arguments)
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
@@ -164,8 +169,10 @@ def claim_tool(run: AgentRun, name: str, arguments: Any) -> ToolRec:
 # ----------------------------------------------------------------------------------------- running a call
 
 
-def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed: bool) -> Any:
-    """Run a tool (or managed agent) call, recording it and its response; the user's exception passes through."""
+def run_tool(run: AgentRun, rec: ToolRec, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             *, managed: bool) -> Any:
+    """Run a tool (or managed agent) call, ``wrapped(*args, **kwargs)``, recording it and its response; the user's
+    exception passes through."""
     try:  # guard(_tool_start, …), inline: every tool call
         call, invocation = _tool_start(run, rec, managed)
     except Exception:
@@ -173,7 +180,7 @@ def run_tool(run: AgentRun, rec: ToolRec, invoke: Callable[[], Any], *, managed:
         call, invocation = None, None
     tokens = (IN_TOOL.set(run), INVOKER.set(invocation))
     try:
-        result = invoke()
+        result = wrapped(*args, **kwargs)
     except BaseException as exc:
         guard(_tool_done, run, rec, call, invocation, result=None, error=exc)
         raise
