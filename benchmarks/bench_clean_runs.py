@@ -7,11 +7,13 @@ replay) with a FAILING Outcome substituted (status failure, the verifier's reaso
 finding is at the top (its family and claim), the confidence and whether the diagnosis is uncertain; then the totals:
 "no finding at the top" n/N and the mean confidence. Wanted: no finding at the top of any of them.
 
+``--expected-reason`` gives the substituted Outcome the reason the fault suite's strict verifiers give instead ("the
+final answer is 'TOTAL: 23.25', expected 'TOTAL: 24.25'": values a stage may read off the reason).
 ``--all-findings`` also lists the findings below the top (a detector firing on a correct run, even where it does
 not decide the verdict).
 
 Usage: python benchmarks/bench_clean_runs.py [--only NAME ...] [--framework smolagents|autogen] [--all-findings]
-       [--json OUT]
+       [--expected-reason] [--json OUT]
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 
-async def _run(names: list[str] | None, framework: str | None, every: bool) -> list[dict[str, Any]]:
+async def _run(names: list[str] | None, framework: str | None, every: bool, expected: bool) -> list[dict[str, Any]]:
     from causaltrace.testing.faults.clean_runs import clean_teams, record_clean, score_clean
 
     rows = []
@@ -37,7 +39,7 @@ async def _run(names: list[str] | None, framework: str | None, every: bool) -> l
                                "content": team.content}
         try:
             run = await record_clean(team)
-            row["score"] = await score_clean(run)
+            row["score"] = await score_clean(run, expected=expected)
         except Exception as exc:  # a broken team is a row, the bench goes on
             row["error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="only these teams")
     parser.add_argument("--framework", choices=("smolagents", "autogen"))
+    parser.add_argument("--expected-reason", action="store_true",
+                        help="the substituted reason names an expected answer, as the fault suite's verifiers do")
     parser.add_argument("--all-findings", action="store_true", help="also list the findings below the top")
     parser.add_argument("--json", type=Path, help="write the rows and totals here")
     args = parser.parse_args(argv)
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("CAUSALTRACE_MODEL", None)
     with tempfile.TemporaryDirectory(prefix="causaltrace-clean-") as home:
         os.environ["CAUSALTRACE_HOME"] = home
-        rows = asyncio.run(_run(args.only, args.framework, args.all_findings))
+        rows = asyncio.run(_run(args.only, args.framework, args.all_findings, args.expected_reason))
     totals = summarize_clean(rows)
     print(f"\nsucceeded {totals['succeeded']}/{totals['n']}; no finding at the top {totals['no_finding_at_top']}/"
           f"{totals['n']}; uncertain {totals['uncertain']}/{totals['n']}; mean confidence "

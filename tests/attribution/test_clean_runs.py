@@ -23,7 +23,7 @@ pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
 from _zoo import zoo_home
-from causaltrace.testing.faults.clean_runs import clean_teams, record_clean, score_clean
+from causaltrace.testing.faults.clean_runs import clean_teams, expected_reason, record_clean, score_clean
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -91,3 +91,21 @@ def test_no_finding_at_the_top_of_a_correct_run(scored, name):
     assert run.outcome.status == "success"
     assert not score["finding_at_top"], (score["top"], score["families"], score["claims"])
     assert score["uncertain"]
+
+
+@pytest.fixture(scope="module")
+def scored_expected(scored):
+    """The same runs diagnosed with the fault suite's kind of reason, naming an expected answer."""
+    return {name: asyncio.run(score_clean(run, expected=True)) for name, (_, run, _) in scored.items()}
+
+
+def test_the_expected_reason_names_another_answer():
+    assert expected_reason("TOTAL: 23.25") == "the final answer is 'TOTAL: 23.25', expected 'TOTAL: 24.25'"
+    assert expected_reason("GATE: C4") == "the final answer is 'GATE: C4', expected 'GATE: C5'"
+
+
+@pytest.mark.parametrize("name", NO_FINDING_AT_TOP)
+def test_no_finding_at_the_top_with_an_expected_answer_in_the_reason(scored_expected, name):
+    # a reason that names values ("expected 'TOTAL: 24.25'") gives no detector a pretext on a correct run either
+    score = scored_expected[name]
+    assert not score["finding_at_top"], (score["top"], score["families"], score["claims"])

@@ -17,6 +17,7 @@ shape of a correct run puts a finding at the top. Wanted: no finding at the top 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from typing import Any, Literal
 
 from causaltrace.schema import Outcome, Verdict
 
-__all__ = ["AUTOGEN_TEAMS", "FAILING_REASON", "SMOLAGENTS_TEAMS", "CleanTeam", "clean_teams", "failing_outcome", "record_clean", "score_clean",
-           "summarize_clean"]
+__all__ = ["AUTOGEN_TEAMS", "FAILING_REASON", "SMOLAGENTS_TEAMS", "CleanTeam", "clean_teams", "expected_reason",
+           "failing_outcome", "record_clean", "score_clean", "summarize_clean"]
 
 #: the verifier's reason of the substituted failing Outcome
 FAILING_REASON = "the answer is wrong"
@@ -570,22 +571,37 @@ async def record_clean(team: CleanTeam) -> Any:
     return handle.run
 
 
-def failing_outcome(run: Any) -> Outcome:
+def failing_outcome(run: Any, *, expected: bool = False) -> Outcome:
     """The Outcome substituted for a correct run's: status failure, its own final answer and stop, and a verifier
-    verdict "the answer is wrong" (the way :func:`.twins.score_twin` substitutes a failing run's Outcome)."""
-    verdict = Verdict(passed=False, reason=FAILING_REASON)
+    verdict "the answer is wrong" (the way :func:`.twins.score_twin` substitutes a failing run's Outcome);
+    ``expected=True``: the reason the fault suite's strict verifiers give, naming the answer and another one
+    expected (:func:`expected_reason`), so a stage that reads values off the reason has some to read."""
+    reason = expected_reason(run.outcome.final_answer) if expected else FAILING_REASON
+    verdict = Verdict(passed=False, reason=reason)
     return Outcome(status="failure", final_answer=run.outcome.final_answer, stop=run.outcome.stop, verdict=verdict,
-                   reason=FAILING_REASON)
+                   reason=reason)
 
 
-async def score_clean(run: Any) -> dict[str, Any]:
-    """Diagnose ``run`` by ``graph`` (no model, no replay) with :func:`failing_outcome` substituted: the run's own
-    status, the top step (index, agent, kind), whether a finding backs it (families and claims), the confidence,
-    and whether the diagnosis is uncertain."""
+def expected_reason(answer: str | None) -> str:
+    """``the final answer is 'TOTAL: 23.25', expected 'TOTAL: 24.25'``: the answer's first number plus one, in the
+    words of :func:`.cases.answer_is`."""
+    text = " ".join(str(answer or "").split())
+    first = re.search(r"\d+(?:\.(\d+))?", text)
+    if first is None:
+        return f"the final answer is {text!r}, expected something else"
+    value = float(first.group(0)) + 1
+    other = f"{value:.{len(first.group(1))}f}" if first.group(1) else str(int(value))
+    return f"the final answer is {text!r}, expected {text[:first.start()] + other + text[first.end():]!r}"
+
+
+async def score_clean(run: Any, *, expected: bool = False) -> dict[str, Any]:
+    """Diagnose ``run`` by ``graph`` (no model, no replay) with :func:`failing_outcome` substituted (``expected``:
+    its reason names an expected answer): the run's own status, the top step (index, agent, kind), whether a
+    finding backs it (families and claims), the confidence, and whether the diagnosis is uncertain."""
     from causaltrace.attribution.engine import diagnose
     from causaltrace.attribution.stages.confidence import is_uncertain
 
-    substituted = run.model_copy(update={"outcome": failing_outcome(run)})
+    substituted = run.model_copy(update={"outcome": failing_outcome(run, expected=expected)})
     d = await diagnose(substituted, "graph", None, ablate=("replay_verify",), store=False)
     top = d.top_findings
     step = run.step_at(d.decisive_step_index) if d.decisive_step_index is not None else None
