@@ -540,6 +540,13 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "MagenticOneGroupChat re-planning after a stall (variant of clean-ag-tax)",
      "other figures (5 nights, 4 adults, 3 EUR) after the re-plan",
      {"rate": 3}),
+    ("clean-ag-nested",
+     "build_nested",
+     "Which has more inhabitants, Braga or Coimbra? Report 'LARGER: <city>'.",
+     "LARGER",
+     "Braga",
+     "RoundRobinGroupChat of a SocietyOfMindAgent (an inner team) and a reviewer",
+     "an inner team's two lookups (one retried) summarised by the outer agent, the comparison approved"),
 )
 
 

@@ -33,8 +33,9 @@ from causaltrace.testing.faults.teams_autogen import (
     tool,
 )
 
-__all__ = ["build_census", "build_contractor", "build_export", "build_fare", "build_fuel", "build_gate",
-           "build_invoice", "build_legs", "build_refund", "build_rice", "build_router", "build_tickets"]
+__all__ = ["build_balance", "build_census", "build_contractor", "build_export", "build_fare", "build_fuel",
+           "build_gate", "build_invoice", "build_legs", "build_nested", "build_refund", "build_rice",
+           "build_router", "build_tax", "build_tickets"]
 
 
 def _in_task(request: ScriptedRequest, *, pattern: str) -> str:
@@ -78,11 +79,9 @@ def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00
     listing = ", ".join(f"{name} {amount} EUR" for name, amount in lines)
 
     async def get_invoice_lines(invoice: str) -> str:
-        """The line items of an invoice."""
         return f"invoice {invoice} lines: {listing}"
 
     async def add_amounts(amounts: list[float]) -> str:
-        """Add up amounts of money."""
         return f"sum: {sum(amounts):.2f}"
 
     invoice_of = partial(_in_task, pattern=r"invoice (F-\d+)")
@@ -113,9 +112,9 @@ def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00
             return f"TOTAL: {recomputed} checked against the {len(amounts)} lines of the invoice. APPROVE"
         return f"REJECT: the {len(amounts)} lines add up to {recomputed}, not {draft.group(1)}."
 
-    keeper = agent("bookkeeper", bookkeeper, [tool(get_invoice_lines, "Invoice lines.", flaky=True),
-                                              tool(add_amounts, "Add amounts.")])
-    checker = agent("reviewer", reviewer, [tool(get_invoice_lines, "Invoice lines.")])
+    keeper = agent("bookkeeper", bookkeeper, [tool(get_invoice_lines, "The line items of an invoice.", flaky=True),
+                                              tool(add_amounts, "Add up amounts of money.")])
+    checker = agent("reviewer", reviewer, [tool(get_invoice_lines, "The line items of an invoice.")])
     return round_robin([keeper, checker], "APPROVE", 8)
 
 
@@ -126,15 +125,12 @@ def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA
     listing = ", ".join(f"{flight} at {price} USD" for flight, price in fares)
 
     async def search_fares(origin: str, destination: str, date: str) -> str:
-        """The fares of the flights between two airports on a date."""
         return f"fares {origin}-{destination} on {date}: {listing}"
 
     async def get_rate(pair: str) -> str:
-        """Today's exchange rate of a currency pair."""
         return f"rate {pair}: {rate}"
 
     async def multiply(a: float, b: float) -> float:
-        """Multiply two numbers."""
         return round(a * b, 6)
 
     def trip(text: str) -> re.Match[str] | None:
@@ -191,9 +187,9 @@ def build_fare(*, fares: Sequence[tuple[str, str]] = (("UA 412", "188.40"), ("AA
         return f"REJECT: expected {expected} EUR from the {low} USD fare."
 
     members = [agent("planner", planner),
-               agent("fare_agent", fare_agent, [tool(search_fares, "Flight fares.", flaky=True)]),
-               agent("fx_agent", fx_agent, [tool(get_rate, "Exchange rate."), tool(multiply, "Multiply.")]),
-               agent("reviewer", reviewer, [tool(search_fares, "Flight fares."), tool(get_rate, "Exchange rate.")])]
+               agent("fare_agent", fare_agent, [tool(search_fares, "The fares of the flights between two airports on a date.", flaky=True)]),
+               agent("fx_agent", fx_agent, [tool(get_rate, "Today's exchange rate of a currency pair."), tool(multiply, "Multiply two numbers.")]),
+               agent("reviewer", reviewer, [tool(search_fares, "The fares of the flights between two airports on a date."), tool(get_rate, "Today's exchange rate of a currency pair.")])]
     return SelectorGroupChat(members, name="travel_desk",
                              model_client=ScriptedChatCompletionClient(_fare_selector, model="scripted-selector"),
                              termination_condition=_terminated("APPROVE", 12))
@@ -207,17 +203,14 @@ def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.9
     table = {name: (amount, state) for name, amount, state in lines}
 
     async def lookup_order(order: str) -> str:
-        """An order's customer and lines, with each line's state."""
         rows = ", ".join(f"{name} {amount} EUR ({state})" for name, amount, state in lines)
         return f"order {order} for Marta Ruiz: {rows}"
 
     async def refund_quote(order: str, item: str) -> str:
-        """The refundable amount of one item of an order."""
         amount = table.get(item, ("0.00", ""))[0]
         return f"refundable for {item} on order {order}: {amount} EUR"
 
     async def issue_refund(order: str, amount: float) -> str:
-        """Refund an amount to the customer of an order."""
         return f"refund R-77 issued: {amount:.2f} EUR to order {order}"
 
     order_of = partial(_in_task, pattern=r"order (A-\d+)")
@@ -241,10 +234,10 @@ def build_refund(*, lines: Sequence[tuple[str, str, str]] = (("desk lamp", "34.9
         damaged = re.search(r"(?:the |my )([\w ]+?) (?:arrived|was|is) (?:broken|damaged)", request.task())
         return call("refund_quote", order=order_of(request), item=damaged.group(1) if damaged else "unknown")
 
-    front = agent("triage", triage, [tool(lookup_order, "Look an order up.", flaky=True)],
+    front = agent("triage", triage, [tool(lookup_order, "An order's customer and lines, with each line's state.", flaky=True)],
                   handoffs=["billing_agent"])
-    money = agent("billing_agent", billing, [tool(refund_quote, "Refundable amount."),
-                                             tool(issue_refund, "Issue a refund.")], handoffs=["triage"])
+    money = agent("billing_agent", billing, [tool(refund_quote, "The refundable amount of one item of an order."),
+                                             tool(issue_refund, "Refund an amount to the customer of an order.")], handoffs=["triage"])
     return Swarm([front, money], name="support", termination_condition=_terminated("DONE", 12))
 
 
@@ -272,15 +265,12 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
     """MagenticOne over researcher → calculator → reviewer; the orchestrator's facts sheet restates the task's
     figures (the scripted orchestrator of :mod:`causaltrace.testing.autogen` for everything else)."""
     async def get_distance(origin: str, destination: str) -> str:
-        """The road distance between two cities."""
         return f"{origin} to {destination}: {km} km by road"
 
     async def get_fuel_price(country: str, fuel: str) -> str:
-        """Today's average pump price of a fuel in a country."""
         return f"{fuel} in {country} today: {price} EUR per litre"
 
     async def calculate(expression: str) -> str:
-        """Evaluate an arithmetic expression (numbers, + - * / and parentheses)."""
         if not re.fullmatch(r"[\d.\s*/+()-]+", expression):
             return "only arithmetic is allowed"
         return f"{expression} = {round(eval(expression), 6):g}"  # checked above: arithmetic only
@@ -321,10 +311,10 @@ def build_fuel(*, km: int = 561, price: str = "1.52") -> Any:
         return f"REJECT: {litres:g} litres at {found.group(2)} EUR is {expected} euros."
 
     return MagenticOneGroupChat(
-        [_member("researcher", researcher, [FunctionTool(get_distance, description="Road distance."),
-                                           FunctionTool(get_fuel_price, description="Fuel price.")],
+        [_member("researcher", researcher, [FunctionTool(get_distance, description="The road distance between two cities."),
+                                           FunctionTool(get_fuel_price, description="Today's average pump price of a fuel in a country.")],
                 "Looks up distances and fuel prices."),
-         _member("calculator", calculator, [FunctionTool(calculate, description="Arithmetic.")],
+         _member("calculator", calculator, [FunctionTool(calculate, description="Evaluate an arithmetic expression (numbers, + - * / and parentheses).")],
                 "Computes with a calculator."),
          _member("reviewer", reviewer, [], "Checks the calculation against the figures found.")],
         model_client=ScriptedChatCompletionClient(_fuel_orchestrator, model="scripted-orchestrator"), max_turns=12)
@@ -336,7 +326,6 @@ def build_legs(*, legs: Sequence[tuple[str, str, float]] = (("Boston", "Providen
     """The coder fetches the legs (flaky), sends code summing the miles and converting to km, and reports."""
 
     async def get_legs(route: str) -> str:
-        """The legs of a route with their lengths in miles."""
         return json.dumps([list(leg) for leg in legs])
 
     def coder(request: ScriptedRequest) -> Any:
@@ -355,7 +344,7 @@ def build_legs(*, legs: Sequence[tuple[str, str, float]] = (("Boston", "Providen
         route = re.search(r"route (\S+)", request.task())
         return call("get_legs", route=route.group(1) if route else "unknown")
 
-    return round_robin([agent("coder", coder, [tool(get_legs, "Route legs.", flaky=True)]), executor()], "DONE", 8)
+    return round_robin([agent("coder", coder, [tool(get_legs, "The legs of a route with their lengths in miles.", flaky=True)]), executor()], "DONE", 8)
 
 
 def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
@@ -368,7 +357,6 @@ def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
     every = [row for page in pages for row in page]
 
     async def list_tickets(queue: str, cursor: str) -> str:
-        """One page of a support queue's tickets; pass the previous page's next cursor ('' for the first)."""
         index = 0 if not cursor else int(cursor.lstrip("c")) - 1
         if not 0 <= index < len(pages):
             return f"queue {queue}: no such page"
@@ -379,7 +367,6 @@ def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
                 f"next cursor: {after}")
 
     async def queue_stats(queue: str) -> str:
-        """The counts of a support queue."""
         open_ = [t for t in every if t[1] == "open"]
         high = [t for t in open_ if t[2] == "high"]
         return f"queue {queue}: {len(every)} tickets, {len(open_)} open, {len(high)} open with high priority"
@@ -409,8 +396,8 @@ def build_tickets(*, pages: Sequence[Sequence[tuple[str, str, str]]] = (
             return f"OPEN: {stated.group(1)} checked against queue_stats. APPROVE"
         return "REJECT: the counts differ from queue_stats."
 
-    return round_robin([agent("analyst", analyst, [tool(list_tickets, "List tickets.")], iterations=6),
-                        agent("reviewer", reviewer, [tool(queue_stats, "Queue counts.")])], "APPROVE", 6)
+    return round_robin([agent("analyst", analyst, [tool(list_tickets, "One page of a support queue's tickets; pass the previous page's next cursor ('' for the first).")], iterations=6),
+                        agent("reviewer", reviewer, [tool(queue_stats, "The counts of a support queue.")])], "APPROVE", 6)
 
 
 def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
@@ -418,15 +405,12 @@ def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
     sends the passenger the new gate."""
 
     async def flight_status(flight: str, date: str) -> str:
-        """A flight's status and gate as published in the morning."""
         return f"{flight} on {date}: on time, gate {published} (published 07:10)"
 
     async def gate_changes(flight: str, date: str) -> str:
-        """Gate changes announced for a flight since its status was published."""
         return f"{flight} on {date}: gate changed from {published} to {changed} at 09:45"
 
     async def send_notice(passenger: str, text: str) -> str:
-        """Send a passenger a text message."""
         return f"notice sent to {passenger}: {text}"
 
     def trip(request: ScriptedRequest) -> re.Match[str] | None:
@@ -458,9 +442,9 @@ def build_gate(*, published: str = "B12", changed: str = "C4") -> Any:
         return call("send_notice", passenger=found.group(1),
                     text=f"{gate.group(2)} on {found.group(3)} boards at gate {gate.group(1)}.")
 
-    return round_robin([agent("gate_agent", gate_agent, [tool(flight_status, "Flight status.", flaky=True),
-                                                         tool(gate_changes, "Gate changes.")]),
-                        agent("notifier", notifier, [tool(send_notice, "Send a notice.")])], "DONE", 6)
+    return round_robin([agent("gate_agent", gate_agent, [tool(flight_status, "A flight's status and gate as published in the morning.", flaky=True),
+                                                         tool(gate_changes, "Gate changes announced for a flight since its status was published.")]),
+                        agent("notifier", notifier, [tool(send_notice, "Send a passenger a text message.")])], "DONE", 6)
 
 
 def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
@@ -468,19 +452,15 @@ def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
     back; triage then hands off to billing_agent for the credit the task asks for."""
 
     async def lookup_account(account: str) -> str:
-        """An account's customer, devices and outage record."""
         return f"account {account}: Lea Brandt, router R-88, 3 outages this week (eligible for goodwill credit)"
 
     async def run_diagnostics(device: str) -> str:
-        """Diagnose a customer's device remotely."""
         return f"{device}: firmware 2.1 outdated, connection drops fixed by firmware 2.4"
 
     async def apply_update(device: str, firmware: str) -> str:
-        """Install a firmware version on a device."""
         return f"{device} updated to firmware {firmware}; connection stable for 10 minutes"
 
     async def issue_credit(account: str, amount: float) -> str:
-        """Credit an amount to an account."""
         return f"credit C-310: {amount:.2f} EUR to account {account}"
 
     account_of = partial(_in_task, pattern=r"account (\d+)")
@@ -512,11 +492,11 @@ def build_router(*, account: str = "5521", credit: float = 10.0) -> Any:
         amount = re.search(r"the (\d+) EUR goodwill credit", request.task())
         return call("issue_credit", account=account_of(request), amount=float(amount.group(1)) if amount else 0.0)
 
-    return Swarm([agent("triage", triage, [tool(lookup_account, "Look an account up.", flaky=True)],
+    return Swarm([agent("triage", triage, [tool(lookup_account, "An account's customer, devices and outage record.", flaky=True)],
                         handoffs=["tech_agent", "billing_agent"]),
-                  agent("tech_agent", tech, [tool(run_diagnostics, "Diagnostics."), tool(apply_update, "Update.")],
+                  agent("tech_agent", tech, [tool(run_diagnostics, "Diagnose a customer's device remotely."), tool(apply_update, "Install a firmware version on a device.")],
                         handoffs=["triage"]),
-                  agent("billing_agent", billing, [tool(issue_credit, "Issue a credit.")], handoffs=["triage"])],
+                  agent("billing_agent", billing, [tool(issue_credit, "Credit an amount to an account.")], handoffs=["triage"])],
                  name="helpdesk", termination_condition=_terminated("DONE", 16))
 
 
@@ -525,11 +505,9 @@ def build_contractor(*, rate: int = 410) -> Any:
     data), multiplies the day rate it looked up (flaky), and the reviewer re-reads the rate and approves."""
 
     async def get_day_rate(contractor: str) -> str:
-        """A contractor's day rate from the rate card."""
         return f"{contractor}: {rate} EUR per day (rate card 2026)"
 
     async def multiply(a: float, b: float) -> float:
-        """Multiply two numbers."""
         return a * b
 
     who = partial(_in_task, pattern=r"contractor ([A-Z]\w+ [A-Z]\w+)")
@@ -564,9 +542,9 @@ def build_contractor(*, rate: int = 410) -> Any:
             return f"MONTHLY: {expected} EUR checked against the rate card. APPROVE"
         return f"REJECT: {days(request)} days at the rate card's rate is {expected} EUR."
 
-    return round_robin([agent("estimator", estimator, [tool(get_day_rate, "Day rate.", flaky=True),
-                                                       tool(multiply, "Multiply.")]),
-                        agent("reviewer", reviewer, [tool(get_day_rate, "Day rate.")])], "APPROVE", 6)
+    return round_robin([agent("estimator", estimator, [tool(get_day_rate, "A contractor's day rate from the rate card.", flaky=True),
+                                                       tool(multiply, "Multiply two numbers.")]),
+                        agent("reviewer", reviewer, [tool(get_day_rate, "A contractor's day rate from the rate card.")])], "APPROVE", 6)
 
 
 def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11.50"), ("Bodega", 2, "4.90"),
@@ -576,12 +554,10 @@ def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11
     table = {store: (kg, price) for store, kg, price in offers}
 
     async def get_offer(store: str, product: str) -> str:
-        """A store's offer for a product: bag size and price."""
         kg, price = table.get(store, (0, "0"))
         return f"{store}: {kg} kg {product} for {price} EUR"
 
     async def unit_price(store: str, price: float, kilograms: float) -> str:
-        """The price per kilogram of an offer."""
         return f"{store}: {price / kilograms:.2f} EUR per kg"
 
     def buyer(request: ScriptedRequest) -> Any:
@@ -599,8 +575,8 @@ def build_rice(*, offers: Sequence[tuple[str, int, str]] = (("FreshMart", 5, "11
             return [call("unit_price", store=s, price=seen[s][1], kilograms=seen[s][0]) for s in stores]
         return [call("get_offer", store=s, product="rice") for s in stores if s not in seen]
 
-    return round_robin([agent("buyer", buyer, [tool(get_offer, "A store's offer."),
-                                               tool(unit_price, "Price per kilogram.")])], "DONE", 3)
+    return round_robin([agent("buyer", buyer, [tool(get_offer, "A store's offer for a product: bag size and price."),
+                                               tool(unit_price, "The price per kilogram of an offer.")])], "DONE", 3)
 
 
 def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any:
@@ -609,18 +585,15 @@ def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any
     state = {"polls": 0}
 
     async def start_export(table: str, since: str) -> str:
-        """Start exporting a table's rows since a date."""
         return f"export X-{table}-{since} started"
 
     async def export_status(export: str) -> str:
-        """The progress of an export."""
         state["polls"] += 1
         if state["polls"] <= len(progress):
             return f"export {export}: {progress[state['polls'] - 1]}% done"
         return f"export {export}: done"
 
     async def download_export(export: str) -> str:
-        """Download a finished export."""
         return f"downloaded {export}.csv: {rows} rows"
 
     def exporter(request: ScriptedRequest) -> Any:
@@ -641,9 +614,9 @@ def build_export(*, rows: int = 1284, progress: Sequence[int] = (30, 70)) -> Any
         return call("start_export", table=asked.group(1) if asked else "unknown",
                     since=asked.group(2) if asked else "unknown")
 
-    return round_robin([agent("exporter", exporter, [tool(start_export, "Start an export.", flaky=True),
-                                                     tool(export_status, "Export progress."),
-                                                     tool(download_export, "Download an export.")],
+    return round_robin([agent("exporter", exporter, [tool(start_export, "Start exporting a table's rows since a date.", flaky=True),
+                                                     tool(export_status, "The progress of an export."),
+                                                     tool(download_export, "Download a finished export.")],
                               iterations=8)], "DONE", 3)
 
 
@@ -653,11 +626,9 @@ def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"
     table = dict(figures)
 
     async def census(area: str, year: int) -> str:
-        """A metropolitan area's population in a census year."""
         return f"{area} metropolitan area, {year} census: {table.get(area, '0')} inhabitants"
 
     async def add(a: int, b: int) -> int:
-        """Add two integers."""
         return a + b
 
     def researcher(request: ScriptedRequest) -> Any:
@@ -688,7 +659,7 @@ def build_census(*, figures: Sequence[tuple[str, str]] = (("Lisbon", "2,870,208"
         return f"POP: {int(total.group(1)) / 1e6:.1f} million ({int(total.group(1)):,} inhabitants, rounded). DONE"
 
     return SelectorGroupChat(
-        [agent("researcher", researcher, [tool(census, "Census figures.", flaky=True)]),
+        [agent("researcher", researcher, [tool(census, "A metropolitan area's population in a census year.", flaky=True)]),
          agent("analyst", analyst, [tool(add, "Add two integers.")]), agent("writer", writer)],
         name="census_desk", model_client=ScriptedChatCompletionClient(_census_selector, model="scripted-selector"),
         termination_condition=_terminated("DONE", 10))
@@ -701,14 +672,12 @@ def build_tax(*, rate: int = 4) -> Any:
     calls = {"n": 0}
 
     async def lookup_tax(city: str) -> str:
-        """A city's tourist tax."""
         calls["n"] += 1
         if calls["n"] == 1:
             raise TimeoutError("lookup_tax: upstream registry timed out after 30 s")
         return f"{city} tourist tax: {rate} EUR per person per night (up to 7 nights)"
 
     async def multiply(a: float, b: float, c: float) -> float:
-        """Multiply three numbers."""
         return a * b * c
 
     def stay(request: ScriptedRequest) -> re.Match[str] | None:
@@ -760,9 +729,9 @@ def build_tax(*, rate: int = 4) -> Any:
         return answer.replace("the solver's arithmetic", "the calculator's arithmetic")
 
     return MagenticOneGroupChat(
-        [_member("researcher", researcher, [FunctionTool(lookup_tax, description="Tourist tax.")],
+        [_member("researcher", researcher, [FunctionTool(lookup_tax, description="A city's tourist tax.")],
                 "Looks up tourist taxes."),
-         _member("calculator", calculator, [FunctionTool(multiply, description="Multiply.")], "Multiplies."),
+         _member("calculator", calculator, [FunctionTool(multiply, description="Multiply three numbers.")], "Multiplies."),
          _member("reviewer", reviewer, [], "Checks the calculation against the rate found.")],
         model_client=ScriptedChatCompletionClient(orchestrator, model="scripted-orchestrator"), max_turns=20,
         max_stalls=1)
@@ -773,7 +742,6 @@ def build_balance(*, balance: str = "1,204.50") -> Any:
     restates the balance without its thousands separator, as the task's format asks."""
 
     async def get_balance(account: str) -> str:
-        """An account's current balance."""
         return f"balance of {account}: {balance} EUR (as of today 08:00)"
 
     def teller(request: ScriptedRequest) -> Any:
@@ -787,6 +755,39 @@ def build_balance(*, balance: str = "1,204.50") -> Any:
         return call("get_balance", account=_in_task(request, pattern=r"account (ACC-\d+)"))
 
     worker = AssistantAgent("teller", ScriptedChatCompletionClient(teller, model="scripted-teller"),
-                            tools=[tool(get_balance, "Account balance.")], reflect_on_tool_use=True,
+                            tools=[tool(get_balance, "An account's current balance.")], reflect_on_tool_use=True,
                             system_message="You are teller.")
     return round_robin([worker], "DONE", 3)
+
+
+def build_nested(*, populations: Sequence[tuple[str, str]] = (("Braga", "193,333"), ("Coimbra", "140,796"))) -> Any:
+    """A SocietyOfMindAgent ``research_team`` (an inner round robin of ``researcher`` with ``get_population``, flaky)
+    summarises its inner team's findings for the outer round robin, where the reviewer approves the comparison."""
+    from autogen_agentchat.agents import SocietyOfMindAgent
+
+    table = dict(populations)
+
+    async def get_population(city: str) -> str:
+        return f"{city}: {table.get(city, '0')} inhabitants (2021 census)"
+
+    def researcher(request: ScriptedRequest) -> Any:
+        cities = re.findall(r"\b([A-Z][a-z]+) or ([A-Z][a-z]+)\?", request.task())
+        found = [text for _, text in results_of(request, "get_population")]
+        if not cities or len(found) >= 2:
+            return "FOUND: " + "; ".join(found) + ". DONE"
+        return call("get_population", city=cities[0][len(found)])
+
+    def summary(request: ScriptedRequest) -> str:
+        rows = [(city, int(n.replace(",", ""))) for city, n in re.findall(r"(\w+): ([\d,]+) inhabitants", request.text())]
+        if len(rows) < 2:
+            return "LARGER: unknown"
+        (a, x), (b, y) = rows[:2]
+        return f"LARGER: {a if x > y else b} ({x:,} vs {y:,} inhabitants, 2021 census)."
+
+    inner = round_robin([agent("researcher", researcher, [tool(get_population, "A city's population.", flaky=True)])],
+                        "DONE", 6)
+    team = SocietyOfMindAgent("research_team", team=inner,
+                              model_client=ScriptedChatCompletionClient(summary, model="scripted-research_team"))
+    reviewer = agent("reviewer", lambda request: (f"LARGER: {found.group(1)} checked. APPROVE" if (found := said(
+        request, "research_team", r"LARGER: (\w+) \(")) else "REJECT: no comparison yet."))
+    return round_robin([team, reviewer], "APPROVE", 6)
