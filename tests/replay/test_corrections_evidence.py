@@ -154,10 +154,12 @@ def test_a_loops_limit_is_the_one_number_that_bounds_its_action():
     assert raised_limit("arguments", {"page": 2, "size": 10}, "pending", 2) is None  # no limit: nothing to raise
     assert raised_limit("arguments", wait, "still running after 5 s", 1) is None  # no repeat: no loop
     code = "for k in range(4):\n    step()\n"
-    assert raised_limit("code", code, "", 2)[0] == "for k in range(8):\n    step()\n"
+    assert raised_limit("code", code, "not converged", 2)[0] == "for k in range(8):\n    step()\n"
+    assert raised_limit("code", code, "rows: 12", 2) is None  # the result shows no bound was hit: any loop
+    assert raised_limit("arguments", {"page": 1}, "page 1 of 3: a, b", 2) is None  # restated, but not as a stop
     assert raised_limit("code", "solve(tol=1e-6, max_iter=50)", "", 2)[0] == "solve(tol=1e-6, max_iter=100)"
     two = "for k in range(4):\n    while i < 3:\n        i += 1\n"
-    assert raised_limit("code", two, "", 2) is None  # two caps: nothing shows which one the loop hit
+    assert raised_limit("code", two, "not converged", 2) is None  # two caps: nothing shows which one it hit
     assert raised_limit("text", "waiting 5 s", "", 2) is None
 
 

@@ -9,10 +9,12 @@ as the loop did in all.
 
 The limit is the one number of the action that bounds it:
 
-* **arguments**: the one numeric argument the action's result restates ("after 5 s" for ``timeout: 5``), else the
-  one numeric argument named as a limit (``timeout``, ``max_…``, ``limit``, ``…iter…``, ``retries``, ``attempts``);
-* **code**: the one loop cap the code writes — a counter compared in a ``while`` condition (``i < 3``), a
-  ``for … in range(3)``, or a numeric keyword argument named as a limit.
+* **arguments**: the one numeric argument the action's result restates where it says the action stopped at its
+  bound ("still running after 5 s" for ``timeout: 5``), else the one numeric argument named as a limit
+  (``timeout``, ``max_…``, ``limit``, ``…iter…``, ``retries``, ``attempts``);
+* **code**: the one loop cap the code writes — a numeric keyword argument named as a limit, or, when the result
+  says the action stopped at its bound ("not converged", "timed out"), a counter compared in a ``while`` condition
+  (``i < 3``) or a ``for … in range(3)``.
 
 Not derived: an action with no such limit or several (nothing shows which bound the loop hit), prose; the step keeps
 its alternatives.
@@ -32,6 +34,10 @@ _LIMIT_NAME = re.compile(r"timeout|max|limit|iter|retries|attempts|deadline|wait
 _WHILE_CAP = re.compile(r"(^\s*while\b[^\n]*?\b[A-Za-z_]\w*\s*<=?\s*)(\d+)(?![\w.])", re.MULTILINE)
 _RANGE_CAP = re.compile(r"(^\s*for\b[^\n]*?\brange\(\s*)(\d+)(\s*\))", re.MULTILINE)
 _KEYWORD_CAP = re.compile(r"(\b([A-Za-z_]\w*)\s*=\s*)(\d+)(?![\w.])")
+#: a result that says its action stopped at its bound, not that it failed or finished
+_RAN_OUT = re.compile(r"\b(?:still (?:running|pending|waiting|in progress)|not (?:yet |)(?:converged|finished|done|"
+                      r"complete[d]?|ready)|timed? ?out|exceeded|ran out|limit reached|max(?:imum)? \w+ reached)\b",
+                      re.IGNORECASE)
 
 
 def _is_number(value: Any) -> bool:
@@ -44,18 +50,21 @@ def _scaled(value: float, times: int) -> int | float:
 
 
 def _argument_limit(arguments: dict[str, Any], result: str) -> str | None:
-    """The key of the one numeric argument the result restates, else of the one named as a limit."""
+    """The key of the one numeric argument the result restates as where it stopped ("still running after 5 s"),
+    else of the one named as a limit."""
     numeric = [k for k, v in arguments.items() if _is_number(v)]
     restated = [k for k in numeric if re.search(rf"(?<![\w.]){re.escape(f'{arguments[k]:g}')}(?![\w.])", result)]
-    if len(restated) == 1:
+    if len(restated) == 1 and _RAN_OUT.search(result):
         return restated[0]
     named = [k for k in numeric if _LIMIT_NAME.search(k)]
     return named[0] if len(named) == 1 else None
 
 
-def _code_limit(code: str, times: int) -> str | None:
-    """``code`` with its one loop cap multiplied by ``times`` (module docstring); None without exactly one."""
-    caps = [(p, m) for p in (_WHILE_CAP, _RANGE_CAP) for m in p.finditer(code)]
+def _code_limit(code: str, times: int, result: str) -> str | None:
+    """``code`` with its one loop cap multiplied by ``times`` (module docstring); None without exactly one, or when
+    the cap is no limit by its name and the result does not say the action stopped at it ("not converged")."""
+    ran_out = bool(_RAN_OUT.search(result))
+    caps = [(p, m) for p in (_WHILE_CAP, _RANGE_CAP) for m in p.finditer(code)] if ran_out else []
     caps += [(_KEYWORD_CAP, m) for m in _KEYWORD_CAP.finditer(code) if _LIMIT_NAME.search(m.group(2))]
     if len(caps) != 1:
         return None
@@ -77,7 +86,7 @@ def raised_limit(kind: str, original: Any, result: str, times: int) -> tuple[Any
         raised = _scaled(original[key], times)
         return {**original, key: raised}, f"argument {key}: {original[key]} → {raised}"
     if kind == "code" and isinstance(original, str):
-        fixed = _code_limit(original, times)
+        fixed = _code_limit(original, times, result)
         if fixed is None:
             return None
         old, new = next((a, b) for a, b in zip(original.splitlines(), fixed.splitlines(), strict=True) if a != b)
