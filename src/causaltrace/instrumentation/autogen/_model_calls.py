@@ -11,6 +11,7 @@ import asyncio
 import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, CreateResult
@@ -208,8 +209,8 @@ async def _create(wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, .
     llm = _begin_llm(ctx, client, args, kwargs)  # hashes the request now, before the framework mutates it
     if llm is None:
         return await wrapped(*args, **kwargs)
-    try:
-        with _llm_scope(llm):
+    try:  # _llm_scope, inline (every model call)
+        with Scope(((IN_LLM, True),)) if llm.handle is None else llm.handle.activate((IN_LLM, True)):
             result = await wrapped(*args, **kwargs)
     except BaseException as exc:
         _fail_llm(llm, exc)
@@ -231,7 +232,7 @@ def wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     ctx = CURRENT_RUN.get()
     if ctx is None:
         return wrapped(*args, **kwargs)
-    return scoped_stream(lambda: _stream_hooks(ctx, instance, args, kwargs), wrapped, args, kwargs)
+    return scoped_stream(partial(_stream_hooks, ctx, instance, args, kwargs), wrapped, args, kwargs)  # no lambda frame
 
 
 def _stream_hooks(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StreamHooks | None:

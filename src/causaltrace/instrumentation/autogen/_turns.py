@@ -168,7 +168,7 @@ def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     """``<agent class>.on_messages_stream``: one agent turn, with exactly the messages delivered to it."""
     if not SWITCH.on or CURRENT_RUN.get() is None:
         return wrapped(*args, **kwargs)
-    return scoped_stream(lambda: _turn_hooks(instance, args, kwargs), wrapped, args, kwargs)
+    return scoped_stream(partial(_turn_hooks, instance, args, kwargs), wrapped, args, kwargs)  # no lambda frame
 
 
 def _turn_hooks(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StreamHooks | None:

@@ -136,7 +136,8 @@ _SETTING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "max_completion_t
 def model_settings(model: Any) -> dict[str, Any]:
     """Client settings stored with each recorded call (never credentials: only the listed sampling keys)."""
     model_class = f"{type(model).__module__}.{type(model).__qualname__}"
-    out: dict[str, Any] = {"model": model_name(model), "model_class": model_class}
+    out: dict[str, Any] = {"model": str(getattr(model, "model_id", None) or type(model).__name__),  # model_name
+                           "model_class": model_class}
     kwargs = getattr(model, "kwargs", None)
     if type(kwargs) is dict or isinstance(kwargs, Mapping):
         for key in _SETTING_KEYS:
