@@ -11,6 +11,9 @@ fires):
   step 9, 6.75 from step 12); no result ... gave 0"; the call's expression is "4 * 3.2 + 2 * 6.75 + 5 * 0.89" and
   0.89 is the salt price step 15 gave: the figure parser reads a decimal right before the argument's closing quote
   as its integer part (0).
+* ``clean-smol-coffee`` — value_changed at the code ``round((7.50 + 5.40 + 11.00) / 10, 2)``: "uses operator '/ 10'
+  where step 16 had '/ 3' (substitution changes a value)"; the task asks for the average price PER KILOGRAM, the
+  total paid over the total weight (3 + 2 + 5 = 10 kg): a weighted mean, whose divisor is not the number of terms.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      # and a retry that recovered (the last try got what the others did not)
                      "clean-smol-estimate", "clean-ag-export-stalled")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt",)
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee")
 
 
 @pytest.fixture(scope="module")

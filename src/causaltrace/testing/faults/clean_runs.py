@@ -316,6 +316,12 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "ToolCallingAgent (variant of clean-smol-capacity)",
      "every warehouse over the threshold, all reported",
      {"loads": (("Leeds", 94), ("Hull", 91), ("York", 98), ("Bath", 97), ("Derby", 92))}),
+    ("clean-smol-coffee",
+     "build_unit_price",
+     "What was the average price per kilogram of the coffee we bought in 2026-02? Report 'AVG: <euros> EUR per kg'.",
+     "AVG: 2.39 EUR per kg",
+     "CodeAgent",
+     "an average that is a weighted mean (total paid / total kg, 23.90 / 10), not the mean of the three bags"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's

@@ -8,8 +8,9 @@ each builder's docstring says what its team does. smolagents is imported lazily 
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from causaltrace.testing.faults.teams_smolagents import (
@@ -26,11 +27,21 @@ from causaltrace.testing.faults.teams_smolagents import (
 )
 from causaltrace.testing.smolagents import Call, ScriptedRequest
 
-__all__ = ["build_accounts", "build_booking", "build_growth", "build_invoices", "build_laptops", "build_meeting",
-           "build_overdue", "build_pantry", "build_parcels", "build_restock", "build_risotto", "build_trip",
-           "build_warmest", "build_welcome", "build_capacity", "build_checked", "build_courier", "build_estimate"]
+__all__ = ["build_accounts", "build_booking", "build_capacity", "build_checked", "build_courier", "build_estimate",
+           "build_growth", "build_invoices", "build_laptops", "build_meeting", "build_overdue", "build_pantry",
+           "build_parcels", "build_restock", "build_risotto", "build_trip", "build_unit_price", "build_warmest",
+           "build_welcome"]
 
 Reply = str | list[Call]
+
+
+def _at_max_steps(text: str) -> Callable[[Callable[[ScriptedRequest], Reply]], Callable[[ScriptedRequest], Reply]]:
+    """A policy that answers ``text`` to the call smolagents makes after max steps (``is_final_summary``)."""
+
+    def wrap(policy: Callable[[ScriptedRequest], Reply]) -> Callable[[ScriptedRequest], Reply]:
+        return functools.wraps(policy)(lambda request: text if request.is_final_summary else policy(request))
+
+    return wrap
 
 
 def _task_of_plan(request: ScriptedRequest) -> str:
@@ -63,8 +74,7 @@ def _survey(given: Sequence[str], look_up: Sequence[str], derive: Sequence[str],
 
 def build_pantry(*, prices: Sequence[tuple[str, str, float]] = (("flour", "bag", 2.49), ("sugar", "bag", 1.89),
                                                                 ("butter", "pack", 3.15))) -> Any:
-    """An opening plan, one ``get_price`` per item of the task (the first fails and is retried), one
-    ``calculator`` call over every line, ``TOTAL`` rounded to cents."""
+    """An opening plan, ``get_price`` (flaky) per item of the task, one ``calculator`` sum, rounded to cents."""
     table = {item: (unit, price) for item, unit, price in prices}
     get_price = make_tool("get_price", "The unit price of a grocery item in dollars.", {"item": string("the item")},
                           "string", lambda item: f"price of {item}: {table[item][1]} dollars per {table[item][0]}"
@@ -129,9 +139,8 @@ def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
                               {"customer": string("the customer's full name"), "page": number("the page, from 1")},
                               "string", listing, flaky=True)
 
+    @_at_max_steps("no invoice")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no invoice"
         who = re.search(r"customer ([A-Z]\w+ [A-Z]\w+)", request.task)
         customer = who.group(1) if who else "unknown"
         seen = [(m.group(1), m.group(2)) for o in request.observations if not is_error(o)
@@ -149,8 +158,7 @@ def build_invoices(*, pages: Sequence[Sequence[tuple[str, str]]] = (
 
 
 def build_parcels(*, weights: Sequence[float] = (12.5, 3.2, 7.8), rate: float = 4.0) -> Any:
-    """CodeAgent: an opening plan, ``get_parcels`` (flaky: the code is run again), the conversion in code,
-    ``shipping_quote(kg)``, then the answer."""
+    """CodeAgent: an opening plan, ``get_parcels`` (flaky), lb -> kg in code, then ``shipping_quote(kg)``."""
     get_parcels = make_tool("get_parcels", "The weights of an order's parcels, in pounds.",
                             {"order": string("the order id")}, "array", lambda order: list(weights), flaky=True)
     quote = make_tool("shipping_quote", "The shipping price of a total weight in kilograms, in EUR.",
@@ -242,9 +250,8 @@ def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK181
     sleeper = tool_agent(hotel_agent, [hotel_rates], "hotel_agent", max_steps=3,
                          description="Looks up hotel rates and finds the cheapest hotel.")
 
+    @_at_max_steps("no trip")
     def manager(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no trip"
         trip = re.search(r"from (\w+) to (\w+) on (\d{4}-\d\d-\d\d) and stay (\d+) nights", request.task)
         if trip is None:
             return [Call("final_answer", {"answer": "I cannot read the trip."})]
@@ -263,8 +270,7 @@ def build_trip(*, flights: Sequence[tuple[str, int]] = (("TP1208", 214), ("SK181
 
 
 def build_restock(*, cached: int = 40, live: int = 34) -> Any:
-    """``get_stock`` (a cached count, flaky), ``refresh_stock`` (the live count), then ``place_order`` of the
-    difference to the task's shelf target, computed from the live count."""
+    """``get_stock`` (cached, flaky), ``refresh_stock`` (live), then ``place_order`` of the live difference."""
     get_stock = make_tool("get_stock", "The stock count of an item from the nightly cache.",
                           {"item": string("the item")}, "string",
                           lambda item: f"stock of {item}: {cached} units (cached at 09:00, may be stale)", flaky=True)
@@ -274,9 +280,8 @@ def build_restock(*, cached: int = 40, live: int = 34) -> Any:
                       {"item": string("the item"), "quantity": number("how many units")}, "string",
                       lambda item, quantity: f"order placed: {int(quantity)} {item}")
 
+    @_at_max_steps("no order")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no order"
         asked = re.search(r"(\d+) (\w+) on the shelf", request.task)
         if asked is None:
             return [Call("final_answer", {"answer": "I cannot read the target."})]
@@ -307,9 +312,8 @@ def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
                            "string", lambda person, date: f"free slots of {person} on {date}: "
                                                           + ", ".join(table.get(person, ())), flaky=True)
 
+    @_at_max_steps("no slots")
     def calendar(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no slots"
         found = find(request, r"free slots of [\w ]+ on [\d-]+: (.+)")
         if found:
             return [Call("final_answer", {"answer": f"slots: {found.group(1)}"})]
@@ -366,8 +370,7 @@ def build_meeting(*, free: Sequence[tuple[str, Sequence[str]]] = (
 
 
 def build_booking(*, free: Sequence[str] = ("09:00-12:00", "14:00-17:00")) -> Any:
-    """``check_availability`` rejects the task's date format (DD/MM/YYYY); the agent rewrites it as the tool
-    asks (YYYY-MM-DD) and books the afternoon."""
+    """``check_availability`` rejects DD/MM/YYYY; the agent rewrites the date as YYYY-MM-DD and books."""
 
     def check(room: str, date: str) -> str:
         if not re.fullmatch(r"\d{4}-\d\d-\d\d", str(date)):
@@ -382,9 +385,8 @@ def build_booking(*, free: Sequence[str] = ("09:00-12:00", "14:00-17:00")) -> An
                            "end": string("HH:MM")}, "string",
                           lambda room, date, start, end: f"booked {room} on {date} {start}-{end}, reference BK-5521")
 
+    @_at_max_steps("no booking")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no booking"
         asked = re.search(r"room (\w+) on (\d\d)/(\d\d)/(\d{4}) for (\w+) hours in the afternoon", request.task)
         if asked is None:
             return [Call("final_answer", {"answer": "I cannot read the request."})]
@@ -418,9 +420,8 @@ def build_warmest(*, temps: Sequence[tuple[str, int]] = (("Seville", 24), ("Port
                                 {"city": string("the city")}, "string",
                                 lambda city: f"{city} this afternoon: {table.get(city, 0)} C")
 
+    @_at_max_steps("no forecast")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no forecast"
         found = re.search(r"Which of ([A-Z][\w ,]+?) is warmest", request.task)
         cities = [c.strip() for c in re.split(r",| and ", found.group(1)) if c.strip()] if found else []
         seen = {m.group(1): int(m.group(2)) for o in request.observations
@@ -437,8 +438,7 @@ def build_warmest(*, temps: Sequence[tuple[str, int]] = (("Seville", 24), ("Port
 
 def build_risotto(*, portions: int = 4, lines: Sequence[tuple[str, str]] = (
         ("arborio rice", "320 g"), ("parmesan", "80 g"), ("butter", "50 g"), ("vegetable stock", "1.2 l"))) -> Any:
-    """An opening plan; ``recipe`` lists quantities for 4 portions (flaky), ``scale`` rescales the rice to the
-    task's guests; the answer converts the grams to the kilograms the task asks for."""
+    """An opening plan; ``recipe`` (flaky) for 4 portions, ``scale`` to the guests, grams given as kg."""
     listing = ", ".join(f"{name} {qty}" for name, qty in lines)
     recipe = make_tool("recipe", "A dish's ingredients and quantities.", {"dish": string("the dish")}, "string",
                        lambda dish: f"{dish} for {portions} portions: {listing}", flaky=True)
@@ -481,8 +481,7 @@ def build_risotto(*, portions: int = 4, lines: Sequence[tuple[str, str]] = (
 def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] = (
         ("K4", ((120, "paid"), (80, "cancelled"), (45, "paid"))), ("K5", ((60, "paid"), (30, "refunded"))),
         ("K6", ((75, "paid"), (25, "paid"), (40, "cancelled"))))) -> Any:
-    """A manager CodeAgent delegates every account of the task to ``bookkeeper`` in ONE code loop; the
-    bookkeeper sums the paid orders (cancelled and refunded ones excluded, as the task says)."""
+    """A manager CodeAgent delegates each account to ``bookkeeper`` in ONE code loop (paid orders only)."""
     table = {name: orders for name, orders in accounts}
     get_orders = make_tool("get_orders", "The orders of an account with their states.",
                            {"account": string("the account")}, "string", lambda account: f"orders of {account}: "
@@ -490,9 +489,8 @@ def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] 
     add = make_tool("add", "Add up numbers.", {"numbers": {"type": "array", "description": "the numbers"}},
                     "string", lambda numbers: f"sum: {sum(int(n) for n in numbers)}")
 
+    @_at_max_steps("no sum")
     def bookkeeper(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no sum"
         total = find(request, r"sum: (\d+)")
         account = re.search(r"account (\w+)", request.task)
         if total:
@@ -509,9 +507,8 @@ def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] 
     worker = tool_agent(bookkeeper, [get_orders, add], "bookkeeper", max_steps=5,
                         description="Sums an account's paid orders.")
 
+    @_at_max_steps("no total")
     def manager(request: ScriptedRequest) -> str:
-        if request.is_final_summary:
-            return "no total"
         names = re.findall(r"\bK\d+\b", request.task)
         reports = find(request, r"paid totals: (\{.*\})")
         if reports:
@@ -530,16 +527,14 @@ def build_accounts(*, accounts: Sequence[tuple[str, Sequence[tuple[int, str]]]] 
 def build_laptops(*, products: Sequence[tuple[str, int, float]] = (
         ("Aero 14", 949, 4.6), ("Bolt 15", 1199, 4.8), ("Civic 13", 799, 4.2), ("Dune 16", 999, 4.7),
         ("Echo 14", 899, 4.4), ("Flux 13", 649, 3.9))) -> Any:
-    """``list_products`` (flaky) lists six laptops; the task asks for the three best-rated under 1000 EUR: the
-    others are left out as asked."""
+    """``list_products`` (flaky) lists six laptops; the three best-rated under the budget are answered."""
     listing = "; ".join(f"{name}: {price} EUR, rated {rating}" for name, price, rating in products)
     list_products = make_tool("list_products", "The products of a shop category with price and rating.",
                               {"category": string("the category")}, "string",
                               lambda category: f"{category}: {listing}", flaky=True)
 
+    @_at_max_steps("no products")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no products"
         budget = re.search(r"under (\d+) EUR", request.task)
         count = re.search(r"the (\w+) best-rated", request.task)
         seen = find(request, r"laptops: (.+)")
@@ -558,16 +553,14 @@ def build_laptops(*, products: Sequence[tuple[str, int, float]] = (
 
 
 def build_overdue(*, issued: str = "2026-01-15", terms: int = 30) -> Any:
-    """CodeAgent: ``get_invoice`` (flaky) gives the issue date and payment terms; the code derives the due date
-    and the days overdue as of the task's date."""
+    """CodeAgent: ``get_invoice`` (flaky); the due date and the days overdue are derived in code."""
     get_invoice = make_tool("get_invoice", "An invoice's issue date, amount and payment terms.",
                             {"invoice": string("the invoice id")}, "string",
                             lambda invoice: f"invoice {invoice}: 2400 EUR, issued {issued}, terms net {terms} days",
                             flaky=True)
 
+    @_at_max_steps("no date")
     def policy(request: ScriptedRequest) -> str:
-        if request.is_final_summary:
-            return "no date"
         today = re.search(r"Today is (\d{4}-\d\d-\d\d)", request.task)
         invoice = re.search(r"invoice (\S+?)[ ,.?]", request.task)
         derived = find(request, r"due: (\S+) overdue: (-?\d+)")
@@ -591,8 +584,7 @@ def build_overdue(*, issued: str = "2026-01-15", terms: int = 30) -> Any:
 
 
 def build_welcome() -> Any:
-    """``find_employee`` (flaky) writes names as "SURNAME, Given"; the agent writes them "Given Surname" in
-    ``send_welcome`` together with the id the directory gave."""
+    """``find_employee`` (flaky) writes "SURNAME, Given"; ``send_welcome`` gets "Given Surname" and the id."""
     find_employee = make_tool("find_employee", "Search the staff directory.", {"query": string("a name or team")},
                               "string", lambda query: "2 matches: WEBER, Jonas (E-2231, Payments, started "
                                                       "2026-03-02); WEBER, Anja (E-1187, Legal, started 2019-06-10)",
@@ -601,9 +593,8 @@ def build_welcome() -> Any:
                              {"name": string("the employee's full name"), "employee_id": string("the id")},
                              "string", lambda name, employee_id: f"welcome pack sent to {name} ({employee_id})")
 
+    @_at_max_steps("nothing sent")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "nothing sent"
         sent = find(request, r"welcome pack sent to (.+) \((E-\d+)\)")
         if sent:
             return [Call("final_answer", {"answer": f"SENT: {sent.group(1)} ({sent.group(2)})"})]
@@ -623,15 +614,13 @@ def build_welcome() -> Any:
 
 
 def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000"), ("Q2 2026", "1,400,000"))) -> Any:
-    """CodeAgent: ``get_revenue`` once per quarter of the task (flaky: the code is run again), then the growth in
-    percent computed in code, rounded to one decimal as the task asks."""
+    """CodeAgent: ``get_revenue`` per quarter (flaky), the growth in percent derived in code, one decimal."""
     table = dict(revenue)
     get_revenue = make_tool("get_revenue", "A quarter's revenue in EUR.", {"quarter": string("like 'Q1 2026'")},
                             "string", lambda quarter: f"revenue {quarter}: {table.get(quarter, '0')} EUR", flaky=True)
 
+    @_at_max_steps("no growth")
     def policy(request: ScriptedRequest) -> str:
-        if request.is_final_summary:
-            return "no growth"
         quarters = re.findall(r"Q\d \d{4}", request.task)
         done = find(request, r"growth: (-?[\d.]+) %")
         if done:
@@ -652,16 +641,14 @@ def build_growth(*, revenue: Sequence[tuple[str, str]] = (("Q1 2026", "1,250,000
 
 def build_capacity(*, loads: Sequence[tuple[str, int]] = (("Leeds", 94), ("Hull", 71), ("York", 88), ("Bath", 97),
                                                           ("Derby", 62))) -> Any:
-    """``warehouse_load`` (flaky) once per warehouse the task names; the answer names only those above the task's
-    threshold, as asked — the others were checked, not omitted."""
+    """``warehouse_load`` (flaky) per warehouse named; only those above the threshold are answered."""
     table = dict(loads)
     load = make_tool("warehouse_load", "A warehouse's current load in percent of its capacity.",
                      {"warehouse": string("the warehouse's city")}, "string",
                      lambda warehouse: f"{warehouse} warehouse: {table.get(warehouse, 0)}% full", flaky=True)
 
+    @_at_max_steps("no loads")
     def policy(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no loads"
         named = re.search(r"Check the ([A-Z][\w, ]+?) warehouses", request.task)
         wanted = [w.strip() for w in re.split(r",| and ", named.group(1)) if w.strip()] if named else []
         limit = re.search(r"above (\d+)%", request.task)
@@ -679,10 +666,8 @@ def build_capacity(*, loads: Sequence[tuple[str, int]] = (("Leeds", 94), ("Hull"
 
 
 def build_courier(*, km: int = 560) -> Any:
-    """A manager ToolCallingAgent asks ``geo_agent`` (``road_distance``, flaky) for the distance, computes the
-    travel time with ``travel_time``, adds it to the departure and asks ``clock_agent`` (``convert_time``) for the
-    arrival in the destination's time zone — two delegations whose agents' tools fit, though their descriptions
-    share few words with the task."""
+    """A dispatcher asks ``geo_agent`` for the distance, computes ``travel_time`` and asks ``clock_agent``
+    for the local arrival: delegations whose tools fit though their descriptions share few words with the task."""
     distance = make_tool("road_distance", "The road distance between two cities in km.",
                          {"origin": string("from"), "destination": string("to")}, "string",
                          lambda origin, destination: f"{origin} to {destination}: {km} km by road", flaky=True)
@@ -697,8 +682,7 @@ def build_courier(*, km: int = 560) -> Any:
                                       f"{round(float(km) % float(kmh) / float(kmh) * 60)} min")
 
     def worker(done: str, tool_name: str, asked: str) -> Any:
-        """A managed agent's policy: call ``tool_name`` with the named groups of ``asked`` in its task, then
-        answer with the observation matching ``done``."""
+        """Call ``tool_name`` with the named groups of ``asked`` in the task; answer the result matching ``done``."""
 
         def policy(request: ScriptedRequest) -> Reply:
             found, arguments = find(request, done), re.search(asked, request.task)
@@ -715,9 +699,8 @@ def build_courier(*, km: int = 560) -> Any:
                               r"(?P<time>\d\d:\d\d) (?P<from_city>\w+) time to (?P<to_city>\w+) time"),
                        [convert], "clock_agent", max_steps=3, description="Converts clock times between time zones.")
 
+    @_at_max_steps("no arrival")
     def manager(request: ScriptedRequest) -> Reply:
-        if request.is_final_summary:
-            return "no arrival"
         trip = re.search(r"leaves (\w+) at (\d\d):(\d\d) \w+ time for (\w+), driving at (\d+) km/h", request.task)
         if trip is None:
             return [Call("final_answer", {"answer": "I cannot read the trip."})]
@@ -739,8 +722,7 @@ def build_courier(*, km: int = 560) -> Any:
 
 
 def build_estimate(*, tariff: str = "0.31", down: int = 2) -> Any:
-    """CodeAgent: ``get_tariff`` fails twice; the Thoughts say so and refuse to guess ("rather than guess a
-    tariff"); the third try succeeds and the code computes the estimate the task asks for."""
+    """CodeAgent: ``get_tariff`` fails twice, the Thoughts refuse to guess, the third try's tariff is used."""
     state = {"calls": 0}
 
     def lookup(region: str) -> str:
@@ -752,9 +734,8 @@ def build_estimate(*, tariff: str = "0.31", down: int = 2) -> Any:
     get_tariff = make_tool("get_tariff", "The current electricity tariff of a region.", {"region": string("region")},
                            "string", lookup)
 
+    @_at_max_steps("no estimate")
     def policy(request: ScriptedRequest) -> str:
-        if request.is_final_summary:
-            return "no estimate"
         asked = re.search(r"a ([\d.]+) kW (.+?) running (\d+) hours a day.*tariff in (\w+)", request.task)
         done = find(request, r"yearly cost: (\d+)")
         if done:
@@ -774,8 +755,7 @@ def build_estimate(*, tariff: str = "0.31", down: int = 2) -> Any:
 
 
 def build_checked(*, factor: float = 1.609344) -> Any:
-    """A ToolCallingAgent with a smolagents ``final_answer_checks`` function: the first answer, a bare number, fails
-    the check (an error in the run, recovered); the agent answers again with the unit the task asks for."""
+    """A ToolCallingAgent whose bare-number answer fails its ``final_answer_checks``; it answers with the unit."""
     convert = make_tool("convert", "Convert a length between units.", {"value": number("the length"),
                         "from_unit": string("its unit"), "to_unit": string("the unit wanted")}, "string",
                         lambda value, from_unit, to_unit: f"{float(value):g} {from_unit} = {float(value) * factor:.2f} "
@@ -796,3 +776,25 @@ def build_checked(*, factor: float = 1.609344) -> Any:
     agent = tool_agent(policy, [convert], "converter", max_steps=5)
     agent.final_answer_checks = [has_unit]
     return agent
+
+
+def build_unit_price(*, buys: Sequence[tuple[int, str]] = ((3, "7.50"), (2, "5.40"), (5, "11.00"))) -> Any:
+    """CodeAgent: the AVERAGE price per kg of ``get_purchases`` is total paid / total kg (a weighted mean)."""
+    listing = "; ".join(f"{kg} kg for {eur} EUR" for kg, eur in buys)
+    get_purchases = make_tool("get_purchases", "This month's coffee purchases.", {"month": string("YYYY-MM")},
+                              "string", lambda month: f"purchases {month}: {listing}", flaky=True)
+
+    @_at_max_steps("no average")
+    def policy(request: ScriptedRequest) -> str:
+        done, seen = find(request, r"per kg: ([\d.]+)"), find(request, r"purchases [\d-]+: (.+)")
+        if done:
+            return code_reply("the weighted average answers the task.", f"final_answer('AVG: {done.group(1)} EUR per kg')")
+        if seen:
+            rows = re.findall(r"(\d+) kg for ([\d.]+) EUR", seen.group(1))
+            return code_reply("average price per kg = total paid / total kilograms (not a mean of the bags).",
+                              f"print('per kg:', round(({' + '.join(e for _, e in rows)}) / "
+                              f"{sum(int(k) for k, _ in rows)}, 2))")
+        month = re.search(r"in (\d{4}-\d\d)", request.task)
+        return code_reply("fetch the purchases.", f"print(get_purchases(month='{month.group(1) if month else ''}'))")
+
+    return code_agent(policy, [get_purchases], "bookkeeper", max_steps=6)
