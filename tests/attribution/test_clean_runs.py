@@ -14,6 +14,12 @@ fires):
 * ``clean-smol-coffee`` — value_changed at the code ``round((7.50 + 5.40 + 11.00) / 10, 2)``: "uses operator '/ 10'
   where step 16 had '/ 3' (substitution changes a value)"; the task asks for the average price PER KILOGRAM, the
   total paid over the total weight (3 + 2 + 5 = 10 kg): a weighted mean, whose divisor is not the number of terms.
+* ``clean-smol-pantry-5`` — the same as clean-smol-pantry-salt with a price of 5.35 last in the expression ("writes 5
+  beside figures results gave"): not only a price below one.
+* ``clean-ag-fuel-087`` — value_changed at the reviewer's message "RESULT: 37 verified (42.075 litres at 0.87 EUR)":
+  "restates number '42.075' where step 24 had '561'"; 42.075 litres = 561 km x 7.5 / 100, recomputed by the reviewer
+  from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
+  is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-booking-1h", "clean-smol-trip-5n", "clean-ag-router-credit-first",
                      "clean-ag-fuel-lisbon", "clean-ag-legs-2", "clean-ag-invoice-6", "clean-smol-accounts-zero",
                      "clean-smol-pantry-7", "clean-smol-risotto-6", "clean-smol-capacity-all", "clean-ag-rice-first",
-                     "clean-ag-tax-porto", "clean-ag-nested",
+                     "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -54,7 +60,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      # and a retry that recovered (the last try got what the others did not)
                      "clean-smol-estimate", "clean-ag-export-stalled")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
+                                         "clean-ag-fuel-087")
 
 
 @pytest.fixture(scope="module")

@@ -322,6 +322,14 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "AVG: 2.39 EUR per kg",
      "CodeAgent",
      "an average that is a weighted mean (total paid / total kg, 23.90 / 10), not the mean of the three bags"),
+    ("clean-smol-pantry-5",
+     "build_pantry",
+     "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit price and "
+     "report the total cost as 'TOTAL: <dollars>', rounded to cents.",
+     "TOTAL: 32.05",
+     "ToolCallingAgent with an opening facts survey (variant of clean-smol-pantry)",
+     "the calculator expression ends with 5.35 (read as 5 by the figure pattern, which nothing derives)",
+     {"prices": (("flour", "bag", 2.49), ("sugar", "bag", 1.89), ("butter", "pack", 5.35))}),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -553,6 +561,24 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Braga",
      "RoundRobinGroupChat of a SocietyOfMindAgent (an inner team) and a reviewer",
      "an inner team's two lookups (one retried) summarised by the outer agent, the comparison approved"),
+    ("clean-ag-fuel-204",
+     "build_fuel",
+     "Estimate the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km, at today's "
+     "diesel price in Spain. Answer in whole euros as 'RESULT: <euros>'.",
+     "RESULT",
+     "86",
+     "MagenticOneGroupChat (variant of clean-ag-fuel)",
+     "a diesel price of 2.04 EUR",
+     {"price": "2.04"}),
+    ("clean-ag-fuel-087",
+     "build_fuel",
+     "Estimate the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km, at today's "
+     "diesel price in Spain. Answer in whole euros as 'RESULT: <euros>'.",
+     "RESULT",
+     "37",
+     "MagenticOneGroupChat (variant of clean-ag-fuel)",
+     "a diesel price of 0.87 EUR; the reviewer states the litres it recomputed (561 x 7.5 / 100 = 42.075)",
+     {"price": "0.87"}),
 )
 
 
