@@ -129,7 +129,8 @@ class SplitRecording(_Staged):
     __slots__ = ("chunks", "rows")
 
     def __init__(self, files: BlobFiles | None = None) -> None:
-        super().__init__(files)
+        self.files = files  # _Staged.__init__ inline (one a run's write)
+        self.staged: dict[str, PathType] = {}
         self.rows: list[tuple[Any, ...]] = []
         self.chunks: dict[str, tuple[int, bytes | bytearray]] = {}
 
@@ -548,7 +549,8 @@ class TextRefs(_Staged):
     __slots__ = ("_keyed", "texts")
 
     def __init__(self, files: BlobFiles) -> None:
-        super().__init__(files)
+        self.files: BlobFiles | None = files  # _Staged.__init__ inline (one a write)
+        self.staged: dict[str, PathType] = {}
         #: digest -> (characters, literal), as ``SplitRecording.chunks``.
         self.texts: dict[str, tuple[int, bytes | bytearray]] = {}
         self._keyed: dict[int, tuple[bytes | bytearray, str]] = {}

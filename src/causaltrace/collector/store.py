@@ -76,9 +76,10 @@ import operator
 import os
 import sys
 import threading
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,6 @@ from causaltrace.collector.store_sql import (
     build_run,
     explain,
     iso,
-    now_iso,
     run_head_json,
     run_row_json,
     shown_target,
@@ -316,9 +316,12 @@ class Store:
             raise InvalidInputError(f"begin_run({run_id!r}): {explain(exc)}") from exc
         head = truncate_run_text(head, self.max_chars)
         data = run_head_json(head)
+        started = head.started_at  # (iso, now_iso and sort_ts inline: one row a run)
         with self._write_scope as conn:
-            row = (run_id, head.framework, head.name, head.task, head.trace_id, iso(head.started_at), None, "running",
-                   "running", writer.pid, writer.start_time, writer.host, 0, now_iso(), data, sort_ts(head.started_at))
+            row = (run_id, head.framework, head.name, head.task, head.trace_id,
+                   None if started is None else started.isoformat(), None, "running", "running", writer.pid,
+                   writer.start_time, writer.host, 0, datetime.now(UTC).isoformat(), data,
+                   time.time() if started is None else started.timestamp())
             if conn.execute(RUN_INSERT_NEW, row).rowcount == 1:  # a new run (the usual case): no read first
                 return
             old = self._head(conn, run_id)
@@ -337,7 +340,7 @@ class Store:
         except OSError as exc:  # a file beside the store (blob_files.py) could not be written
             raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
         finally:
-            if refs is not None:
+            if refs is not None and refs.staged:
                 refs.discard()  # what the write did not place (it was ignored, or it failed)
 
     def _add_steps(self, run_id: str, steps: Sequence[Step], refs: recording_chunks.TextRefs | None) -> None:
@@ -351,7 +354,7 @@ class Store:
                 return
             if old.state == "incomplete":
                 conn.execute("UPDATE runs SET state = 'running', status = 'running' WHERE run_id = ?", (run_id,))
-            if refs is not None:
+            if refs is not None and refs.texts:
                 recording_chunks.write_texts(conn, run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
 
@@ -370,16 +373,15 @@ class Store:
         refs = self._text_refs()
         try:
             if run.recording is not None:  # the calls' JSON, when the run's export already made it (not made again)
-                texts = recording_otlp.take_call_texts(run.recording)
-                split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts,
-                                                     recording_otlp.take_literals(run.recording),
+                texts, literals = recording_otlp.take_for_store(run.recording)
+                split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts, literals,
                                                      refs.files if refs is not None else None)
             self._finish(run, stored_steps, split, refs)
         except OSError as exc:  # a file beside the store (blob_files.py) could not be written
             raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
         finally:  # the files staged for the write that it did not place (it failed)
             for staged in (split, refs):
-                if staged is not None:
+                if staged is not None and staged.staged:
                     staged.discard()
 
     def _finish(self, run: Run, stored_steps: Collection[str] | None, split: recording_chunks.SplitRecording | None,
@@ -389,13 +391,14 @@ class Store:
         data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
         with self._write_scope as conn:
             current = WriterInfo.current()
-            fields = (run.framework, run.name, run.task, run.trace_id, iso(run.started_at), iso(run.ended_at),
-                      run.outcome.status)
-            tail = (int(run.recording is not None), now_iso(), data, run_chunks)
+            started, ended = run.started_at, run.ended_at  # (iso, now_iso and sort_ts inline: one row a run)
+            fields = (run.framework, run.name, run.task, run.trace_id, None if started is None else started.isoformat(),
+                      None if ended is None else ended.isoformat(), run.outcome.status)
+            tail = (int(run.recording is not None), datetime.now(UTC).isoformat(), data, run_chunks)
             if stored_steps is not None and conn.execute(
-                _FINISH_OWN if run.started_at is None else _FINISH_OWN_AT,
+                _FINISH_OWN if started is None else _FINISH_OWN_AT,
                 (*fields, current.pid, current.start_time, current.host, *tail, run.run_id, current.pid,
-                 current.start_time, current.host, *(() if run.started_at is None else (sort_ts(run.started_at),)))
+                 current.start_time, current.host, *(() if started is None else (started.timestamp(),)))
             ).rowcount == 1:
                 # the collector's own live run (the usual final write): its row updated in place, not read first
                 live, had = True, False
@@ -426,7 +429,7 @@ class Store:
                                        literals)
             else:
                 rows = self._step_rows(run.run_id, run.steps, refs, literals)
-            if refs is not None:
+            if refs is not None and refs.texts:
                 recording_chunks.write_texts(conn, run.run_id, refs)
             conn.executemany(STEP_UPSERT, rows)
             if split is not None:
