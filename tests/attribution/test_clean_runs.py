@@ -51,7 +51,9 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-booking-1h", "clean-smol-trip-5n", "clean-ag-router-credit-first",
                      "clean-ag-fuel-lisbon", "clean-ag-legs-2", "clean-ag-invoice-6", "clean-smol-accounts-zero",
                      "clean-smol-pantry-7", "clean-smol-risotto-6", "clean-smol-capacity-all", "clean-ag-rice-first",
-                     "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204",
+                     "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204", "clean-smol-courier-600",
+                     "clean-smol-risotto-7", "clean-smol-laptops-950", "clean-smol-parcels-4", "clean-smol-overdue-leap",
+                     "clean-ag-contractor-21",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the

@@ -330,6 +330,43 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "ToolCallingAgent with an opening facts survey (variant of clean-smol-pantry)",
      "the calculator expression ends with 5.35 (read as 5 by the figure pattern, which nothing derives)",
      {"prices": (("flour", "bag", 2.49), ("sugar", "bag", 1.89), ("butter", "pack", 5.35))}),
+    ("clean-smol-courier-600",
+     "build_courier",
+     "A courier leaves Porto at 09:00 Porto time for Madrid, driving at 80 km/h. When does it arrive, in Madrid "
+     "local time? Report 'ARRIVES: <HH:MM> <city> time'.",
+     "ARRIVES: 17:30 Madrid time",
+     "dispatcher with a tool and two managed agents (variant of clean-smol-courier)",
+     "600 km: 7 h 30 min, the minutes carried into the clock conversion",
+     {"km": 600}),
+    ("clean-smol-risotto-7",
+     "build_risotto",
+     "I'm cooking risotto for 7 people. How many kilograms of arborio rice do I need? Report 'RICE: <kg> kg'.",
+     "RICE: 0.525 kg",
+     "ToolCallingAgent with an opening facts survey (variant of clean-smol-risotto)",
+     "another recipe (300 g for 4) scaled to 7: 525 g given as 0.525 kg",
+     {"lines": (("arborio rice", "300 g"), ("parmesan", "60 g"), ("butter", "40 g"))}),
+    ("clean-smol-laptops-950",
+     "build_laptops",
+     "Which are the three best-rated laptops under 950 EUR? Report 'TOP: <name> (<rating>), ...'.",
+     "TOP: Aero 14 (4.6), Echo 14 (4.4), Civic 13 (4.2)",
+     "ToolCallingAgent (variant of clean-smol-laptops)",
+     "a tighter budget: the two best-rated overall are left out as asked"),
+    ("clean-smol-parcels-4",
+     "build_parcels",
+     "Order NX-5120 ships as several parcels weighed in pounds. Give their total weight in kilograms (rounded to 2 "
+     "decimals) and the shipping quote for it, as 'KG: <kg>, QUOTE: <eur> EUR'.",
+     "KG: 7.98, QUOTE: 27.93 EUR",
+     "CodeAgent with an opening facts survey (variant of clean-smol-parcels)",
+     "four parcels and another rate",
+     {"weights": (4.4, 9.9, 1.1, 2.2), "rate": 3.5}),
+    ("clean-smol-overdue-leap",
+     "build_overdue",
+     "Today is 2028-03-15. When was invoice F-7001 due, and how many days overdue is it? Report 'DUE: <date>, "
+     "OVERDUE: <n> days'.",
+     "DUE: 2028-03-01, OVERDUE: 14 days",
+     "CodeAgent (variant of clean-smol-overdue)",
+     "dates across a leap February, derived in code",
+     {"issued": "2028-01-31", "terms": 30}),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -579,6 +616,15 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "MagenticOneGroupChat (variant of clean-ag-fuel)",
      "a diesel price of 0.87 EUR; the reviewer states the litres it recomputed (561 x 7.5 / 100 = 42.075)",
      {"price": "0.87"}),
+    ("clean-ag-contractor-21",
+     "build_contractor",
+     "Estimate the monthly cost of contractor Lena Ortiz at her current day rate. Assume 21 working days per month. "
+     "Report 'MONTHLY: <euros> EUR'.",
+     "MONTHLY",
+     "10752",
+     "RoundRobinGroupChat: estimator and a reviewer (variant of clean-ag-contractor)",
+     "21 days at 512 EUR",
+     {"rate": 512}),
 )
 
 
