@@ -20,6 +20,13 @@ fires):
   "restates number '42.075' where step 24 had '561'"; 42.075 litres = 561 km x 7.5 / 100, recomputed by the reviewer
   from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
   is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
+* ``clean-smol-accounts-excluding`` — value_changed at the manager's final code: "uses 60 from the entry of step 28
+  the request does not ask for (its 'refunded' entry says 30)"; the task says "excluding cancelled and refunded
+  orders", K5's paid 60 is right and its refunded 30 is excluded: only the first word after "excluding" counts as
+  excluded, so "refunded" reads as a label the request asks for.
+* ``clean-ag-invoice-without-exception`` — unchecked_approval at the reviewer's APPROVE: "approves a result that never
+  used the word 'without' the task gave"; "every line without exception" is a phrase, and the reviewer re-read the
+  invoice's lines and re-added them.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-pantry-7", "clean-smol-risotto-6", "clean-smol-capacity-all", "clean-ag-rice-first",
                      "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204", "clean-smol-courier-600",
                      "clean-smol-risotto-7", "clean-smol-laptops-950", "clean-smol-parcels-4", "clean-smol-overdue-leap",
-                     "clean-ag-contractor-21",
+                     "clean-ag-contractor-21", "clean-ag-refund-not",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -63,7 +70,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-estimate", "clean-ag-export-stalled")
 #: the known false findings of the module docstring
 KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
-                                         "clean-ag-fuel-087")
+                                         "clean-ag-fuel-087", "clean-smol-accounts-excluding",
+                                         "clean-ag-invoice-without-exception")
 
 
 @pytest.fixture(scope="module")

@@ -367,6 +367,13 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "CodeAgent (variant of clean-smol-overdue)",
      "dates across a leap February, derived in code",
      {"issued": "2028-01-31", "terms": 30}),
+    ("clean-smol-accounts-excluding",
+     "build_accounts",
+     "What did accounts K4, K5 and K6 pay in total, excluding cancelled and refunded orders? Report 'TOTAL: <euros> "
+     "EUR'.",
+     "TOTAL: 325 EUR",
+     "manager CodeAgent delegating in a code loop (variant of clean-smol-accounts)",
+     "the exclusion worded 'excluding cancelled and refunded orders' (two excluded words), followed"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -625,6 +632,21 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "RoundRobinGroupChat: estimator and a reviewer (variant of clean-ag-contractor)",
      "21 days at 512 EUR",
      {"rate": 512}),
+    ("clean-ag-invoice-without-exception",
+     "build_invoice",
+     "Add up the lines of invoice F-2291, every line without exception, and report 'TOTAL: <euros> EUR'.",
+     "TOTAL",
+     "1486.69",
+     "RoundRobinGroupChat: a worker and a reviewer that checks (variant of clean-ag-invoice)",
+     "'without exception' in the task (a phrase, not an excluded value); the reviewer re-reads the lines"),
+    ("clean-ag-refund-not",
+     "build_refund",
+     "Hello, order A-1093 arrived yesterday but the desk lamp was damaged. Please refund the lamp only, not the bulb "
+     "or the shipping. Report 'REFUND: <euros> EUR'.",
+     "REFUND",
+     "34.90",
+     "Swarm: triage hands off to billing (variant of clean-ag-refund)",
+     "the items left out named with 'not'"),
 )
 
 
