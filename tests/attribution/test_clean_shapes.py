@@ -61,3 +61,19 @@ def test_a_poll_whose_numbers_change_reports_progress() -> None:
     assert not _same_observation(words | {"30"}, words | {"70"}, 0.7)  # 30 % then 70 %: progress
     assert not _same_observation(words, words | {"70"}, 0.7)  # then done
     assert _same_observation(words | {"30"}, words | {"30"}, 0.7)  # the same answer again: no progress
+
+
+def test_a_worded_restatement_compares_numbers_of_one_magnitude() -> None:
+    from causaltrace.attribution.stages.provenance_changes import restated
+    from causaltrace.attribution.stages.values import Value
+
+    def number(key: str, words: set[str]) -> Value:
+        return Value("number", key, "number", key, frozenset(words))
+
+    words = {"tower", "height", "metres"}
+    change = restated(5, number("300", words), [(3, number("330", words))])
+    assert change is not None and (change.before, change.after) == ("330", "300")  # (also a digit changed)
+    change = restated(5, number("310", words), [(3, number("330", words))])
+    assert change is not None and change.how == "restatement"  # the same words, the same magnitude
+    # the same words around 2 and 737015 are no evidence that one was meant for the other
+    assert restated(5, number("737015", words), [(3, number("2", words))]) is None

@@ -78,9 +78,19 @@ def restated(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
         same_words = shared >= 2 and shared * 2 >= min(len(u.context), len(v.context)) and not is_small(v.key)
         if is_copy_slip(u.raw, v.raw, shortest=3 if u.context else 2):
             return Change(k, j, "number", u.key, v.key, "restatement" if same_words else "copy")
-        if same_words and worded is None:
+        if same_words and worded is None and _same_magnitude(u.key, v.key):
             worded = Change(k, j, "number", u.key, v.key, "restatement")
     return worded
+
+
+def _same_magnitude(before: str, after: str) -> bool:
+    """Two numbers within a factor of ten of each other: a value restated wrongly is still a value of that quantity
+    (330 stated as 300); 737015 where the source said 2 is another quantity, however alike the words around them."""
+    try:
+        a, b = abs(float(before)), abs(float(after))
+    except ValueError:
+        return False
+    return a > 0 and b > 0 and max(a, b) <= 10 * min(a, b)
 
 
 def mean_slip(step: Step, v: Value, task_text: str) -> Change | None:
