@@ -363,7 +363,7 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
     import dataclasses
 
     provider, _ = capture_spans()
-    configure(provider, TraceConfig(store=False))
+    tracing = configure(provider, TraceConfig(store=False))
     try:
         with causaltrace.run(task="t"):
             handle = current_run().start_step("message", agent="a", content="hi")
@@ -383,6 +383,9 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
             result = ctx.start_step("tool_response", agent="a", tool_name="add", call_id="c1",
                                     depends_on=[Dep(call.step_id, "tool_result_of")])
             span, of_call = result.span, call.span
+            pair = tracing.emitter._pairs[call.step_id]  # the pair waiting for both: made without __init__ too
+            assert {f.name: getattr(pair, f.name) for f in dataclasses.fields(pair)} == {
+                "call_span": of_call, "call": None, "call_end": 0, "result_span": span, "result": None, "result_end": 0}
             assert {f.name: getattr(span, f.name) for f in dataclasses.fields(span)} == {
                 "context": of_call.context, "parent": of_call.parent, "start_ns": span.start_ns,
                 "attributes": span.attributes, "links": [], "current": None, "joins": call.step_id, "extras": None,

@@ -380,13 +380,11 @@ class Emitter:
         joins: str | None = None,
     ) -> StepSpan | None:
         """Open a step's span under ``parent``; ``links`` are (producer span context, dependency kind, producer id);
-        ``attributes`` (a fresh dict: the span keeps it, no copy per step) are the span's first.
-
-        A ``tool_call``'s span waits for its result: a step started with ``joins`` (the call's step id; a
-        ``tool_response`` or a ``code_execution``, :func:`tool_spans.call_result_pairs`) shares it — same span id —
-        and the one span is written when both have ended (issue 33 item 3). Returns None when the run is not
-        sampled (its root span does not record): the Step still reaches the collector, no span is exported.
-        """
+        ``attributes`` (a fresh dict: the span keeps it, no copy per step) are the span's first. A ``tool_call``'s
+        span waits for its result: a step started with ``joins`` (the call's step id; a ``tool_response`` or a
+        ``code_execution``, :func:`tool_spans.call_result_pairs`) shares it — same span id — and the one span is
+        written when both have ended (issue 33 item 3). Returns None when the run is not sampled (its root span does
+        not record): the Step still reaches the collector, no span is exported."""
         try:
             if self._sdk is None or parent is None:
                 return None
@@ -442,8 +440,11 @@ class Emitter:
             span.links, span.current, span.joins, span.extras = otel_links, None, None, None
             span.trace_id, span.span_id = trace_id, span_id
             if attributes.get(semconv.STEP_KIND) == "tool_call":
+                pair = _new_object(_Pair)  # _Pair(span) without its dataclass __init__: every field set
+                pair.call_span, pair.call, pair.call_end, pair.result_span, pair.result, pair.result_end = (
+                    span, None, 0, None, None, 0)
                 with self._pair_lock:
-                    self._pairs[attributes[semconv.STEP_ID]] = _Pair(span)
+                    self._pairs[attributes[semconv.STEP_ID]] = pair
             return span
         except Exception:
             internal_error("Emitter.start_step_span")
