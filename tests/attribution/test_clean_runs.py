@@ -27,6 +27,12 @@ fires):
 * ``clean-ag-invoice-without-exception`` — unchecked_approval at the reviewer's APPROVE: "approves a result that never
   used the word 'without' the task gave"; "every line without exception" is a phrase, and the reviewer re-read the
   invoice's lines and re-added them.
+* ``clean-ag-contractor-ignoring``, ``clean-ag-tickets-excluding``, ``clean-ag-invoice-including``,
+  ``clean-ag-tax-excluding`` — unchecked_approval at the reviewer's (the orchestrator's) approval: "approves a result
+  that never used the word 'excluding holidays' / 'excluding' / 'including' the task gave", like
+  clean-ag-invoice-without-exception: a qualifier word of the task ("ignoring holidays", "excluding closed tickets",
+  "including travel and printing", "excluding children (we have none)") taken for a value the approved answer must
+  use, though each reviewer re-read the source.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-pantry-7", "clean-smol-risotto-6", "clean-smol-capacity-all", "clean-ag-rice-first",
                      "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204", "clean-smol-courier-600",
                      "clean-smol-risotto-7", "clean-smol-laptops-950", "clean-smol-parcels-4", "clean-smol-overdue-leap",
-                     "clean-ag-contractor-21", "clean-ag-refund-not",
+                     "clean-ag-contractor-21", "clean-ag-refund-not", "clean-smol-restock-not-more",
+                     "clean-ag-fare-not-whole",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -71,7 +78,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
 #: the known false findings of the module docstring
 KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
                                          "clean-ag-fuel-087", "clean-smol-accounts-excluding",
-                                         "clean-ag-invoice-without-exception")
+                                         "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
+                                         "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding")
 
 
 @pytest.fixture(scope="module")

@@ -374,6 +374,10 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "TOTAL: 325 EUR",
      "manager CodeAgent delegating in a code loop (variant of clean-smol-accounts)",
      "the exclusion worded 'excluding cancelled and refunded orders' (two excluded words), followed"),
+    ("clean-smol-restock-not-more", "build_restock",
+     "We need 50 bolts on the shelf, not more. Check how many bolts are in stock right now and order the difference. "
+     "Report 'ORDERED: <n> bolts'.", "ORDERED: 16 bolts", "ToolCallingAgent (variant of clean-smol-restock)",
+     "'not more' in the task"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -647,6 +651,26 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "34.90",
      "Swarm: triage hands off to billing (variant of clean-ag-refund)",
      "the items left out named with 'not'"),
+    ("clean-ag-contractor-ignoring", "build_contractor",
+     "Estimate the monthly cost of contractor Lena Ortiz at her current day rate. Assume 22 working days per month, "
+     "ignoring holidays. Report 'MONTHLY: <euros> EUR'.", "MONTHLY", "9020",
+     "RoundRobinGroupChat: estimator and a reviewer (variant of clean-ag-contractor)", "'ignoring holidays' in the task"),
+    ("clean-ag-tickets-excluding", "build_tickets",
+     "How many tickets are open in the payments queue, excluding closed tickets, and how many of them have high "
+     "priority? Report 'OPEN: <n>'.", "OPEN", "6",
+     "RoundRobinGroupChat: analyst and a reviewer (variant of clean-ag-tickets)", "'excluding closed tickets'"),
+    ("clean-ag-invoice-including", "build_invoice",
+     "Add up the lines of invoice F-2291, including travel and printing, and report 'TOTAL: <euros> EUR'.",
+     "TOTAL", "1486.69", "RoundRobinGroupChat: a worker and a reviewer (variant of clean-ag-invoice)",
+     "'including travel and printing'"),
+    ("clean-ag-tax-excluding", "build_tax",
+     "What will 3 nights for 2 adults in Lisbon cost in tourist tax, excluding children (we have none)? Report "
+     "'RESULT: <euros>'.", "RESULT", "24", "MagenticOneGroupChat re-planning (variant of clean-ag-tax)",
+     "'excluding children (we have none)'"),
+    ("clean-ag-fare-not-whole", "build_fare",
+     "Find the cheapest fare from BOS to ORD on 2026-05-09 and give its price in euros at today's rate, rounded to "
+     "cents (not to whole euros), as 'FARE: <euros> EUR'.", "FARE", "158.60",
+     "SelectorGroupChat (variant of clean-ag-fare)", "'(not to whole euros)'"),
 )
 
 
