@@ -67,7 +67,9 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-tax-porto", "clean-ag-nested", "clean-ag-fuel-204", "clean-smol-courier-600",
                      "clean-smol-risotto-7", "clean-smol-laptops-950", "clean-smol-parcels-4", "clean-smol-overdue-leap",
                      "clean-ag-contractor-21", "clean-ag-refund-not", "clean-smol-restock-not-more",
-                     "clean-ag-fare-not-whole",
+                     "clean-ag-fare-not-whole", "clean-smol-restock-morning", "clean-smol-pantry-last-month",
+                     "clean-smol-pantry-remark", "clean-smol-warmest-each", "clean-smol-trip-budget",
+                     "clean-ag-gate-boarding-pass", "clean-ag-fuel-roughly", "clean-ag-contractor-approximately",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the

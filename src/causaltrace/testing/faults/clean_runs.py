@@ -291,6 +291,27 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "We need 50 bolts on the shelf, not more. Check how many bolts are in stock right now and order the "
      "difference. Report 'ORDERED: <n> bolts'.",
      "ORDERED: 16 bolts", "ToolCallingAgent (variant of clean-smol-restock)", "'not more' in the task"),
+    ("clean-smol-restock-morning", "build_restock",
+     "The morning count said 40 bolts. We need 50 bolts on the shelf. Check how many bolts are in stock right now and "
+     "order the difference. Report 'ORDERED: <n> bolts'.",
+     "ORDERED: 16 bolts", "ToolCallingAgent (variant of clean-smol-restock)", "the task's stale count superseded"),
+    ("clean-smol-pantry-last-month", "build_pantry",
+     "Restock the pantry: buy 2 bags of flour, 3 bags of sugar and 4 packs of butter. Last month flour was 2.29 a bag, "
+     "but prices change: look up each unit price and report the total cost as 'TOTAL: <dollars>', rounded to cents.",
+     "TOTAL: 23.25", "ToolCallingAgent with a facts survey (variant)", "the task's stale price superseded by the tool's"),
+    ("clean-smol-pantry-remark", "build_pantry",
+     "The old March price list is outdated and the shop's website had a KeyError yesterday. Restock the pantry: buy 2 "
+     "bags of flour, 3 bags of sugar and 4 packs of butter. Look up each unit price and report the total cost as "
+     "'TOTAL: <dollars>', rounded to cents.",
+     "TOTAL: 23.25", "ToolCallingAgent with a facts survey (variant)", "side remarks the plan rightly leaves aside"),
+    ("clean-smol-warmest-each", "build_warmest",
+     "Check this afternoon's forecast for each city. Which of Seville, Porto and Lyon is warmest this afternoon? Report "
+     "'WARMEST: <city>, <temp> C'.",
+     "WARMEST: Seville, 24 C", "ToolCallingAgent, parallel calls (variant)", "'for each city': each looked up"),
+    ("clean-smol-trip-budget", "build_trip",
+     "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights; my budget is 600 EUR. Take the cheapest "
+     "flight and the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)", "a budget the answer is under"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -482,6 +503,18 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Find the cheapest fare from BOS to ORD on 2026-05-09 and give its price in euros at today's rate, rounded "
      "to cents (not to whole euros), as 'FARE: <euros> EUR'.",
      "FARE", "158.60", "SelectorGroupChat (variant of clean-ag-fare)", "'(not to whole euros)'"),
+    ("clean-ag-gate-boarding-pass", "build_gate",
+     "His boarding pass says gate B12. Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate now and "
+     "report 'GATE: <gate>'.",
+     "GATE", "C4", "RoundRobinGroupChat (variant of clean-ag-gate)", "the task's gate superseded by the later change"),
+    ("clean-ag-fuel-roughly", "build_fuel",
+     "Roughly what will the diesel cost of driving from Porto to Madrid in a van using 7.5 litres per 100 km be, at "
+     "today's diesel price in Spain? Answer in whole euros as 'RESULT: <euros>'.",
+     "RESULT", "64", "MagenticOneGroupChat (variant of clean-ag-fuel)", "'Roughly' in the task"),
+    ("clean-ag-contractor-approximately", "build_contractor",
+     "Approximately what will contractor Lena Ortiz cost per month at her current day rate? Assume 22 working days "
+     "per month. Report 'MONTHLY: <euros> EUR'.",
+     "MONTHLY", "9020", "RoundRobinGroupChat (variant of clean-ag-contractor)", "'Approximately' in the task"),
 )
 
 
