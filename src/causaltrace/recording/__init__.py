@@ -178,7 +178,7 @@ def _string_end(text: str, pos: int) -> int:
     """The index just past the closing quote of the JSON string literal that ``pos`` is inside (-1 if none): the
     first ``"`` from ``pos`` that no backslash escapes, found with ``str.find`` (ids sit in long message texts)."""
     quote = text.find('"', pos)
-    while quote != -1 and _escaped(text, quote):
+    while quote != -1 and text[quote - 1] == "\\" and _escaped(text, quote):  # no backslash before: no call
         quote = text.find('"', quote + 1)
     return quote + 1 if quote != -1 else -1
 
@@ -234,7 +234,7 @@ def _id_matches(text: str, ids: tuple[str, ...]) -> list[tuple[int, int, str | N
             pos = text.find(ident)
             while pos != -1:
                 end = pos + len(ident)
-                if end == len(text) or not _is_word(text[end]):
+                if end == len(text) or not (text[end].isalnum() or text[end] in "_-"):  # _is_word, inline
                     found.append((pos, -len(ident), end, None))
                 pos = text.find(ident, pos + 1)
     found.sort()
@@ -275,13 +275,13 @@ def _edit_canonical_text(text: str, drop: tuple[str, ...], ids: tuple[str, ...] 
             replacement = f'"{key}":"{aliases.setdefault(value, f"call#{len(aliases)}")}"'
         else:
             before = text[start - 1]
-            if _is_word(before):
+            if before.isalnum() or before in "_-":  # _is_word, inline (every candidate id)
                 # A word character before: in the decoded string too, unless it ends an escape (``\n``, ``\uXXXX``).
                 # Every character of the match is a word character, so no decoded match starts inside it either.
                 at = start - 2 if before in _WORD_ESCAPES and text[start - 2] == "\\" else start - 6
                 if text[at] != "\\" or _escaped(text, at) or (at == start - 6 and text[at + 1] != "u"):
                     continue
-            elif _escaped(text, start):  # starts inside an escape (``\n`` + an id beginning with "n")
+            elif before == "\\" and _escaped(text, start):  # starts inside an escape (``\n`` + an id beginning with "n")
                 return None
             closed = _string_end(text, end)
             if closed == -1 or text.startswith(":", closed):  # inside a key
