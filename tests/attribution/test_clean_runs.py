@@ -33,6 +33,9 @@ fires):
   clean-ag-invoice-without-exception: a qualifier word of the task ("ignoring holidays", "excluding closed tickets",
   "including travel and printing", "excluding children (we have none)") taken for a value the approved answer must
   use, though each reviewer re-read the source.
+* ``clean-ag-invoice-without-vat`` — the same as clean-ag-invoice-without-exception for "(amounts are without VAT)".
+* ``clean-ag-fare-at-most`` — unchecked_approval at the reviewer: "approves a result that never used the number '200'
+  the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-fare-not-whole", "clean-smol-restock-morning", "clean-smol-pantry-last-month",
                      "clean-smol-pantry-remark", "clean-smol-warmest-each", "clean-smol-trip-budget",
                      "clean-ag-gate-boarding-pass", "clean-ag-fuel-roughly", "clean-ag-contractor-approximately",
+                     "clean-ag-invoice-all", "clean-ag-tickets-only",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -81,7 +85,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
 KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
                                          "clean-ag-fuel-087", "clean-smol-accounts-excluding",
                                          "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
-                                         "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding")
+                                         "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
+                                         "clean-ag-invoice-without-vat", "clean-ag-fare-at-most")
 
 
 @pytest.fixture(scope="module")

@@ -515,6 +515,20 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Approximately what will contractor Lena Ortiz cost per month at her current day rate? Assume 22 working days "
      "per month. Report 'MONTHLY: <euros> EUR'.",
      "MONTHLY", "9020", "RoundRobinGroupChat (variant of clean-ag-contractor)", "'Approximately' in the task"),
+    ("clean-ag-fare-at-most", "build_fare",
+     "Find the cheapest fare from BOS to ORD on 2026-05-09, at most 200 USD, and give its price in euros at today's "
+     "rate, rounded to cents, as 'FARE: <euros> EUR'.",
+     "FARE", "158.60", "SelectorGroupChat (variant of clean-ag-fare)", "a bound (at most 200 USD) the fare is under"),
+    ("clean-ag-invoice-without-vat", "build_invoice",
+     "Add up the lines of invoice F-2291 (amounts are without VAT) and report 'TOTAL: <euros> EUR'.",
+     "TOTAL", "1486.69", "RoundRobinGroupChat (variant of clean-ag-invoice)", "'(amounts are without VAT)'"),
+    ("clean-ag-invoice-all", "build_invoice",
+     "Add up all the lines of invoice F-2291 and report 'TOTAL: <euros> EUR'.",
+     "TOTAL", "1486.69", "RoundRobinGroupChat (variant of clean-ag-invoice)", "'all the lines'"),
+    ("clean-ag-tickets-only", "build_tickets",
+     "How many tickets are open in the payments queue (count only open ones), and how many of them have high "
+     "priority? Report 'OPEN: <n>'.",
+     "OPEN", "6", "RoundRobinGroupChat (variant of clean-ag-tickets)", "'(count only open ones)'"),
 )
 
 
