@@ -73,7 +73,9 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-fare-not-whole", "clean-smol-restock-morning", "clean-smol-pantry-last-month",
                      "clean-smol-pantry-remark", "clean-smol-warmest-each", "clean-smol-trip-budget",
                      "clean-ag-gate-boarding-pass", "clean-ag-fuel-roughly", "clean-ag-contractor-approximately",
-                     "clean-ag-invoice-all", "clean-ag-tickets-only",
+                     "clean-ag-invoice-all", "clean-ag-tickets-only", "clean-smol-estimate-3",
+                     "clean-smol-invoices-1-page", "clean-ag-export-long-stall", "clean-ag-export-mixed",
+                     "clean-ag-tax-rate-1",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the

@@ -312,6 +312,15 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights; my budget is 600 EUR. Take the cheapest "
      "flight and the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
      "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)", "a budget the answer is under"),
+    ("clean-smol-estimate-3", "build_estimate",
+     "Estimate the yearly electricity cost of a 2.5 kW heat pump running 6 hours a day, at the current tariff in "
+     "Porto. Report 'ESTIMATE: <euros> EUR per year' rounded to whole euros.",
+     "ESTIMATE: 1697 EUR per year", "CodeAgent (variant of clean-smol-estimate)", "three failures, the fourth try answers",
+     {"down": 3}),
+    ("clean-smol-invoices-1-page", "build_invoices",
+     "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on <date>'.",
+     "LATEST: INV-211 on 2026-05-19", "ToolCallingAgent (variant of clean-smol-invoices)", "a single page: no paging",
+     {"pages": ((("INV-204", "2026-03-02"), ("INV-211", "2026-05-19")),)}),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -529,6 +538,18 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "How many tickets are open in the payments queue (count only open ones), and how many of them have high "
      "priority? Report 'OPEN: <n>'.",
      "OPEN", "6", "RoundRobinGroupChat (variant of clean-ag-tickets)", "'(count only open ones)'"),
+    ("clean-ag-export-long-stall", "build_export",
+     "Export the orders table since 2026-01-01 and tell me how many rows it has. Report 'ROWS: <n>'.",
+     "ROWS", "1284", "RoundRobinGroupChat of one assistant polling (variant)", "'50% done' three times, then done",
+     {"progress": (50, 50, 50)}),
+    ("clean-ag-export-mixed", "build_export",
+     "Export the orders table since 2026-01-01 and tell me how many rows it has. Report 'ROWS: <n>'.",
+     "ROWS", "1284", "RoundRobinGroupChat of one assistant polling (variant)", "10 %, 50 %, 50 %, 90 %, done",
+     {"progress": (10, 50, 50, 90)}),
+    ("clean-ag-tax-rate-1", "build_tax",
+     "What will 3 nights for 2 adults in Lisbon cost in tourist tax? Report 'RESULT: <euros>'.",
+     "RESULT", "6", "MagenticOneGroupChat re-planning (variant of clean-ag-tax)", "a rate of 1 EUR (a factor of one)",
+     {"rate": 1}),
 )
 
 
