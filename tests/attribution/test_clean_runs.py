@@ -36,6 +36,10 @@ fires):
 * ``clean-ag-invoice-without-vat`` — the same as clean-ag-invoice-without-exception for "(amounts are without VAT)".
 * ``clean-ag-fare-at-most`` — unchecked_approval at the reviewer: "approves a result that never used the number '200'
   the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use.
+* ``clean-ag-router-short`` — unfit_routing at triage's hand-off to tech_agent: "routes to 'tech_agent', whose
+  description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
+  broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
+  ("keeps dropping the connection ... Please fix it") is clean.
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-gate-boarding-pass", "clean-ag-fuel-roughly", "clean-ag-contractor-approximately",
                      "clean-ag-invoice-all", "clean-ag-tickets-only", "clean-smol-estimate-3",
                      "clean-smol-invoices-1-page", "clean-ag-export-long-stall", "clean-ag-export-mixed",
-                     "clean-ag-tax-rate-1",
+                     "clean-ag-tax-rate-1", "clean-smol-courier-delivered", "clean-smol-trip-hotel-first",
+                     "clean-ag-fare-convert-first", "clean-ag-refund-money-back",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -88,7 +93,7 @@ KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-c
                                          "clean-ag-fuel-087", "clean-smol-accounts-excluding",
                                          "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
                                          "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
-                                         "clean-ag-invoice-without-vat", "clean-ag-fare-at-most")
+                                         "clean-ag-invoice-without-vat", "clean-ag-fare-at-most", "clean-ag-router-short")
 
 
 @pytest.fixture(scope="module")

@@ -321,6 +321,15 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on <date>'.",
      "LATEST: INV-211 on 2026-05-19", "ToolCallingAgent (variant of clean-smol-invoices)", "a single page: no paging",
      {"pages": ((("INV-204", "2026-03-02"), ("INV-211", "2026-05-19")),)}),
+    ("clean-smol-courier-delivered", "build_courier",
+     "A courier leaves Porto at 09:00 Porto time for Madrid, driving at 80 km/h. What time will the parcel be "
+     "delivered, in Madrid local time? Report 'ARRIVES: <HH:MM> <city> time'.",
+     "ARRIVES: 17:00 Madrid time", "dispatcher with two managed agents (variant)", "'delivered' for 'arrive'"),
+    ("clean-smol-trip-hotel-first", "build_trip",
+     "Plan a trip: I need the cheapest hotel and the cheapest flight: fly from Lisbon to Oslo on 2026-03-14 and stay 2 "
+     "nights. Report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)",
+     "the hotel named first, the flight delegated first"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -550,6 +559,18 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "What will 3 nights for 2 adults in Lisbon cost in tourist tax? Report 'RESULT: <euros>'.",
      "RESULT", "6", "MagenticOneGroupChat re-planning (variant of clean-ag-tax)", "a rate of 1 EUR (a factor of one)",
      {"rate": 1}),
+    ("clean-ag-router-short", "build_router",
+     "Account 5521: router broken. Fix it and apply the 10 EUR goodwill credit. Report 'CREDIT: <euros> EUR'.",
+     "CREDIT", "10.00", "Swarm round trip (variant of clean-ag-router)",
+     "a terse request: the router's fix still goes to the agent with diagnostics and firmware tools"),
+    ("clean-ag-fare-convert-first", "build_fare",
+     "Convert to euros, at today's rate and rounded to cents, the cheapest fare from BOS to ORD on 2026-05-09. Report "
+     "'FARE: <euros> EUR'.",
+     "FARE", "158.60", "SelectorGroupChat (variant of clean-ag-fare)", "the conversion named before the search"),
+    ("clean-ag-refund-money-back", "build_refund",
+     "Billing: order A-1093 arrived yesterday but the desk lamp was damaged; I want my money back for the lamp only. "
+     "Report 'REFUND: <euros> EUR'.",
+     "REFUND", "34.90", "Swarm (variant of clean-ag-refund)", "'money back' for 'refund'"),
 )
 
 
