@@ -461,6 +461,7 @@ class Emitter:
 
         The Step itself goes to the collector beside this call (:meth:`StepHandle.end`), not through the span: the
         span is what exporters see, under the payload policy. Nothing is written when no span was started.
+        (:meth:`StepHandle.end` takes the last line's path itself for a span of one step.)
         """
         try:
             if span is None or self._sdk is None:

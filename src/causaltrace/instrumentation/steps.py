@@ -362,7 +362,14 @@ class StepHandle:
             tracing = self.ctx.tracing
             # two siblings: the full Step to the collector, its span (under the payload policy) to the exporters
             tracing.collector.accept(step)
-            tracing.emitter.export_step(self.span, step, end_time_ns=end_ns)
+            span, emitter = self.span, tracing.emitter
+            if span is None or span.joins is not None or data["kind"] == "tool_call" or emitter._sdk is None:
+                emitter.export_step(span, step, end_time_ns=end_ns)  # a tool call's half, or nothing to write
+            else:
+                try:  # export_step's own path for a span of one step, inline (one frame less per step)
+                    emitter._write(span, step, None, (), end_ns)
+                except Exception:
+                    internal_error("Emitter.export_step")
             return step
         except Exception:
             internal_error("StepHandle.end")
