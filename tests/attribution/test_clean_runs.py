@@ -80,7 +80,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-invoice-all", "clean-ag-tickets-only", "clean-smol-estimate-3",
                      "clean-smol-invoices-1-page", "clean-ag-export-long-stall", "clean-ag-export-mixed",
                      "clean-ag-tax-rate-1", "clean-smol-courier-delivered", "clean-smol-trip-hotel-first",
-                     "clean-ag-fare-convert-first", "clean-ag-refund-money-back",
+                     "clean-ag-fare-convert-first", "clean-ag-refund-money-back", "clean-smol-invoices-6-pages",
+                     "clean-smol-capacity-8", "clean-ag-tickets-6-pages",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the

@@ -330,6 +330,21 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "nights. Report 'TRIP: <flight> + <hotel>, <total> EUR'.",
      "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)",
      "the hotel named first, the flight delegated first"),
+    ("clean-smol-invoices-6-pages", "build_invoices",
+     "Find the most recent invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on <date>'.",
+     "LATEST: INV-311 on 2025-06-20", "ToolCallingAgent paging (variant of clean-smol-invoices)",
+     "six pages read one after another (six near-identical calls with progress), the latest is the last listed",
+     {"pages": ((("INV-300", "2025-01-10"), ("INV-301", "2025-01-20")), (("INV-302", "2025-02-10"), ("INV-303",
+     "2025-02-20")), (("INV-304", "2025-03-10"), ("INV-305", "2025-03-20")), (("INV-306", "2025-04-10"),
+     ("INV-307", "2025-04-20")), (("INV-308", "2025-05-10"), ("INV-309", "2025-05-20")), (("INV-310",
+     "2025-06-10"), ("INV-311", "2025-06-20")))}),
+    ("clean-smol-capacity-8", "build_capacity",
+     "Check the Leeds, Hull, York, Bath, Derby, Kent, Essex and Dover warehouses: which are above 90% full? Report "
+     "'OVER: <names> (<n> checked)'.",
+     "OVER: Leeds, Bath, Kent (8 checked)", "ToolCallingAgent (variant of clean-smol-capacity)",
+     "eight warehouses, one exactly at 90% (not above)",
+     {"loads": (("Leeds", 94), ("Hull", 71), ("York", 88), ("Bath", 97), ("Derby", 62), ("Kent", 91), ("Essex", 45),
+                ("Dover", 90))}),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -571,6 +586,14 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Billing: order A-1093 arrived yesterday but the desk lamp was damaged; I want my money back for the lamp only. "
      "Report 'REFUND: <euros> EUR'.",
      "REFUND", "34.90", "Swarm (variant of clean-ag-refund)", "'money back' for 'refund'"),
+    ("clean-ag-tickets-6-pages", "build_tickets",
+     "How many tickets are open in the payments queue, and how many of them have high priority? Report 'OPEN: <n>'.",
+     "OPEN", "9", "RoundRobinGroupChat: analyst and a reviewer (variant of clean-ag-tickets)", "six cursor pages",
+     {"pages": ((("T-100", "open", "low"), ("T-101", "closed", "high"), ("T-102", "closed", "high")), (("T-103",
+     "open", "low"), ("T-104", "closed", "high"), ("T-105", "open", "high")), (("T-106", "open", "low"), ("T-107",
+     "closed", "high"), ("T-108", "closed", "high")), (("T-109", "open", "low"), ("T-110", "closed", "high"),
+     ("T-111", "open", "high")), (("T-112", "open", "low"), ("T-113", "closed", "high"), ("T-114", "closed",
+     "high")), (("T-115", "open", "low"), ("T-116", "closed", "high"), ("T-117", "open", "high")))}),
 )
 
 
