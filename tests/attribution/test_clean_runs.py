@@ -7,33 +7,10 @@ Known false findings (a finding at the top of a correct run) are listed in :data
 detector is fixed and the team moves into :data:`NO_FINDING_AT_TOP` (``benchmarks/bench_clean_runs.py`` shows what
 fires):
 
-* ``clean-smol-pantry-salt`` — made_up_data at the calculator call: "writes 0 beside figures results gave (3.2 from
-  step 9, 6.75 from step 12); no result ... gave 0"; the call's expression is "4 * 3.2 + 2 * 6.75 + 5 * 0.89" and
-  0.89 is the salt price step 15 gave: the figure parser reads a decimal right before the argument's closing quote
-  as its integer part (0).
-* ``clean-smol-coffee`` — value_changed at the code ``round((7.50 + 5.40 + 11.00) / 10, 2)``: "uses operator '/ 10'
-  where step 16 had '/ 3' (substitution changes a value)"; the task asks for the average price PER KILOGRAM, the
-  total paid over the total weight (3 + 2 + 5 = 10 kg): a weighted mean, whose divisor is not the number of terms.
-* ``clean-smol-pantry-5`` — the same as clean-smol-pantry-salt with a price of 5.35 last in the expression ("writes 5
-  beside figures results gave"): not only a price below one.
 * ``clean-ag-fuel-087`` — value_changed at the reviewer's message "RESULT: 37 verified (42.075 litres at 0.87 EUR)":
   "restates number '42.075' where step 24 had '561'"; 42.075 litres = 561 km x 7.5 / 100, recomputed by the reviewer
   from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
   is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
-* ``clean-smol-accounts-excluding`` — value_changed at the manager's final code: "uses 60 from the entry of step 28
-  the request does not ask for (its 'refunded' entry says 30)"; the task says "excluding cancelled and refunded
-  orders", K5's paid 60 is right and its refunded 30 is excluded: only the first word after "excluding" counts as
-  excluded, so "refunded" reads as a label the request asks for.
-* ``clean-ag-invoice-without-exception`` — unchecked_approval at the reviewer's APPROVE: "approves a result that never
-  used the word 'without' the task gave"; "every line without exception" is a phrase, and the reviewer re-read the
-  invoice's lines and re-added them.
-* ``clean-ag-contractor-ignoring``, ``clean-ag-tickets-excluding``, ``clean-ag-invoice-including``,
-  ``clean-ag-tax-excluding`` — unchecked_approval at the reviewer's (the orchestrator's) approval: "approves a result
-  that never used the word 'excluding holidays' / 'excluding' / 'including' the task gave", like
-  clean-ag-invoice-without-exception: a qualifier word of the task ("ignoring holidays", "excluding closed tickets",
-  "including travel and printing", "excluding children (we have none)") taken for a value the approved answer must
-  use, though each reviewer re-read the source.
-* ``clean-ag-invoice-without-vat`` — the same as clean-ag-invoice-without-exception for "(amounts are without VAT)".
 * ``clean-ag-fare-at-most`` — unchecked_approval at the reviewer: "approves a result that never used the number '200'
   the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use.
 * ``clean-ag-router-short`` — unfit_routing at triage's hand-off to tech_agent: "routes to 'tech_agent', whose
@@ -88,13 +65,13 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      # request's next part and hand-backs
                      "clean-ag-fare", "clean-ag-fuel", "clean-ag-router", "clean-ag-export",
                      # and a retry that recovered (the last try got what the others did not)
-                     "clean-smol-estimate", "clean-ag-export-stalled")
+                     "clean-smol-estimate", "clean-ag-export-stalled",
+                     "clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
+                     "clean-smol-accounts-excluding", "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
+                     "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
+                     "clean-ag-invoice-without-vat")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
-                                         "clean-ag-fuel-087", "clean-smol-accounts-excluding",
-                                         "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
-                                         "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
-                                         "clean-ag-invoice-without-vat", "clean-ag-fare-at-most", "clean-ag-router-short")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-fare-at-most", "clean-ag-router-short")
 
 
 @pytest.fixture(scope="module")

@@ -77,3 +77,16 @@ def test_a_worded_restatement_compares_numbers_of_one_magnitude() -> None:
     assert change is not None and change.how == "restatement"  # the same words, the same magnitude
     # the same words around 2 and 737015 are no evidence that one was meant for the other
     assert restated(5, number("737015", words), [(3, number("2", words))]) is None
+
+
+def test_a_figure_is_read_whole_and_an_exclusion_covers_its_list() -> None:
+    import re
+
+    from causaltrace.attribution.findings.entries import _EXCLUDED
+    from causaltrace.attribution.findings.filled_gaps import _FIGURE
+
+    # a decimal right before an argument's closing quote is no figure — not its integer part "0" either
+    assert _FIGURE.findall('"expression": "4 * 3.2 + 2 * 6.75 + 5 * 0.89"') == ["3.2", "2", "6.75", "5"]
+    excluded = [re.findall(r"\w+", m.group(1)) for m in _EXCLUDED.finditer("in total, excluding cancelled and "
+                                                                          "refunded orders")]
+    assert excluded == [["cancelled", "and", "refunded"]]

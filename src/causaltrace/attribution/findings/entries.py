@@ -33,8 +33,9 @@ __all__ = ["detect_wrong_entries", "entries_of"]
 
 _ENTRY = re.compile(r"[,;\n|]+")
 _NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w])")
-_EXCLUDED = re.compile(r"\b(?:excluding|except|without|not|other than|but not|ignoring)\s+(?:the\s+|any\s+)?(\w+)",
-                       re.IGNORECASE)
+#: what the request excludes, with its coordinated list ("excluding cancelled and refunded orders": both words)
+_EXCLUDED = re.compile(r"\b(?:excluding|except|without|not|other than|but not|ignoring)\s+(?:the\s+|any\s+)?"
+                       r"(\w+(?:(?:\s*,\s*|\s+(?:and|or)\s+)\w+)*)", re.IGNORECASE)
 _RESULT_KINDS = ("tool_response", "code_execution")
 #: steps whose number the detector never blames: results, and a model reply that produced its calls (the call is blamed)
 _SKIPPED = (*_RESULT_KINDS, "llm_response", "task", "final_answer")
@@ -80,7 +81,8 @@ def detect_wrong_entries(run: Run, prov: Provenance) -> list[Finding]:
     other entry of it does (module docstring)."""
     task = run.task or next((s.content for s in run.steps if s.kind == "task"), "")  # a run without Run.task
     request = task_request(task or "")
-    excluded = {m.group(1).lower() for m in _EXCLUDED.finditer(request)}  # "excluding cancelled": not asked for
+    excluded = {w.lower() for m in _EXCLUDED.finditer(request)  # "excluding cancelled": not asked for
+                for w in re.findall(r"\w+", m.group(1)) if w.lower() not in ("and", "or")}
     asked = {t for t in salient_tokens(request) if not t[:1].isdigit() and t not in excluded}
     if not asked:
         return []

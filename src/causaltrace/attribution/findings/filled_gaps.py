@@ -26,7 +26,9 @@ __all__ = ["detect_filled_gaps", "sourceless_fill"]
 #: a flat list, tuple or dict literal (no nested brackets)
 _COLLECTION = re.compile(r"[\[{(]([^\[\]{}()]{1,4000})[\]})]")
 #: a figure: digits with optional thousands separators and decimals, not part of a name or a quoted key
-_FIGURE = re.compile(r"(?<![\w.'\"])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w'\"])|(?<![\w.,'\"])-?\d+(?:\.\d+)?(?![\w'\"])")
+#: a figure, whole or not at all: never the integer part of a decimal the lookahead refused ("0" of '0.89"')
+_FIGURE = re.compile(r"(?<![\w.'\"])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w'\"]|\.\d)"
+                     r"|(?<![\w.,'\"])-?\d+(?:\.\d+)?(?![\w'\"]|\.\d)")
 _RESULT_KINDS = ("tool_response", "code_execution")
 #: steps that never write a table of their own: results, the reply that produced a call (the call is blamed),
 #: its reasoning, the task and the answer

@@ -365,6 +365,19 @@ class ProvenanceWalk:
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
 
+    def _summed(self, v: Value) -> bool:
+        """A mean's divisor that is a total the run's numbers give — of one unit's quantities (3 + 2 + 5 kg for the
+        average price per kilogram of three purchases: a weighted mean, divided by its weights' sum) or of a run of
+        numbers fetched one by one — is no mean slip."""
+        divisor = round(float(v.key.rsplit(" / ", 1)[1]), 6)
+        by_unit: dict[str, float] = defaultdict(float)
+        for q in self.first_value.values():  # the quantities seen so far, each once: "3 kg", "2 kg", "5 kg"
+            if q.kind == "quantity":
+                amount, unit = q.key.split(" ", 1)
+                by_unit[unit] += float(amount)
+        return (any(round(total, 6) == divisor for total in by_unit.values())
+                or divisor in run_totals(list(self.numbers.items())[-16:]))
+
     def _task_counts(self) -> list[float]:
         """What the task counts: its whole numbers 2-100 followed by their noun ("stay 2 nights", "3 people")."""
         if self._counts is None:
@@ -408,7 +421,7 @@ class ProvenanceWalk:
                                                                                                    "month"))
             or v.group in _LOGIC or (v.kind == "entity" and v.key in passed))]
         for v in candidates:
-            if v.group == "mean" and (slip := mean_slip(step, v, self.task_text)) is not None:
+            if v.group == "mean" and not self._summed(v) and (slip := mean_slip(step, v, self.task_text)) is not None:
                 self.prov.changes.append(slip)
         candidates = [v for v in candidates if v.group != "mean"]
         if not candidates:
