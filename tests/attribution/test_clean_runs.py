@@ -12,7 +12,8 @@ fires):
   from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
   is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
 * ``clean-ag-fare-at-most`` — unchecked_approval at the reviewer: "approves a result that never used the number '200'
-  the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use.
+  the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use;
+  ``clean-ag-contractor-cap`` the same for "our cap is 10000 EUR" (9020 is under it).
 * ``clean-ag-router-short`` — unfit_routing at triage's hand-off to tech_agent: "routes to 'tech_agent', whose
   description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
   broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
@@ -58,7 +59,9 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-invoices-1-page", "clean-ag-export-long-stall", "clean-ag-export-mixed",
                      "clean-ag-tax-rate-1", "clean-smol-courier-delivered", "clean-smol-trip-hotel-first",
                      "clean-ag-fare-convert-first", "clean-ag-refund-money-back", "clean-smol-invoices-6-pages",
-                     "clean-smol-capacity-8", "clean-ag-tickets-6-pages",
+                     "clean-smol-capacity-8", "clean-ag-tickets-6-pages", "clean-smol-restock-at-most",
+                     "clean-smol-trip-at-most", "clean-smol-booking-before", "clean-smol-meeting-not-before",
+                     "clean-ag-gate-30-minutes",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -71,7 +74,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
                      "clean-ag-invoice-without-vat")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-fare-at-most", "clean-ag-router-short")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-fare-at-most", "clean-ag-router-short",
+                                         "clean-ag-contractor-cap")
 
 
 @pytest.fixture(scope="module")

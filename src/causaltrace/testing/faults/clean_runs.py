@@ -345,6 +345,22 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "eight warehouses, one exactly at 90% (not above)",
      {"loads": (("Leeds", 94), ("Hull", 71), ("York", 88), ("Bath", 97), ("Derby", 62), ("Kent", 91), ("Essex", 45),
                 ("Dover", 90))}),
+    ("clean-smol-restock-at-most", "build_restock",
+     "We need 50 bolts on the shelf. Check how many bolts are in stock right now and order the difference (at most 20 "
+     "bolts per order). Report 'ORDERED: <n> bolts'.",
+     "ORDERED: 16 bolts", "ToolCallingAgent (variant of clean-smol-restock)", "a bound the order is under"),
+    ("clean-smol-trip-at-most", "build_trip",
+     "Plan a trip: fly from Lisbon to Oslo on 2026-03-14 and stay 2 nights, at most 500 EUR in all. Take the cheapest "
+     "flight and the cheapest hotel and report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)", "a bound the total is under"),
+    ("clean-smol-booking-before", "build_booking",
+     "Book meeting room Atlas on 14/03/2026 for two hours in the afternoon, ending before 17:00. Report 'BOOKED: "
+     "<room> <date> <start>-<end>'.",
+     "BOOKED: Atlas 2026-03-14 14:00-16:00", "ToolCallingAgent (variant of clean-smol-booking)", "an end bound met"),
+    ("clean-smol-meeting-not-before", "build_meeting",
+     "Find a one-hour meeting slot for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22, not before 10:00: the "
+     "earliest slot free for all three. Report 'MEET: <HH:MM> on <date>'.",
+     "MEET: 11:00 on 2026-04-22", "manager CodeAgent with planning (variant)", "a start bound met by the earliest slot"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -594,6 +610,14 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "closed", "high"), ("T-108", "closed", "high")), (("T-109", "open", "low"), ("T-110", "closed", "high"),
      ("T-111", "open", "high")), (("T-112", "open", "low"), ("T-113", "closed", "high"), ("T-114", "closed",
      "high")), (("T-115", "open", "low"), ("T-116", "closed", "high"), ("T-117", "open", "high")))}),
+    ("clean-ag-contractor-cap", "build_contractor",
+     "Estimate the monthly cost of contractor Lena Ortiz at her current day rate; our cap is 10000 EUR. Assume 22 "
+     "working days per month. Report 'MONTHLY: <euros> EUR'.",
+     "MONTHLY", "9020", "RoundRobinGroupChat (variant of clean-ag-contractor)", "a cap the estimate is under"),
+    ("clean-ag-gate-30-minutes", "build_gate",
+     "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate at least 30 minutes before boarding and "
+     "report 'GATE: <gate>'.",
+     "GATE", "C4", "RoundRobinGroupChat (variant of clean-ag-gate)", "'at least 30 minutes before boarding'"),
 )
 
 
