@@ -18,6 +18,9 @@ fires):
   description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
   broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
   ("keeps dropping the connection ... Please fix it") is clean.
+* ``clean-ag-fare-lowest`` — value_changed at the planner's plan: "uses word 'cheapest' where step 0 had 'lowest'
+  (substitution changes a value)"; the task asks for "the lowest ticket price" and the plan says "the cheapest
+  fare": a synonym, not a substituted qualifier.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-fare-convert-first", "clean-ag-refund-money-back", "clean-smol-invoices-6-pages",
                      "clean-smol-capacity-8", "clean-ag-tickets-6-pages", "clean-smol-restock-at-most",
                      "clean-smol-trip-at-most", "clean-smol-booking-before", "clean-smol-meeting-not-before",
-                     "clean-ag-gate-30-minutes",
+                     "clean-ag-gate-30-minutes", "clean-smol-trip-bed", "clean-smol-courier-eta",
+                     "clean-smol-meeting-sync", "clean-ag-refund-reimbursed", "clean-ag-router-wifi",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the
@@ -75,7 +79,7 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-invoice-without-vat")
 #: the known false findings of the module docstring
 KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-fare-at-most", "clean-ag-router-short",
-                                         "clean-ag-contractor-cap")
+                                         "clean-ag-contractor-cap", "clean-ag-fare-lowest")
 
 
 @pytest.fixture(scope="module")

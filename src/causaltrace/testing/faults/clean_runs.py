@@ -361,6 +361,18 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Find a one-hour meeting slot for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22, not before 10:00: the "
      "earliest slot free for all three. Report 'MEET: <HH:MM> on <date>'.",
      "MEET: 11:00 on 2026-04-22", "manager CodeAgent with planning (variant)", "a start bound met by the earliest slot"),
+    ("clean-smol-trip-bed", "build_trip",
+     "Plan a trip: go from Lisbon to Oslo on 2026-03-14 and stay 2 nights; I want the cheapest plane seat and the "
+     "cheapest bed. Report 'TRIP: <flight> + <hotel>, <total> EUR'.",
+     "TRIP: SK1812 + Saga Hotel, 487 EUR", "manager with two managed agents (variant)", "'plane seat' and 'bed'"),
+    ("clean-smol-courier-eta", "build_courier",
+     "A courier leaves Porto at 09:00 Porto time for Madrid, driving at 80 km/h. What is the ETA in Madrid local "
+     "time? Report 'ARRIVES: <HH:MM> <city> time'.",
+     "ARRIVES: 17:00 Madrid time", "dispatcher with two managed agents (variant)", "'ETA'"),
+    ("clean-smol-meeting-sync", "build_meeting",
+     "Set up a one-hour sync for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22: the earliest hour all three can "
+     "make. Report 'MEET: <HH:MM> on <date>'.",
+     "MEET: 11:00 on 2026-04-22", "manager CodeAgent with planning (variant)", "'sync', 'all three can make'"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -618,6 +630,18 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Tell passenger Jonas Weber on LH 1172 on 2026-06-02 his boarding gate at least 30 minutes before boarding and "
      "report 'GATE: <gate>'.",
      "GATE", "C4", "RoundRobinGroupChat (variant of clean-ag-gate)", "'at least 30 minutes before boarding'"),
+    ("clean-ag-fare-lowest", "build_fare",
+     "What is the lowest ticket price from BOS to ORD on 2026-05-09, in euros at today's rate, rounded to cents? "
+     "Report 'FARE: <euros> EUR'.",
+     "FARE", "158.60", "SelectorGroupChat (variant of clean-ag-fare)", "'lowest ticket price', restated as 'cheapest'"),
+    ("clean-ag-refund-reimbursed", "build_refund",
+     "Hi! order A-1093 came yesterday and my desk lamp was broken when I opened the box. Can I get the lamp "
+     "reimbursed? Report 'REFUND: <euros> EUR'.",
+     "REFUND", "34.90", "Swarm (variant of clean-ag-refund)", "'reimbursed', 'broken when I opened the box'"),
+    ("clean-ag-router-wifi", "build_router",
+     "My wifi keeps cutting out (account 5521). Please sort it out, and apply the 10 EUR goodwill credit your outage "
+     "policy promises. Report 'CREDIT: <euros> EUR'.",
+     "CREDIT", "10.00", "Swarm round trip (variant of clean-ag-router)", "'wifi keeps cutting out', 'sort it out'"),
 )
 
 
