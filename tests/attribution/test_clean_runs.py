@@ -66,6 +66,8 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-trip-at-most", "clean-smol-booking-before", "clean-smol-meeting-not-before",
                      "clean-ag-gate-30-minutes", "clean-smol-trip-bed", "clean-smol-courier-eta",
                      "clean-smol-meeting-sync", "clean-ag-refund-reimbursed", "clean-ag-router-wifi",
+                     "clean-smol-invoices-newest", "clean-smol-laptops-highest-first", "clean-smol-capacity-out-of-space",
+                     "clean-ag-tickets-unresolved", "clean-ag-rice-lowest",
                      # fixed by the lead (tests/attribution/test_clean_shapes.py): headings, computed totals, code output
                      "clean-smol-trip", "clean-smol-meeting", "clean-smol-booking", "clean-ag-legs",
                      # and: an observation's header, loops that name other agents or make progress, routes to the

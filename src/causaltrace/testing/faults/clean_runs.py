@@ -373,6 +373,17 @@ SMOLAGENTS_TEAMS: tuple[tuple[Any, ...], ...] = (
      "Set up a one-hour sync for Ana Souza, Bruno Lima and Chen Wei on 2026-04-22: the earliest hour all three can "
      "make. Report 'MEET: <HH:MM> on <date>'.",
      "MEET: 11:00 on 2026-04-22", "manager CodeAgent with planning (variant)", "'sync', 'all three can make'"),
+    ("clean-smol-invoices-newest", "build_invoices",
+     "Find the newest invoice of customer Ines Duarte and report it as 'LATEST: <invoice> on <date>'.",
+     "LATEST: INV-230 on 2026-08-11", "ToolCallingAgent paging (variant)", "'newest', answered under 'LATEST'"),
+    ("clean-smol-laptops-highest-first", "build_laptops",
+     "Which are the three best-rated laptops under 1000 EUR, highest rating first? Report 'TOP: <name> (<rating>), "
+     "...'.",
+     "TOP: Dune 16 (4.7), Aero 14 (4.6), Echo 14 (4.4)", "ToolCallingAgent (variant)", "'highest rating first'"),
+    ("clean-smol-capacity-out-of-space", "build_capacity",
+     "Check the Leeds, Hull, York, Bath and Derby warehouses: which are above 90% full, i.e. nearly out of space? "
+     "Report 'OVER: <names> (<n> checked)'.",
+     "OVER: Leeds, Bath (5 checked)", "ToolCallingAgent (variant)", "'nearly out of space'"),
 )
 
 #: the AutoGen teams: ``(name, builder in clean_teams_autogen, task, the field its final answer reports, the field's
@@ -642,6 +653,14 @@ AUTOGEN_TEAMS: tuple[tuple[Any, ...], ...] = (
      "My wifi keeps cutting out (account 5521). Please sort it out, and apply the 10 EUR goodwill credit your outage "
      "policy promises. Report 'CREDIT: <euros> EUR'.",
      "CREDIT", "10.00", "Swarm round trip (variant of clean-ag-router)", "'wifi keeps cutting out', 'sort it out'"),
+    ("clean-ag-tickets-unresolved", "build_tickets",
+     "How many tickets are still unresolved in the payments queue, and how many of them are urgent? Report 'OPEN: "
+     "<n>'.",
+     "OPEN", "6", "RoundRobinGroupChat: analyst and a reviewer (variant)", "'unresolved' for open, 'urgent' for high"),
+    ("clean-ag-rice-lowest", "build_rice",
+     "Which is the cheapest rice per kilogram, i.e. the lowest price per kg: FreshMart, Bodega or GrainCo? Report "
+     "'CHEAPEST: <store>'.",
+     "CHEAPEST", "GrainCo", "RoundRobinGroupChat of one assistant (variant)", "'cheapest' and 'lowest' both"),
 )
 
 
