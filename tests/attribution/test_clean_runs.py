@@ -11,9 +11,6 @@ fires):
   "restates number '42.075' where step 24 had '561'"; 42.075 litres = 561 km x 7.5 / 100, recomputed by the reviewer
   from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
   is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
-* ``clean-ag-fare-at-most`` — unchecked_approval at the reviewer: "approves a result that never used the number '200'
-  the task gave"; "at most 200 USD" is a bound the cheapest fare (172.15 USD) is under, not a value to use;
-  ``clean-ag-contractor-cap`` the same for "our cap is 10000 EUR" (9020 is under it).
 * ``clean-ag-router-short`` — unfit_routing at triage's hand-off to tech_agent: "routes to 'tech_agent', whose
   description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
   broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
@@ -78,10 +75,10 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-pantry-salt", "clean-smol-coffee", "clean-smol-pantry-5",
                      "clean-smol-accounts-excluding", "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
                      "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
-                     "clean-ag-invoice-without-vat")
+                     "clean-ag-invoice-without-vat",
+                     "clean-ag-fare-at-most")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-fare-at-most", "clean-ag-router-short",
-                                         "clean-ag-contractor-cap", "clean-ag-fare-lowest")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-router-short", "clean-ag-contractor-cap", "clean-ag-fare-lowest")
 
 
 @pytest.fixture(scope="module")

@@ -51,8 +51,10 @@ def unverified_approvals(walk: ProvenanceWalk, prov: Provenance) -> None:
             for v in walk.values.get(i, [])}
     used |= {walk.factor_of[round(float(k.split(":", 1)[1]), 6)] for k in list(used) if k.startswith("number:")
              and round(float(k.split(":", 1)[1]), 6) in walk.factor_of}  # × 0.9 used the 10 % discount
-    given = [v for v in walk.values.get(TASK) or walk.values.get(next(iter(walk.user_steps[-1:]), TASK), [])
-             if v.kind == "number" and not is_small(v.key)]  # a qualifier ("excluding holidays") is honoured by
+    task_values = walk.values.get(TASK) or walk.values.get(next(iter(walk.user_steps[-1:]), TASK), [])
+    # a bound ("at most 200 USD") is met by staying within it, not by using its number
+    bounds = {v.key.split(" ", 1)[1] for v in task_values if v.group == "comparison" and " " in v.key}
+    given = [v for v in task_values if v.kind == "number" and not is_small(v.key) and v.key not in bounds]  # a qualifier ("excluding holidays") is honoured by
     # what a result leaves out, not by its word: a reviewer's approval is not unchecked for not repeating it
     unused = [v for v in given if value_key(v) not in used]
     if not unused:
