@@ -15,9 +15,6 @@ fires):
   description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
   broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
   ("keeps dropping the connection ... Please fix it") is clean.
-* ``clean-ag-fare-lowest`` — value_changed at the planner's plan: "uses word 'cheapest' where step 0 had 'lowest'
-  (substitution changes a value)"; the task asks for "the lowest ticket price" and the plan says "the cheapest
-  fare": a synonym, not a substituted qualifier.
 """
 
 from __future__ import annotations
@@ -76,9 +73,10 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-smol-accounts-excluding", "clean-ag-invoice-without-exception", "clean-ag-contractor-ignoring",
                      "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
                      "clean-ag-invoice-without-vat",
-                     "clean-ag-fare-at-most")
+                     "clean-ag-fare-at-most",
+                     "clean-ag-contractor-cap", "clean-ag-fare-lowest")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-router-short", "clean-ag-contractor-cap", "clean-ag-fare-lowest")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-router-short")
 
 
 @pytest.fixture(scope="module")

@@ -90,3 +90,13 @@ def test_a_figure_is_read_whole_and_an_exclusion_covers_its_list() -> None:
     excluded = [re.findall(r"\w+", m.group(1)) for m in _EXCLUDED.finditer("in total, excluding cancelled and "
                                                                           "refunded orders")]
     assert excluded == [["cancelled", "and", "refunded"]]
+
+
+def test_one_sided_extremes_ask_for_the_same_entry_and_a_cap_is_a_bound() -> None:
+    from causaltrace.attribution.stages.provenance_changes import _same_extreme
+    from causaltrace.attribution.stages.values import values_in
+
+    assert _same_extreme("lowest", "cheapest") and _same_extreme("maximum", "latest")
+    assert not _same_extreme("latest", "largest")  # one side, two measures: a changed word
+    assert not _same_extreme("cheapest", "highest")
+    assert [v.key for v in values_in("our cap is 10000 EUR") if v.group == "comparison"] == ["<= 10000"]

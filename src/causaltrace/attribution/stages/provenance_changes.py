@@ -120,6 +120,19 @@ def substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | Non
             (a_u, b_u), (a_v, b_v) = u.key.split(".."), v.key.split("..")
             if a_u == a_v or b_u == b_v:
                 return Change(k, j, "operator", u.key, v.key, "substitution")
-        else:
+        elif v.group != "extreme" or not _same_extreme(u.key, v.key):
             return Change(k, j, v.kind, u.key, v.key, "substitution")
     return None
+
+
+#: an extreme word's side (lowest or highest) and what it measures (None: whatever the request measures)
+_EXTREMES = {"minimum": ("min", None), "lowest": ("min", None), "smallest": ("min", "size"),
+             "cheapest": ("min", "price"), "earliest": ("min", "time"), "maximum": ("max", None),
+             "highest": ("max", None), "largest": ("max", "size"), "latest": ("max", "time")}
+
+
+def _same_extreme(a: str, b: str) -> bool:
+    """Two extreme words that ask for the same entry: one side, and one of them measures nothing of its own ("the
+    lowest fare" restated as "the cheapest"). "latest" for "largest" (one side, two measures) is still a change."""
+    (side_a, what_a), (side_b, what_b) = _EXTREMES.get(a, (a, a)), _EXTREMES.get(b, (b, b))
+    return side_a == side_b and (what_a is None or what_b is None or what_a == what_b)

@@ -129,7 +129,7 @@ _SUM_MEAN = re.compile(r"\bsum\(\s*(\[[^\[\]]{0,400}\]|[A-Za-z_]\w*)\s*\)\s*/\s*
 _PHRASES = (
     (">=", r"at least|no less than|not less than|a minimum of|minimum of"),
     (">", r"more than|greater than|over|above|exceeding|higher than"),
-    ("<=", r"at most|no more than|not more than|up to|a maximum of|maximum of"),
+    ("<=", r"at most|no more than|not more than|up to|a maximum of|maximum of|(?:cap|budget|limit|ceiling) (?:is|of)"),
     ("<", r"less than|fewer than|under|below|lower than"),
 )
 _BOUND = re.compile(r"\b(" + "|".join(f"(?P<p{i}>{alts})" for i, (_, alts) in enumerate(_PHRASES))
