@@ -39,3 +39,26 @@ def zoo_home(home: Path) -> Iterator[None]:
             os.environ["CAUSALTRACE_HOME"] = previous
         if model is not None:
             os.environ["CAUSALTRACE_MODEL"] = model
+
+
+def tuning_case(name: str):
+    """The fault suite's TUNING-half case ``name`` (a held-out case of that name is never returned)."""
+    from causaltrace.testing.faults import all_cases
+
+    return next(c for c in all_cases() if c.name == name and not c.held_out)
+
+
+async def tuning_runs_and_corrections(name: str, family: str, home: Path):
+    """``(case, run, twin, finding, its corrections)`` of the tuning case ``name``: the failing run and its fixed twin
+    recorded in ``home``, the run's finding of ``family`` and the corrections derived from it."""
+    from causaltrace.replay.corrections import corrections_for, findings_of
+    from causaltrace.testing.faults import runner as faults_runner
+
+    case = tuning_case(name)
+    with zoo_home(home):
+        run = await faults_runner.record(case)
+        twin = await faults_runner.record(case, twin=True)
+    findings = findings_of(run)
+    found = next(f for f in findings if f.family == family)
+    return case, run, twin, found, [c for c in corrections_for(run.step(found.step_id), run, findings)
+                                    if c.finding == found]

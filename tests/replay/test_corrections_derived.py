@@ -13,34 +13,17 @@ import pytest
 pytest.importorskip("smolagents")
 pytest.importorskip("autogen_agentchat")
 
+from _zoo import tuning_runs_and_corrections as _zoo_runs
 from _zoo import zoo_home
 from causaltrace.replay.correct_approval import claim_phrase, rejection
 from causaltrace.replay.corrections import corrections_for, findings_of
 from causaltrace.replay.executor import default_sandbox
 from causaltrace.replay.repair import repair
-from causaltrace.testing.faults import runner as faults_runner
 
 #: the families of this module's corrections
 DERIVED = frozenset({"unchecked_approval", "made_up_data", "task_drift"})
 
 
-def _zoo_case(name: str):
-    from causaltrace.testing.faults import all_cases
-
-    return next(c for c in all_cases() if c.name == name and not c.held_out)
-
-
-async def _zoo_runs(name: str, family: str, home):
-    """``(case, run, twin, finding, its corrections)`` of the zoo case ``name``: the failing run and its fixed twin,
-    recorded in ``home``, the run's finding of ``family`` and the corrections derived from it."""
-    case = _zoo_case(name)
-    with zoo_home(home):
-        run = await faults_runner.record(case)
-        twin = await faults_runner.record(case, twin=True)
-    findings = findings_of(run)
-    found = next(f for f in findings if f.family == family)
-    return case, run, twin, found, [c for c in corrections_for(run.step(found.step_id), run, findings)
-                                    if c.finding == found]
 
 
 def _derived_corrections(run) -> list:
