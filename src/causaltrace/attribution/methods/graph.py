@@ -285,6 +285,18 @@ apart are two dates, not a copy slip (2024 for 2023; a swap,     correction (45 
 1923 for 1932, still is)                                         dev: the identifier rule alone 40 -> 39 (a new
                                                                  2023/2024 'copy'), with the year rule 40 / 92,
                                                                  two false year slips gone; zoo top-1 unchanged
+shapes of CORRECT runs that are no evidence (issue 32, sixth     the negative set of correct runs
+session): a list or section label is no number; what a code      (testing.faults.clean_runs, helper clean32:
+execution printed is derived from the code; the task's numbers   122 runs, with a failing outcome
+combine; a fixed cost plus a task count x a unit cost is         substituted): a finding at the top of 8 / 13
+computed; an observation's header is no entry's label; agents    at first, of 2 / 122 after the rows; zoo
+a text action names and an observation's numbers tell repeats    tuning 41 / 42, twins 42 / 42 unchanged.
+apart; the last try of a call that got an answer is a recovered  Who&When dev 40 -> 37 / 92: the hits lost
+retry; an agent that had its turn is no alternative to a later   were restatements of a list label ('737015
+route, a hand-back is no choice; a figure is read whole; a mean  where step 4 had 2') or of another magnitude
+divided by its weights' sum is weighted; an exclusion covers     ('2000 where 15'): right by accident,
+its list; an approval need not repeat a qualifier or a bound;    reported, not tuned back
+one-sided extremes agree; a restatement compares one magnitude
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
