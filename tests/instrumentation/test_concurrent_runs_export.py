@@ -73,8 +73,9 @@ class _Receiver:
         return Handler
 
 
-def _autogen() -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], None]]:
-    """(a fresh demo team's run, instrument, uninstrument) for AutoGen: each run in its own event loop."""
+def _autogen() -> tuple[Callable[[], Callable[[], Any]], Callable[..., Any], Callable[[], None]]:
+    """(what prepares a fresh demo team's run, instrument, uninstrument) for AutoGen: each run in its own event
+    loop."""
     pytest.importorskip("autogen_agentchat")
     from causaltrace.demo import autogen_team as demo
     from causaltrace.instrumentation.autogen import instrument_autogen, uninstrument_autogen
@@ -83,30 +84,39 @@ def _autogen() -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], None]
         result = asyncio.run(demo.build_fixed().run(task=demo.TASK))
         return result.messages[-1].content
 
-    return run_once, instrument_autogen, uninstrument_autogen
+    return (lambda: run_once), instrument_autogen, uninstrument_autogen
 
 
-def _smolagents() -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], None]]:
-    """The same for smolagents: each run its own agent."""
+def _smolagents() -> tuple[Callable[[], Callable[[], Any]], Callable[..., Any], Callable[[], None]]:
+    """The same for smolagents: each run its own agent, built on the test's thread before the runs start —
+    smolagents parses a ``@tool``'s source with ``ast.parse`` when an agent is built, and CPython 3.11 before 3.11.8
+    shares the AST constructor's recursion count between threads (gh-106905: "AST constructor recursion depth
+    mismatch" at random when twenty threads build agents at once). The runs themselves are concurrent."""
     pytest.importorskip("smolagents")
     from causaltrace.demo import smolagents_team as demo
     from causaltrace.instrumentation.smolagents import instrument_smolagents, uninstrument_smolagents
 
-    return (lambda: str(demo.build_fixed().run(demo.TASK))), instrument_smolagents, uninstrument_smolagents
+    def prepare() -> Callable[[], Any]:
+        agent = demo.build_fixed()
+        return lambda: str(agent.run(demo.TASK))
+
+    return prepare, instrument_smolagents, uninstrument_smolagents
 
 
 FRAMEWORKS = {"autogen": _autogen, "smolagents": _smolagents}
 
 
-def _run_together(run_once: Callable[[], Any], n: int) -> list[Any]:
-    """``n`` runs in ``n`` threads released together; their answers (an exception is re-raised here)."""
+def _run_together(prepare: Callable[[], Callable[[], Any]], n: int) -> list[Any]:
+    """``n`` runs (each prepared on this thread) in ``n`` threads released together; their answers (an exception is
+    re-raised here)."""
     barrier = threading.Barrier(n)
     answers: list[Any] = [None] * n
+    runs = [prepare() for _ in range(n)]
 
     def worker(i: int) -> None:
         barrier.wait()
         try:
-            answers[i] = run_once()
+            answers[i] = runs[i]()
         except BaseException as error:  # handed to the test's thread
             answers[i] = error
 
@@ -129,14 +139,14 @@ def _spans_per_trace(spans: Any) -> Counter[int]:
 def test_twenty_concurrent_runs_every_span_exported_or_counted(framework: str) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    run_once, instrument, uninstrument = FRAMEWORKS[framework]()
+    prepare, instrument, uninstrument = FRAMEWORKS[framework]()
     receiver = _Receiver()
 
     # one run traced alone first, in memory: how many spans a run has
     alone_provider, alone = capture_spans()
     instrument(alone_provider, TraceConfig())
     try:
-        run_once()
+        prepare()()
         get_tracing().collector.flush()
     finally:
         uninstrument()
@@ -151,7 +161,7 @@ def test_twenty_concurrent_runs_every_span_exported_or_counted(framework: str) -
         before = export_stats()
         instrument(provider, TraceConfig())
         try:
-            answers = _run_together(run_once, RUNS)
+            answers = _run_together(prepare, RUNS)
             get_tracing().collector.flush()
         finally:
             uninstrument()
