@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -219,7 +218,7 @@ async def _create(wrapped: Any, client: Any, ctx: RunContext, args: tuple[Any, .
     return result
 
 
-def _llm_scope(llm: _LlmCall) -> AbstractContextManager[Any]:
+def _llm_scope(llm: _LlmCall) -> Scope:
     """The call's step current, and IN_LLM set (a client calling another client inside is one call), while the
     client runs."""
     return Scope(((IN_LLM, True),)) if llm.handle is None else llm.handle.activate((IN_LLM, True))

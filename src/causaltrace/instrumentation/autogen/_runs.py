@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from contextlib import AbstractContextManager
 from typing import Any
 
 from autogen_agentchat.base import TaskResult
@@ -189,7 +188,7 @@ def _begin_level(obj: Any, kwargs: dict[str, Any], *, team: bool) -> LevelRun | 
     return LevelRun(ctx, owned, level, nested, team_turn, invoking, messages, outer_turn)
 
 
-def _level_scope(lr: LevelRun) -> AbstractContextManager[Any]:
+def _level_scope(lr: LevelRun) -> Scope:
     """This team / agent run is current (and its run when owned, and its team turn when nested); no agent turn or
     speaker selection is."""
     values = ((LEVEL, lr.level), (TURN, None), (MANAGER, None))

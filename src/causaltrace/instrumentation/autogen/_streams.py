@@ -11,10 +11,15 @@ wrapped generator is closed first, so its own clean-up still runs).
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import set_span_in_context
+
+from causaltrace.instrumentation.scope import Scope
 
 __all__ = ["StreamHooks", "scoped_stream"]
 
@@ -24,25 +29,49 @@ class StreamHooks:
     """What one wrapped stream does around the framework's generator.
 
     ``scope`` is entered around every ``__anext__`` (and around the early close when ``close_in_scope``): one
-    reusable context manager built when the stream begins (a :class:`~causaltrace.instrumentation.scope.Scope`
-    is entered again for each item, never a new one per item);
+    :class:`~causaltrace.instrumentation.scope.Scope` built when the stream begins, whose context variables (and
+    span) the stream sets and resets itself item after item (:meth:`Scope.parts`: no call per item);
     ``observe`` sees every item before it is passed on; the last item that is a ``result_type`` is the stream's
     result; ``end(result, error, closed)`` runs once at the end (it may be a coroutine function), ``closed`` being
     True when the consumer stopped before the stream was exhausted.
     """
 
-    scope: AbstractContextManager[Any]
+    scope: Scope
     end: Callable[[Any, BaseException | None, bool], Awaitable[None] | None]
     observe: Callable[[Any], None] | None = None
     result_type: type | None = None
     close_in_scope: bool = True
 
 
+#: A context variable nobody reads: the first of a scope's variables when it sets none (the loop sets one at least).
+_NOTHING: contextvars.ContextVar[Any] = contextvars.ContextVar("causaltrace_autogen_nothing", default=None)
+
+
+def _scope_parts(scope: Scope) -> tuple[Any, ...] | None:
+    """How :func:`scoped_stream` sets ``scope`` around each item with no call (``Scope.__enter__`` / ``__exit__``
+    are two calls per item and layer, the largest part of the hooks' calls): its first two variables (a second None
+    when it has one) kept in locals, any more (``rest``) set in a loop, all reset in the reverse order; its span set
+    in the OTel Context current at each item (that Context made once per Context entered from), on OTel's context
+    variable, as the Scope does. None when the span goes through the context API (:meth:`Scope.parts`): the scope
+    is entered as a context manager then."""
+    parts = scope.parts() if type(scope) is Scope else None
+    if parts is None:
+        return None
+    values, span, otel_var = parts
+    if not values:
+        values = ((_NOTHING, None),)
+    (var0, value0), *rest = values
+    var1 = value1 = None
+    if rest:
+        (var1, value1), *rest = rest
+    return var0, value0, var1, value1, rest, span, otel_var
+
+
 async def scoped_stream(
     begin: Callable[[], StreamHooks | None], wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
     """``wrapped(*args, **kwargs)``'s items, under the hooks ``begin()`` gives (none: the items pass straight
-    through)."""
+    through). The scope is set and reset per item as :func:`_scope_parts` says."""
     hooks = begin()
     agen = wrapped(*args, **kwargs)
     if hooks is None:
@@ -53,17 +82,52 @@ async def scoped_stream(
     error: BaseException | None = None
     exhausted = False
     scope, result_type, observe = hooks.scope, hooks.result_type, hooks.observe
+    parts = _scope_parts(scope)
+    if parts is not None:
+        var0, value0, var1, value1, rest, span, otel_var = parts
+        made: tuple[Any, Any] | None = None  # (the Context entered from, it with the span set)
     try:
         while True:
-            with scope:
-                try:
-                    item = await agen.__anext__()
-                except StopAsyncIteration:
-                    exhausted = True
-                    break
-                except BaseException as exc:
-                    error = exc
-                    raise
+            if parts is None:
+                scope.__enter__()
+            else:
+                token0 = var0.set(value0)
+                if var1 is not None:
+                    token1 = var1.set(value1)
+                if rest:
+                    tokens = []
+                    for var, value in rest:
+                        tokens.append(var.set(value))
+                if span is not None:
+                    current = otel_var.get()
+                    if made is None or made[0] is not current:
+                        made = (current, set_span_in_context(span, current))
+                    otel_token = otel_var.set(made[1])
+            try:
+                item = await agen.__anext__()
+            except StopAsyncIteration:
+                exhausted = True
+                break
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                if parts is None:
+                    scope.__exit__(None, None, None)
+                else:
+                    if span is not None:
+                        try:
+                            otel_var.reset(otel_token)
+                        except Exception:  # a token of another Context: the API's detach logs it, as Scope does
+                            otel_context.detach(otel_token)
+                    if rest:
+                        i = len(rest)
+                        while i:
+                            i -= 1
+                            rest[i][0].reset(tokens[i])
+                    if var1 is not None:
+                        var1.reset(token1)
+                    var0.reset(token0)
             if result_type is not None and isinstance(item, result_type):
                 result = item
             if observe is not None:

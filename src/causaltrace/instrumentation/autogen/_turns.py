@@ -181,7 +181,8 @@ def _turn_hooks(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> St
         if owner:
             end_turn(turn, error, closed=closed)
 
-    return StreamHooks(scope=turn_scope(turn), end=end, observe=partial(observe, turn))
+    scope = Scope(((TURN, turn),)) if turn.handle is None else turn.handle.activate((TURN, turn))  # turn_scope's
+    return StreamHooks(scope=scope, end=end, observe=partial(observe, turn))
 
 
 def patch_agent_class(cls: type) -> None:
