@@ -7,14 +7,8 @@ Known false findings (a finding at the top of a correct run) are listed in :data
 detector is fixed and the team moves into :data:`NO_FINDING_AT_TOP` (``benchmarks/bench_clean_runs.py`` shows what
 fires):
 
-* ``clean-ag-fuel-087`` — value_changed at the reviewer's message "RESULT: 37 verified (42.075 litres at 0.87 EUR)":
-  "restates number '42.075' where step 24 had '561'"; 42.075 litres = 561 km x 7.5 / 100, recomputed by the reviewer
-  from the researcher's distance and the task's consumption (three operands). With the price 1.52 (clean-ag-fuel) it
-  is clean only because 63.954 / 1.52 happens to give 42.075 exactly.
-* ``clean-ag-router-short`` — unfit_routing at triage's hand-off to tech_agent: "routes to 'tech_agent', whose
-  description and tools share no word with what step 0 asks, while 'billing_agent''s cover it (credit)"; "router
-  broken. Fix it" is tech_agent's (diagnostics, firmware update) though no word is shared; the original wording
-  ("keeps dropping the connection ... Please fix it") is clean.
+None today: the last two (a rate per 100 km with three operands; a request of two parts routed one part at a
+time) were fixed by the lead (tests/attribution/test_clean_shapes.py).
 """
 
 from __future__ import annotations
@@ -74,9 +68,11 @@ NO_FINDING_AT_TOP = ("clean-smol-pantry", "clean-smol-invoices", "clean-smol-par
                      "clean-ag-tickets-excluding", "clean-ag-invoice-including", "clean-ag-tax-excluding",
                      "clean-ag-invoice-without-vat",
                      "clean-ag-fare-at-most",
-                     "clean-ag-contractor-cap", "clean-ag-fare-lowest")
+                     "clean-ag-contractor-cap", "clean-ag-fare-lowest",
+                     # and: a rate per a round quantity is an operand; the request's other part routed later
+                     "clean-ag-fuel-087", "clean-ag-router-short")
 #: the known false findings of the module docstring
-KNOWN_FALSE_FINDINGS: tuple[str, ...] = ("clean-ag-fuel-087", "clean-ag-router-short")
+KNOWN_FALSE_FINDINGS: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="module")

@@ -100,3 +100,16 @@ def test_one_sided_extremes_ask_for_the_same_entry_and_a_cap_is_a_bound() -> Non
     assert not _same_extreme("latest", "largest")  # one side, two measures: a changed word
     assert not _same_extreme("cheapest", "highest")
     assert [v.key for v in values_in("our cap is 10000 EUR") if v.group == "comparison"] == ["<= 10000"]
+
+
+def test_a_rate_per_a_round_quantity_is_an_operand_of_the_amount_it_gives() -> None:
+    from causaltrace.attribution.stages.provenance_walk import _PER_N
+
+    # "7.5 litres per 100 km" over 561 km uses 42.075 litres: the rate's quotient is in the lookup, not the pool
+    rates = {round(float(m.group(1)) / float(m.group(2).replace(",", "")), 6): TASK
+             for m in _PER_N.finditer("a van using 7.5 litres per 100 km, 12 deaths per 1,000 people")}
+    assert rates == {0.075: TASK, 0.012: TASK}
+    pool = {561.0: 10}
+    assert derivation(42.075, pool, {**rates, 561.0: 10}) == [10, TASK]
+    assert derivation(42.0, pool, {**rates, 561.0: 10}) is None  # a changed amount stays unexplained
+    assert not list(_PER_N.finditer("3 per day, 4 per 7 days"))  # only a round quantity is a rate's base

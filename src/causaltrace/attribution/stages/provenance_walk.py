@@ -53,6 +53,9 @@ _LOGIC = frozenset({"comparison", "span", "mean"})
 _FENCE = re.compile(r"```[\w+-]*\n(.*?)```", re.DOTALL)
 _MAX_POOL = 40
 #: a count the task gives: a whole number and its noun ("stay 3 nights", "for 4 people"), not an operand ("* 3.")
+#: a rate per a round quantity ("7.5 litres per 100 km", "12 deaths per 1,000 people"): its quotient (0.075) is an
+#: operand of the amount it gives (561 km use 42.075 litres)
+_PER_N = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?)\s*[A-Za-z%€$£]{0,12}\s+per\s+(10|100|1,?000|10,?000|100,?000)\s+[A-Za-z]")
 _COUNT = re.compile(r"(?<![\w.,:/-])(\d{1,3})\s+(?!(?:and|or|to|of|the|an?|in|on|at|by|for|from|with)\b)[A-Za-z]{3,}")
 
 
@@ -133,6 +136,8 @@ class ProvenanceWalk:
         self._counts: list[float] | None = None  # what the task counts (:meth:`_task_counts`)
         self.holders: dict[str, list[int]] = defaultdict(list)
         self.numbers: dict[float, int] = {}
+        #: the quotients of the rates per a round quantity seen (:data:`_PER_N`) → the step that gave the rate
+        self.rates: dict[float, int] = {}
         #: the factors of the percentages seen (``10%``: 0.1, 0.9, 1.1) → the step that gave the percentage
         self.factors: dict[float, int] = {}
         #: a factor → the key of the percentage's number (``number:10``): a step using 0.9 used the task's 10 %
@@ -151,6 +156,7 @@ class ProvenanceWalk:
 
     def given(self) -> None:
         self.values[TASK] = values_in(self.run.task or "", skip=self.skip)
+        self._see_rates(self.run.task or "", TASK)
         for v in self.values[TASK]:
             self._see(v, TASK)
             if v.group == "exclusion":
@@ -170,6 +176,13 @@ class ProvenanceWalk:
                         self.factors.setdefault(round(factor, 6), owner)
                         self.factor_of.setdefault(round(factor, 6), f"number:{v.key}")
         self.holders[k].append(owner)
+
+    def _see_rates(self, text: str, owner: int) -> None:
+        if " per " in text:
+            for m in _PER_N.finditer(text[:5000]):
+                rate = round(float(m.group(1)) / float(m.group(2).replace(",", "")), 6)
+                if rate:
+                    self.rates.setdefault(rate, owner)
 
     def _pool(self, number: float, owner: int) -> None:
         self.numbers.setdefault(number, owner)
@@ -200,6 +213,7 @@ class ProvenanceWalk:
                         origins[key] = self.first[key]
                 elif not shadowed:
                     new.append(v)
+            self._see_rates(content_of(step), owner)
             if not is_execution_output(step):
                 self._derive(k, new)
                 self._computed_by_code(step, new)
@@ -294,6 +308,16 @@ class ProvenanceWalk:
                 return True
         return False
 
+    def _routed_to_later(self, target: str, after: int) -> bool:
+        """Whether any step after ``after`` routes to agent ``target`` (a hand-off, a selection, a ``transfer_to_``
+        call)."""
+        for s in self.run.steps[after + 1:]:
+            if s.kind in ("handoff", "speaker_selection") and addressee(s) == target:
+                return True
+            if s.kind == "tool_call" and (s.tool_name or "").removeprefix("transfer_to_") == target:
+                return True
+        return False
+
     def _acted_before(self, owner: int) -> set[str]:
         """The agents that acted (a model reply, a message, a call) before step ``owner``: each had its turn at the
         work, so a later route elsewhere is the next part of it, not a substitute for them."""
@@ -314,7 +338,9 @@ class ProvenanceWalk:
         for j, text in texts:
             if j == TASK or self.by_index[j].kind == "task":
                 fit = capable_alternative(chosen, others, text, self.capabilities)
-                if fit is None:
+                if fit is None or self._routed_to_later(fit[0], owner):
+                    # the fitting agent gets the work later: a request of several parts ("fix the router and apply
+                    # the credit") routed one part at a time, this route the first (clean-ag-router-short)
                     return None
                 return Change(owner, j, "target", fit[0], chosen, "unfit", detail=", ".join(fit[1]))
         return None
@@ -347,7 +373,7 @@ class ProvenanceWalk:
         if not numbers:
             return
         pool = dict(self.numbers)
-        exact = {round(a, 6): i for a, i in pool.items()}
+        exact = {**self.rates, **{round(a, 6): i for a, i in pool.items()}}
         groups = [(j, self.step_numbers[j]) for j in self.graph.producers(k) if j in self.step_numbers][:4]
         runs: dict[float, list[int]] | None = None
         for v in numbers:
