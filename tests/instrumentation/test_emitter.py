@@ -396,6 +396,46 @@ def test_the_sdk_shortcuts_are_in_force_and_export_what_the_sdk_calls_would(monk
         reset_tracing()
 
 
+def test_the_root_span_takes_its_end_attributes_as_set_attributes_gives_them(monkeypatch):
+    """The root's end attributes are written straight into the SDK span's attribute dict (checked at import; issue
+    35: no second cleaning of its start attributes): the same attributes, values, value types and order as
+    ``set_attributes``; a length limit on texts, another value type or an ended span go through ``set_attributes``."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    from causaltrace.instrumentation import _export
+
+    assert _export._SETS_BY_DICT
+
+    def root_attributes(direct: bool) -> list:
+        monkeypatch.setattr(_export, "_SETS_BY_DICT", direct)
+        provider, exp = capture_spans()
+        configure(provider, TraceConfig(store=False))
+        try:
+            with causaltrace.run(task="add 2 and 3", verify="5", name="demo"):
+                _small_team(current_run())
+        finally:
+            reset_tracing()
+        (root,) = [s for s in exp.get_finished_spans() if s.parent is None]
+        return [(k, "<id>" if "id" in k or k == semconv.RUN_METADATA else v, type(v))
+                for k, v in root.attributes.items()]
+
+    direct = root_attributes(True)
+    assert direct == root_attributes(False)
+    assert (semconv.RUN_AGENTS, ("user", "solver"), tuple) in direct  # a list becomes a tuple, as the SDK makes it
+
+    later = {"a": "a long text", "b": [1, 2], "c": {"k": "v"}, "d": ["x", "y"]}
+    for limits in (SpanLimits(max_attribute_length=4), SpanLimits()):
+        made = []
+        for direct_write in (False, True):
+            monkeypatch.setattr(_export, "_SETS_BY_DICT", direct_write)
+            span = TracerProvider(span_limits=limits).get_tracer("t").start_span("s", attributes={"a": "x", "e": 1})
+            _export.set_span_attributes(span, later)
+            span.end()
+            _export.set_span_attributes(span, {"f": "after the end"})  # ignored (with the SDK's warning)
+            made.append((list(span.attributes.items()), span.dropped_attributes))
+        assert made[0] == made[1]
+
+
 def test_a_step_reaches_the_collector_and_the_exporters_as_two_siblings():
     from opentelemetry.sdk.trace import SpanProcessor
 

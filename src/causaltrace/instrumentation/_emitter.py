@@ -40,7 +40,7 @@ from causaltrace import semconv
 from causaltrace.collector import tool_spans
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation._export import count_payload_cuts, exporting
+from causaltrace.instrumentation._export import count_payload_cuts, exporting, set_span_attributes
 from causaltrace.recording.long_texts import CutText, forget_long_texts
 from causaltrace.schema import Recording, Step, utf8_safe
 
@@ -638,7 +638,7 @@ class Emitter:
         if span is None or not span.is_recording():
             forget_long_texts()  # a run sampled out measured its recorded texts all the same
             return
-        span.set_attributes(apply_payload_policy(attributes, self.config, final_answer=final_answer))
+        set_span_attributes(span, apply_payload_policy(attributes, self.config, final_answer=final_answer))
         config = self.config
         carried = recording_attributes(
             recording, settings=self.recording_export, chunk_chars=config.max_attribute_chars,

@@ -31,16 +31,19 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from causaltrace import semconv
 
@@ -54,6 +57,7 @@ __all__ = [
     "otlp_exporter_from_env",
     "replays_exported",
     "resolve_provider",
+    "set_span_attributes",
     "unexported",
 ]
 
@@ -388,3 +392,86 @@ def default_resource() -> Resource:
     if semconv.PROJECT_NAME in resource.attributes and not os.environ.get("CAUSALTRACE_PROJECT"):
         return resource
     return resource.merge(Resource({semconv.PROJECT_NAME: project}))
+
+
+#: The attribute values the SDK's cleaning (``opentelemetry.attributes._clean_attribute_value``) keeps as they are,
+#: by their exact type; and lists (or tuples) of texts, which it turns into tuples of the same texts.
+_CLEAN_SCALARS = frozenset({str, bool, int, float, type(None), bytes})
+_TEXTS_ONLY = frozenset({str})
+
+
+def set_span_attributes(span: trace.Span, attrs: Mapping[str, Any]) -> None:
+    """``span.set_attributes(attrs)``; for an SDK span (the run's root, at its end), the values written straight into
+    its attribute dict as the SDK's cleaning would leave them — scalars as they are, lists of texts as tuples — in
+    the SDK's order (a key written again moves to the end), without its per-value frames (~40 Python calls per run:
+    the root's dozen start attributes come again, and were cleaned once already). Anything else (another value
+    type, a length limit on texts, an attribute count near its limit, a span already ended) goes through
+    ``set_attributes`` itself."""
+    if _SETS_BY_DICT and type(span) is _SDK_SPAN:
+        bounded = span._attributes  # type: ignore[attr-defined]
+        if (type(bounded) is BoundedAttributes and bounded.max_value_len is None and not bounded._immutable
+                and (bounded.maxlen is None or len(bounded._dict) + len(attrs) <= bounded.maxlen)):
+            texts: list[str] = []
+            for key, value in attrs.items():
+                if type(key) is not str or not key:
+                    break
+                cls = type(value)
+                if cls in _CLEAN_SCALARS:
+                    continue
+                if (cls is list or cls is tuple) and _TEXTS_ONLY.issuperset(map(type, value)):
+                    texts += (key,)  # a list of texts (the run's agents): a tuple once written
+                    continue
+                break
+            else:
+                with span._lock:  # type: ignore[attr-defined]
+                    if span._end_time is None:  # type: ignore[attr-defined]
+                        with bounded._lock:
+                            written = bounded._dict
+                            for key in attrs:
+                                if key in written:
+                                    del written[key]
+                            written.update(attrs)
+                            for key in texts:
+                                written[key] = tuple(written[key])
+                        return
+    span.set_attributes(attrs)
+
+
+def _sets_by_dict() -> bool:
+    """:func:`set_span_attributes` writing an SDK span's attribute dict leaves the span as ``set_attributes`` does: the
+    same attributes, values (tuples for lists), order (a key written again at the end) and nothing dropped."""
+    start = {"a": "x", "b": 1, "c": [1, 2], "d": True}
+    later = {"e": ["p", "q"], "a": "x", "f": 2.5, "g": None, "h": b"z", "b": 3, "i": ("r",), "j": []}
+    made = []
+    global _SETS_BY_DICT
+    for direct in (False, True):
+        span = _check_tracer().start_span("check", attributes=start)
+        _SETS_BY_DICT = direct
+        set_span_attributes(span, later)
+        span.end()
+        made.append((type(span) is _SDK_SPAN, list(span.attributes.items()), span._attributes.dropped,
+                     [type(v) for v in span.attributes.values()]))
+    _SETS_BY_DICT = False
+    return made[0] == made[1] and made[1][0]
+
+
+def _check_tracer() -> trace.Tracer:
+    """An SDK tracer for the checks at import (no resource detection, no exit hook)."""
+    return TracerProvider(sampler=ALWAYS_ON, resource=Resource.get_empty(), shutdown_on_exit=False).get_tracer(
+        "causaltrace.check")
+
+
+def _sdk_span_type() -> type | None:
+    try:
+        return type(_check_tracer().start_span("check"))
+    except Exception:
+        return None
+
+
+#: The SDK's span class (what an SDK tracer's ``start_span`` makes: ``_Span`` today).
+_SDK_SPAN = _sdk_span_type()
+_SETS_BY_DICT = False
+try:
+    _SETS_BY_DICT = _sets_by_dict()
+except Exception:  # a check that raises means set_attributes itself
+    _SETS_BY_DICT = False
