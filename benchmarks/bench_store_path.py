@@ -3,8 +3,9 @@
 The collector's hand-overs of real benchmark runs (``_call_counter``'s teams, store on) are captured — each run's
 begin, its steps and its end, with the calls' JSON the run's export made for the store — and then written again,
 ``--repeats`` times, into a fresh SQLite store each time, through a live collector whose writer runs on this thread
-(``_call_counter.synchronous_store``: the begin row at once, the steps with the run's end, as the writer's linger
-batches a short run). Printed per team:
+(``_call_counter.synchronous_store``: the begin row at once — with ``--batched`` in its end's transaction, as the
+threaded writer's poll mostly has it — the steps with the run's end, as the writer's linger batches a short run).
+Printed per team:
 
 * ``statements/run`` — SQL statements sqlite ran per run (``set_trace_callback``: an ``executemany`` counts each of
   its rows), ``transactions/run``;
@@ -18,6 +19,7 @@ in use, and printed per run: the writer's transactions, its voluntary context sw
 on the queue, the linger, or the GIL while the team's thread runs — /proc, Linux only) and its CPU per event.
 
 Usage: python benchmarks/bench_store_path.py [--team autogen/scripted ...] [--runs 6] [--repeats 15] [--profile]
+[--batched] [--threaded]
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ def capture(team_name: str, runs: int) -> tuple[cc.Team, list[list[tuple[str, An
 
 
 def replay(captured: list[list[tuple[str, Any, Any]]], target: Path, *, count: bool = False,
-           profile: Any = None) -> tuple[float, int, int]:
+           profile: Any = None, batched: bool = False) -> tuple[float, int, int]:
     """Write the captured runs into a fresh store at ``target`` through a live collector writing on this thread;
-    the CPU seconds of the writes, and the statements and transactions sqlite ran."""
+    the CPU seconds of the writes, and the statements and transactions sqlite ran. ``batched``: a run's begin row
+    waits for its end's transaction (as the writer's poll gathers a short run), else it is written at once."""
     from causaltrace.collector import recording_otlp
     from causaltrace.collector.handoff import Done
     from causaltrace.collector.live import RunCollector
@@ -105,7 +108,7 @@ def replay(captured: list[list[tuple[str, Any, Any]]], target: Path, *, count: b
     for run_ops in captured:
         for op, payload, _ in run_ops:
             if op == "begin":
-                collector._submit("begin", payload, Done())
+                collector._submit("begin", payload, Done(), wake=not batched)
             elif op == "steps":
                 collector._submit("steps", payload)
             else:
@@ -173,6 +176,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--threaded", action="store_true")
+    parser.add_argument("--batched", action="store_true", help="a run's begin row in its end's transaction")
     args = parser.parse_args()
     teams = args.team or ["autogen/scripted", "smolagents-example/scripted"]
     cc.examples_on_path()
@@ -184,20 +188,21 @@ def main() -> None:
             team, captured = capture(name, args.runs)
             events = team.events * len(captured)
             with tempfile.TemporaryDirectory() as tmp:
-                replay(captured, Path(tmp) / "warm.db")
-                _, stmts, txns = replay(captured, Path(tmp) / "count.db", count=True)
+                batched = args.batched
+                replay(captured, Path(tmp) / "warm.db", batched=batched)
+                _, stmts, txns = replay(captured, Path(tmp) / "count.db", count=True, batched=batched)
                 counter = cc.CallCounter()
                 with cc.quiet_gc(), counter.counting():
-                    replay(captured, Path(tmp) / "calls.db")
+                    replay(captured, Path(tmp) / "calls.db", batched=batched)
                 calls = counter.counts().total(cc.CAUSALTRACE, exclude=cc.NOT_CAUSALTRACE)
-                times = [replay(captured, Path(tmp) / f"t{i}.db")[0] for i in range(args.repeats)]
+                times = [replay(captured, Path(tmp) / f"t{i}.db", batched=batched)[0] for i in range(args.repeats)]
                 if args.profile:
                     import cProfile
                     import pstats
 
                     prof = cProfile.Profile()
                     for i in range(5):
-                        replay(captured, Path(tmp) / f"p{i}.db", profile=prof)
+                        replay(captured, Path(tmp) / f"p{i}.db", profile=prof, batched=batched)
                     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
             q1 = statistics.quantiles(times, n=4)[0]
             print(f"{name:30s} runs {len(captured)}  events/run {team.events}  statements/run {stmts / len(captured):.1f}"

@@ -34,6 +34,7 @@ class CountingStore(Store):
     def __init__(self, target: str) -> None:
         super().__init__(target)
         self.transactions = 0
+        self.begins = 0
         self.fail_begin_of: str | None = None
 
     def transaction(self):  # type: ignore[no-untyped-def]
@@ -43,6 +44,7 @@ class CountingStore(Store):
     def begin_run(self, run_id: str, **fields):  # type: ignore[no-untyped-def]
         if run_id == self.fail_begin_of:
             raise StoreError("disk full (planted)")
+        self.begins += 1
         return super().begin_run(run_id, **fields)
 
 
@@ -133,6 +135,76 @@ def test_a_step_re_sent_before_its_runs_end_is_stored_as_last_sent(counting_stor
     assert collector.flush(10)
     assert [s.content for s in run.steps] == ["m0", "m1, ended", "m2, ended"]
     assert store.get_run("r3") == run
+
+
+def _columns(store: Store, run_id: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """A run's row (all but its id and the time it was written) and its step rows, its id taken out of the JSON."""
+    row = sql_rows(store, "SELECT framework, name, task, trace_id, started_at, ended_at, status, state, writer_pid, "
+                          f"writer_start, writer_host, has_recording, data, sort_ts, chunks FROM runs WHERE run_id = '{run_id}'")
+    steps = sql_rows(store, "SELECT step_id, idx, kind, agent, status, parent, truncated, data, chunks FROM steps "
+                            f"WHERE run_id = '{run_id}' ORDER BY idx")
+    return ([tuple(str(v).replace(run_id, "ID") for v in r) for r in row],
+            [tuple(str(v).replace(run_id, "ID") for v in r) for r in steps])
+
+
+@pytest.mark.parametrize("started", [T0, None])
+def test_a_run_begun_and_ended_in_one_batch_is_stored_as_its_begin_and_end_store_it(
+        counting_store: CountingStore, started: datetime | None) -> None:
+    """A short run's begin row waits for its end's transaction: its row is then written once, as it ends
+    (``Store.finish_new_run``) — the same row and steps as the begin row's INSERT and the final write's UPDATE leave
+    (its sort key too: the Run's start, else the begin's start, else the time of the write)."""
+    store = counting_store
+    collector = _collector(store)
+    before = time.time()
+    collector.begin_run("first", framework="test", task="t", name="n", trace_id=None, started_at=T0)
+    for i in range(3):
+        collector.accept(_step("first", i))
+    run = collector.finish_run("first", framework="test", task="t", name="n", started_at=started, ended_at=T0,
+                               outcome=Outcome(status="success", stop="normal"))
+    assert collector.flush(10) and store.transactions == 1 and collector.write_errors == 0
+    assert store.begins == 0  # (no begin row was written)
+    store.begin_run("second", framework="test", task="t", name="n", trace_id=None, started_at=T0)
+    store.finish_run(run.model_copy(update={"run_id": "second", "steps": tuple(
+        s.model_copy(update={"run_id": "second", "step_id": s.step_id.replace("first", "second")}) for s in run.steps)}),
+        stored_steps=())
+    assert _columns(store, "first") == _columns(store, "second")
+    assert store.get_run("first") == run
+    if started is None:  # the begin row's start (the Run has none)
+        assert sql_rows(store, "SELECT sort_ts FROM runs WHERE run_id = 'first'") == [(T0.timestamp(),)]
+    collector.begin_run("third", framework="test", task="t", name=None, trace_id=None, started_at=None)
+    collector.finish_run("third", framework="test", task="t", started_at=None, ended_at=T0,
+                         outcome=Outcome(status="success", stop="normal"))
+    assert collector.flush(10)
+    [(sort_key,)] = sql_rows(store, "SELECT sort_ts FROM runs WHERE run_id = 'third'")
+    assert before <= sort_key <= time.time()  # no start anywhere: the time of the write, as the begin row had
+
+
+def test_runs_begun_and_ended_in_one_batch_keep_the_order_of_their_begins(store_target: str) -> None:
+    """Interleaved runs in one batch: each row is written at its begin's place (the rows' order stays the begins'),
+    and a run id the store holds already is begun again first (its old run, diagnoses included, is replaced)."""
+    from causaltrace.schema import Diagnosis, Run
+
+    store = Store(store_target)
+    collector = _collector(store)
+    store.save_run(Run(run_id="old", framework="test", task="before"))
+    store.save_diagnosis(Diagnosis(run_id="old", method="test", verified_by="heuristic"))
+
+    def run(run_id: str) -> Run:
+        return Run(run_id=run_id, framework="test", task="t", started_at=T0, ended_at=T0,
+                   steps=(_step(run_id, 0),), outcome=Outcome(status="success", stop="normal"))
+
+    begin = {"framework": "test", "task": "t", "name": None, "trace_id": None, "started_at": T0}
+    pending = [("begin", ("a", begin), None), ("begin", ("old", begin), None), ("begin", ("b", begin), None),
+               ("steps", ("b", _step("b", 0)), None), ("finish", run("b"), None), ("finish", run("old"), None),
+               ("steps", ("a", _step("a", 0)), None), ("finish", run("a"), None)]
+    with store.transaction():
+        assert collector._apply(store, pending) == {"a": None, "old": None, "b": None}
+    order = [r[0] for r in sql_rows(store, "SELECT run_id FROM runs ORDER BY {rowid}")]
+    assert order.index("a") < order.index("b")
+    for run_id in ("a", "b", "old"):
+        assert store.get_run(run_id) == run(run_id)
+    assert store.diagnoses("old") == []
+    store.close()
 
 
 def test_steps_handed_over_by_many_threads_at_once_are_all_written(tmp_path: Path) -> None:

@@ -632,8 +632,9 @@ class RunCollector:
         statement and one look-up of the run's row fewer per run."""
         written: dict[str, set[str] | None] = {}
         batch: list[Step] = []
-        carried = _carried_by_an_end(pending)
+        carried, whole = _carried_by_an_end(pending)
         resent: dict[str, set[str]] = {}  # per run, the steps its end carries that were sent again in this batch
+        new_run = getattr(store, "finish_new_run", None) if whole else None
         for i, (op, payload, _) in enumerate(pending):
             if op == "steps":
                 if i in carried:
@@ -646,8 +647,19 @@ class RunCollector:
                 batch = []
             if op == "begin":
                 run_id, fields = payload
+                end = whole.get(i)
+                # begun and ended in this batch, nothing of it stored yet: its row written once, as it ends, here
+                if (end is not None and new_run is not None and run_id not in written and run_id not in self._stored
+                        and not (written_before and run_id in written_before)
+                        and new_run(pending[end][1], fields)):
+                    written[run_id] = None
+                    whole[end] = -1  # (its end: written)
+                    continue
                 store.begin_run(run_id, **fields)
             elif op == "finish":
+                if whole.get(i) == -1:
+                    resent.pop(payload.run_id, None)
+                    continue
                 stored = set(self._stored.get(payload.run_id, ()))
                 stored |= (written_before or {}).get(payload.run_id) or set()
                 stored |= written.get(payload.run_id) or set()
@@ -744,21 +756,25 @@ def _open_shared(target: Any, max_chars: int) -> Store:
     return store
 
 
-def _carried_by_an_end(pending: list[Op]) -> set[int]:
+def _carried_by_an_end(pending: list[Op]) -> tuple[set[int], dict[int, int]]:
     """The positions of the step operations whose run ends later in ``pending`` (not begun again in between: a
-    replaced run's id takes new steps), read from the end."""
-    ending: set[str] = set()
+    replaced run's id takes new steps), read from the end; and per run begun in ``pending`` whose end comes later
+    in it, the begin's position -> the end's (its row can be written once: ``Store.finish_new_run``)."""
+    ending: dict[str, int] = {}
     carried: set[int] = set()
+    whole: dict[int, int] = {}
     for i in range(len(pending) - 1, -1, -1):
         op, payload, _ = pending[i]
         if op == "steps":
             if payload[0] in ending:
                 carried.add(i)
         elif op == "finish":
-            ending.add(payload.run_id)
+            ending[payload.run_id] = i
         elif op == "begin":
-            ending.discard(payload[0])
-    return carried
+            end = ending.pop(payload[0], None)
+            if end is not None:
+                whole[i] = end
+    return carried, whole
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:

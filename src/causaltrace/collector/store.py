@@ -77,7 +77,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,6 +137,11 @@ _FINISH_MOVED = _FINISH.replace(" WHERE", ", sort_ts = ? WHERE")
 #: (rowcount 0: the row is read and written as above).
 _FINISH_OWN = _FINISH + " AND state <> 'finished' AND writer_pid = ? AND writer_start = ? AND writer_host = ?"
 _FINISH_OWN_AT = _FINISH_OWN + " AND sort_ts = ?"
+#: The row of a run begun and finished in one batch of the collector's writer, written once (``finish_new_run``).
+_FINISH_NEW = RUN_INSERT_NEW.replace(") VALUES (", ", chunks) VALUES (?, ")
+#: The fields of a run's start ``finish_new_run`` takes as they are (anything else: the begin row is written).
+_PLAIN_BEGIN = frozenset({"framework", "task", "name", "trace_id", "started_at"})
+_TEXT_OR_NONE = (str, type(None))
 
 
 def open_backend(target: str | os.PathLike[str], *, readonly: bool = False) -> Backend:
@@ -367,6 +372,26 @@ class Store:
         those), and the run's row is updated in place (it keeps its place among runs that began at the same
         instant). Otherwise (None, the default) every child row is replaced, and the run's row too (as a new row).
         """
+        self._final_write(run, stored_steps, None)
+
+    def finish_new_run(self, run: Run, begun: Mapping[str, Any]) -> bool:
+        """A run begun and finished within one batch of the collector's writer (a short run's begin row waits for
+        its end's transaction): its row written ONCE, as it ends — the same row, steps and recording as
+        ``begin_run(run.run_id, **begun)`` then ``finish_run(run, stored_steps=())`` leave, with one INSERT instead
+        of the begin row's INSERT and the final write's UPDATE (and no begin row to validate and serialize).
+
+        False, with nothing written, when a run of that id is stored already, or ``begun`` holds anything but the
+        plain fields of a run's start (``framework``, ``task``, ``name``, ``trace_id``, ``started_at``): the caller
+        then writes both as before (``begin_run`` restarts a stored run, or refuses bad fields)."""
+        started = begun.get("started_at")
+        if not (begun.keys() <= _PLAIN_BEGIN and type(begun.get("framework", "")) is str
+                and (started is None or isinstance(started, datetime)) and type(begun.get("task")) in _TEXT_OR_NONE
+                and type(begun.get("name")) in _TEXT_OR_NONE and type(begun.get("trace_id")) in _TEXT_OR_NONE):
+            return False
+        # the row's sort key as the two writes leave it: the Run's start, else the begin row's (its start, or now)
+        return self._final_write(run, (), started.timestamp() if started is not None else time.time())
+
+    def _final_write(self, run: Run, stored_steps: Collection[str] | None, new_sort_key: float | None) -> bool:
         if not isinstance(run, Run):
             raise InvalidInputError(f"finish_run/save_run expects a Run, got {type(run).__name__}")
         split: recording_chunks.SplitRecording | None = None
@@ -376,16 +401,16 @@ class Store:
                 texts, literals = recording_otlp.take_for_store(run.recording)
                 split = recording_chunks.split_calls(run.run_id, run.recording.calls, texts, literals,
                                                      refs.files if refs is not None else None)
-            self._finish(run, stored_steps, split, refs)
+            return self._finish(run, stored_steps, split, refs, new_sort_key)
         except OSError as exc:  # a file beside the store (blob_files.py) could not be written
             raise StoreError(f"cannot write to the store {self.location!r}: {exc}") from exc
-        finally:  # the files staged for the write that it did not place (it failed)
+        finally:  # the files staged for the write that it did not place (it failed, or wrote nothing)
             for staged in (split, refs):
                 if staged is not None and staged.staged:
                     staged.discard()
 
     def _finish(self, run: Run, stored_steps: Collection[str] | None, split: recording_chunks.SplitRecording | None,
-                refs: recording_chunks.TextRefs | None) -> None:
+                refs: recording_chunks.TextRefs | None, new_sort_key: float | None = None) -> bool:
         whole, run = run, truncate_run_text(run, self.max_chars)
         literals: dict[int, tuple[str, bytes | bytearray]] = {}  # the long texts' cut JSON literals, made once
         data, run_chunks = run_row_json(whole, self.max_chars, literals, refs.refer if refs is not None else None)
@@ -395,7 +420,13 @@ class Store:
             fields = (run.framework, run.name, run.task, run.trace_id, None if started is None else started.isoformat(),
                       None if ended is None else ended.isoformat(), run.outcome.status)
             tail = (int(run.recording is not None), datetime.now(UTC).isoformat(), data, run_chunks)
-            if stored_steps is not None and conn.execute(
+            if new_sort_key is not None:  # a run begun in this very batch: its row written once, finished
+                if conn.execute(_FINISH_NEW, (run.run_id, *fields, "finished", current.pid, current.start_time, current.host,
+                                              *tail[:3], new_sort_key if started is None else started.timestamp(),
+                                              run_chunks)).rowcount != 1:
+                    return False  # a run of that id is stored: nothing written (the caller begins it first)
+                live, had = True, False
+            elif stored_steps is not None and conn.execute(
                 _FINISH_OWN if started is None else _FINISH_OWN_AT,
                 (*fields, current.pid, current.start_time, current.host, *tail, run.run_id, current.pid,
                  current.start_time, current.host, *(() if started is None else (started.timestamp(),)))
@@ -437,6 +468,7 @@ class Store:
                                                  utf8_blobs=self._backend.utf8_blobs, files=self._files)
             elif had:
                 recording_chunks.delete_recording(conn, run.run_id, self._files)
+        return True
 
     def save_run(self, run: Run) -> None:
         """Store a whole run, replacing a stored run of that id; saving the same run twice leaves one copy and
