@@ -79,6 +79,7 @@ _CURRENT_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar
 CURRENT_RUN = _CURRENT_RUN
 _DEPENDENCY_KINDS = frozenset(DEPENDENCY_KINDS)
 _STEP_KINDS = frozenset(STEP_KINDS)
+_RESULT_DEPENDENCY_BY_KIND = semconv.RESULT_DEPENDENCY_BY_KIND
 #: What :meth:`RunContext.new_dependencies` builds a Dependency with (``steps.construct``'s work, inline).
 _new_object = object.__new__
 _set_attr = object.__setattr__
@@ -250,21 +251,11 @@ class RunContext:
         return out
 
     def start_step(
-        self,
-        kind: str,
-        *,
-        agent: str = "",
-        parent: str | StepHandle | None = None,
-        depends_on: Iterable[Dep | tuple[str, str] | Dependency] = (),
-        content: str = "",
-        inputs: Mapping[str, Any] | None = None,
-        outputs: Mapping[str, Any] | None = None,
-        model: str | None = None,
-        tool_name: str | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        call_id: str | None = None,
-        usage: TokenUsage | tuple[int, int] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        self, kind: str, *, agent: str = "", parent: str | StepHandle | None = None,
+        depends_on: Iterable[Dep | tuple[str, str] | Dependency] = (), content: str = "",
+        inputs: Mapping[str, Any] | None = None, outputs: Mapping[str, Any] | None = None, model: str | None = None,
+        tool_name: str | None = None, arguments: Mapping[str, Any] | None = None, call_id: str | None = None,
+        usage: TokenUsage | tuple[int, int] | None = None, metadata: Mapping[str, Any] | None = None,
     ) -> StepHandle | None:
         """Start a step; its index is the next in this run. ``parent`` defaults to the current step, if any."""
         try:
@@ -275,37 +266,50 @@ class RunContext:
             if isinstance(usage, tuple):
                 usage = usage_of(*usage)
             start_ns = time_ns() // 1000 * 1000  # tracing.now_ns, inline (one call less per step)
+            deps, links, joins = [], [], None  # joins: a result's span is its first call's of the result kind
             with self._lock:
                 index = self._next_index
                 self._next_index += 1
                 step_id = f"{self.run_id}/{index}"
-                self._indexes[step_id] = index
-                if parent_id is not None and parent_id not in self._indexes:
+                indexes, spans = self._indexes, self._spans
+                indexes[step_id] = index
+                if parent_id is not None and parent_id not in indexes:
                     parent_id = None
-                if depends_on:
-                    deps, links = self.new_dependencies(depends_on, index, ())
-                else:
-                    deps, links = [], []
-                parent_span: Span | SpanContext | None = self._spans.get(parent_id) if parent_id else self.root_span
+                if depends_on:  # new_dependencies(depends_on, index, ()), inline: one call less per step with any
+                    seen: set[tuple[str, str]] = set()
+                    result_of = _RESULT_DEPENDENCY_BY_KIND[kind] if kind in _RESULT_DEPENDENCY_BY_KIND else None
+                for dep in depends_on:
+                    producer, dep_kind = (dep.step_id, dep.kind) if isinstance(dep, Dependency) else dep
+                    producer_index = indexes.get(producer)
+                    if producer_index is None or producer_index >= index:
+                        logger.debug("causaltrace: dependency on %s (%s) dropped: not an earlier step", producer, dep_kind)
+                        continue
+                    if (producer, dep_kind) in seen:
+                        continue
+                    seen.add((producer, dep_kind))
+                    if dep_kind not in _DEPENDENCY_KINDS:
+                        logger.warning("causaltrace: unknown dependency kind %r dropped", dep_kind)
+                        continue
+                    made = _new_object(Dependency)  # steps.construct(Dependency, …), inline
+                    _set_attr(made, "__dict__", {"step_id": producer, "kind": dep_kind})
+                    _set_attr(made, "__pydantic_fields_set__", _DEPENDENCY_FIELDS)
+                    _set_attr(made, "__pydantic_extra__", None)
+                    _set_attr(made, "__pydantic_private__", None)
+                    deps.append(made)
+                    if joins is None and dep_kind == result_of:
+                        joins = producer
+                    span_ctx = spans.get(producer)
+                    if span_ctx is not None:
+                        links.append((span_ctx, dep_kind, producer))
+                parent_span: Span | SpanContext | None = spans.get(parent_id) if parent_id else self.root_span
                 if agent and agent not in self.agents:
                     self.agents.append(_safe_text(agent))
             fields: dict[str, Any] = {
-                "step_id": step_id,
-                "run_id": self.run_id,
-                "index": index,
-                "kind": kind,
-                "agent": agent,
-                "parent_step_id": parent_id,
-                "depends_on": tuple(deps),
-                "content": content,
-                "inputs": dict(inputs) if inputs else {},
-                "outputs": dict(outputs) if outputs else {},
-                "model": model,
-                "tool_name": tool_name,
-                "arguments": dict(arguments) if arguments is not None else None,
-                "call_id": call_id,
-                "usage": usage,
-                "metadata": dict(metadata) if metadata else {},
+                "step_id": step_id, "run_id": self.run_id, "index": index, "kind": kind, "agent": agent,
+                "parent_step_id": parent_id, "depends_on": tuple(deps), "content": content,
+                "inputs": dict(inputs) if inputs else {}, "outputs": dict(outputs) if outputs else {}, "model": model,
+                "tool_name": tool_name, "arguments": dict(arguments) if arguments is not None else None,
+                "call_id": call_id, "usage": usage, "metadata": dict(metadata) if metadata else {},
                 "started_at": EPOCH + timedelta(microseconds=start_ns // 1000),  # ns_to_datetime, inline
             }
             if kind not in _STEP_KINDS:
@@ -313,14 +317,12 @@ class RunContext:
             span = self.tracing.emitter.start_step_span(
                 {semconv.STEP_ID: step_id, semconv.STEP_KIND: kind, semconv.STEP_INDEX: index, semconv.RUN_ID: self.run_id},
                 parent=parent_span if parent_span is not None else self.root_span,
-                links=links,
-                start_time_ns=start_ns,
-                joins=_call_of_result(kind, deps) if kind in semconv.RESULT_DEPENDENCY_BY_KIND else None,
+                links=links, start_time_ns=start_ns, joins=joins,
             )
             handle = StepHandle(self, fields, span, start_ns)
             with self._lock:
                 if span is not None:
-                    self._spans[step_id] = span.context
+                    spans[step_id] = span.context
                 if len(self._open) > 256:
                     self._open = [h for h in self._open if not h.ended]
                 self._open.append(handle)
@@ -506,18 +508,6 @@ class RunContext:
             except Exception:
                 logger.warning("causaltrace: the watch of run %s failed", self.run_id, exc_info=True)
         return self.run
-
-
-def _call_of_result(kind: str, deps: Iterable[Dependency]) -> str | None:
-    """The step whose span a result of this kind shares: the tool call it is a result of (the emitter checks that
-    it is a ``tool_call``; ``collector.tool_spans``), else None."""
-    result_of = semconv.RESULT_DEPENDENCY_BY_KIND.get(kind)
-    if result_of is None:
-        return None
-    for dep in deps:  # a loop, not next(generator): no generator frame per step
-        if dep.kind == result_of:
-            return dep.step_id
-    return None
 
 
 async def _safe_verdict(verify: Any, outcome: Outcome) -> Verdict | None:
