@@ -429,8 +429,20 @@ def step_attributes(step: Step, into: dict[str, Any] | None = None, *, cut_at: i
     if operation is not None:  # a GenAI operation (_genai_operation's attributes, inline: most steps are one)
         attrs[GEN_AI_OPERATION_NAME] = operation
         attrs[GEN_AI_CONVERSATION_ID] = step.run_id
-        if operation == OP_CHAT:
-            _chat_attributes(attrs, step)
+        if operation == OP_CHAT:  # a model call's provider, response model and finish reasons
+            meta = step.metadata
+            provider = meta.get("provider") if meta else None
+            attrs[GEN_AI_PROVIDER_NAME] = provider if isinstance(provider, str) and provider else provider_name(
+                step.model)
+            outputs = step.outputs
+            if outputs:
+                response_model = outputs.get("response_model")
+                if isinstance(response_model, str) and response_model:
+                    attrs[GEN_AI_RESPONSE_MODEL] = response_model
+                finish = outputs.get("finish_reason")
+                if finish is not None:
+                    attrs[GEN_AI_RESPONSE_FINISH_REASONS] = [str(f) for f in finish] if isinstance(finish, list) \
+                        else [str(finish)]
         elif operation == OP_EXECUTE_TOOL:
             attrs[GEN_AI_TOOL_TYPE] = TOOL_TYPE_FUNCTION
     if step.parent_step_id:
@@ -492,23 +504,6 @@ def _source_of(attrs: Mapping[str, Any]) -> StepSource | None:
                       span_kind=attrs.get(SOURCE_SPAN_KIND))
 
 
-def _chat_attributes(attrs: dict[str, Any], step: Step) -> None:
-    """The GenAI attributes of a model call (a ``chat`` operation) beyond the operation and the conversation: its
-    provider, response model and finish reasons."""
-    meta = step.metadata
-    provider = meta.get("provider") if meta else None
-    attrs[GEN_AI_PROVIDER_NAME] = provider if isinstance(provider, str) and provider else provider_name(step.model)
-    outputs = step.outputs
-    if outputs:
-        response_model = outputs.get("response_model")
-        if isinstance(response_model, str) and response_model:
-            attrs[GEN_AI_RESPONSE_MODEL] = response_model
-        finish = outputs.get("finish_reason")
-        if finish is not None:
-            attrs[GEN_AI_RESPONSE_FINISH_REASONS] = [str(f) for f in finish] if isinstance(finish, list) \
-                else [str(finish)]
-
-
 #: ``openinference_attributes(final_answer=...)`` not given: a root's answer is read back from its outcome's JSON.
 PARSE_OUTCOME: Any = object()
 
@@ -555,8 +550,22 @@ def openinference_attributes(
         elif (RESULT_OUTPUTS if merged else STEP_OUTPUTS) in attrs:
             attrs[OI_OUTPUT_VALUE] = attrs[RESULT_OUTPUTS if merged else STEP_OUTPUTS]
             attrs[OI_OUTPUT_MIME_TYPE] = MIME_JSON
-    if kind == "llm_response":
-        _llm_openinference(attrs, messages if content else None, output_messages and content)
+    if kind == "llm_response":  # a model call's llm.* attributes: model, token counts, its request messages (every
+        # one, no cap; only when given: a step written by hand with inputs["messages"], the adapters give theirs as
+        # span attributes) and its answer as the one output message
+        if GEN_AI_REQUEST_MODEL in attrs and attrs[GEN_AI_REQUEST_MODEL] is not None:
+            attrs[OI_LLM_MODEL_NAME] = attrs[GEN_AI_REQUEST_MODEL]
+        prompt = attrs[GEN_AI_USAGE_INPUT_TOKENS] if GEN_AI_USAGE_INPUT_TOKENS in attrs else None
+        completion = attrs[GEN_AI_USAGE_OUTPUT_TOKENS] if GEN_AI_USAGE_OUTPUT_TOKENS in attrs else None
+        if prompt is not None or completion is not None:
+            attrs[OI_LLM_TOKEN_COUNT_PROMPT] = prompt or 0
+            attrs[OI_LLM_TOKEN_COUNT_COMPLETION] = completion or 0
+            attrs[OI_LLM_TOKEN_COUNT_TOTAL] = (prompt or 0) + (completion or 0)
+        if content and isinstance(messages, list):
+            _input_messages(attrs, messages)
+        if output_messages and content and STEP_CONTENT in attrs and attrs[STEP_CONTENT]:
+            attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_ROLE}"] = "assistant"
+            attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = attrs[STEP_CONTENT]
     if GEN_AI_TOOL_NAME in attrs and attrs[GEN_AI_TOOL_NAME] is not None:
         attrs[OI_TOOL_NAME] = attrs[GEN_AI_TOOL_NAME]
         if content and STEP_ARGUMENTS in attrs:
@@ -589,30 +598,16 @@ def _root_openinference(attrs: dict[str, Any], outputs_hidden: bool, answer: Any
             attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
 
 
-def _llm_openinference(attrs: dict[str, Any], messages: Any, output_messages: bool = True) -> None:
-    """A model call's ``llm.*`` attributes: model, token counts, its request messages (every one, no cap; only
-    when given: a step written by hand with ``inputs["messages"]``, the adapters give theirs as span attributes)
-    and its answer as the one output message."""
-    if GEN_AI_REQUEST_MODEL in attrs and attrs[GEN_AI_REQUEST_MODEL] is not None:
-        attrs[OI_LLM_MODEL_NAME] = attrs[GEN_AI_REQUEST_MODEL]
-    prompt = attrs[GEN_AI_USAGE_INPUT_TOKENS] if GEN_AI_USAGE_INPUT_TOKENS in attrs else None
-    completion = attrs[GEN_AI_USAGE_OUTPUT_TOKENS] if GEN_AI_USAGE_OUTPUT_TOKENS in attrs else None
-    if prompt is not None or completion is not None:
-        attrs[OI_LLM_TOKEN_COUNT_PROMPT] = prompt or 0
-        attrs[OI_LLM_TOKEN_COUNT_COMPLETION] = completion or 0
-        attrs[OI_LLM_TOKEN_COUNT_TOTAL] = (prompt or 0) + (completion or 0)
-    if isinstance(messages, list):
-        for i, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                continue
-            prefix = f"{OI_LLM_INPUT_MESSAGES}.{i}."
-            attrs[prefix + OI_MESSAGE_ROLE] = str(message.get("role") or message.get("source") or "")
-            text = message.get("content")
-            if text is not None:
-                attrs[prefix + OI_MESSAGE_CONTENT] = text if isinstance(text, str) else _dumps(text)
-    if output_messages and STEP_CONTENT in attrs and attrs[STEP_CONTENT]:
-        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_ROLE}"] = "assistant"
-        attrs[f"{OI_LLM_OUTPUT_MESSAGES}.0.{OI_MESSAGE_CONTENT}"] = attrs[STEP_CONTENT]
+def _input_messages(attrs: dict[str, Any], messages: list[Any]) -> None:
+    """``llm.input_messages.{i}.*`` of a model call's request messages (a step written by hand)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        prefix = f"{OI_LLM_INPUT_MESSAGES}.{i}."
+        attrs[prefix + OI_MESSAGE_ROLE] = str(message.get("role") or message.get("source") or "")
+        text = message.get("content")
+        if text is not None:
+            attrs[prefix + OI_MESSAGE_CONTENT] = text if isinstance(text, str) else _dumps(text)
 
 
 def _loads(attrs: Mapping[str, Any], key: str, field: str) -> Any:

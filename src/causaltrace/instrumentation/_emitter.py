@@ -263,6 +263,17 @@ def _genai_tool_content(attrs: dict[str, Any]) -> None:
         attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = result
 
 
+def _write_policied(attrs: dict[str, Any], full: Mapping[str, Any], extras: Mapping[str, Any] | None,
+                    config: TraceConfig) -> None:
+    """A step span's attributes under a payload policy that hides or redacts (:meth:`Emitter._write`): the Step's
+    through the policy, then the adapter's extras it lets through, cut, replacing the messages they give."""
+    attrs.update(apply_payload_policy(full, config))
+    if extras:
+        extras = allowed_extras(extras, config)
+        _cut_long_texts(extras, config.max_attribute_chars)
+        _merge_extras(attrs, extras)
+
+
 def _merge_extras(attrs: dict[str, Any], extras: Mapping[str, Any]) -> None:
     """Add an adapter's span-only attributes; messages it gives replace those derived from the Step's text."""
     for prefix in ("llm.input_messages.", "llm.output_messages."):
@@ -466,36 +477,32 @@ class Emitter:
         try:
             if span is None or self._sdk is None:
                 return
-            if span.joins is not None or step.kind == "tool_call":
-                paired = self._pair_ended(span, step, end_time_ns)
-                if paired is None:
-                    return  # the other half of the span has not ended yet
-                self._write(*paired)
+            joins = span.joins
+            if joins is not None or step.kind == "tool_call":  # a tool call or its result ended: the one span of
+                # both is written once both have (a call waits for its result until the run ends: flush_pending)
+                call_id = joins if joins is not None else step.step_id
+                with self._pair_lock:
+                    pair = self._pairs.get(call_id)
+                    if pair is not None:
+                        if joins is None:
+                            pair.call, pair.call_end = step, end_time_ns
+                        else:
+                            pair.result, pair.result_end = step, end_time_ns
+                        if pair.call is None or pair.result is None:
+                            return  # the other half of the span has not ended yet
+                        del self._pairs[call_id]
+                if pair is None:  # a call not registered; a result after its run flushed its call (span written)
+                    if joins is None:
+                        self._write(span, step, None, (), end_time_ns)
+                    return
+                result_span = pair.result_span  # pair.result_links(), inline: the result has ended
+                self._write(pair.call_span, pair.call, pair.result, result_span.links if result_span is not None
+                            else [], max(pair.result_end, pair.call_end))
                 return
             self._write(span, step, None, (), end_time_ns)
         except Exception:
             internal_error("Emitter.export_step")
             return None
-
-    def _pair_ended(self, span: StepSpan, step: Step, end_ns: int
-                    ) -> tuple[StepSpan, Step, Step | None, list[Link], int] | None:
-        """A tool call or its result ended: (the call's span, the call, the result or None, the result's links,
-        the span's end) once the span can be written, None while the other half runs."""
-        call_id = span.joins if span.joins is not None else step.step_id
-        with self._pair_lock:
-            pair = self._pairs.get(call_id)
-            if pair is None:  # a call not registered; a result after its run flushed its call (span written)
-                return (span, step, None, [], end_ns) if span.joins is None else None
-            if span.joins is None:
-                pair.call, pair.call_end = step, end_ns
-            else:
-                pair.result, pair.result_end = step, end_ns
-            if pair.call is None or pair.result is None:
-                return None  # a call waits for its result until the run ends (flush_pending)
-            del self._pairs[call_id]
-        result_span = pair.result_span  # pair.result_links(), inline: the result has ended
-        return (pair.call_span, pair.call, pair.result, result_span.links if result_span is not None else [],
-                max(pair.result_end, pair.call_end))
 
     @never_raise()
     def flush_pending(self, run_id: str) -> None:
@@ -528,17 +535,22 @@ class Emitter:
             full = tool_spans.merged_step_attributes(step, result, cut_at=cut_at)
             if result.span_id == step.span_id:
                 full.pop(semconv.RESULT_SPAN_ID, None)
-        if step.kind in _PROVIDER_KINDS:
-            self._note_provider(step, full)
+        if step.kind == "llm_response":  # a model call's provider goes up to its agent turn (the first named one)
+            if step.parent_step_id is not None:
+                providers = self._turn_providers
+                if len(providers) > 4096:  # parents that were not turns: never popped
+                    providers.clear()
+                if providers.get(step.parent_step_id, semconv.PROVIDER_UNKNOWN) == semconv.PROVIDER_UNKNOWN:
+                    providers[step.parent_step_id] = full[semconv.GEN_AI_PROVIDER_NAME]
+        elif step.kind == "agent_turn":  # an ending turn takes the provider noted for it
+            provider = self._turn_providers.pop(step.step_id, None)
+            if provider is not None:
+                full[semconv.GEN_AI_PROVIDER_NAME] = provider
         extras = span.extras
         if extras is not None and _INPUT_MESSAGE_ROLE in extras:
             messages = None  # the adapter gave the request's messages as the framework holds them
         if policied:
-            attrs.update(apply_payload_policy(full, config))
-            if extras:
-                extras = allowed_extras(extras, config)
-                _cut_long_texts(extras, config.max_attribute_chars)
-                _merge_extras(attrs, extras)
+            _write_policied(attrs, full, extras, config)
         else:  # the common case: the full attributes, long texts cut in place
             if self._switches_of is not config:  # _content_switches, inline: read once per config
                 self._content_switches()
@@ -603,20 +615,6 @@ class Emitter:
             self._switches = (config.oi_content, config.genai_content_on, _blocked_prefixes(config))
             self._switches_of = config
         return self._switches
-
-    def _note_provider(self, step: Step, attrs: dict[str, Any]) -> None:
-        """Pass a model call's provider up to its agent turn, and give an ending turn the provider noted for it."""
-        if step.kind == "llm_response":
-            if step.parent_step_id is not None:
-                if len(self._turn_providers) > 4096:  # parents that were not turns: never popped
-                    self._turn_providers.clear()
-                provider = attrs[semconv.GEN_AI_PROVIDER_NAME]
-                if self._turn_providers.get(step.parent_step_id, semconv.PROVIDER_UNKNOWN) == semconv.PROVIDER_UNKNOWN:
-                    self._turn_providers[step.parent_step_id] = provider  # the first provider that is named
-        elif step.kind == "agent_turn":
-            provider = self._turn_providers.pop(step.step_id, None)
-            if provider is not None:
-                attrs[semconv.GEN_AI_PROVIDER_NAME] = provider
 
     @never_raise()
     def end_root(
@@ -691,8 +689,6 @@ _UNSET = Status(StatusCode.UNSET)
 #: A step status → its span status, for the statuses that carry no error (:func:`_status`'s answer, looked up
 #: inline: every step asks).
 _STATUS_OF = {"ok": _OK, "unset": _UNSET}
-#: The step kinds :meth:`Emitter._note_provider` has something to do for.
-_PROVIDER_KINDS = frozenset({"llm_response", "agent_turn"})
 
 
 _new_object = object.__new__
