@@ -18,6 +18,14 @@ The limit is the one number of the action that bounds it:
 
 Not derived: an action with no such limit or several (nothing shows which bound the loop hit), prose; the step keeps
 its alternatives.
+
+**The repeat takes what the answer before it offered** (:func:`repeat_correction`): when the loop's first member
+was a sound action and its answer names the next value of one of its arguments (``list_tickets(cursor='c2')``
+answered "…; next_cursor: c3"), the error is the first *repeat* that asks for the same value again. Its correction,
+at that repeat (the finding's first ``repeat`` evidence), is the same call with each such argument set to what the
+answer offered (``next_<key>`` or ``<key>`` followed by ``:`` or ``=``; "none" / "null" offer nothing): the
+superseding observation taken. Not derived: an answer that offers no value for any argument, or only the value the
+repeat already asks for.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["loop_correction", "raised_limit"]
+__all__ = ["first_repeat", "loop_correction", "offered_values", "raised_limit", "repeat_correction"]
 
 _LIMIT_NAME = re.compile(r"timeout|max|limit|iter|retries|attempts|deadline|wait", re.IGNORECASE)
 _WHILE_CAP = re.compile(r"(^\s*while\b[^\n]*?\b[A-Za-z_]\w*\s*<=?\s*)(\d+)(?![\w.])", re.MULTILINE)
@@ -113,3 +121,61 @@ def loop_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     replacement, what = raised
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
                         finding=f, description=f"{what} (the budget of the loop's {times} repeats in one action)")
+
+
+_NOTHING = frozenset({"none", "null", "nil", "end", "-", ""})
+
+
+def offered_values(answer: str, arguments: dict[str, Any]) -> dict[str, str]:
+    """``{key: value}``: each string or number argument whose next value ``answer`` names (``next_cursor: c3``,
+    ``page=4``; a ``next_`` form first) and that differs from the argument's value."""
+    out: dict[str, str] = {}
+    for key, value in arguments.items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            continue
+        for pattern in (rf"(?<![\w])next[_ -]?{re.escape(key)}\s*[:=]\s*['\"]?([\w.:/-]+)",
+                        rf"(?<![\w-]){re.escape(key)}\s*[:=]\s*['\"]?([\w.:/-]+)"):
+            found = re.search(pattern, answer, re.IGNORECASE)
+            if found is None:
+                continue
+            offered = found.group(1).rstrip(".,;:")
+            if offered.lower() not in _NOTHING and offered != str(value):
+                out[key] = offered
+            break
+    return out
+
+
+def first_repeat(run: Run, f: Finding) -> Step | None:
+    """The first repeat of the loop ``f`` shows (its earliest ``repeat`` evidence after the finding's step)."""
+    repeats = [run.step(e.step_id) for e in f.evidence if e.role == "repeat" and e.step_id]
+    later = sorted((s for s in repeats if s is not None and s.index > f.index), key=lambda s: s.index)
+    return later[0] if later else None
+
+
+def repeat_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
+    """The loop's first repeat taking what the answer to the action before it offered (module docstring), or
+    None."""
+    repeat = first_repeat(run, f)
+    first = run.step(f.step_id)
+    if repeat is None or repeat.step_id != step.step_id or first is None or replacement_kind(step) != "arguments":
+        return None
+    original = original_value(step, "arguments")
+    if not isinstance(original, dict):
+        return None
+    offered = offered_values(_result_of(run, first), original)
+    if not offered:
+        return None
+    typed = {k: type(original[k])(v) if isinstance(original[k], (int, float)) and _numeric(v) else v
+             for k, v in offered.items()}
+    what = "; ".join(f"argument {k}: {original[k]} → {v}" for k, v in typed.items())
+    return Intervention(step_id=step.step_id, replacement={**original, **typed}, source="mutation",
+                        basis="correction", finding=f,
+                        description=f"{what} (what the answer to step {first.index} offered; the loop repeated it)")
+
+
+def _numeric(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True

@@ -19,7 +19,8 @@ against the request's exclusion by the step with the excluded values left out
 (:mod:`causaltrace.replay.correct_ignored`); made-up data by a call of the team's tool that fits it
 (:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about another task by its restatement for the
 task's request (:mod:`causaltrace.replay.correct_drift`); a loop without progress by its first action given the
-budget its repeats spent (:mod:`causaltrace.replay.correct_loop`). Not derived (their steps fall back to
+budget its repeats spent, or its first repeat by the value the answer before it offered
+(:mod:`causaltrace.replay.correct_loop`). Not derived (their steps fall back to
 alternatives): an unrecovered error.
 """
 
@@ -292,7 +293,7 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
     out: dict[str, Intervention] = {}
     findings = list(findings)
     for f in findings:
-        if f.step_id != step.step_id or f.family not in CORRECTABLE:
+        if f.family not in CORRECTABLE or (f.step_id != step.step_id and not _at_repeat(step, run, f)):
             continue
         try:
             derived = _derived(step, run, f, findings)
@@ -303,6 +304,17 @@ def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[I
         for c in derived:
             out.setdefault(json.dumps(c.replacement, sort_keys=True, default=str), c)
     return list(out.values())
+
+
+def _at_repeat(step: Step, run: Run, f: Finding) -> bool:
+    """Whether ``step`` is the first repeat of the loop ``f`` shows (its correction is made there: the repeat, not
+    the sound action it repeats, is what went wrong when the answer offered the next value)."""
+    if f.family != "loop_no_progress":
+        return False
+    from causaltrace.replay.correct_loop import first_repeat
+
+    repeat = first_repeat(run, f)
+    return repeat is not None and repeat.step_id == step.step_id
 
 
 def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ()) -> list[Intervention]:
@@ -319,9 +331,9 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
 
         return drift_corrections(step, run, f)
     if f.family == "loop_no_progress":
-        from causaltrace.replay.correct_loop import loop_correction
+        from causaltrace.replay.correct_loop import loop_correction, repeat_correction
 
-        found = loop_correction(step, run, f)
+        found = loop_correction(step, run, f) if step.step_id == f.step_id else repeat_correction(step, run, f)
     elif f.family == "unfit_routing":
         found = _routing_correction(step, run, f)
     elif is_exclusion(f):
