@@ -142,6 +142,17 @@ def is_answer_step(step: Step) -> bool:
     return step.kind == "final_answer" or (step.tool_name or "") == "final_answer"
 
 
+def relays_result(run: Run, step: Step) -> bool:
+    """A message that is its agent's tool result passed on word for word (AutoGen's tool-call summary, what an
+    agent without reflection always posts): the tool's output, not an action of the agent — a later report of the
+    same result is no repeat of it."""
+    if step.kind != "message":
+        return False
+    text = content_of(step).strip()
+    return bool(text) and any(s.kind in ("tool_response", "code_execution") and s.agent == step.agent
+                              and content_of(s).strip() == text for s in run.steps[max(0, step.index - 4):step.index])
+
+
 def _numbers(tokens: frozenset[str]) -> frozenset[str]:
     """The tokens that act as a text action's arguments: numbers and identifiers with a digit (``c2``, ``k4``,
     ``b7``) — the same instruction for another account or order is another action, not a repeat."""
@@ -188,7 +199,8 @@ def _action_loops(run: Run, steps: list[Step], position: dict[int, int], *, thre
     thoughts = {s.index for s, nxt in zip(steps, steps[1:], strict=False) if s.kind == "reasoning"
                 and identity[nxt.index] is not None and _agent_of(nxt) == _agent_of(s)}
     actions = [s for s in steps if addressee(s) is None and not is_answer_step(s) and s.kind not in OBSERVATIONS
-               and s.index not in thoughts and (identity[s.index] is not None or len(heads[s.index]) >= min_action_tokens)]
+               and s.index not in thoughts and (identity[s.index] is not None or len(heads[s.index]) >= min_action_tokens)
+               and not relays_result(run, s)]
 
     agents = frozenset(a.casefold() for s in run.steps if (a := _agent_of(s)))
 
@@ -242,6 +254,12 @@ def _same_observation(a: frozenset[str], b: frozenset[str], threshold: float) ->
     """Two observations say the same: near-identical tokens AND the same numbers — a poll answering "30% done" and
     then "70% done" (or "done") reports progress, however alike its words."""
     return jaccard(a, b) >= threshold and _numbers(a) == _numbers(b)
+
+
+def answered_by_error(run: Run, call: Step) -> bool:
+    """Whether the result a structured call got back is an error (it told the agent the call was wrong)."""
+    seen = _observation(run, call)
+    return seen is not None and _is_error(seen)
 
 
 def _observation(run: Run, call: Step) -> Step | None:

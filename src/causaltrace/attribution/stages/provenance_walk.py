@@ -236,6 +236,35 @@ class ProvenanceWalk:
                 if v.group == "exclusion":
                     self.exclusions.setdefault(v.tag, (k, v))
 
+    def _identifier_slip(self, k: int, v: Value) -> Change | None:
+        """A record's code or date nothing gave that is a copy slip of one seen before (``A-521`` for the task's
+        ``A-512``; ``2026-04-06`` for the CRM's ``2026-04-09``): a digit changed or two swapped, the same letters.
+        Codes name records, so any earlier one is the related source — but only a slip links them (another order's
+        code is another order)."""
+        if v.group == "time" or sum(u.kind == "identifier" and u.group == v.group for u in self.values.get(k, [])) > 2:
+            return None  # a step stating many codes or dates is data (a table, a sample dataset), not one copied
+        digits = v.key.replace("-", "")
+        for key, u in self.first_value.items():
+            if u.kind == "identifier" and u.group == v.group and u.key != v.key and is_copy_slip(
+                    u.key.replace("-", ""), digits, shortest=3):
+                return Change(k, self.first[key], "identifier", u.key, v.key, "copy")
+        return None
+
+    def _unit_at_origin(self, k: int, v: Value) -> Change | None:
+        """A quantity whose number came from a step that stated it in another unit of the same dimension (a tool's
+        "561 km by road" relayed as "561 miles"): the unit substituted, however far back that step is — the number's
+        own source is the related comparison."""
+        number, unit = v.key.split(" ", 1)
+        j = self.first.get(f"number:{number}")
+        if j is None or j == k:
+            return None
+        for u in self.values.get(j, []):
+            if u.kind == "quantity" and u.group == v.group:
+                n_u, unit_u = u.key.split(" ", 1)
+                if n_u == number and unit_u != unit:
+                    return Change(k, j, "unit", unit_u, unit, "substitution")
+        return None
+
     def _excluded(self, step: Step, vals: list[Value], origins: dict[str, int]) -> None:
         """A number the step took from a source where its label is what an instruction excluded (``excluding
         cancelled orders``; ``80 cancelled``): the instruction was ignored."""
@@ -443,7 +472,7 @@ class ProvenanceWalk:
         held = {value_key(v) for v in self.values.get(k, [])}
         passed = argument_names(step.arguments, self.skip) if step.kind == "tool_call" else frozenset()
         candidates = [v for v in new[:_MAX_POOL] if (v.kind == "number" and value_key(v) not in derived) or (
-            v.kind in _SUBSTITUTABLE or v.kind == "quantity" or (v.kind == "entity" and v.group in ("weekday",
+            v.kind in _SUBSTITUTABLE or v.kind in ("quantity", "identifier") or (v.kind == "entity" and v.group in ("weekday",
                                                                                                    "month"))
             or v.group in _LOGIC or (v.kind == "entity" and v.key in passed))]
         for v in candidates:
@@ -466,9 +495,12 @@ class ProvenanceWalk:
             # a bare unit or date word is compared with what the step was GIVEN (the task, the user, its
             # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose
             bare = v.kind == "unit" or v.kind == "entity"
-            change = (restated(k, v, pool) if v.kind == "number"
+            change = (self._identifier_slip(k, v) if v.kind == "identifier"
+                      else restated(k, v, pool) if v.kind == "number"
                       else self._substituted_name(k, v, given_pool) if v.group == "name"
                       else substituted(k, v, given_pool if bare else pool))
+            if change is None and v.kind == "quantity":
+                change = self._unit_at_origin(k, v)
             if change is None and v.kind == "number" and v.key in arguments:
                 # a call's number no source gave: a copy slip of a source's two-digit number when one is a digit
                 # away (``add(17, 26)`` after "17 + 25"), else unsupported (issue 32: a finding with its source)

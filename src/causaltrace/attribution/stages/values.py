@@ -22,6 +22,9 @@ Kinds:
   bounds of ``range(...)`` (also as the span it covers: ``range(1, 6)`` is ``1..5``) and of slices, a mean written
   ``(a + b + c) / n`` or ``sum(xs) / n`` (``xs`` a literal list, or a name the code assigns one); in any text: bounds stated in words (``at least 100`` is ``>= 100``, ``from 1 to 6`` the span
   ``1..6``) and aggregation words (sum, average, maximum…);
+* ``identifier`` — a code that names one record: a date (``2026-04-09``, group ``date``; ``07/12/2026``,
+  ``written-date``) or a clock time (``14:00``, ``time``), whose parts are no numbers and an upper-case code with digits (``A-512``, ``INV-2041``, group ``id:`` and its letters), compared only
+  for copy slips (a digit changed, two swapped);
 * ``target`` — the agent a step addresses (a handoff target, a selected speaker, ``X (-> Y)``) and a called tool or
   managed agent;
 * ``word`` — qualifiers that flip a result (net / gross, including / excluding, cancelled…), and exclusions
@@ -45,6 +48,13 @@ __all__ = ["argument_names", "Value", "number_key", "stem", "unit_group", "value
 #: not a part of an identifier a hyphen joins to a word: "sales-7", "COVID-19" (a range "10-20" keeps its 20)
 _NUMBER = re.compile(r"(?<![\w.])(?<![A-Za-z]-)-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d_]|\.\d|,\d{3}|(?:st|nd|rd|th)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+#: an ISO date, and a record's code: upper-case letters, an optional hyphen, two or more digits ("A-512", "INV2041")
+_DATE = re.compile(r"(?<![\w-])(\d{4})-(\d{2})-(\d{2})(?![\w-]|\.\d)")
+#: a clock time ("14:00", "9:30"): a time of day, no numbers (15:00 after 14:00 for one hour is no restated 15)
+_TIME = re.compile(r"(?<![\w:.])([01]?\d|2[0-3]):([0-5]\d)(?![\w:]|\.\d)")
+#: a date written day / month / year (or month / day: which, the text does not say), kept as written
+_SLASH_DATE = re.compile(r"(?<![\w/.])\d{1,2}[/.]\d{1,2}[/.]\d{4}(?![\w/]|\.\d)")
+_IDENTIFIER = re.compile(r"(?<![\w-])([A-Z]{1,5})-?(\d{2,})(?!\w|\.\d|-\w)")
 _LABEL = re.compile(r"[ \t]?(?:[A-Za-z]{1,4}[ \t])?([A-Za-z]{4,})")
 _EXCLUSION = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|exclude|not\s+counting|other\s+than|but\s+not|"
                         r"leaving\s+out|ignoring)\s+(?:the\s+|any\s+|all\s+)?([A-Za-z]{4,})", re.IGNORECASE)
@@ -226,12 +236,34 @@ def _is_list_label(text: str, m: re.Match[str]) -> bool:
     return not text[line_start:m.start()].strip(" \t#>*-")
 
 
-def _numbers(text: str, out: list[Value], words: _Words, most: int = 400) -> None:
+def _identifiers(text: str, out: list[Value]) -> list[tuple[int, int]]:
+    """The dates and record codes of ``text`` (module docstring), and the spans of the dates (no numbers in them:
+    2026-12-07's 12 is no count to compare with the task's 30 minutes)."""
+    spans: list[tuple[int, int]] = []
+    if "-" in text:
+        for m in _DATE.finditer(text):
+            spans.append(m.span())
+            out.append(Value("identifier", m.group(0), "date", m.group(0)))
+    if ":" in text:
+        for m in _TIME.finditer(text):
+            spans.append(m.span())
+            out.append(Value("identifier", f"{int(m.group(1)):02d}:{m.group(2)}", "time", m.group(0)))
+    if "/" in text or "." in text:
+        for m in _SLASH_DATE.finditer(text):
+            spans.append(m.span())
+            out.append(Value("identifier", m.group(0), "written-date", m.group(0)))
+    for m in _IDENTIFIER.finditer(text):
+        out.append(Value("identifier", f"{m.group(1)}-{m.group(2)}", f"id:{m.group(1)}", m.group(0)))
+    return spans
+
+
+def _numbers(text: str, out: list[Value], words: _Words, most: int = 400,
+             skip: list[tuple[int, int]] | None = None) -> None:
     for n, m in enumerate(_NUMBER.finditer(text)):
         if n >= most:
             break
         key = number_key(m.group(0))
-        if key is None or _is_list_label(text, m):
+        if key is None or _is_list_label(text, m) or (skip and any(a <= m.start() < b for a, b in skip)):
             continue
         label = _LABEL.match(text, m.end())
         out.append(Value("number", key, "number", m.group(0), words.around(m.start(), m.end()),
@@ -343,7 +375,9 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
     ``targets`` it addresses or calls. ``skip`` names words that are never entities (agent and tool names)."""
     out: list[Value] = []
     text = text[:limit]
-    _numbers(text, out, _Words(text))
+    codes: list[Value] = []  # after the other values: a step's first values are the ones compared (a pool's cut)
+    dates = _identifiers(text, codes)
+    _numbers(text, out, _Words(text), skip=dates)
     _words(text, out, skip)
     _bounds(text, out)
     if code:
@@ -369,6 +403,7 @@ def values_in(text: str, *, code: str = "", arguments: dict[str, object] | None 
     for target in targets:
         if target:
             out.append(Value("target", target.lower(), "target", target))
+    out += codes
     seen: set[tuple[str, str]] = set()
     unique: list[Value] = []
     for v in out:
