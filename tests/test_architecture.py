@@ -95,8 +95,18 @@ def load_modules(src: Path, root: str = ROOT) -> dict[str, Module]:
             parts.pop()
         text = path.read_text(encoding="utf-8")
         out[".".join(parts)] = Module(".".join(parts), path.relative_to(src / root).as_posix(), is_package,
-                                      ast.parse(text, str(path)), len(text.splitlines()))
+                                      _parse(text, str(path)), len(text.splitlines()))
     return out
+
+
+def _parse(text: str, name: str) -> ast.Module:
+    """``ast.parse``, tried again once on CPython 3.11.7's "AST constructor recursion depth mismatch" (gh-106905,
+    fixed in 3.11.8): the interpreter shares that count between threads, so a parse on this thread fails while an
+    earlier test's thread (a framework building a ``@tool``) parses too — a machine fact, not a fault of the code."""
+    try:
+        return ast.parse(text, name)
+    except SystemError:
+        return ast.parse(text, name)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
