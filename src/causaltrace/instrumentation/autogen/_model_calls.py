@@ -17,6 +17,7 @@ from autogen_core.models import ChatCompletionClient, CreateResult
 
 from causaltrace import semconv
 from causaltrace.instrumentation._emitter import internal_error, never_raise
+from causaltrace.instrumentation._json_text import C_MAKE_ENCODER, one_shot_args
 from causaltrace.instrumentation.autogen._access import create_request, parse_arguments
 from causaltrace.instrumentation.autogen._magentic import note_attempt, orchestrator_of, retried_attempt
 from causaltrace.instrumentation.autogen._oi import request_attributes, response_attributes
@@ -42,6 +43,7 @@ __all__ = ["patch_client_class", "wrap_create", "wrap_create_stream"]
 
 #: ``json.dumps(…, sort_keys=True)``'s encoder (dumps builds one per call with a keyword argument).
 _ARGUMENTS_JSON = json.JSONEncoder(sort_keys=True)
+_ARGUMENTS_JSON_ARGS = one_shot_args(_ARGUMENTS_JSON)
 
 
 @dataclass(eq=False)
@@ -162,7 +164,9 @@ def _end_llm(llm: _LlmCall, result: Any) -> None:
         else:  # a loop, not a generator; json.dumps(…, sort_keys=True)'s encoder made once
             shown = []
             for c in calls:
-                shown.append(f"{c['name']}({_ARGUMENTS_JSON.encode(c['arguments'])})")
+                encoded = ("".join(C_MAKE_ENCODER({}, *_ARGUMENTS_JSON_ARGS)(c["arguments"], 0))
+                           if _ARGUMENTS_JSON_ARGS is not None else _ARGUMENTS_JSON.encode(c["arguments"]))
+                shown.append(f"{c['name']}({encoded})")
             display = "; ".join(shown)
         if handle is not None:
             config = handle.ctx.tracing.config

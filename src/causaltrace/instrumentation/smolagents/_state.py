@@ -48,6 +48,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from causaltrace.instrumentation._json_text import C_MAKE_ENCODER, one_shot_args
 from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.runs import RunContext, run_scope
 from causaltrace.instrumentation.scope import Scope
@@ -112,11 +113,14 @@ def text(value: Any) -> str:
 #: ``json.dumps(…, ensure_ascii=False, sort_keys=True, default=str)``'s encoder, made once (dumps builds one per
 #: call with these arguments).
 _CALL_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+_CALL_JSON_ARGS = one_shot_args(_CALL_JSON)
 
 
 def call_text(name: str, arguments: Any) -> str:
-    """A tool call as a step's content: ``name({...})``."""
-    return f"{name}({_CALL_JSON.encode(arguments)})"
+    """A tool call as a step's content: ``name({...})`` (the encoder's C work straight: :mod:`.._json_text`)."""
+    if _CALL_JSON_ARGS is None:
+        return f"{name}({_CALL_JSON.encode(arguments)})"
+    return f"{name}({''.join(C_MAKE_ENCODER({}, *_CALL_JSON_ARGS)(arguments, 0))})"
 
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any = None) -> Any:

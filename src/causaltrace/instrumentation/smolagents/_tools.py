@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from causaltrace import semconv
+from causaltrace.instrumentation._json_text import C_MAKE_ENCODER, one_shot_args
 from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._code import begin_code_call, from_code_thread, start_code_execution
@@ -237,6 +238,7 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
 #: ``json.dumps(…, ensure_ascii=False, default=str)``'s encoder, made once (dumps builds one per call with these
 #: arguments).
 _INPUTS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+_INPUTS_JSON_ARGS = one_shot_args(_INPUTS_JSON)
 
 
 def tool_description(agent: Any, name: str) -> dict[str, Any]:
@@ -250,5 +252,7 @@ def tool_description(agent: Any, name: str) -> dict[str, Any]:
         out[semconv.OI_TOOL_DESCRIPTION] = out[semconv.GEN_AI_TOOL_DESCRIPTION] = description
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
-        out[semconv.OI_TOOL_PARAMETERS] = _INPUTS_JSON.encode(inputs)
+        out[semconv.OI_TOOL_PARAMETERS] = (  # _INPUTS_JSON.encode's C work straight (.._json_text)
+            "".join(C_MAKE_ENCODER({}, *_INPUTS_JSON_ARGS)(inputs, 0)) if _INPUTS_JSON_ARGS is not None
+            else _INPUTS_JSON.encode(inputs))
     return out
