@@ -158,7 +158,7 @@ class CallHandle:
                 "response_type": response_type,
                 "settings": as_json(settings) if settings else settings,  # {} is JSON as it is
                 "start_order": self.start_order,
-                "finish_order": -1,  # numbered when it is kept (CallLog.add: one lock for both)
+                "finish_order": -1,  # numbered when it is kept (below: one lock for both)
                 "live_only": live_only,
                 "error": None if error is None else error_of(error),
             }
@@ -171,7 +171,11 @@ class CallHandle:
             else:
                 call = construct(RecordedCall, values)
             self.call = call
-            self.log.add(call)
+            log = self.log
+            with log._lock:  # log.add(call), inline (every recorded call): numbered in finish order, kept
+                call.__dict__["finish_order"] = log._finish_order
+                log._finish_order += 1
+                log._calls.append(call)
             settings = call.settings
             if self.short_request and small_json(encoded) and (not settings or small_json(settings)):
                 note_no_long_text(self.call)  # the Recording's export need not look for a long text in it

@@ -448,8 +448,12 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     cls = type(value)
     type_name = f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(value, BaseModel) and (_ROUND_TRIPS.get(cls) or (cls not in _ROUND_TRIPS and _json_round_trips(cls, value))):
-        try:
-            return {"type": type_name, "json": _model_json(value)}, type_name
+        try:  # its model_dump_json(), its long text fields (a 50 MB tool result) written by orjson when the class
+            # leaves its JSON to pydantic (model_json_pieces)
+            pieces = model_json_pieces(value, LONG_TEXT_CHARS) if cls.model_dump_json is BaseModel.model_dump_json \
+                else None
+            return {"type": type_name, "json": value.model_dump_json() if pieces is None else json_pieces_text(
+                pieces)}, type_name
         except Exception:  # a field whose serialiser fails on this value: pickle it
             pass
     try:
@@ -457,16 +461,6 @@ def encode_response(value: Any) -> tuple[JsonValue, str | None]:
     except Exception as exc:  # pickling user objects can raise anything
         raise TypeError(f"cannot record a {type_name}: {exc}") from exc
     return {"type": type_name, "pickle_b64": base64.b64encode(blob).decode()}, type_name
-
-
-def _model_json(value: BaseModel) -> str:
-    """``value.model_dump_json()``, its long text fields (a 50 MB tool result) written by orjson
-    (:func:`model_json_pieces`) when the class leaves its JSON to pydantic."""
-    if type(value).model_dump_json is BaseModel.model_dump_json:
-        pieces = model_json_pieces(value, LONG_TEXT_CHARS)
-        if pieces is not None:
-            return json_pieces_text(pieces)
-    return value.model_dump_json()
 
 
 #: Pydantic model classes → whether their instances are stored as JSON (decided once per class).
