@@ -155,3 +155,122 @@ async def test_a_loops_first_repeat_takes_the_value_the_answer_before_it_offered
     best = result.decisive.best.intervention
     assert best.basis == "correction" and best.finding.family == "loop_no_progress"
     assert result.pair is not None and "p3" in str(result.pair.chosen)
+
+
+# ------------------------------------------------------------------------- a refused form, asked again unchanged
+
+BOOK_TASK = "Book the 45-minute design review with Ines Sousa on 9 March 2027 at 10:00 and report 'BOOKED: <id>'."
+
+
+def _book(person: str, date: str, time: str) -> str:
+    import re
+
+    if not re.fullmatch(r"\d{4}-\d\d-\d\d", date):
+        raise ValueError(f"date must be YYYY-MM-DD, got {date!r}")
+    return f"booked BK-77 for {person} on {date} at {time}"
+
+
+def verify_booking(outcome):
+    from causaltrace.schema import Verdict
+
+    return Verdict(passed="BOOKED: BK-77" in str(outcome.final_answer or ""), reason=str(outcome.final_answer))
+
+
+def build_booking_smolagents(planted: bool = True):
+    import re
+
+    from causaltrace.testing.faults.teams_smolagents import make_tool, string, tool_agent
+    from causaltrace.testing.smolagents import Call
+
+    book = make_tool("book_room", "Book a meeting (date as YYYY-MM-DD).",
+                     {"person": string("who"), "date": string("the date"), "time": string("the time")}, "string",
+                     _book)
+
+    def policy(request):
+        if request.is_final_summary:
+            return "I could not book it."
+        done = [m.group(1) for o in request.observations for m in [re.search(r"booked (BK-\d+)", o)] if m]
+        if done:
+            return [Call("final_answer", {"answer": f"BOOKED: {done[-1]}"})]
+        refused = [o for o in request.observations if "must be YYYY-MM-DD" in o]
+        date = "2027-03-09" if refused and not planted else "09/03/2027"
+        return [Call("book_room", {"person": "Ines Sousa", "date": date, "time": "10:00"})]
+
+    return tool_agent(policy, [book], "scheduler", max_steps=5)
+
+
+def build_booking_autogen(planted: bool = True):
+    from causaltrace.testing.autogen import call
+    from causaltrace.testing.faults.teams_autogen import agent, errors, ok, round_robin, tool
+
+    async def book_room(person: str, date: str, time: str) -> str:
+        """Book a meeting (date as YYYY-MM-DD)."""
+        return _book(person, date, time)
+
+    def scheduler(request):
+        done = ok(request, "book_room")
+        if done is not None:
+            return f"BOOKED: {done.split()[1]}. DONE"
+        date = "2027-03-09" if errors(request, "book_room") and not planted else "09/03/2027"
+        return call("book_room", person="Ines Sousa", date=date, time="10:00")
+
+    return round_robin([agent("scheduler", scheduler, [tool(book_room, "Book a meeting.")], iterations=5)],
+                       "DONE", 3)
+
+
+async def _record_booking(framework: str, planted: bool):
+    import asyncio
+
+    import causaltrace
+
+    if framework == "autogen":
+        async with causaltrace.run(task=BOOK_TASK, verify=verify_booking, name="booking") as handle:
+            await build_booking_autogen(planted).run(task=BOOK_TASK)
+        return handle.run
+
+    def record():
+        with causaltrace.run(task=BOOK_TASK, verify=verify_booking, name="booking") as handle:
+            build_booking_smolagents(planted).run(BOOK_TASK)
+        return handle.run
+
+    return await asyncio.to_thread(record)
+
+
+def test_a_refused_date_is_rewritten_in_the_form_the_refusal_names_as_the_run_reads_it():
+    from causaltrace.replay.correct_loop import refused_dates
+
+    refusal = "date must be YYYY-MM-DD, got '09/03/2027'"
+    args = {"person": "Ines Sousa", "date": "09/03/2027", "time": "10:00"}
+    assert refused_dates(refusal, args, {(2027, 3, 9)}) == {"date": "2027-03-09"}  # day-first, as the task says
+    assert refused_dates(refusal, args, {(2027, 9, 3)}) == {"date": "2027-09-03"}  # month-first, as the run wrote
+    assert refused_dates(refusal, args, set()) == {}  # 09/03 either way: nothing tells which
+    assert refused_dates(refusal, {**args, "date": "25/03/2027"}, set()) == {"date": "2027-03-25"}  # one reading
+    assert refused_dates("not available at 10:00", args, {(2027, 3, 9)}) == {}  # no form refused
+
+
+@pytest.mark.parametrize("framework", ["smolagents", "autogen"])
+async def test_a_loops_first_repeat_takes_the_form_the_refusal_named(framework, tmp_path):
+    """``book_room`` refuses ``09/03/2027`` ("date must be YYYY-MM-DD"); the scheduler asks again unchanged until it
+    runs out. The correction at the first repeat asks for ``2027-03-09`` — day-first, as the task's "9 March 2027"
+    reads it — and the replay books: a flip by a correction at the repeat. The fixed team rewrites the date after
+    the refusal: no loop, no correction."""
+    import causaltrace
+
+    with zoo_home(tmp_path):
+        causaltrace.instrument()
+        run = await _record_booking(framework, True)
+        twin = await _record_booking(framework, False)
+        findings = findings_of(run)
+        loop = next(f for f in findings if f.family == "loop_no_progress")
+        calls = [s for s in run.steps if s.kind == "tool_call" and s.tool_name == "book_room"]
+        assert loop.step_id == calls[0].step_id
+        [fix] = [c for c in corrections_for(calls[1], run, findings) if c.finding == loop]
+        assert fix.replacement == {**calls[1].arguments, "date": "2027-03-09"}
+        build = build_booking_autogen if framework == "autogen" else build_booking_smolagents
+        result = await repair(run, lambda: build(True), verify_booking, k=0, sandbox=default_sandbox(), store=False)
+        twin_findings = findings_of(twin)
+    assert run.outcome.status == "failure" and twin.outcome.status == "success"
+    assert not [c for s in twin.steps for c in corrections_for(s, twin, twin_findings)
+                if c.finding.family == "loop_no_progress"]
+    assert result.repaired and result.decisive.step_id == calls[1].step_id
+    assert result.decisive.best.intervention.basis == "correction"

@@ -24,8 +24,11 @@ was a sound action and its answer names the next value of one of its arguments (
 answered "…; next_cursor: c3"), the error is the first *repeat* that asks for the same value again. Its correction,
 at that repeat (the finding's first ``repeat`` evidence), is the same call with each such argument set to what the
 answer offered (``next_<key>`` or ``<key>`` followed by ``:`` or ``=``; "none" / "null" offer nothing): the
-superseding observation taken. Not derived: an answer that offers no value for any argument, or only the value the
-repeat already asks for.
+superseding observation taken. When the answer instead refused an argument for its form ("date must be YYYY-MM-DD,
+got '07/12/2026'"), the repeat takes that argument rewritten in the form the refusal names (:func:`refused_dates`):
+a date is read day-first or month-first as the run itself wrote that date elsewhere (the task's "7 December 2026",
+another call's ``2026-12-07``), or the one way that is a date at all. Not derived: an answer that offers no value
+for any argument, or only the value the repeat already asks for; a refused date the run gives no reading of.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["first_repeat", "loop_correction", "offered_values", "raised_limit", "repeat_correction"]
+__all__ = ["first_repeat", "loop_correction", "offered_values", "raised_limit", "refused_dates", "repeat_correction"]
 
 _LIMIT_NAME = re.compile(r"timeout|max|limit|iter|retries|attempts|deadline|wait", re.IGNORECASE)
 _WHILE_CAP = re.compile(r"(^\s*while\b[^\n]*?\b[A-Za-z_]\w*\s*<=?\s*)(\d+)(?![\w.])", re.MULTILINE)
@@ -162,7 +165,8 @@ def repeat_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     original = original_value(step, "arguments")
     if not isinstance(original, dict):
         return None
-    offered = offered_values(_result_of(run, first), original)
+    answer = _result_of(run, first)
+    offered = offered_values(answer, original) or refused_dates(answer, original, _written_dates(run))
     if not offered:
         return None
     typed = {k: type(original[k])(v) if isinstance(original[k], (int, float)) and _numeric(v) else v
@@ -179,3 +183,73 @@ def _numeric(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december")
+#: the date forms a refusal names, each with how a (year, month, day) is written in it
+_FORMS = {"YYYY-MM-DD": "{y:04d}-{m:02d}-{d:02d}", "DD/MM/YYYY": "{d:02d}/{m:02d}/{y:04d}",
+          "MM/DD/YYYY": "{m:02d}/{d:02d}/{y:04d}", "DD.MM.YYYY": "{d:02d}.{m:02d}.{y:04d}"}
+_ISO = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_SPLIT = re.compile(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})$")
+_IN_WORDS = re.compile(r"(?i)\b(\d{1,2})(?:st|nd|rd|th)?\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{4})\b|\b("
+                       + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
+
+
+def _valid(y: int, m: int, d: int) -> bool:
+    import datetime
+
+    try:
+        datetime.date(y, m, d)
+    except ValueError:
+        return False
+    return True
+
+
+def _written_dates(run: Run) -> set[tuple[int, int, int]]:
+    """The dates the run writes unambiguously: ISO dates in any step or argument, dates in words in the task or a
+    step ("7 December 2026", "December 7, 2026")."""
+    import json
+
+    texts = [run.task or ""] + [f"{s.content or ''} {json.dumps(s.arguments or {}, default=str)}" for s in run.steps]
+    out: set[tuple[int, int, int]] = set()
+    for text in texts:
+        out.update((int(y), int(m), int(d)) for y, m, d in _ISO.findall(text) if _valid(int(y), int(m), int(d)))
+        for m in _IN_WORDS.finditer(text):
+            if m.group(1):
+                day, month, year = int(m.group(1)), _MONTH_NAMES.index(m.group(2).lower()) + 1, int(m.group(3))
+            else:
+                day, month, year = int(m.group(5)), _MONTH_NAMES.index(m.group(4).lower()) + 1, int(m.group(6))
+            if _valid(year, month, day):
+                out.add((year, month, day))
+    return out
+
+
+def refused_dates(answer: str, arguments: dict[str, Any], written: set[tuple[int, int, int]]) -> dict[str, str]:
+    """``{key: the date rewritten}``: each date argument the refusal ``answer`` rejects for its form (it names one of
+    :data:`_FORMS` and the argument is not in it), in that form — read day-first or month-first as one of the
+    ``written`` dates, else the one reading that is a date (module docstring)."""
+    form = next((f for f in _FORMS if f in answer), None)
+    if form is None:
+        return {}
+    out: dict[str, str] = {}
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            continue
+        iso, split = _ISO.fullmatch(value.strip()), _SPLIT.match(value.strip())
+        if iso:
+            readings = [(int(iso.group(1)), int(iso.group(2)), int(iso.group(3)))]
+        elif split:
+            a, b, y = int(split.group(1)), int(split.group(2)), int(split.group(3))
+            readings = list(dict.fromkeys(r for r in ((y, b, a), (y, a, b)) if _valid(*r)))
+        else:
+            continue
+        known = [r for r in readings if r in written]
+        chosen = known if len(known) == 1 else readings if len(readings) == 1 else []
+        if not chosen:
+            continue
+        y, m, d = chosen[0]
+        rewritten = _FORMS[form].format(y=y, m=m, d=d)
+        if rewritten != value:
+            out[key] = rewritten
+    return out

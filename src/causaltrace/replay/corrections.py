@@ -102,6 +102,8 @@ def _same_number(a: str, b: str) -> bool:
 
 
 _SPAN = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+#: an ISO date: its parts are no numbers a correction puts back ('12' of 2026-12-07 is December, not a count)
+_DATE = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
 _COMPARISON = re.compile(r"^(<=|>=|==|!=|<|>) (-?[\d.]+)$")
 
 
@@ -132,7 +134,13 @@ def _substitute_text(text: str, before: str, after: str) -> str | None:
     if _SPAN.match(after) or _COMPARISON.match(after):
         return None
     if _NUMBER.fullmatch(after.strip()):
-        out, n = _NUMBER.subn(lambda m: before if _same_number(m.group(0), after) else m.group(0), text)
+        dates = [m.span() for m in _DATE.finditer(text)]  # a number inside a date is the date's, not a quantity
+
+        def put_back(m: re.Match[str]) -> str:
+            inside = any(a <= m.start() and m.end() <= b for a, b in dates)
+            return before if _same_number(m.group(0), after) and not inside else m.group(0)
+
+        out = _NUMBER.sub(put_back, text)
         return out if out != text else None
     pattern = re.compile(r"(?<![\w])" + re.escape(after) + r"(?![\w])", re.IGNORECASE)
     out, n = pattern.subn(before, text)
