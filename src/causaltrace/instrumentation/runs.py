@@ -302,8 +302,8 @@ class RunContext:
                     if span_ctx is not None:
                         links.append((span_ctx, dep_kind, producer))
                 parent_span: Span | SpanContext | None = spans.get(parent_id) if parent_id else self.root_span
-                if agent and agent not in self.agents:
-                    self.agents.append(_safe_text(agent))
+                if agent and agent not in self.agents:  # _safe_text, inline
+                    self.agents.append(utf8_safe(agent) if isinstance(agent, str) and not agent.isascii() else agent)
             fields: dict[str, Any] = {
                 "step_id": step_id, "run_id": self.run_id, "index": index, "kind": kind, "agent": agent,
                 "parent_step_id": parent_id, "depends_on": tuple(deps), "content": content,

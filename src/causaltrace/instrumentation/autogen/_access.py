@@ -271,25 +271,27 @@ def llm_request(
     Messages stay pydantic objects here: :func:`causaltrace.recording.canonicalize_request` dumps them (``model_dump``),
     drops ``created_at`` and aliases tool-call ids; tools become their SCHEMAS, never Tool objects.
     """
-    choice = tool_choice if isinstance(tool_choice, str) or tool_choice is None else getattr(tool_choice, "name", "?")
-    schemas = []
-    for tool in tools:  # a loop, not a comprehension: no frame (every model call)
-        schemas.append(_tool_schema(tool))
-    return {
-        "messages": list(messages),
-        "tools": schemas,
-        "tool_choice": choice,
-        "json_output": None if json_output is None else _json_output(json_output),  # the usual None: no call
-        "extra_create_args": dict(extra_create_args or {}),
-    }
+    return create_request(messages, {"tools": tools, "tool_choice": tool_choice, "json_output": json_output,
+                                     "extra_create_args": extra_create_args})
 
 
 def create_request(messages: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`llm_request` of a ``create`` / ``create_stream`` call from its keyword arguments — the one reading the
     recording (its canonical request) and the playback (the request it looks the recorded answer up by) share, so
-    the two can never hash a call differently."""
-    return llm_request(messages, tools=kwargs.get("tools") or (), tool_choice=kwargs.get("tool_choice", "auto"),
-                       json_output=kwargs.get("json_output"), extra_create_args=kwargs.get("extra_create_args"))
+    the two can never hash a call differently. (It builds the request itself: one call less per model call.)"""
+    tool_choice = kwargs.get("tool_choice", "auto")
+    choice = tool_choice if isinstance(tool_choice, str) or tool_choice is None else getattr(tool_choice, "name", "?")
+    schemas = []
+    for tool in kwargs.get("tools") or ():  # a loop, not a comprehension: no frame; a dict is its own schema
+        schemas.append(tool if type(tool) is dict else _tool_schema(tool))
+    json_output = kwargs.get("json_output")
+    return {
+        "messages": list(messages),
+        "tools": schemas,
+        "tool_choice": choice,
+        "json_output": None if json_output is None else _json_output(json_output),  # the usual None: no call
+        "extra_create_args": dict(kwargs.get("extra_create_args") or {}),
+    }
 
 
 def tool_request(name: str, arguments: Any) -> dict[str, Any]:

@@ -37,8 +37,10 @@ def observe(turn: Turn, item: Any, response: bool = False) -> None:
         if turn.state.closed:
             return
         if isinstance(item, Response):
+            seen = turn.seen
             for inner in item.inner_messages or ():
-                observe(turn, inner)
+                if getattr(inner, "id", None) not in seen:  # what the turn yielded already: no call (its first check)
+                    observe(turn, inner)
             observe(turn, item.chat_message, True)
             turn.responded = True
             return

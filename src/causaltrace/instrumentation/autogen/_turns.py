@@ -13,11 +13,11 @@ from typing import Any
 from autogen_agentchat.agents import UserProxyAgent
 
 from causaltrace.instrumentation._emitter import internal_error
-from causaltrace.instrumentation.autogen._access import model_client_of, name_of
+from causaltrace.instrumentation.autogen._access import name_of
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
 from causaltrace.instrumentation.autogen._oi import turn_attributes
-from causaltrace.instrumentation.autogen._patches import SWITCH, patch_defining
+from causaltrace.instrumentation.autogen._patches import CHECKED, SWITCH, patch_defining
 from causaltrace.instrumentation.autogen._state import (
     LEVEL,
     NO_SCOPE,
@@ -110,9 +110,9 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         if handle is not None:
             handle.set_span_attributes(turn_attributes(agent, name, received,
                                                        content=ctx.tracing.config.oi_content))
-        client = model_client_of(agent)
-        if client is not None:
-            patch_client_class(type(client))
+        client = getattr(agent, "_model_client", None)  # model_client_of, inline (every turn)
+        if client is not None and not ((type(client), "create") in CHECKED and (type(client), "create_stream") in CHECKED):
+            patch_client_class(type(client))  # (its check, inline: done once per client class)
         turn = Turn(
             ctx=ctx,
             state=state,
