@@ -176,7 +176,7 @@ def test_shutdown_with_a_postgresql_store_down_returns_at_once_and_the_backlog_w
     own_postgres.stop()
     try:
         _hand_over(collector, "down")
-        assert _until(collector._down.is_set, 10)  # the writer found the server gone and holds the run
+        assert _until(lambda: collector._down, 10)  # the writer found the server gone and holds the run
         started = time.monotonic()
         configure(TracerProvider(), TraceConfig(db_path=url))
         assert time.monotonic() - started < 1.0

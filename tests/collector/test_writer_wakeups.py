@@ -93,6 +93,25 @@ def test_waiting_on_a_done_pokes_once_unset() -> None:
     assert pokes == [1, 2]
 
 
+def test_a_done_wakes_every_waiter_once_set_and_takes_sets_from_two_threads() -> None:
+    """Done is a lock released once by set(): every waiting thread returns, a wait with a timeout returns False
+    unset, and sets racing from two threads (a held operation's submitter and the writer) release it once."""
+    done = Done()
+    assert not done.is_set() and not done.wait(0) and not done.wait(0.01) and not done.wait(-1)
+    woke: list[bool] = []
+    waiters = [threading.Thread(target=lambda: woke.append(done.wait(10))) for _ in range(4)]
+    for t in waiters:
+        t.start()
+    setters = [threading.Thread(target=done.set) for _ in range(8)]
+    for t in setters:
+        t.start()
+    for t in setters + waiters:
+        t.join(10)
+    assert woke == [True] * 4 and done.is_set() and done.wait(0) and done.wait()
+    done.set()  # again: nothing to release
+    assert done.wait(0.01)
+
+
 def _step(run_id: str, i: int) -> Step:
     return Step(step_id=f"{run_id}/{i}", run_id=run_id, index=i, kind="message", agent="a", content=f"m{i}",
                 started_at=T0, ended_at=T0, status="ok")

@@ -4,7 +4,8 @@ an event loop without a thread.
 
 Both sit on the hot path of every traced event (a step's hand-over is a queue put), so they are kept to what the
 writer needs: :class:`OpQueue` is ``queue.Queue``'s interface with a lock-free put that does not wake the writer;
-:class:`Done` is a ``threading.Event`` that also completes futures of event loops, and wakes the writer when waited on.
+:class:`Done` is an event (a ``threading.Event``'s methods, one Python call each) that also completes futures of event
+loops, and wakes the writer when waited on.
 
 Why a hand-over does not wake the writer: a thread woken while the agent's thread runs Python fights it for the GIL
 — in CPython each GIL release of the running thread (an event loop's ``select``, any lock or I/O) wakes the waiter
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from _thread import allocate_lock as _allocate_lock
 from collections import deque
 from collections.abc import Callable
 
@@ -29,26 +31,51 @@ from causaltrace.collector.backlog import Op
 __all__ = ["Done", "OpQueue"]
 
 
-class Done(threading.Event):
+class Done:
     """Set by the store writer once the operation it goes with is written — or held for a store that does not answer,
-    or given up (then nobody should wait for it). A thread waits for it as for any Event; an event loop awaits it
-    with :meth:`wait_async`, without a thread: :meth:`set` completes the loop's future through
-    ``loop.call_soon_threadsafe``. (The async run end used to wait in a thread of the loop's default executor, which
-    handed a flush to the writer and waited for it there: two thread hand-offs per run.)"""
+    or given up (then nobody should wait for it). A thread waits for it as for a ``threading.Event`` (``wait``,
+    ``is_set``, ``set``); an event loop awaits it with :meth:`wait_async`, without a thread: :meth:`set` completes
+    the loop's future through ``loop.call_soon_threadsafe``. (The async run end used to wait in a thread of the
+    loop's default executor, which handed a flush to the writer and waited for it there: two thread hand-offs per
+    run.)
 
-    #: The (loop, future) of each :meth:`wait_async` under way; replaced, never mutated (``set`` reads one snapshot).
-    _loops: tuple[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]], ...] = ()
-    #: Called before a wait on this Done while it is unset: the writer's :meth:`OpQueue.wake`, for an operation
-    #: handed over without waking it (a run's begin row) that somebody waits on after all.
-    poke: Callable[[], None] | None = None
+    Not a ``threading.Event``: one lock, held from the start and released by :meth:`set`, is what a waiter blocks
+    on — each method one Python call (an Event's wait, set and construction go through its Condition: three to
+    seven calls each, and a run's end makes, waits on and sets one, its begin another)."""
+
+    __slots__ = ("_flag", "_lock", "_loops", "poke")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._lock = _allocate_lock()
+        self._lock.acquire()  # released once, by set(): a waiter's acquire returns then
+        #: The (loop, future) of each :meth:`wait_async` under way; replaced, never mutated (``set`` reads one
+        #: snapshot).
+        self._loops: tuple[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]], ...] = ()
+        #: Called before a wait on this Done while it is unset: the writer's :meth:`OpQueue.wake`, for an operation
+        #: handed over without waking it (a run's begin row) that somebody waits on after all.
+        self.poke: Callable[[], None] | None = None
+
+    def is_set(self) -> bool:
+        return self._flag
 
     def wait(self, timeout: float | None = None) -> bool:
-        if (poke := self.poke) is not None and not self.is_set():
+        """Block until set, or ``timeout`` seconds (None: no bound); whether it is set."""
+        if self._flag:
+            return True
+        if (poke := self.poke) is not None:
             poke()
-        return super().wait(timeout)
+        if self._lock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            self._lock.release()  # (the next waiter's turn: every waiter returns)
+            return True
+        return self._flag
 
     def set(self) -> None:
-        super().set()
+        if not self._flag:
+            with _DONE_LOCK:  # two writers' sets at once (a held operation, its retry): released once
+                if not self._flag:
+                    self._flag = True
+                    self._lock.release()
         for loop, future in self._loops:
             try:
                 loop.call_soon_threadsafe(_resolve, future)
@@ -58,7 +85,7 @@ class Done(threading.Event):
     async def wait_async(self, timeout_s: float) -> bool:
         """Await this on the running event loop for at most ``timeout_s``; whether it was set (the loop is never
         blocked)."""
-        if self.is_set():
+        if self._flag:
             return True
         if (poke := self.poke) is not None:
             poke()
@@ -66,7 +93,7 @@ class Done(threading.Event):
         future: asyncio.Future[None] = loop.create_future()
         with _DONE_LOCK:  # two loops awaiting one Done (rare): neither registration is lost
             self._loops = (*self._loops, (loop, future))
-        if self.is_set():  # set before the registration was seen: it may not have resolved the future
+        if self._flag:  # set before the registration was seen: it may not have resolved the future
             return True
         try:
             await asyncio.wait_for(future, timeout_s)

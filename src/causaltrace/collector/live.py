@@ -125,7 +125,7 @@ class RunCollector:
         self.backlog = Backlog()
         #: How long interpreter exit waits for what is still queued (a store that was never opened: at most 5 s).
         self.exit_wait_s = _EXIT_WAIT_S
-        self._down = threading.Event()  # the store does not answer: operations are held, nobody waits for them
+        self._down = False  # the store does not answer: operations are held, nobody waits for them
         self._stalled = False  # a run's end waited in vain (a long lock): later ones do not wait until it answers
         self._wake = threading.Event()  # ends the writer's backoff sleep (interpreter exit)
         self._exiting = False
@@ -204,7 +204,7 @@ class RunCollector:
             if done is not None:
                 done.set()
             return run
-        event = threading.Event() if done is None else done  # (a thread waits for this one: no Done needed)
+        event = Done() if done is None else done
         self._submit("finish", run, event)
         if done is None and wait_s > 0 and not event.wait(wait_s):
             self._stall(run_id, wait_s)
@@ -235,7 +235,7 @@ class RunCollector:
             with self._idle_lock:  # all handed over is written (or given up) already: no round trip to the writer
                 if self._unwritten() <= 0:
                     return True
-        done = threading.Event()
+        done = Done()
         self._submit("flush", None, done)
         if done.wait(timeout_s):
             return True
@@ -328,7 +328,7 @@ class RunCollector:
         self._queue.put((op, payload, done))
         if self._retiring:  # the writer may have ended since: check again AFTER the put (see :meth:`_retire`)
             self._ensure_writer()
-        if done is not None and (self._down.is_set() or self._stalled):
+        if done is not None and (self._down or self._stalled):
             done.set()  # the store does not answer: the operation is held, its submitter does not wait
         if done is not None and wake:  # someone waits on it (a flush, a run's end): the writer takes it now
             self._queue.wake()
@@ -431,9 +431,14 @@ class RunCollector:
         writer ~80 µs a transaction)."""
         if self.config.db_path:
             return self.config.db_path
-        # what the default target depends on: $CAUSALTRACE_DB, else $CAUSALTRACE_HOME (whose ``~`` is $HOME)
-        env = os.environ
-        key = (env.get("CAUSALTRACE_DB"), env.get("CAUSALTRACE_HOME"), env.get("HOME"))
+        # what the default target depends on: $CAUSALTRACE_DB, else $CAUSALTRACE_HOME (whose ``~`` is $HOME) — read
+        # from the environment's own dict where it has one (POSIX: three C look-ups instead of three calls each)
+        data = getattr(os.environ, "_data", None)
+        if type(data) is dict and _ENV_KEYS is not None:
+            key = (data.get(_ENV_KEYS[0]), data.get(_ENV_KEYS[1]), data.get(_ENV_KEYS[2]))
+        else:
+            env = os.environ
+            key = (env.get("CAUSALTRACE_DB"), env.get("CAUSALTRACE_HOME"), env.get("HOME"))
         if self._target_key is None or self._target_key[0] != key:
             self._target_key = (key, TraceConfig.from_env().resolved_db_path())
         return self._target_key[1]
@@ -469,7 +474,8 @@ class RunCollector:
                     continue
                 self._one_by_one(store, pending)  # the batch rolled back: only a failing operation is lost
                 continue
-            self._acknowledge(pending, written)
+            if self.on_commit is not None:
+                self._acknowledge(pending, written)
             self._remember(written)
             self._answered()
             self._settled(pending)
@@ -498,10 +504,10 @@ class RunCollector:
     def _next_batch(self) -> list[Op]:
         """The next operations to write: held ones first (with whatever was queued meanwhile, within the
         backlog's bound), else a fresh batch gathered with the linger."""
-        if not len(self.backlog):
+        if not self.backlog.ops:
             return self._gather()
         new = self._drain_queue([], _UNBOUNDED)
-        if self._down.is_set():  # nobody waits for an operation the store does not take
+        if self._down:  # nobody waits for an operation the store does not take
             for _, _, event in new:
                 if event is not None:
                     event.set()
@@ -521,7 +527,7 @@ class RunCollector:
         self._inflight = []
         self.backlog.push_front(items)
         self._reconnect = True
-        self._down.set()
+        self._down = True
         for _, _, event in items:
             if event is not None:
                 event.set()
@@ -537,8 +543,8 @@ class RunCollector:
         self._inflight = []
         self._backoff_s = _BACKOFF_MIN_S
         self._stalled = False
-        if self._down.is_set():
-            self._down.clear()
+        if self._down:
+            self._down = False
             logger.info("causaltrace: the store at %s answers again; writing what was held", self._where())
 
     def _dropped(self, ops: list[Op]) -> None:
@@ -696,6 +702,8 @@ class RunCollector:
 _LINGER_S = 0.1
 #: After this many polls that found nothing, the writer sleeps until a hand-over wakes it (an idle process: none).
 _IDLE_POLLS = 10
+#: The keys of ``os.environ``'s own dict the store target depends on (POSIX: bytes; elsewhere None, read as usual).
+_ENV_KEYS = (b"CAUSALTRACE_DB", b"CAUSALTRACE_HOME", b"HOME") if os.name == "posix" else None
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
 _FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
