@@ -347,7 +347,8 @@ def llm_request_attributes(client: Any, messages: list[dict[str, Any]], schemas:
         attrs[semconv.OI_INPUT_MIME_TYPE] = semconv.MIME_JSON
     else:
         attrs = {}
-    tool_attributes(schemas, into=attrs)
+    if schemas:  # none offered (most calls of a team's agents without tools): no call
+        tool_attributes(schemas, into=attrs)
     attrs.update(_parameter_attributes(parameters))
     attrs.update(server_attributes(client))
     provider = _CLIENT_PROVIDERS.get(type(client), _UNSEEN)  # semconv.client_provider's cache, read inline

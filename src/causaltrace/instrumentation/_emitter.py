@@ -495,7 +495,7 @@ class Emitter:
                     if joins is None:
                         self._write(span, step, None, (), end_time_ns)
                     return
-                result_span = pair.result_span  # pair.result_links(), inline: the result has ended
+                result_span = pair.result_span  # its links are the result's (the result has ended)
                 self._write(pair.call_span, pair.call, pair.result, result_span.links if result_span is not None
                             else [], max(pair.result_end, pair.call_end))
                 return
@@ -514,8 +514,8 @@ class Emitter:
                 del self._pairs[key]
         for _, pair in ended:
             if pair.call is not None:
-                self._write(pair.call_span, pair.call, pair.result, pair.result_links(),
-                            max(pair.result_end, pair.call_end))
+                links = pair.result_span.links if pair.result_span is not None and pair.result is not None else []
+                self._write(pair.call_span, pair.call, pair.result, links, max(pair.result_end, pair.call_end))
 
     def _write(self, span: StepSpan, step: Step, result: Step | None, result_links: Iterable[Link],
                end_time_ns: int) -> None:
@@ -573,9 +573,9 @@ class Emitter:
         status = _STATUS_OF.get(step.status) or _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):
             status = _STATUS_OF.get(result.status) or _status(result, config.max_attribute_chars)
-        name = semconv.span_name(step)
-        if not name.isascii():
-            name = utf8_safe(name)
+        name = _SPAN_NAMES.get((step.kind, step.model, step.tool_name, step.agent))  # what semconv.span_name reads
+        if name is None:
+            name = _span_name(step)
         kind = SpanKind.CLIENT if step.kind in semconv.CLIENT_STEP_KINDS else SpanKind.INTERNAL
         if _READABLE_BY_FIELDS:  # ReadableSpan(...) without its __init__ frame: the same fields (checked at import)
             readable = _new_object(ReadableSpan)
@@ -669,8 +669,17 @@ class _Pair:
     result: Step | None = None
     result_end: int = 0
 
-    def result_links(self) -> list[Link]:
-        return self.result_span.links if self.result_span is not None and self.result is not None else []
+
+#: (kind, model, tool name, agent) → that step's span name (semconv.span_name, UTF-8-safe), made once each.
+_SPAN_NAMES: dict[tuple[str, str | None, str | None, str], str] = {}
+
+
+def _span_name(step: Step) -> str:
+    name = semconv.span_name(step)
+    name = name if name.isascii() else utf8_safe(name)
+    if len(_SPAN_NAMES) < 4096:  # a run's steps have a handful
+        _SPAN_NAMES[(step.kind, step.model, step.tool_name, step.agent)] = name
+    return name
 
 
 def _status(step: Step, limit: int) -> Status:
