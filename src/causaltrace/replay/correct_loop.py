@@ -24,7 +24,8 @@ was a sound action and its answer names the next value of one of its arguments (
 answered "…; next_cursor: c3"), the error is the first *repeat* that asks for the same value again. Its correction,
 at that repeat (the finding's first ``repeat`` evidence), is the same call with each such argument set to what the
 answer offered (``next_<key>`` or ``<key>`` followed by ``:`` or ``=``; "none" / "null" offer nothing): the
-superseding observation taken. When the answer instead refused an argument for its form ("date must be YYYY-MM-DD,
+superseding observation taken (the first repeat is the finding's own step when the detector already blames it: a
+loop whose first try was answered by an error). When the answer instead refused an argument for its form ("date must be YYYY-MM-DD,
 got '07/12/2026'"), the repeat takes that argument rewritten in the form the refusal names (:func:`refused_dates`):
 a date is read day-first or month-first as the run itself wrote that date elsewhere (the task's "7 December 2026",
 another call's ``2026-12-07``), or the one way that is a date at all. Not derived: an answer that offers no value
@@ -39,7 +40,8 @@ from typing import Any
 from causaltrace.replay.edits import original_value, replacement_kind
 from causaltrace.schema import Finding, Intervention, Run, Step
 
-__all__ = ["first_repeat", "loop_correction", "offered_values", "raised_limit", "refused_dates", "repeat_correction"]
+__all__ = ["first_repeat", "loop_correction", "offered_values", "raised_limit", "refused_dates", "repeat_correction",
+           "repeated"]
 
 _LIMIT_NAME = re.compile(r"timeout|max|limit|iter|retries|attempts|deadline|wait", re.IGNORECASE)
 _WHILE_CAP = re.compile(r"(^\s*while\b[^\n]*?\b[A-Za-z_]\w*\s*<=?\s*)(\d+)(?![\w.])", re.MULTILINE)
@@ -148,18 +150,33 @@ def offered_values(answer: str, arguments: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def repeated(run: Run, step: Step) -> Step | None:
+    """The action ``step`` repeats: the latest earlier call of the same tool by the same agent with the same
+    arguments, or None."""
+    if step.kind != "tool_call" or not step.tool_name:
+        return None
+    same = [s for s in run.steps if s.kind == "tool_call" and s.index < step.index and s.tool_name == step.tool_name
+            and s.agent == step.agent and (s.arguments or {}) == (step.arguments or {})]
+    return same[-1] if same else None
+
+
 def first_repeat(run: Run, f: Finding) -> Step | None:
-    """The first repeat of the loop ``f`` shows (its earliest ``repeat`` evidence after the finding's step)."""
+    """The first repeat of the loop ``f`` shows: the finding's own step when it repeats an earlier call (the
+    detector blames the first repeat when the first try was answered by an error), else its earliest ``repeat``
+    evidence after the finding's step."""
+    own = run.step(f.step_id)
+    if own is not None and repeated(run, own) is not None:
+        return own
     repeats = [run.step(e.step_id) for e in f.evidence if e.role == "repeat" and e.step_id]
     later = sorted((s for s in repeats if s is not None and s.index > f.index), key=lambda s: s.index)
     return later[0] if later else None
 
 
 def repeat_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
-    """The loop's first repeat taking what the answer to the action before it offered (module docstring), or
+    """The loop's first repeat taking what the answer to the action it repeats offered (module docstring), or
     None."""
     repeat = first_repeat(run, f)
-    first = run.step(f.step_id)
+    first = repeated(run, step)
     if repeat is None or repeat.step_id != step.step_id or first is None or replacement_kind(step) != "arguments":
         return None
     original = original_value(step, "arguments")

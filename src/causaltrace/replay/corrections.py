@@ -341,7 +341,8 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
     if f.family == "loop_no_progress":
         from causaltrace.replay.correct_loop import loop_correction, repeat_correction
 
-        found = loop_correction(step, run, f) if step.step_id == f.step_id else repeat_correction(step, run, f)
+        found = (loop_correction(step, run, f) if step.step_id == f.step_id else None) or repeat_correction(step,
+                                                                                                           run, f)
     elif f.family == "unfit_routing":
         found = _routing_correction(step, run, f)
     elif is_exclusion(f):
