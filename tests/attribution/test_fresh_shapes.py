@@ -5,8 +5,27 @@ whose first try was answered by an error is decided by its first repeat."""
 
 from __future__ import annotations
 
+import asyncio
+
+from causaltrace.attribution.context import DiagnosisContext
+from causaltrace.attribution.stages.provenance import ProvenanceStage
 from causaltrace.attribution.stages.provenance_changes import is_copy_slip
 from causaltrace.attribution.stages.values import values_in
+from causaltrace.schema import Dependency, Outcome, Run, Step, StepError
+
+
+def step(i, kind, content, agent="clerk", tool=None, args=None, status="ok", deps=(), **extra):
+    return Step(step_id=f"s{i}", run_id="r", index=i, kind=kind, agent=agent, content=content, tool_name=tool,
+                arguments=args, status=status, error=StepError(type="ToolError", message=content)
+                if status == "error" else None,
+                depends_on=[Dependency(step_id=f"s{d}", kind="saw") for d in deps], **extra)
+
+
+def _changes(steps, **run_fields):
+    run = Run(run_id="r", framework="test", task=steps[0].content, steps=steps,
+              outcome=Outcome(status="failure", final_answer=steps[-1].content), **run_fields)
+    prov = asyncio.run(DiagnosisContext(run=run, method="graph", judge=None).run_stage(ProvenanceStage()))
+    return run, prov, {(c.index, c.kind, c.before, c.after, c.how) for c in prov.changes}
 
 
 def _kinds(text: str) -> list[tuple[str, str, str]]:
@@ -31,19 +50,8 @@ def test_a_code_copied_with_two_digits_swapped_is_a_slip() -> None:
 
 
 def test_identifier_slips_unit_at_origin_relays_and_error_loops_on_a_run() -> None:
-    import asyncio
-
-    from causaltrace.attribution.context import DiagnosisContext
     from causaltrace.attribution.findings.loops import detect_loops_without_progress
     from causaltrace.attribution.stages.loops import detect_loops, relays_result
-    from causaltrace.attribution.stages.provenance import ProvenanceStage
-    from causaltrace.schema import Dependency, Run, Step, StepError
-
-    def step(i, kind, content, agent="clerk", tool=None, args=None, status="ok", deps=()):
-        return Step(step_id=f"s{i}", run_id="r", index=i, kind=kind, agent=agent, content=content, tool_name=tool,
-                    arguments=args, status=status, error=StepError(type="ToolError", message=content) if status == "error"
-                    else None,
-                    depends_on=[Dependency(step_id=f"s{d}", kind="saw") for d in deps])
 
     steps = [
         step(0, "task", "Refund order A-512 and report the distance of 561 km.", agent="user"),
@@ -66,3 +74,72 @@ def test_identifier_slips_unit_at_origin_relays_and_error_loops_on_a_run() -> No
     assert relays_result(run, steps[3]) and not relays_result(run, steps[4])
     findings = detect_loops_without_progress(run, detect_loops(run))
     assert [f.step_id for f in findings] == ["s7"]  # the first repeat after the error, not the first try
+
+
+def test_a_result_that_announces_a_change_supersedes_the_earlier_value() -> None:
+    from causaltrace.attribution.findings.superseded import detect_superseded_values
+
+    steps = [
+        step(0, "task", "Order 12 units of part P-440 at the current price.", agent="user"),
+        step(1, "tool_call", 'catalog_price({"part": "P-440"})', tool="catalog_price", args={"part": "P-440"},
+             deps=(0,)),
+        step(2, "tool_response", "P-440: 19.90 EUR per unit (catalog)", tool="catalog_price", deps=(1,)),
+        step(3, "tool_call", 'price_changes({"part": "P-440"})', tool="price_changes", args={"part": "P-440"},
+             deps=(2,)),
+        step(4, "tool_response", "P-440: price changed on 2026-12-01 from 19.90 to 17.40 EUR per unit",
+             tool="price_changes", deps=(3,)),
+        step(5, "tool_call", 'place_order({"units": 12, "unit_price": 19.9})', tool="place_order",
+             args={"units": 12, "unit_price": 19.9}, deps=(4,)),
+        step(6, "final_answer", "ORDER: 12 x 19.90 = 238.80 EUR", deps=(5,)),
+    ]
+    run, prov, _ = _changes(steps)
+    found = detect_superseded_values(run, prov, None)
+    assert [(f.step_id, [(e.role, e.value) for e in f.evidence]) for f in found] == [
+        ("s5", [("source", "19.9"), ("superseded_by", "17.4"), ("changed", "19.9")])]
+    # the same price restated without an announcement ("P-440: 17.40 EUR in the outlet") supersedes nothing
+    quiet = [*steps[:4], step(4, "tool_response", "P-440: 17.40 EUR per unit in the outlet", tool="price_changes",
+                              deps=(3,)), *steps[5:]]
+    run, prov, _ = _changes(quiet)
+    assert detect_superseded_values(run, prov, None) == []
+
+
+def test_an_agent_that_ends_its_work_before_the_tasks_last_item_omits_it() -> None:
+    steps = [
+        step(0, "task", "Refund each of the lamp, the bulb and the shade of order A-730.", agent="user"),
+        step(1, "tool_response", "order A-730: lamp 34.90, bulb 4.50, shade 12.00", agent="coordinator",
+             tool="lookup", deps=(0,)),
+        *(step(2 + k, "tool_call", f'refund_item({{"item": "{item}"}})', agent="refunds", tool="refund_item",
+               args={"item": item}, deps=(1,)) for k, item in enumerate(("lamp", "bulb"))),
+        step(4, "message", "Refunds issued: lamp 34.90 EUR, bulb 4.50 EUR.", agent="refunds", deps=(2, 3)),
+        step(5, "final_answer", "REFUNDED: 39.40 EUR", agent="coordinator", deps=(4,)),
+    ]
+    _, _, changes = _changes(steps)
+    assert (4, "word", "shade", "39.4", "omitted") in changes  # the report that ended the work, not the answer
+    # a delegation naming every item handles none of them: the per-item calls decide
+    whole = [*steps[:2], step(2, "tool_call", 'refunds({"task": "refund the lamp, the bulb and the shade"})',
+                              agent="coordinator", tool="refunds",
+                              args={"task": "refund the lamp, the bulb and the shade"}, deps=(1,)),
+             step(3, "message", "Refunds issued.", agent="refunds", deps=(2,)),
+             step(4, "final_answer", "REFUNDED: 39.40 EUR", agent="coordinator", deps=(3,))]
+    _, _, changes = _changes(whole)
+    assert not any(how == "omitted" and index == 3 for index, _, _, _, how in changes)
+
+
+def test_a_delegation_the_request_names_another_roster_agent_for_is_a_substitution() -> None:
+    roster = {"manager": {"description": "", "tools": [{"name": "travel_policy", "description": "policy"}]},
+              "flight_agent": {"description": "Searches flights.", "tools": [{"name": "search_flights",
+                                                                             "description": "flights on a date"}]},
+              "hotel_agent": {"description": "Looks up hotel rates.", "tools": [{"name": "hotel_rates",
+                                                                                 "description": "nightly rates"}]}}
+    steps = [
+        step(0, "task", "Find the cheapest flight from Lisbon to Oslo.", agent="user"),
+        step(1, "llm_response", 'hotel_agent({"task": "Find the cheapest flight from Lisbon to Oslo."})',
+             agent="manager", deps=(0,)),
+        Step(step_id="s2", run_id="r", index=2, kind="tool_call", agent="manager", tool_name="hotel_agent",
+             content='hotel_agent({"task": "Find the cheapest flight"})', arguments={"task": "Find the cheapest flight"},
+             depends_on=[Dependency(step_id="s1", kind="produced_by")]),
+        step(3, "llm_response", "cheapest flight: SK4621 at 189 EUR", agent="hotel_agent", deps=(2,)),
+        step(4, "final_answer", "FLIGHT: SK4621 at 189 EUR", agent="manager", deps=(3,)),
+    ]
+    _, _, changes = _changes(steps, metadata={"roster": roster})
+    assert (2, "target", "flight_agent", "hotel_agent", "substitution") in changes

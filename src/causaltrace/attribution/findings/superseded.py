@@ -11,23 +11,32 @@ The rule, from kinds, edges and values only: the step's number comes from result
 a later result ``k`` (after ``j``, before the step, one the step depended on when the run recorded dependencies)
 answers the same query — the same tool called again with the same arguments: the status polled again, the stock
 read again — and has an entry with the same labels holding a different number; and the step does not use that newer number too (a step that uses both compares
-them: a difference, a check).
+them: a difference, a check). Or a later result of ANOTHER query announces the change in words (:data:`_ANNOUNCES`:
+revised, replaces, changed, updated, corrected …): "price changed from 19.90 to 17.40" supersedes 19.90 with 17.40;
+"GBP/EUR revised at 11:30: 1.1574 (replaces the 09:00 fixing)" supersedes the fixing's 1.1612 — an entry sharing two
+labels with the source's, holding a number of the same magnitude (within half of it).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from causaltrace.attribution.findings._common import evidence, finding, related_source
 from causaltrace.attribution.findings.entries import entries_of
 from causaltrace.attribution.stages.dependencies import DependencyGraph
+from causaltrace.attribution.stages.loops import is_answer_step
 from causaltrace.attribution.stages.provenance_record import Provenance
+from causaltrace.attribution.stages.values import number_key
 from causaltrace.attribution.stages.view import content_of
 from causaltrace.schema import Finding, Run, Step
 
 __all__ = ["detect_superseded_values"]
 
 _RESULTS = ("tool_response", "code_execution")
+#: words by which a result announces that it supersedes an earlier value
+_ANNOUNCES = re.compile(r"\b(?:revis|replac|supersed|updat|correct|chang|amend|restat|adjust)\w*", re.IGNORECASE)
+_FROM_TO = re.compile(r"\bfrom\s+\D{0,4}?(\d[\d,]*(?:\.\d+)?)\s*[A-Za-z%€$£]{0,5}\s+to\s+\D{0,4}?(\d[\d,]*(?:\.\d+)?)")
 _SKIPPED = (*_RESULTS, "llm_response", "task", "final_answer")  # a final answer returns a step it answers
 
 
@@ -62,6 +71,33 @@ def _newer(run: Run, graph: DependencyGraph | None, calls: dict[str, Step], i: i
     return None
 
 
+def _announced(run: Run, graph: DependencyGraph | None, i: int, j: int, used: str,
+               labels: frozenset[str] | None) -> tuple[int, str] | None:
+    """The latest result after ``j`` and before ``i`` (one ``i`` could read) that announces a change of ``used``
+    (module docstring): "from <used> to <new>", or an entry sharing two labels with the source's holding a number of
+    the same magnitude."""
+    for k in range(i - 1, j, -1):
+        later = run.step_at(k)
+        if later.kind not in _RESULTS or not related_source(run, graph, i, k):
+            continue
+        text = content_of(later)
+        if not _ANNOUNCES.search(text):
+            continue
+        for m in _FROM_TO.finditer(text):
+            if number_key(m.group(1)) == used and (new := number_key(m.group(2))) not in (None, used):
+                return k, new
+        if labels and (base := float(used)):
+            for entry, numbers in entries_of(text):
+                if len(entry & labels) < 2:
+                    continue
+                for raw in numbers:
+                    new = number_key(raw)
+                    if new is not None and new != used and abs(float(new) - base) < abs(base) / 2 and (
+                            "." in raw) == ("." in used):
+                        return k, new
+    return None
+
+
 def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph | None) -> list[Finding]:
     """One finding per number a step took from an observation a later observation of the same thing superseded
     (module docstring)."""
@@ -70,7 +106,7 @@ def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph 
     out: list[Finding] = []
     for i, origins in prov.origins.items():
         step = by_index.get(i)
-        if step is None or step.kind in _SKIPPED:
+        if step is None or step.kind in _SKIPPED or is_answer_step(step):
             continue
         numbers_used = {k.split(":", 1)[1] for k in origins if k.startswith("number:")}
         for key, j in origins.items():
@@ -79,9 +115,9 @@ def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph 
                 continue
             used = key.split(":", 1)[1]
             labels = _label_of(source, used)
-            if not labels:
-                continue
-            newer = _newer(run, graph, calls, i, j, used, labels)
+            newer = _newer(run, graph, calls, i, j, used, labels) if labels else None
+            if newer is None:
+                newer = _announced(run, graph, i, j, used, labels)
             if newer is None or newer[1] in numbers_used:
                 continue
             k, value = newer
@@ -89,5 +125,5 @@ def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph 
                      evidence(run, i, "changed", used)]
             out.append(finding(run, "superseded_value", i,
                                f"step {i} uses {used} from step {j}, which the later step {k} superseded "
-                               f"({', '.join(sorted(labels))}: {value}): a stale value", items))
+                               f"({', '.join(sorted(labels or ())) or 'announced'}: {value}): a stale value", items))
     return out

@@ -70,7 +70,7 @@ def unverified_approvals(walk: ProvenanceWalk, prov: Provenance) -> None:
 
 def unfounded_choices(walk: ProvenanceWalk, prov: Provenance) -> None:
     """A routing step (a speaker selection, a handoff) with alternatives whose chosen agent then states the failing
-    answer's number from NOTHING it was given — its reply takes no value from any source, calls no tool, and the
+    answer's number from NOTHING it was given — its reply takes no number from any source, calls no tool, and the
     number is not derived (a guess): the reply was predictable from the choice, so the earliest step whose
     correction flips the outcome is the choice (CausalFlow's earliest decisive step), not the guess it led to."""
     answer = {value_key(v) for v in walk.values.get(prov.anchor, []) if v.kind == "number" and not is_small(v.key)}
@@ -97,8 +97,10 @@ def unfounded_choices(walk: ProvenanceWalk, prov: Provenance) -> None:
             reply.append(s)
         own = {s.index for s in reply}
         stated = {value_key(v) for s in reply for v in prov.introduced.get(s.index, [])} & answer
+        # a number it was given would found the answer; the task's unit or the region's name it repeats does not
         if not stated or any(s.kind in ("tool_call", "tool_response") or prov.derived.get(s.index)
-                             or set(prov.origins.get(s.index, {}).values()) - own for s in reply):
+                             or {i for key, i in prov.origins.get(s.index, {}).items()
+                                 if key.startswith(("number:", "quantity:"))} - own for s in reply):
             continue
         change = Change(j, j, "target", sorted(stated)[0].split(":", 1)[1], addressee(router) or agent, "unfounded")
         prov.changes.append(change)
@@ -134,6 +136,9 @@ def omitted_items(walk: ProvenanceWalk, prov: Provenance) -> None:
     answer = [value_key(v) for v in walk.values.get(prov.anchor, []) if v.kind == "number" and not is_small(v.key)]
     if not items or not answer:
         return
+    if (early := _ended_early(walk, items)) is not None:
+        prov.changes.append(Change(early[0], TASK, "word", early[1], answer[0].split(":", 1)[1], "omitted"))
+        return
     worked: list[str] = []
     for step in walk.steps:
         if prov.position[step.index] > prov.position.get(prov.anchor, 10**9):
@@ -149,6 +154,39 @@ def omitted_items(walk: ProvenanceWalk, prov: Provenance) -> None:
             return
         text = content_of(step)
         worked.append(f"{text} {step.arguments}" if step.arguments else text)
+
+
+#: the steps by which an agent ends its work: its report, a hand-back, a final answer
+_ENDS = ("message", "final_answer", "handoff")
+
+
+def _ended_early(walk: ProvenanceWalk, items: list[str]) -> tuple[int, str] | None:
+    """An agent that works through the task's items one call each (``refund_item(item="lamp")``, then ``"bulb"``)
+    and ends its work — its report, a hand-back, a final answer — with an item never passed to any call of the run:
+    the step that ended it, and the first item left out (issue 32: an early hand-back or termination). The item a
+    result merely lists is not handled; nothing is charged when the calls took the items together or none."""
+    calls = [s for s in walk.steps if s.kind == "tool_call" and s.arguments and not _is_ending(s)]
+    named = {s.index: [it for it in items if any(_mentions(str(a), it) for a in s.arguments.values())] for s in calls}
+    # a call for one item; a delegation naming them all ("find the stock at Leeds, York and Hull") handles none
+    passed = {it: [s for s in calls if named[s.index] == [it]] for it in items}
+    handled = [it for it in items if passed[it]]
+    missing = [it for it in items if not passed[it]]
+    if len(handled) < 2 or not missing:
+        return None
+    last = max(s.index for it in handled for s in passed[it])
+    agent = walk.by_index[last].agent
+    if len({s.tool_name for it in handled for s in passed[it]}) != 1:
+        return None  # one tool per item: the work of one kind the missing item also needed
+    for step in walk.steps:
+        if step.index > last and step.agent == agent and step.step_id not in walk.producers and (
+                step.kind in _ENDS or _is_ending(step)):
+            return step.index, missing[0]
+    return None
+
+
+def _is_ending(step: Step) -> bool:
+    name = step.tool_name or ""
+    return step.kind == "tool_call" and (name == "final_answer" or name.startswith("transfer_to_"))
 
 
 def unused_task_numbers(walk: ProvenanceWalk, prov: Provenance) -> None:

@@ -307,20 +307,25 @@ class ProvenanceWalk:
         code = str((self.by_index[owner].arguments or {}).get("code") or "") if owner in self.by_index else ""
         candidates += called_names(code, chosen)
         # the task routes by what it asks for, not by the context beside it ("support has answered that ticket")
+        # the reply that made the call names its target: it is the choice, not a source that decided it
+        making = set(self.graph.producers(owner, ("produced_by",))) if step.kind == "tool_call" else set()
         texts = [(j, task_request(self.run.task or "") if j == TASK else self._routing_text(j))
-                 for j in self._sources(owner) if j != owner and (j == TASK or j in self.by_index)]
+                 for j in self._sources(owner) if j != owner and j not in making
+                 and (j == TASK or j in self.by_index)]
         # an agent that already had its turn at the work is no alternative to a later route: that route is the
         # request's next part (a fare found by fare_agent, then fx_agent for the rate; a fix by tech_agent, then
         # billing_agent for the credit) — the first route, and the agent it named, are not what this one replaces
         acted = self._acted_before(owner)
-        found = grounded_alternative(chosen, [c for c in candidates if c == chosen or c not in acted], texts)
+        # a step that lists its candidates (a selector's) chooses among them; else among the roster too: the agent
+        # that should have been called may never have run (a manager's flight_agent, named by the request's
+        # "flight", beside the hotel_agent it called)
+        pool = candidates if isinstance(listed, list) else [*candidates, *(c for c in self.capabilities
+                                                                          if c not in candidates)]
+        found = grounded_alternative(chosen, [c for c in pool if c == chosen or c not in acted], texts)
         change = None
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
         elif self.capabilities:
-            # a step that lists its candidates (a selector's) chooses among them; else among the roster too: the
-            # agent that should have been called may never have run
-            pool = candidates if isinstance(listed, list) else [*candidates, *self.capabilities]
             change = self._unfit(owner, chosen, pool, texts)
         if change is not None and change not in self.prov.changes:
             self.prov.changes.append(change)
