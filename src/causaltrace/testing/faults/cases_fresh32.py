@@ -1,0 +1,147 @@
+"""Issue 32's fresh failing teams with their fixed twins (:mod:`.fresh32_smolagents`, :mod:`.fresh32_autogen`):
+DEVELOPMENT data for the diagnosis's detectors — the lead tunes general detector rules on them, so every case is in
+the tuning half (``held_out=False``, set explicitly by each case, outside :func:`~.cases.mark_held_out`'s rule). They
+come after every other case of :func:`~.runner.all_cases`, so no earlier case's held-out mark moves.
+
+Written the way a user's team fails, from the frameworks' documented shapes and the scripted-team style of the
+suite's non-blind modules, blind to the attribution's code. Each case names its planted step — the FIRST wrong step
+of the run — by a rule (as the suite's cases do), and its verifier checks the final answer. The fault types are the
+suite's (:data:`~.cases.FAULT_TYPES`); the finer family of each case (what was changed, dropped or ignored) is in
+its rule text and in the builders' docstrings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from causaltrace.testing.faults.cases import FaultCase, first_step
+
+__all__ = ["fresh32_autogen_cases", "fresh32_cases", "fresh32_smolagents_cases"]
+
+
+def fresh32_cases(framework: str | None = None) -> list[FaultCase]:
+    """Every fresh case (optionally of one framework), smolagents first; all in the tuning half."""
+    out: list[FaultCase] = []
+    if framework in (None, "smolagents"):
+        out += fresh32_smolagents_cases()
+    if framework in (None, "autogen"):
+        out += fresh32_autogen_cases()
+    return [replace(c, held_out=False) for c in out]
+
+
+def fresh32_smolagents_cases() -> list[FaultCase]:
+    from causaltrace.testing.faults import fresh32_smolagents
+    from causaltrace.testing.faults.cases_zoo import smolagents_case
+
+    case = smolagents_case(fresh32_smolagents.BUILDERS)
+    code = "python_interpreter"
+    return [
+        case("fresh32-smol-fx-rounding", "fx_invoice", "wrong_tool_argument",
+             "Convert the total of invoice INV-2207 from USD to EUR at today's rate, record the payment in the "
+             "ledger and report 'EUR: <amount>'.", "EUR: 1696.10", first_step("tool_call", tool="calculator"),
+             "the calculator call with the rate rounded to 2 decimals (value changed from its source: rounding)"),
+        case("fresh32-smol-retyped-returns", "retyped_returns", "wrong_fact",
+             "Add up the refunds of the returns of batch B-17, minus the 2.00 EUR handling fee per return, and "
+             "report 'REFUNDS: <euros>'.", "REFUNDS: 155.05",
+             first_step("tool_call", tool=code, contains="amounts = ["),
+             "the code that retypes the listed refunds and leaves one out (omission: a list element dropped)"),
+        case("fresh32-smol-each-warehouse", "each_warehouse", "premature_termination",
+             "Report the stock of M8 bolts in each of the warehouses Leeds, York and Hull as "
+             "'STOCK: <warehouse> <n>, ...'.", "STOCK: Leeds 120, York 85, Hull 64",
+             first_step("tool_call", agent="stock_agent", tool="final_answer"),
+             "the stock agent's answer after two of the three warehouses (omission: an early hand-back)"),
+        case("fresh32-smol-repriced", "repriced", "stale_value",
+             "Order 12 units of part P-440 from the supplier at the current price and report "
+             "'ORDER: <units> x <unit price> = <total> EUR'.", "ORDER: 12 x 17.40 = 208.80 EUR",
+             first_step("tool_call", tool="place_order"),
+             "the order at the catalog price the price change superseded (a superseded value)"),
+        case("fresh32-smol-meeting-date", "meeting_date", "wrong_entity",
+             "Book meeting room R3 for the Acme kickoff meeting on the date and slot agreed with the client (ask "
+             "the CRM), invite the team, and report 'BOOKED: <room> on <date> at <slot>'.",
+             "BOOKED: R3 on 2026-04-09 at 14:00",
+             first_step("tool_call", agent="manager", tool=code, contains="book_room("),
+             "the manager's booking code with another date than the CRM's (a date changed)"),
+        case("fresh32-smol-wrong-delegate", "wrong_delegate", "wrong_handoff",
+             "Find the cheapest flight from Lisbon to Oslo on 2026-05-04 and report 'FLIGHT: <code> at <fare> EUR'.",
+             "FLIGHT: DY1305 at 176 EUR", first_step("tool_call", agent="manager", tool="hotel_agent"),
+             "the manager's delegation of the flight search to the hotel agent (no flight tool)"),
+        case("fresh32-smol-meter-gap", "meter_gap", "fabricated_data",
+             "Report the mean daily energy use of building B over the 7 days 2026-11-23..2026-11-29 as "
+             "'MEAN: <kWh>' (1 decimal).", "MEAN: 351.9",
+             first_step("tool_call", tool=code, contains="(before + after) / 2"),
+             "the code that fills the missing day with its neighbours' mean (made-up data)"),
+        case("fresh32-smol-currency-code", "currency_code", "wrong_tool_argument",
+             "Client Nordhavn paid 1,200 EUR, 950 DKK and 400 CHF. Add up the three payments in EUR at today's "
+             "rates and report 'TOTAL: <EUR>' (2 decimals).", "TOTAL: 1753.38",
+             first_step("tool_call", tool="get_rate", contains="SFR"),
+             "the get_rate call with the invalid code SFR (its error never recovered: the payment left out)"),
+        case("fresh32-smol-cursor-loop", "cursor_loop", "nonconverging_loop",
+             "Count the open tickets tagged 'billing' in the helpdesk (all pages) and report 'OPEN: <n>'.",
+             "OPEN: 5", first_step("tool_call", tool="list_tickets", nth=3),
+             "the list_tickets call that asks for page 2's cursor again (a loop without progress)"),
+        case("fresh32-smol-unchecked-quote", "unchecked_quote", "reviewer_approval",
+             "Quote 250 business cards and 40 posters for client Lumen at list prices and report 'QUOTE: <EUR>'.",
+             "QUOTE: 303.00", first_step("tool_call", agent="checker", tool="final_answer"),
+             "the checker's approval given without reading the price list (an approval nobody checked)"),
+        case("fresh32-smol-workdays", "workdays", "ignored_instruction",
+             "Count the working days of the Lisbon office between 2026-12-01 and 2026-12-31 (both included), "
+             "excluding weekends and Portuguese public holidays, and report 'DAYS: <n>'.", "DAYS: 20",
+             first_step("tool_call", tool=code, contains="weekday() < 5"),
+             "the counting code that ignores the public holidays the task excludes (an ignored instruction)"),
+    ]
+
+
+def fresh32_autogen_cases() -> list[FaultCase]:
+    from causaltrace.testing.faults import fresh32_autogen
+    from causaltrace.testing.faults.cases_zoo import autogen_case
+
+    case = autogen_case(fresh32_autogen.BUILDERS)
+    return [
+        case("fresh32-ag-distance-unit", "distance_unit", "wrong_unit",
+             "A van drives from Porto to Madrid using 9.5 litres per 100 km. What does the diesel for the trip cost "
+             "at today's Spanish price? Answer 'COST: <euros>' (whole euros).", "COST", "81",
+             first_step("message", agent="researcher", contains="FOUND"),
+             "the researcher's restatement of the 561 km road distance as 561 miles (a unit changed)"),
+        case("fresh32-ag-discount-sign", "discount_sign", "boundary_bug",
+             "The cart of customer K-19 gets the 15% loyalty discount. Compute the amount to charge with Python "
+             "and report 'CHARGE: <euros>' (2 decimals).", "CHARGE", "148.41",
+             first_step("message", agent="coder", contains="```python"),
+             "the coder's code that adds the discount instead of taking it off (an operator changed)"),
+        case("fresh32-ag-order-id", "order_id", "wrong_entity",
+             "Customer Marta Ruiz writes: my order A-512 arrived with the desk lamp broken. Refund the lamp and "
+             "report 'REFUNDED: <order> <euros> EUR'.", "REFUNDED", "A-512",
+             first_step("tool_call", tool="issue_refund"),
+             "the billing agent's refund to order A-521, the looked-up A-512 with two digits swapped"),
+        case("fresh32-ag-revised-rate", "revised_rate", "stale_value",
+             "Pay the supplier invoice of 12,400 GBP in EUR at the latest GBP/EUR rate and report "
+             "'EUR: <amount>'.", "EUR", "14351.76", first_step("tool_call", tool="multiply"),
+             "the conversion at the 09:00 fixing the 11:30 revision superseded (a superseded value)"),
+        case("fresh32-ag-handback", "handback", "premature_termination",
+             "Order A-730 arrived with the lamp, the bulb and the shade damaged. Refund each of the three items "
+             "and report 'REFUNDED: <euros> EUR'.", "REFUNDED", "51.40",
+             first_step("message", agent="refund_agent", contains="Refunds issued"),
+             "the refund agent's report and hand-back after two of the three items (omission: an early "
+             "hand-back)"),
+        case("fresh32-ag-no-tools-writer", "no_tools_writer", "wrong_speaker",
+             "Report the Q3 2026 revenue of the Nordic region from the sales database as 'REVENUE: <EUR>'.",
+             "REVENUE", "2481300", first_step("speaker_selection", contains="writer"),
+             "the selection of the writer (no data tool) for the database lookup"),
+        case("fresh32-ag-date-loop", "date_loop", "nonconverging_loop",
+             "Book the 30-minute review with Dana Kim on 7 December 2026 at 15:00 and report "
+             "'BOOKED: <booking id>'.", "BOOKED", "BK-4410", first_step("tool_call", tool="book_slot", nth=1),
+             "the scheduler's book_slot call repeating the refused DD/MM/YYYY date unchanged (a loop without "
+             "progress)"),
+        case("fresh32-ag-net-price", "net_price", "ignored_instruction",
+             "Quote 3 licences of DataVault Pro for a customer outside the EU, excluding VAT, and report "
+             "'NET: <euros>'.", "NET", "300.00", first_step("tool_call", tool="multiply"),
+             "the multiply call on the price including VAT (the task says excluding: an ignored instruction)"),
+        case("fresh32-ag-assumed-rate", "assumed_rate", "fabricated_data",
+             "Report the October sales of the US shop in EUR at today's rate with Python, as 'TOTAL: <EUR>' "
+             "(2 decimals).", "TOTAL", "4167.45", first_step("message", agent="coder", contains="```python"),
+             "the coder's code converting at an assumed rate no tool gave (made-up data)"),
+        case("fresh32-ag-open-invoices", "open_invoices", "task_derailment",
+             "Kestrel Ltd's March invoice INV-3301 (1,900 EUR) was paid last week, so leave it aside. What is the "
+             "total of Kestrel Ltd's open invoices? Answer 'RESULT: <euros>'.", "RESULT", "4310",
+             first_step("planning", agent="MagenticOneOrchestrator"),
+             "the orchestrator's plan about the paid invoice the task sets aside (a plan about another task)"),
+    ]
