@@ -88,6 +88,16 @@ def fresh32_smolagents_cases() -> list[FaultCase]:
              "excluding weekends and Portuguese public holidays, and report 'DAYS: <n>'.", "DAYS: 20",
              first_step("tool_call", tool=code, contains="weekday() < 5"),
              "the counting code that ignores the public holidays the task excludes (an ignored instruction)"),
+        case("fresh32-smol-distinct-customers", "distinct_customers", "task_derailment",
+             "How many distinct customers ordered from the Braga store in November 2026? A customer who ordered "
+             "twice counts once. Report 'CUSTOMERS: <n>'.", "CUSTOMERS: 4", first_step("planning", agent="analyst"),
+             "the opening plan that counts the orders, not the distinct customers (a plan about another task)"),
+        case("fresh32-smol-passenger-name", "passenger_name", "wrong_entity",
+             "Book the first train for employee E-204 from Lisbon to Porto on 2026-06-12 and report "
+             "'TICKET: <ticket> on <train> for <passenger>'.", "TICKET: TK-5531 on IC 1402 for Katarzyna Nowak",
+             first_step("tool_call", tool="book_ticket"),
+             "the booking for 'Katarzyna Novak', the profile's 'Katarzyna Nowak' with a letter changed (a name "
+             "changed)"),
     ]
 
 
@@ -144,4 +154,14 @@ def fresh32_autogen_cases() -> list[FaultCase]:
              "total of Kestrel Ltd's open invoices? Answer 'RESULT: <euros>'.", "RESULT", "4310",
              first_step("planning", agent="MagenticOneOrchestrator"),
              "the orchestrator's plan about the paid invoice the task sets aside (a plan about another task)"),
+        case("fresh32-ag-expense-review", "expense_review", "reviewer_approval",
+             "Reimburse the meals of business trip T-88 according to the expense policy and report "
+             "'REIMBURSE: <euros> EUR'.", "REIMBURSE", "109.70",
+             first_step("message", agent="reviewer", contains="APPROVE"),
+             "the reviewer's approval of the draft without reading the expense policy (an approval nobody "
+             "checked)"),
+        case("fresh32-ag-boxes", "boxes", "boundary_bug",
+             "Order H-77 ships jars of honey. How many boxes does it need and what do they cost? Report "
+             "'BOXES: <n> boxes, COST: <euros> EUR'.", "BOXES", "21", first_step("message", agent="coder", contains="```python"),
+             "the coder's code that rounds the number of boxes down (a rounding changed)"),
     ]

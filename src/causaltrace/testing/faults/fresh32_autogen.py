@@ -38,6 +38,10 @@ assumed_rate      RoundRobin coder (flaky ``get_sales``, ``get_rate``) → execu
 open_invoices     MagenticOne researcher (flaky ``list_invoices`` and ``get_invoice``) / calculator / reviewer;
                   planted: the orchestrator's plan is about the paid invoice the task sets aside (a plan about
                   another task)
+expense_review    RoundRobin clerk (flaky ``get_receipts``, ``add``) / reviewer (``expense_policy``); planted: the
+                  reviewer approves the draft without reading the policy (an approval nobody checked)
+boxes             SelectorGroupChat planner / coder (flaky ``get_order``) / executor; planted: the code rounds the
+                  number of boxes down where a partial box needs one (rounding)
 ================  ============================================================================================
 """
 
@@ -663,6 +667,124 @@ def build_open_invoices(planted: bool, *, paid: tuple[str, int] = ("INV-3301", 1
         max_turns=10)
 
 
+# ------------------------------------------------------------------------- an approval nobody checked
+
+
+def build_expense_review(planted: bool, *, meals: Sequence[tuple[str, str]] = (("2026-11-03", "38.50"),
+                                                                              ("2026-11-04", "52.00"),
+                                                                              ("2026-11-05", "31.20")),
+                         cap: str = "40.00") -> Any:
+    """The clerk adds the meal receipts (flaky) and drafts the reimbursement; the reviewer's job is to check it
+    against the expense policy with its own tool; the first draft ignores the policy's cap per meal; planted: the
+    reviewer approves it without reading the policy (the twin's reviewer reads it and rejects, the clerk redrafts)."""
+
+    async def get_receipts(trip: str) -> str:
+        """The meal receipts of a business trip."""
+        return f"receipts of trip {trip}: " + ", ".join(f"meal {d} {a} EUR" for d, a in meals)
+
+    async def add(numbers: list[float]) -> str:
+        """Add up numbers."""
+        return f"sum: {sum(float(n) for n in numbers):.2f}"
+
+    async def expense_policy(category: str) -> str:
+        """The company's expense policy for a category."""
+        return f"policy for {category}: reimbursed up to {cap} EUR per meal; the excess is not reimbursed"
+
+    def trip_of(request: ScriptedRequest) -> str:
+        found = re.search(r"trip (T-\d+)", request.task())
+        return found.group(1) if found else "unknown"
+
+    def clerk(request: ScriptedRequest) -> Reply:
+        sums = results_of(request, "add")
+        rejected = said(request, "reviewer", r"REJECT: .*up to ([\d.]+) EUR per meal")
+        receipts = ok(request, "get_receipts")
+        if receipts is None:
+            if errors(request, "get_receipts") >= 3:
+                return "REIMBURSE: unknown"
+            return call("get_receipts", trip=trip_of(request))
+        amounts = [float(a) for a in re.findall(r"meal [\d-]+ ([\d.]+) EUR", receipts)]
+        capped = [min(a, float(rejected.group(1))) for a in amounts] if rejected else amounts
+        if not sums or (rejected and [float(n) for n in sums[-1][0]["numbers"]] != capped):
+            return call("add", numbers=capped)
+        return f"REIMBURSE: {sums[-1][1].split(': ')[1]} EUR for {len(amounts)} meals of trip {trip_of(request)}"
+
+    def reviewer(request: ScriptedRequest) -> Reply:
+        draft = said(request, "clerk", r"REIMBURSE: ([\d.]+) EUR")
+        if draft is None:
+            return "Waiting for a draft."
+        if planted:
+            return f"REIMBURSE: {draft.group(1)} EUR looks fine. APPROVE"
+        policy = ok(request, "expense_policy")
+        if policy is None:
+            return call("expense_policy", category="meals")
+        receipts = ok(request, "get_receipts")
+        if receipts is None:
+            return call("get_receipts", trip=trip_of(request))
+        limit = float(re.search(r"up to ([\d.]+) EUR", policy).group(1))  # type: ignore[union-attr]
+        amounts = [float(a) for a in re.findall(r"meal [\d-]+ ([\d.]+) EUR", receipts)]
+        expected = sum(min(a, limit) for a in amounts)
+        if f"{expected:.2f}" == draft.group(1):
+            return f"REIMBURSE: {draft.group(1)} EUR matches the policy. APPROVE"
+        return (f"REJECT: the policy reimburses up to {limit:.2f} EUR per meal; "
+                f"{sum(a > limit for a in amounts)} meal(s) exceed it, expected {expected:.2f}.")
+
+    return round_robin([agent("clerk", clerk, [tool(get_receipts, "Meal receipts of a trip.", flaky=True),
+                                               tool(add, "Add numbers.")]),
+                        agent("reviewer", reviewer, [tool(expense_policy, "The expense policy."),
+                                                     tool(get_receipts, "Meal receipts of a trip.")])],
+                       "APPROVE", 8)
+
+
+# ----------------------------------------------------------------------------------- a rounding in code
+
+
+def build_boxes(planted: bool, *, jars: int = 250, per_box: int = 12, price: str = "1.85") -> Any:
+    """Selector: planner, coder (flaky ``get_order``), executor, coder's report; planted: the code rounds the
+    number of boxes down (``//``) where a partial box still needs a box (rounding up)."""
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    async def get_order(order: str) -> str:
+        """An order's lines."""
+        return f"order {order}: {jars} jars of honey, packed {per_box} per box; boxes cost {price} EUR each"
+
+    def planner(request: ScriptedRequest) -> str:
+        return ("PLAN: 1. coder reads the order and writes Python for the number of boxes (every jar must be "
+                "packed; a partly filled box is still a box) and their cost. 2. executor runs it. 3. coder reports "
+                "'BOXES: <n> boxes, COST: <euros> EUR'.")
+
+    def coder(request: ScriptedRequest) -> Reply:
+        output = said(request, "executor", r"boxes: (\d+), cost: ([\d.]+)")
+        if output:
+            return f"BOXES: {output.group(1)} boxes, COST: {output.group(2)} EUR. DONE"
+        seen = ok(request, "get_order")
+        if seen is None:
+            order = re.search(r"[Oo]rder (H-\d+)", request.task())
+            if errors(request, "get_order") >= 3:
+                return "BOXES: unknown. DONE"
+            return call("get_order", order=order.group(1) if order else "unknown")
+        found = re.search(r"(\d+) jars of \w+, packed (\d+) per box; boxes cost ([\d.]+) EUR", seen)
+        n, size, each = found.groups()  # type: ignore[union-attr]
+        count = f"{n} // {size}" if planted else f"-(-{n} // {size})"
+        return code_message("Here is the code.", f"boxes = {count}\ncost = round(boxes * {each}, 2)\n"
+                                                 "print(f'boxes: {boxes}, cost: {cost:.2f}')")
+
+    def select(request: ScriptedRequest) -> str:
+        text = request.text()
+        if re.search(r"executor: .*boxes: \d+", text):
+            return "coder"
+        if "coder: Here is the code." in text:
+            return "executor"
+        if "planner: PLAN:" in text:
+            return "coder"
+        return "planner"
+
+    return SelectorGroupChat([agent("planner", planner),
+                              agent("coder", coder, [tool(get_order, "An order's lines.", flaky=True)]), executor()],
+                             name="packing", allow_repeated_speaker=True,
+                             model_client=ScriptedChatCompletionClient(select, model="scripted-selector"),
+                             termination_condition=_terminated("DONE", 10))
+
+
 BUILDERS: dict[str, Callable[..., Any]] = {
     "distance_unit": build_distance_unit,
     "discount_sign": build_discount_sign,
@@ -674,4 +796,6 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "net_price": build_net_price,
     "assumed_rate": build_assumed_rate,
     "open_invoices": build_open_invoices,
+    "expense_review": build_expense_review,
+    "boxes": build_boxes,
 }

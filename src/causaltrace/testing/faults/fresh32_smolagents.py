@@ -34,6 +34,10 @@ unchecked_quote     manager ToolCallingAgent + managed ``drafter`` (flaky ``pric
                     ``checker`` (``price_list``); planted: the checker approves the draft without checking it
 workdays            CodeAgent with a plan: ``public_holidays`` (flaky), then counts the working days; planted: the
                     count ignores "excluding public holidays"
+distinct_customers  CodeAgent with a plan: ``list_orders`` (flaky), then the count; planted: the plan counts the
+                    orders, not the distinct customers the task asks for (a plan about another task)
+passenger_name      ToolCallingAgent: ``traveller_profile`` (flaky), ``find_train``, ``book_ticket``; planted: the
+                    ticket is booked for the profile's name with one letter changed (a name changed)
 ==================  ============================================================================================
 
 smolagents is imported lazily (via :mod:`.teams_smolagents`).
@@ -721,6 +725,100 @@ def build_workdays(planted: bool, *, holidays: Sequence[str] = ("2026-12-01", "2
     return agent
 
 
+# ----------------------------------------------------------------------------- a plan about another task
+
+
+def build_distinct_customers(planted: bool, *, orders: Sequence[tuple[str, str]] = (
+        ("O-501", "C-17"), ("O-502", "C-22"), ("O-503", "C-17"), ("O-504", "C-31"), ("O-505", "C-22"),
+        ("O-506", "C-40"))) -> Any:
+    """CodeAgent with a plan, ``list_orders`` (flaky), then the count the plan says; planted: the plan counts the
+    orders — another question about the same data than the task's distinct customers; the code follows the plan."""
+    listing = [{"order": o, "customer": c} for o, c in orders]
+    list_orders = make_tool("list_orders", "The orders of a store in a month, with their customer ids.",
+                            {"store": string("the store"), "month": string("YYYY-MM")}, "array",
+                            lambda store, month: listing, flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        task = _task(request)
+        asked = re.search(r"the (\w+) store in (\w+) (\d{4})", task)
+        store, month, year = asked.groups() if asked else ("?", "?", "?")
+        if request.is_planning:
+            what = "orders" if planted else "distinct customers (a customer who ordered twice counts once)"
+            return _plan([f"The store is {store}, the month {month} {year}."],
+                         [f"The orders of {store} in {month} {year} with their customers (list_orders)."],
+                         [f"The number of {what}."],
+                         [f"List the orders of {store} for {month} {year}.", f"Count the {what.split(' (')[0]}.",
+                          "Report 'CUSTOMERS: <n>'."])
+        if request.is_final_summary:
+            return "no count"
+        counted = find(request, r"count: (\d+)")
+        if counted:
+            return code_reply("the count answers the task.", f"final_answer('CUSTOMERS: {counted.group(1)}')")
+        if find(request, r"orders: \["):
+            plan = " ".join(text for role, text in request.messages if role == "assistant" and "## 2. Plan" in text)
+            if "Count the distinct customers" in plan:
+                return code_reply("step 2 of the plan: count the distinct customers.",
+                                  "count = len({row['customer'] for row in orders})\nprint('count:', count)")
+            return code_reply("step 2 of the plan: count the orders.", "count = len(orders)\nprint('count:', count)")
+        retry = bool(request.observations) and is_error(request.observations[-1])
+        if errors(request) >= 3:
+            return code_reply("the order service is down.", "final_answer('no orders')")
+        months = {"November": "11", "October": "10", "December": "12"}
+        return code_reply("try again." if retry else "step 1 of the plan: list the orders.",
+                          f"orders = list_orders(store='{store}', month='{year}-{months.get(month, '01')}')\n"
+                          "print('orders:', orders)")
+
+    agent = code_agent(policy, [list_orders], "analyst", max_steps=6)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+# ------------------------------------------------------------------------------ a name changed when copied
+
+
+def build_passenger_name(planted: bool, *, name: str = "Katarzyna Nowak", typo: str = "Katarzyna Novak") -> Any:
+    """ToolCallingAgent: the traveller's profile (flaky), the train, the booking; planted: the ticket is booked for
+    the name with one letter changed from the profile's."""
+    profile = make_tool("traveller_profile", "An employee's travel profile (name as on the ID, card on file).",
+                        {"employee": string("the employee id")}, "string",
+                        lambda employee: f"profile {employee}: {name}, ID card name {name.upper()}, rail card none",
+                        flaky=True)
+    find_train = make_tool("find_train", "The trains between two stations on a date, with fares.",
+                           {"origin": string("from"), "destination": string("to"), "date": string("YYYY-MM-DD")},
+                           "string", lambda origin, destination, date: f"trains {origin}-{destination} on {date}: "
+                                                                       "IC 1402 at 08:15 for 39.90 EUR, "
+                                                                       "IC 1406 at 10:15 for 44.90 EUR")
+    book = make_tool("book_ticket", "Book a seat on a train for a passenger (name as on the ID).",
+                     {"train": string("the train"), "date": string("YYYY-MM-DD"),
+                      "passenger": string("the passenger's full name")}, "string",
+                     lambda train, date, passenger: f"ticket TK-5531 issued: {train} on {date} for {passenger}")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no ticket"
+        asked = re.search(r"employee (E-\d+) from (\w+) to (\w+) on (\d{4}-\d\d-\d\d)", request.task)
+        if asked is None:
+            return [Call("final_answer", {"answer": "I cannot read the trip."})]
+        employee, origin, destination, date = asked.groups()
+        issued = find(request, r"ticket (TK-\d+) issued: (.+) on [\d-]+ for (.+)")
+        if issued:
+            return [Call("final_answer", {"answer": f"TICKET: {issued.group(1)} on {issued.group(2)} for "
+                                                    f"{issued.group(3)}"})]
+        trains = find(request, r"trains \w+-\w+ on [\d-]+: (.+)")
+        person = find(request, r"profile E-\d+: ([\w ]+),")
+        if trains and person:
+            first = re.match(r"(IC \d+)", trains.group(1))
+            return [Call("book_ticket", {"train": first.group(1) if first else "?", "date": date,
+                                         "passenger": typo if planted else person.group(1)})]
+        if person:
+            return [Call("find_train", {"origin": origin, "destination": destination, "date": date})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the profile service is down"})]
+        return [Call("traveller_profile", {"employee": employee})]
+
+    return tool_agent(policy, [profile, find_train, book], "travel_agent", max_steps=7)
+
+
 BUILDERS: dict[str, Callable[..., Any]] = {
     "fx_invoice": build_fx_invoice,
     "retyped_returns": build_retyped_returns,
@@ -733,4 +831,6 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "cursor_loop": build_cursor_loop,
     "unchecked_quote": build_unchecked_quote,
     "workdays": build_workdays,
+    "distinct_customers": build_distinct_customers,
+    "passenger_name": build_passenger_name,
 }
