@@ -83,9 +83,6 @@ def _calculate(expression: str) -> str:
     return f"{expression} = {round(eval(expression), 6):g}"  # checked above: arithmetic only
 
 
-# ---------------------------------------------------------------------------- a unit changed in a restatement
-
-
 def build_distance_unit(planted: bool, *, km: int = 561, price: str = "1.52") -> Any:
     """Planner, researcher, calculator, reviewer in turn; planted: the researcher restates the tool's 561 km as
     561 miles, the calculator converts them to kilometres faithfully and the reviewer checks the arithmetic."""
@@ -153,9 +150,6 @@ def build_distance_unit(planted: bool, *, km: int = 561, price: str = "1.52") ->
                         agent("reviewer", reviewer)], "APPROVE", 8)
 
 
-# ----------------------------------------------------------------------------------- an operator changed
-
-
 def build_discount_sign(planted: bool, *, lines: Sequence[tuple[str, str, int]] = (
         ("walking boots", "49.90", 2), ("wool socks", "15.00", 3), ("insoles", "7.45", 4))) -> Any:
     """Planner, coder (flaky ``get_cart``), executor; planted: the code adds the discount (``+``) instead of taking
@@ -197,9 +191,6 @@ def build_discount_sign(planted: bool, *, lines: Sequence[tuple[str, str, int]] 
     return round_robin([agent("planner", planner),
                         agent("coder", coder, [tool(get_cart, "A customer's cart.", flaky=True)]), executor()],
                        "DONE", 8)
-
-
-# ----------------------------------------------------------------------------- an order id changed (Swarm)
 
 
 def build_order_id(planted: bool, *, order: str = "A-512", swapped: str = "A-521", amount: str = "34.90") -> Any:
@@ -250,9 +241,6 @@ def build_order_id(planted: bool, *, order: str = "A-512", swapped: str = "A-521
     return Swarm([front, money], name="support", termination_condition=_terminated("DONE", 12))
 
 
-# --------------------------------------------------------------------- a rate a later revision superseded
-
-
 def build_revised_rate(planted: bool, *, amount: int = 12400, first: str = "1.1612", revised: str = "1.1574") -> Any:
     """The treasurer reads the GBP/EUR rate (flaky), then its revisions, converts and reports; the auditor checks the
     multiplication; planted: the conversion uses the rate the revision superseded."""
@@ -296,9 +284,6 @@ def build_revised_rate(planted: bool, *, amount: int = 12400, first: str = "1.16
                                                        tool(rate_updates, "Rate revisions."),
                                                        tool(multiply, "Multiply.")]),
                         agent("auditor", auditor)], "APPROVE", 6)
-
-
-# ------------------------------------------------------------------------- an early hand-back (Swarm)
 
 
 def build_handback(planted: bool, *, items: Sequence[tuple[str, str]] = (("lamp", "34.90"), ("bulb", "4.50"),
@@ -352,9 +337,6 @@ def build_handback(planted: bool, *, items: Sequence[tuple[str, str]] = (("lamp"
     back_office = agent("refund_agent", refunder, [tool(refund_item, "Refund one item of an order.")],
                         handoffs=["coordinator"], iterations=len(items) + 2)
     return Swarm([front, back_office], name="returns", termination_condition=_terminated("DONE", 12))
-
-
-# ------------------------------------------------------------- a routing to an agent without the tools
 
 
 def build_no_tools_writer(planted: bool, *, revenue: str = "2481300") -> Any:
@@ -420,9 +402,6 @@ def build_no_tools_writer(planted: bool, *, revenue: str = "2481300") -> Any:
                              termination_condition=_terminated("DONE", 10))
 
 
-# ------------------------------------------------------------------------- a loop without progress
-
-
 def build_date_loop(planted: bool, *, person: str = "Dana Kim", booking: str = "BK-4410") -> Any:
     """The scheduler checks the calendar (flaky), then books; ``book_slot`` refuses a DD/MM/YYYY date; planted: it
     repeats the refused call unchanged instead of rewriting the date."""
@@ -468,9 +447,6 @@ def _failed(request: ScriptedRequest) -> list[tuple[str, dict[str, Any]]]:
     from causaltrace.testing.faults.teams_autogen import tool_results
 
     return [(name, args) for name, args, _, err in tool_results(request) if err]
-
-
-# --------------------------------------------------------------------------------- an ignored instruction
 
 
 def build_net_price(planted: bool, *, gross: str = "123.00", net: str = "100.00", qty: int = 3) -> Any:
@@ -520,9 +496,6 @@ def build_net_price(planted: bool, *, gross: str = "123.00", net: str = "100.00"
                         agent("auditor", auditor)], "APPROVE", 8)
 
 
-# ------------------------------------------------------------------------------------------ made-up data
-
-
 def build_assumed_rate(planted: bool, *, sales: Sequence[str] = ("1240.00", "980.50", "2315.75"),
                        rate: str = "0.9187") -> Any:
     """The coder fetches the October sales (flaky) and today's rate, writes the conversion, the executor runs it;
@@ -561,9 +534,6 @@ def build_assumed_rate(planted: bool, *, sales: Sequence[str] = ("1240.00", "980
 
     return round_robin([agent("coder", coder, [tool(get_sales, "Daily sales of a shop.", flaky=True),
                                                tool(get_rate, "Today's exchange rate.")]), executor()], "DONE", 6)
-
-
-# ------------------------------------------------------------------- a plan about another task (MagenticOne)
 
 
 def _invoice_orchestrator(planted: bool, paid: tuple[str, int]) -> Callable[[ScriptedRequest], str]:
@@ -667,9 +637,6 @@ def build_open_invoices(planted: bool, *, paid: tuple[str, int] = ("INV-3301", 1
         max_turns=10)
 
 
-# ------------------------------------------------------------------------- an approval nobody checked
-
-
 def build_expense_review(planted: bool, *, meals: Sequence[tuple[str, str]] = (("2026-11-03", "38.50"),
                                                                               ("2026-11-04", "52.00"),
                                                                               ("2026-11-05", "31.20")),
@@ -733,9 +700,6 @@ def build_expense_review(planted: bool, *, meals: Sequence[tuple[str, str]] = ((
                         agent("reviewer", reviewer, [tool(expense_policy, "The expense policy."),
                                                      tool(get_receipts, "Meal receipts of a trip.")])],
                        "APPROVE", 8)
-
-
-# ----------------------------------------------------------------------------------- a rounding in code
 
 
 def build_boxes(planted: bool, *, jars: int = 250, per_box: int = 12, price: str = "1.85") -> Any:

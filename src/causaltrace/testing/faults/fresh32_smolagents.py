@@ -7,37 +7,27 @@ opening facts survey and plan where the team plans), holds a recovered transient
 before and after its ONE planted error — the first wrong step, named by its case in :mod:`.cases_fresh32`.
 
 ==================  ============================================================================================
-builder             the team, the planted error (the family)
+builder             the team (flaky tool), the planted error — the family
 ==================  ============================================================================================
-fx_invoice          ToolCallingAgent with a plan: ``get_invoice`` (flaky), ``get_rate``, ``calculator``,
-                    ``record_payment``; planted: the calculator is given the rate rounded to 2 decimals (a
-                    number changed from its source: rounding)
-retyped_returns     CodeAgent with a plan: ``list_returns`` (flaky) prints five refunds; planted: the code that
-                    retypes the amounts leaves the fourth out (an element of a tool's list dropped when retyped)
-each_warehouse      manager ToolCallingAgent + managed ``stock_agent`` (flaky ``stock_level``) asked for three
-                    warehouses; planted: the stock agent hands its answer back after two (an early hand-back)
-repriced            ToolCallingAgent: ``catalog_price`` (flaky), ``price_changes``, ``place_order``; planted: the
-                    order uses the catalog price the price change superseded
-meeting_date        manager CodeAgent + managed ``crm_agent`` (flaky ``lookup_meeting``), ``book_room``,
-                    ``send_invite``; planted: the booking's date is not the one the CRM gave (a date changed)
-wrong_delegate      manager ToolCallingAgent with a plan, ``travel_policy`` (flaky), managed ``hotel_agent`` and
-                    ``flight_agent``; planted:
-                    the flight search is delegated to the hotel agent, which has no flight tool and answers from
-                    memory (a delegation to an agent without the tools for the request)
-meter_gap           CodeAgent with a plan: ``energy_readings`` (flaky) lacks one day and names the backfill tool;
-                    planted: the code fills the gap with the neighbours' mean (made-up data)
-currency_code       ToolCallingAgent with a plan: ``get_rate`` (flaky) per foreign payment, ``calculator``;
-                    planted: the Swiss franc asked as "SFR" — the error is never recovered, the payment left out
-cursor_loop         ToolCallingAgent: ``list_tickets(tag, cursor)`` (page 1 flaky); planted: after page 2 it asks
-                    for page 2's cursor again and again (a loop without progress) until max steps
-unchecked_quote     manager ToolCallingAgent + managed ``drafter`` (flaky ``price_list``, ``calculator``) and
-                    ``checker`` (``price_list``); planted: the checker approves the draft without checking it
-workdays            CodeAgent with a plan: ``public_holidays`` (flaky), then counts the working days; planted: the
-                    count ignores "excluding public holidays"
-distinct_customers  CodeAgent with a plan: ``list_orders`` (flaky), then the count; planted: the plan counts the
-                    orders, not the distinct customers the task asks for (a plan about another task)
-passenger_name      ToolCallingAgent: ``traveller_profile`` (flaky), ``find_train``, ``book_ticket``; planted: the
-                    ticket is booked for the profile's name with one letter changed (a name changed)
+fx_invoice          ToolCallingAgent + plan (``get_invoice``): the rate rounded in the calculator call — rounding
+retyped_returns     CodeAgent + plan (``list_returns``): the retyped amounts leave one out — a list element dropped
+each_warehouse      manager + plan, managed ``stock_agent`` (``stock_level``): it answers after 2 of 3 warehouses —
+                    an early hand-back
+repriced            ToolCallingAgent (``catalog_price``): the order at the price ``price_changes`` superseded
+meeting_date        manager CodeAgent, managed ``crm_agent`` (``lookup_meeting``): the booking's date is not the
+                    CRM's — a date changed
+wrong_delegate      manager + plan (``travel_policy``), managed ``hotel_agent`` / ``flight_agent``: the flight
+                    search goes to the hotel agent (no flight tool) — a delegation without the tools
+meter_gap           CodeAgent + plan (``energy_readings``): a missing day filled with its neighbours' mean instead
+                    of ``meter_backfill`` — made-up data
+currency_code       ToolCallingAgent + plan (``get_rate``): "SFR" refused, never retried — an error not recovered
+cursor_loop         ToolCallingAgent (``list_tickets``): page 2's cursor asked again to max steps — a loop
+unchecked_quote     manager, ``drafter`` (``price_list``), ``checker``: the checker approves the draft (missing the
+                    volume price) without reading the list — an approval nobody checked
+workdays            CodeAgent + plan (``public_holidays``): the count ignores "excluding public holidays"
+distinct_customers  CodeAgent + plan (``list_orders``): the plan counts orders, the task distinct customers — a plan
+                    about another task
+passenger_name      ToolCallingAgent (``traveller_profile``): the ticket booked for the name with a letter changed
 ==================  ============================================================================================
 
 smolagents is imported lazily (via :mod:`.teams_smolagents`).
@@ -102,7 +92,12 @@ def _outputs(request: ScriptedRequest) -> list[str]:
     return [o for o in request.observations if not is_error(o)]
 
 
-# ------------------------------------------------------------------------- a number rounded from its source
+def _fetch(request: ScriptedRequest, thought: str, code: str, down: str) -> str:
+    """A CodeAgent's fetching step: the same code again after a failure ("try again"), given up after three."""
+    if errors(request) >= 3:
+        return code_reply(f"{down}.", f"final_answer({down!r})")
+    return code_reply("try again." if request.observations and is_error(request.observations[-1]) else thought,
+                      code)
 
 
 def build_fx_invoice(planted: bool, *, invoice: str = "INV-2207", amount: str = "1846.20",
@@ -152,9 +147,6 @@ def build_fx_invoice(planted: bool, *, invoice: str = "INV-2207", amount: str = 
     return agent
 
 
-# ------------------------------------------------------------------- a tool's list retyped with one left out
-
-
 def build_retyped_returns(planted: bool, *, refunds: Sequence[str] = ("24.90", "12.50", "89.00", "7.25", "31.40"),
                           fee: str = "2.00", at: int = 3) -> Any:
     """Fetch a batch's refunds, retype the amounts in code, subtract a handling fee per return; planted: the retyped
@@ -190,18 +182,12 @@ def build_retyped_returns(planted: bool, *, refunds: Sequence[str] = ("24.90", "
                               f"amounts = [{', '.join(f'{float(a):.2f}' for a in kept)}]\n"
                               "gross = round(sum(amounts), 2)\n"
                               "print(f'gross refunds: {gross:.2f} over {len(amounts)} returns')")
-        retry = bool(request.observations) and is_error(request.observations[-1])
-        if errors(request) >= 3:
-            return code_reply("the returns service is down.", "final_answer('no returns')")
-        return code_reply("try again." if retry else f"list the returns of {batch}.",
-                          f"returns = list_returns(batch='{batch}')\nprint('returns of {batch}:', returns)")
+        return _fetch(request, f"list the returns of {batch}.",
+                      f"returns = list_returns(batch='{batch}')\nprint('returns of {batch}:', returns)", "no returns")
 
     agent = code_agent(policy, [list_returns], "clerk", max_steps=7)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# -------------------------------------------------------------------- an early hand-back (an item omitted)
 
 
 def build_each_warehouse(planted: bool, *, stock: Sequence[tuple[str, int]] = (("Leeds", 120), ("York", 85),
@@ -258,9 +244,6 @@ def build_each_warehouse(planted: bool, *, stock: Sequence[tuple[str, int]] = ((
     return agent
 
 
-# ----------------------------------------------------------------- a value a later observation superseded
-
-
 def build_repriced(planted: bool, *, old: str = "19.90", new: str = "17.40", units: int = 12) -> Any:
     """Look up the catalog price, then the price changes since the catalog, then order; planted: the order uses the
     catalog price the change superseded."""
@@ -302,9 +285,6 @@ def build_repriced(planted: bool, *, old: str = "19.90", new: str = "17.40", uni
         return [Call("catalog_price", {"part": part})]
 
     return tool_agent(policy, [catalog, changes, place], "buyer", max_steps=7)
-
-
-# ------------------------------------------------------------------------------ a date changed when copied
 
 
 def build_meeting_date(planted: bool, *, date: str = "2026-04-09", typo: str = "2026-04-06",
@@ -358,9 +338,6 @@ def build_meeting_date(planted: bool, *, date: str = "2026-04-09", typo: str = "
                           "print(agreed)")
 
     return code_agent(manager, [book, invite], "manager", max_steps=6, managed=[worker])
-
-
-# ---------------------------------------------------------------- a delegation to an agent without the tools
 
 
 def build_wrong_delegate(planted: bool, *, fares: Sequence[tuple[str, int]] = (("TP1270", 214), ("SK4621", 189),
@@ -443,9 +420,6 @@ def build_wrong_delegate(planted: bool, *, fares: Sequence[tuple[str, int]] = ((
     return agent
 
 
-# ------------------------------------------------------------------------------------------ made-up data
-
-
 def build_meter_gap(planted: bool, *, days: Sequence[tuple[str, float]] = (
         ("2026-11-23", 412.0), ("2026-11-24", 398.5), ("2026-11-25", 405.0), ("2026-11-26", 451.5),
         ("2026-11-27", 388.0), ("2026-11-28", 210.5), ("2026-11-29", 198.0)), gap: int = 3) -> Any:
@@ -503,18 +477,12 @@ def build_meter_gap(planted: bool, *, days: Sequence[tuple[str, float]] = (
             return code_reply("average the week's readings.",
                               f"week = [{week}]\nmean = round(sum(week) / len(week), 1)\n"
                               "print(f'mean daily use: {mean}')")
-        retry = bool(request.observations) and is_error(request.observations[-1])
-        if errors(request) >= 3:
-            return code_reply("the meter service is down.", "final_answer('no readings')")
-        return code_reply("try again." if retry else "fetch the week's readings.",
-                          f"print(energy_readings(building='{building}', start='{start}', end='{end}'))")
+        return _fetch(request, "fetch the week's readings.",
+                      f"print(energy_readings(building='{building}', start='{start}', end='{end}'))", "no readings")
 
     agent = code_agent(policy, [energy, backfill], "analyst", max_steps=7)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# ----------------------------------------------------------------------------------- an error not recovered
 
 
 def build_currency_code(planted: bool, *, rates: Sequence[tuple[str, str]] = (("DKK", "0.1340"),
@@ -568,9 +536,6 @@ def build_currency_code(planted: bool, *, rates: Sequence[tuple[str, str]] = (("
     return agent
 
 
-# --------------------------------------------------------------------------------- a loop without progress
-
-
 def build_cursor_loop(planted: bool, *, pages: Sequence[Sequence[str]] = (
         ("T-101 open", "T-102 closed", "T-107 open"), ("T-110 open", "T-114 open", "T-115 closed"),
         ("T-120 closed", "T-123 open"))) -> Any:
@@ -604,9 +569,6 @@ def build_cursor_loop(planted: bool, *, pages: Sequence[Sequence[str]] = (
         return [Call("list_tickets", {"tag": tag, "cursor": source.rsplit(": ", 1)[1]})]
 
     return tool_agent(policy, [list_tickets], "support_bot", max_steps=7)
-
-
-# ------------------------------------------------------------------------- an approval nobody checked
 
 
 def build_unchecked_quote(planted: bool, *, cards: int = 250, posters: int = 40, per_100: str = "38.00",
@@ -679,9 +641,6 @@ def build_unchecked_quote(planted: bool, *, cards: int = 250, posters: int = 40,
     return tool_agent(manager, [], "manager", max_steps=7, managed=[draft_agent, check_agent])
 
 
-# --------------------------------------------------------------------------------- an ignored instruction
-
-
 def build_workdays(planted: bool, *, holidays: Sequence[str] = ("2026-12-01", "2026-12-08", "2026-12-25")) -> Any:
     """Fetch the public holidays, then count the working days of the month in code; planted: the count leaves out
     weekends but not the holidays the task says to exclude."""
@@ -713,19 +672,13 @@ def build_workdays(planted: bool, *, holidays: Sequence[str] = ("2026-12-01", "2
                               "count = 0\nwhile day <= last:\n"
                               f"    if day.weekday() < 5{skip}:\n        count += 1\n"
                               "    day += datetime.timedelta(days=1)\nprint('working days:', count)")
-        retry = bool(request.observations) and is_error(request.observations[-1])
-        if errors(request) >= 3:
-            return code_reply("the holiday service is down.", "final_answer('no holidays')")
-        return code_reply("try again." if retry else "fetch Portugal's public holidays.",
-                          f"holidays = public_holidays(country='Portugal', year={start[:4]})\n"
-                          "print('holidays:', holidays)")
+        return _fetch(request, "fetch Portugal's public holidays.",
+                      f"holidays = public_holidays(country='Portugal', year={start[:4]})\nprint('holidays:', holidays)",
+                      "no holidays")
 
     agent = code_agent(policy, [public_holidays], "scheduler", max_steps=6)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# ----------------------------------------------------------------------------- a plan about another task
 
 
 def build_distinct_customers(planted: bool, *, orders: Sequence[tuple[str, str]] = (
@@ -760,20 +713,14 @@ def build_distinct_customers(planted: bool, *, orders: Sequence[tuple[str, str]]
                 return code_reply("step 2 of the plan: count the distinct customers.",
                                   "count = len({row['customer'] for row in orders})\nprint('count:', count)")
             return code_reply("step 2 of the plan: count the orders.", "count = len(orders)\nprint('count:', count)")
-        retry = bool(request.observations) and is_error(request.observations[-1])
-        if errors(request) >= 3:
-            return code_reply("the order service is down.", "final_answer('no orders')")
         months = {"November": "11", "October": "10", "December": "12"}
-        return code_reply("try again." if retry else "step 1 of the plan: list the orders.",
-                          f"orders = list_orders(store='{store}', month='{year}-{months.get(month, '01')}')\n"
-                          "print('orders:', orders)")
+        return _fetch(request, "step 1 of the plan: list the orders.",
+                      f"orders = list_orders(store='{store}', month='{year}-{months.get(month, '01')}')\n"
+                      "print('orders:', orders)", "no orders")
 
     agent = code_agent(policy, [list_orders], "analyst", max_steps=6)
     agent.planning_interval = 10  # one opening plan
     return agent
-
-
-# ------------------------------------------------------------------------------ a name changed when copied
 
 
 def build_passenger_name(planted: bool, *, name: str = "Katarzyna Nowak", typo: str = "Katarzyna Novak") -> Any:
