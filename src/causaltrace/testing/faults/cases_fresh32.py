@@ -23,9 +23,9 @@ def fresh32_cases(framework: str | None = None) -> list[FaultCase]:
     """Every fresh case (optionally of one framework), smolagents first; all in the tuning half."""
     out: list[FaultCase] = []
     if framework in (None, "smolagents"):
-        out += fresh32_smolagents_cases()
+        out += fresh32_smolagents_cases() + fresh32_smolagents_more_cases()
     if framework in (None, "autogen"):
-        out += fresh32_autogen_cases()
+        out += fresh32_autogen_cases() + fresh32_autogen_more_cases()
     return [replace(c, held_out=False) for c in out]
 
 
@@ -101,6 +101,25 @@ def fresh32_smolagents_cases() -> list[FaultCase]:
     ]
 
 
+def fresh32_smolagents_more_cases() -> list[FaultCase]:
+    from causaltrace.testing.faults import fresh32_smolagents_more
+    from causaltrace.testing.faults.cases_zoo import smolagents_case
+
+    case = smolagents_case(fresh32_smolagents_more.BUILDERS)
+    return [
+        case("fresh32-smol-recalibrated", "recalibrated", "stale_value",
+             "Average the last five readings of sensor S-7 in degrees C, after any calibration correction, and "
+             "report 'AVG: <C>' (1 decimal).", "AVG: 21.1",
+             first_step("tool_call", tool="python_interpreter", contains="avg = round("),
+             "the code that averages the raw readings the calibration's corrected series superseded"),
+        case("fresh32-smol-city-loop", "city_loop", "premature_termination",
+             "Report today's air quality index of Lisbon, Porto and Faro as 'AQI: <city> <n>, ...'.",
+             "AQI: Lisbon 42, Porto 38, Faro 55",
+             first_step("tool_call", agent="manager", tool="python_interpreter", contains="for city in"),
+             "the manager's loop written without Faro (omission: an item of 'A, B and C' never handled)"),
+    ]
+
+
 def fresh32_autogen_cases() -> list[FaultCase]:
     from causaltrace.testing.faults import fresh32_autogen
     from causaltrace.testing.faults.cases_zoo import autogen_case
@@ -164,4 +183,27 @@ def fresh32_autogen_cases() -> list[FaultCase]:
              "Order H-77 ships jars of honey. How many boxes does it need and what do they cost? Report "
              "'BOXES: <n> boxes, COST: <euros> EUR'.", "BOXES", "21", first_step("message", agent="coder", contains="```python"),
              "the coder's code that rounds the number of boxes down (a rounding changed)"),
+    ]
+
+
+def fresh32_autogen_more_cases() -> list[FaultCase]:
+    from causaltrace.testing.faults import fresh32_autogen_more
+    from causaltrace.testing.faults.cases_zoo import autogen_case
+
+    case = autogen_case(fresh32_autogen_more.BUILDERS)
+    return [
+        case("fresh32-ag-free-shipping", "free_shipping", "boundary_bug",
+             "Customer K-31 checks out to Portugal. Compute the amount to charge, shipping included, with Python "
+             "and report 'TOTAL: <euros> EUR'.", "TOTAL", "50.00",
+             first_step("message", agent="coder", contains="```python"),
+             "the coder's code granting free shipping above the threshold, the policy says 'or more' (a bound "
+             "changed)"),
+        case("fresh32-ag-rows-rate", "rows_rate", "wrong_fact",
+             "How many rows per hour did export job J-12 write in its last run? Report 'RATE: <rows/hour>' "
+             "(whole rows).", "RATE", "214", first_step("message", agent="researcher", contains="FOUND"),
+             "the researcher's restatement of 1,284 rows as 1,248 (a number changed)"),
+        case("fresh32-ag-partial-sum", "partial_sum", "misread_observation",
+             "Add up the Q3 2026 sales of the North, South and West regions with Python and report "
+             "'TOTAL: <EUR> EUR'.", "TOTAL", "138425", first_step("message", agent="coder", contains="TOTAL"),
+             "the coder's total taken from the output of code that failed (an error never recovered)"),
     ]

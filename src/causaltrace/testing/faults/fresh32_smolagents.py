@@ -781,3 +781,9 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "distinct_customers": build_distinct_customers,
     "passenger_name": build_passenger_name,
 }
+
+
+# The helpers the further fresh teams (:mod:`.fresh32_smolagents_more`) build on, by public names.
+task_of = _task
+survey = _plan
+fetch_step = _fetch
