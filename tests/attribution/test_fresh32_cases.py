@@ -1,7 +1,8 @@
 """Issue 32's fresh failing teams and their fixed twins (:mod:`causaltrace.testing.faults.cases_fresh32`): the
 diagnosis's development data. Every case is recorded live with the scripted models (no replay): the failing team
 fails for its verifier's reason and its planted step is found by the case's rule; its twin (the same team with the
-error corrected) succeeds. Where they sit in the suite: after every other case, all in the tuning half."""
+error corrected) succeeds. Where they sit in the suite: after the held-out rule's cases and before the blind ones,
+all in the tuning half."""
 
 from __future__ import annotations
 
@@ -32,14 +33,17 @@ def recorded(tmp_path_factory):
     return out
 
 
-def test_the_fresh_cases_are_many_in_both_frameworks_and_come_last_in_the_tuning_half():
+def test_the_fresh_cases_are_many_in_both_frameworks_before_the_blind_ones_in_the_tuning_half():
     assert len(CASES) >= 14 and len(set(NAMES)) == len(NAMES)
     assert all(n.startswith("fresh32-") for n in NAMES)
     per_framework = {f: sum(c.framework == f for c in CASES) for f in ("smolagents", "autogen")}
     assert min(per_framework.values()) >= 7, per_framework
-    everything = all_cases()
-    assert [c.name for c in everything][-len(CASES):] == NAMES  # after blind32's: no earlier mark moves
-    assert all(c.held_out is False for c in everything if c.name in NAMES)
+    everything = [c.name for c in all_cases()]
+    first = everything.index(NAMES[0])  # after the held-out rule's cases (no mark moves), before blind32's (last)
+    assert everything[first:first + len(NAMES)] == NAMES
+    assert all(n.startswith("blind32-") for n in everything[first + len(NAMES):])
+    assert not any(n.startswith("blind32-") for n in everything[:first])
+    assert all(c.held_out is False for c in all_cases() if c.name in NAMES)
     assert [c.name for c in all_cases("autogen") if c.name.startswith("fresh32-")] == \
         [c.name for c in CASES if c.framework == "autogen"]
     assert all(c.fixed_factory is not None for c in CASES)

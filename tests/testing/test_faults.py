@@ -119,7 +119,7 @@ def test_the_cases_written_blind_to_the_attribution_come_last():
     blind = [c.name for c in zoo_blind_smolagents_cases() + zoo_blind_autogen_cases()]
     later = [c.name for c in zoo_pick_cases()]  # issue 32's fifth session: after them, for the same reason
     assert len(blind) == 8 and [c.name for c in _zoo()][-len(blind) - len(later):] == blind + later
-    names = [c.name for c in all_cases()]  # issue 32's blind teams come after them, then its fresh teams
+    names = [c.name for c in all_cases()]  # issue 32's fresh teams come after them, then its blind teams
     assert all(n.startswith(("blind32-", "fresh32-")) for n in names[names.index(later[-1]) + 1:])
 
 

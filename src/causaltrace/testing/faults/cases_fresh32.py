@@ -1,7 +1,8 @@
 """Issue 32's fresh failing teams with their fixed twins (:mod:`.fresh32_smolagents`, :mod:`.fresh32_autogen`):
 DEVELOPMENT data for the diagnosis's detectors — the lead tunes general detector rules on them, so every case is in
-the tuning half (``held_out=False``, set explicitly by each case, outside :func:`~.cases.mark_held_out`'s rule). They
-come after every other case of :func:`~.runner.all_cases`, so no earlier case's held-out mark moves.
+the tuning half (``held_out=False``, set explicitly by each case, outside :func:`~.cases.mark_held_out`'s rule). In
+:func:`~.runner.all_cases` they come after the rule's cases (so no case's held-out mark moves) and before the blind
+cases of :mod:`.cases_blind32`, which stay last.
 
 Written the way a user's team fails, from the frameworks' documented shapes and the scripted-team style of the
 suite's non-blind modules, blind to the attribution's code. Each case names its planted step — the FIRST wrong step

@@ -46,9 +46,9 @@ def all_cases(framework: str | None = None) -> list[FaultCase]:
     20); then the zoo's cases written blind to the attribution (:mod:`.cases_zoo_blind`, smolagents then AutoGen),
     last so that no earlier case's mark moves, and after them issue 32's later zoo cases (:func:`.cases_zoo.zoo_pick_cases`).
     Each is marked ``held_out`` by the fixed rule of
-    :func:`~.cases.mark_held_out` over the whole suite; after them come the twelve cases of
-    :mod:`.cases_blind32`, all held out (set by each case, outside that rule), and last issue 32's fresh development
-    teams (:mod:`.cases_fresh32`), all in the tuning half (``held_out=False``, set by each case)."""
+    :func:`~.cases.mark_held_out` over the whole suite; after them come issue 32's fresh development teams
+    (:mod:`.cases_fresh32`), all in the tuning half (``held_out=False``, set by each case outside that rule), and last
+    the twelve cases of :mod:`.cases_blind32`, all held out (set by each case, outside that rule)."""
     from causaltrace.testing.faults.cases_autogen import autogen_cases
     from causaltrace.testing.faults.cases_blind32 import blind32_cases
     from causaltrace.testing.faults.cases_fresh32 import fresh32_cases
@@ -69,9 +69,9 @@ def all_cases(framework: str | None = None) -> list[FaultCase]:
         everything += zoo_pick_cases()
     if framework is not None:
         marks = {c.name: c.held_out for c in all_cases()}
-        return ([replace(c, held_out=marks[c.name]) for c in everything] + blind32_cases(framework)
-                + fresh32_cases(framework))
-    return mark_held_out(everything) + blind32_cases() + fresh32_cases()
+        return ([replace(c, held_out=marks[c.name]) for c in everything] + fresh32_cases(framework)
+                + blind32_cases(framework))
+    return mark_held_out(everything) + fresh32_cases() + blind32_cases()
 
 
 @dataclass
