@@ -286,6 +286,12 @@ def canonical_messages(messages: Iterable[Any], plain: list[dict[str, Any]] | No
             role = role._value_ if isinstance(role, Enum) else getattr(role, "value", role)
         if type(content) is str:  # text: the same in both forms, no call
             kept = shown = content
+        elif (type(content) is list and len(content) == 1 and type(part := content[0]) is dict and len(part) == 2
+              and part.get("type") == "text" and type(text := part.get("text")) is str):
+            # one text part (smolagents' usual message: system, task, model output, observation): _contents'
+            # result, inline (every message of every request: the requests carry the run's whole memory)
+            kept = [{**part}]
+            shown = [{"type": "text", "text": text}] if plain is not None else None
         else:
             kept, shown = _contents(content, plain is not None)
         item: dict[str, Any] = {"role": role if type(role) is str else str(role), "content": kept}

@@ -25,7 +25,7 @@ from typing import Any
 
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._patches import Wrapper
-from causaltrace.instrumentation.smolagents._state import MAX_CONTENT, AgentRun, ToolRec, call_text, text
+from causaltrace.instrumentation.smolagents._state import MAX_CONTENT, AgentRun, ToolRec, call_text
 from causaltrace.schema import StepError
 
 __all__ = [
@@ -81,12 +81,16 @@ def start_code_execution(run: AgentRun, tc: Any, produced: list[tuple[str, str]]
     act = run.act
     code = tc.arguments if isinstance(tc.arguments, str) else json.dumps(acc.jsonable(tc.arguments))
     content = code[:MAX_CONTENT]  # once, for both steps (text(), inline: a str)
-    call_step = run.new_step("tool_call", tool_name="python_interpreter", arguments={"code": code},
-                             call_id=str(tc.id), content=content, depends_on=produced)
+    call_step = run.ctx.start_step("tool_call", agent=run.name, parent=run.turn, tool_name="python_interpreter",
+                                   arguments={"code": code}, call_id=str(tc.id), content=content, depends_on=produced)
+    if call_step is None:  # run.new_step, inline (both steps: every code action)
+        raise RuntimeError("could not start a tool_call step")
     call_step.end()
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
-    act.code_exec = run.new_step("code_execution", inputs={"code": code}, call_id=str(tc.id),
-                                 content=content, depends_on=[(call_step.step_id, "executes")])
+    act.code_exec = run.ctx.start_step("code_execution", agent=run.name, parent=run.turn, inputs={"code": code},
+                                       call_id=str(tc.id), content=content, depends_on=[(call_step.step_id, "executes")])
+    if act.code_exec is None:
+        raise RuntimeError("could not start a code_execution step")
     _register_callees(run)
     act.code_call = run.ctx.begin_call(
         run.key, "tool", {"name": "python_interpreter", "arguments": {"code": code}},
@@ -145,8 +149,11 @@ def begin_code_call(run: AgentRun, name: str, arguments: dict[str, Any]) -> Tool
     if exec_step is None:
         return None
     ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
-    step = run.new_step("tool_call", tool_name=name, arguments=arguments, content=text(call_text(name, arguments)),
-                        depends_on=[(exec_step.step_id, "produced_by")])
+    step = run.ctx.start_step("tool_call", agent=run.name, parent=run.turn, tool_name=name, arguments=arguments,
+                              content=call_text(name, arguments)[:MAX_CONTENT],  # text(), inline: a str
+                              depends_on=[(exec_step.step_id, "produced_by")])
+    if step is None:  # run.new_step, inline (every call the code makes)
+        raise RuntimeError("could not start a tool_call step")
     return ToolRec(step, ordinal[0] if ordinal else None, name, arguments, arguments, claimed=True)
 
 
