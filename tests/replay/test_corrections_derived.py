@@ -398,3 +398,25 @@ def test_an_unsupported_number_gets_no_source_when_the_task_leaves_two_numbers_u
 
     assert changes("Buy 7 boxes at 12 dollars each.") == [("7", "8")]
     assert changes("Buy 7 boxes at 12 dollars each, or 9 if on sale.") == [("", "8")]
+
+
+# ------------------------------------------------------------------------------------ a derailed opening, restated
+
+@pytest.mark.parametrize("name", ["smol-derail-keyerror", "smol-derail-warehouse", "ag-derail-refund"])
+async def test_a_derailed_opening_restated_as_the_request_flips_the_tuning_team(name, tmp_path):
+    """The opening plans another task the task mentions in passing (a KeyError to debug, the Madrid average that
+    checks out, a crash support already answered). Its correction restates it as the task's request; the team's
+    executor follows a plan in the request's words as its fixed planner reads the task (the AutoGen planner re-plans
+    from its own restated message), and the replay succeeds at the opening: a flip by a correction, with a pair.
+    The fixed team's opening is about the request: no drift, no correction."""
+    case, run, twin, drift, fixes = await _zoo_runs(name, "task_drift", tmp_path)
+    restated = next(c for c in fixes if c.description == "opening restated as the task's request")
+    assert restated.basis == "correction"
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert twin.outcome.status == "success" and not [c for c in _derived_corrections(twin)
+                                                      if c.finding.family == "task_drift"]
+    assert result.repaired and result.decisive.step_id == drift.step_id and drift.index == case.true_step(run)
+    best = result.decisive.best.intervention
+    assert best.basis == "correction" and best.finding.family == "task_drift"
+    assert result.pair is not None

@@ -287,10 +287,20 @@ def _refund_plan(task: str, planted: bool) -> str:
             "3. I'll report the total as 'REFUNDED: <dollars>'.")
 
 
+#: a plan line that assigns a step to an agent ("1. support_agent: …")
+_ASSIGNED = r"^\d+\. (?:support_agent|analyst_agent): "
+
+
 def _refund_planner(planted: bool) -> Callable[[ScriptedRequest], str]:
     def planning_agent(request: ScriptedRequest) -> str:
         if not request.last_from("planning_agent"):
             return _refund_plan(request.task(), planted)
+        own = texts_of(request, "planning_agent")
+        if len(own) == 1 and re.search(r"refunded to customer C-\d+ in \w+", own[0]) and not re.search(
+                _ASSIGNED, own[0], re.M):
+            # its opening stated the request but assigned no step: it plans that request now, as the fixed planner
+            # does from the task (neither the derailed nor the fixed opening is such a message)
+            return _refund_plan(own[0], False)
         total = said(request, "analyst_agent", r"add up to ([\d.]+) dollars")
         if total:
             return f"REFUNDED: {float(total.group(1)):.2f}. TERMINATE"
@@ -301,7 +311,8 @@ def _refund_planner(planted: bool) -> Callable[[ScriptedRequest], str]:
 
 
 def _support_agent(request: ScriptedRequest) -> Reply:
-    plan = first_text_of(request, "planning_agent")
+    plans = [t for t in texts_of(request, "planning_agent") if re.search(_ASSIGNED, t, re.M)]
+    plan = plans[0] if plans else first_text_of(request, "planning_agent")  # the first plan that assigns steps
     mine = re.findall(r"^\d+\. support_agent: (.+)$", plan, re.M)
     step = mine[min(len(texts_of(request, "support_agent")), len(mine) - 1)] if mine else ""
     who = re.search(r"(C-\d+)", plan)

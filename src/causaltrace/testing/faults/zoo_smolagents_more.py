@@ -209,6 +209,17 @@ def build_fabricated_apikey(planted: bool, *, key: str = "mk_live_4f9c2a71", sym
 # ------------------------------------------------------------------------------------ a derailed opening plan
 
 
+def _read_as_planned(plan: str, fixed_plan: Callable[[str, bool], str], asked: str) -> str:
+    """A written plan that states the request in the task's words (``asked``: the fixed planner's pattern for the
+    request) is read as the fixed planner reads the task — a model follows a plan that restates what is asked, not
+    only the steps its own planner writes (a repair that restates a derailed plan for the request is then followed).
+    Neither the derailed nor the fixed plan states the request so: their runs are unchanged."""
+    return fixed_plan(plan, False) if re.search(asked, plan) else plan
+
+
+_KEYERROR_ASKED = r"orders the (\w+) store shipped in (\w+)"
+
+
 def _keyerror_plan(task: str, planted: bool) -> str:
     if planted:
         error = re.search(r"the (\w+) job failed again last night with (KeyError: '\w+')", task)
@@ -221,7 +232,7 @@ def _keyerror_plan(task: str, planted: bool) -> str:
                 "2. Describe the orders table to see whether the column was renamed or dropped.\n"
                 "3. Compare the key the job reads with the columns the table has now.\n"
                 "4. Report the root cause of the failure and the fix.\n")
-    asked = re.search(r"orders the (\w+) store shipped in (\w+)", task)
+    asked = re.search(_KEYERROR_ASKED, task)
     store, month = asked.groups() if asked else ("?", "?")
     return ("## 1. Facts survey\n### 1.1. Facts given in the task\n"
             f"- The store is {store}, the month {month}; only shipped orders count.\n"
@@ -236,7 +247,7 @@ def _keyerror_engineer(planted: bool) -> Callable[[ScriptedRequest], str]:
             return _keyerror_plan(planning_task(request), planted) + "<end_plan>"
         if request.is_final_summary:
             return "I could not finish."
-        plan, retry = written_plan(request), last_is_error(request)
+        plan, retry = _read_as_planned(written_plan(request), _keyerror_plan, _KEYERROR_ASKED), last_is_error(request)
         if errors(request) >= 4:
             return code_reply("the tools are down.", "final_answer('the tools are down')")
         count = re.search(r"Count the orders of the (\w+) store with status (\w+) in (\w+)", plan)
@@ -356,6 +367,9 @@ def build_derail_refund(planted: bool, *, refunds: Sequence[tuple[str, float]] =
     return tool_agent(manager, [], "manager", max_steps=3, managed=[worker])
 
 
+_WAREHOUSE_ASKED = r"more than (\d+) days — of the (\w+) warehouse"
+
+
 def _warehouse_plan(task: str, planted: bool) -> str:
     if planted:
         checked = re.search(r"average delivery time of the (\w+) warehouse \(([\d.]+) days\)", task)
@@ -367,7 +381,7 @@ def _warehouse_plan(task: str, planted: bool) -> str:
                 f"1. Ask logistics_agent for last week's delivery times of the {where} warehouse.\n"
                 "2. Ask logistics_agent for the average of those delivery times.\n"
                 f"3. Compare it with the intern's {figure} days and report the average.\n")
-    asked = re.search(r"more than (\d+) days — of the (\w+) warehouse", task)
+    asked = re.search(_WAREHOUSE_ASKED, task)
     limit, where = asked.groups() if asked else ("?", "?")
     return ("## 1. Facts survey\n### 1.1. Facts given in the task\n"
             f"- A delivery is late when it took more than {limit} days; the warehouse is {where}.\n"
@@ -406,7 +420,8 @@ def _warehouse_manager(planted: bool) -> Callable[[ScriptedRequest], Reply]:
             return _warehouse_plan(planning_task(request), planted) + "<end_plan>"
         if request.is_final_summary:
             return "no answer"
-        plan, reports = written_plan(request), managed_answers(request, "logistics_agent")
+        plan = _read_as_planned(written_plan(request), _warehouse_plan, _WAREHOUSE_ASKED)
+        reports = managed_answers(request, "logistics_agent")
         where = re.search(r"delivery times of the (\w+) warehouse", plan)
         if not reports:
             return [Call("logistics_agent", {"task": f"What were last week's delivery times of the "
