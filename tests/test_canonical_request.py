@@ -127,6 +127,26 @@ def test_orjson_writes_float_free_requests_and_leaves_floats_to_the_standard_lib
     assert _orjson_text({"n": 2**64}) is None  # beyond orjson's integers
 
 
+def test_orjson_takes_no_float_anywhere_and_no_nesting_beyond_its_depth():
+    """``_orjson_exact`` (a level at a time): a float, or another type, at any depth or place sends the request to the
+    standard library; 201 nested containers are orjson's, a container inside the 201st is not."""
+    from causaltrace.recording import _orjson_exact
+
+    assert _orjson_exact({"a": [{"b": ("c", 1, True, None)}, {}], "d": []})
+    for bad in (1.5, float("nan"), b"x", object()):
+        assert not _orjson_exact({"a": [{"b": ["c", bad]}]})
+        assert not _orjson_exact([{"x": 1}, {"y": [2, {"z": bad}]}])
+
+    def nested(depth: int, leaf: object) -> object:
+        value = leaf
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    assert _orjson_exact(nested(201, 1)) and _orjson_exact(nested(200, []))
+    assert not _orjson_exact(nested(201, [])) and not _orjson_exact(nested(202, 1))
+
+
 def test_an_id_that_json_escapes_is_aliased_as_the_walk_does():
     """An id holding a quote is written escaped in the JSON text, so the text scan cannot find it: the request must
     go to the walk (it used to be left unaliased)."""
