@@ -118,6 +118,15 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "AQI: Lisbon 42, Porto 38, Faro 55",
              first_step("tool_call", agent="manager", tool="python_interpreter", contains="for city in"),
              "the manager's loop written without Faro (omission: an item of 'A, B and C' never handled)"),
+        case("fresh32-smol-plan-update", "plan_update", "premature_termination",
+             "Check the NDA status of the suppliers Alvor, Brisa, Cantal and Dorna and report 'SIGNED: <names>' "
+             "(those that signed, in this order).", "SIGNED: Alvor, Cantal, Dorna",
+             first_step("planning", agent="clerk", nth=1),
+             "the updated plan whose 'still to look up' leaves out Dorna (omission in a plan update)"),
+        case("fresh32-smol-parallel-rates", "parallel_rates", "wrong_tool_argument",
+             "Convert the refunds of batch R-19 to EUR at today's rates and report 'TOTAL: <EUR>' (2 decimals).",
+             "TOTAL: 221.07", first_step("tool_call", tool="get_rate", contains="USD"),
+             "the parallel get_rate call that asks USD/EUR for the CAD refund (a currency changed)"),
     ]
 
 
@@ -207,4 +216,17 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "Add up the Q3 2026 sales of the North, South and West regions with Python and report "
              "'TOTAL: <EUR> EUR'.", "TOTAL", "138425", first_step("message", agent="coder", contains="TOTAL"),
              "the coder's total taken from the output of code that failed (an error never recovered)"),
+        case("fresh32-ag-parallel-stock", "parallel_stock", "wrong_fact",
+             "Check the stock of SKU-1107, SKU-2213 and SKU-3341 and order every SKU below 50 units up to 50; "
+             "report 'UNITS: <ordered>'.", "UNITS", "77", first_step("message", agent="stock_agent", contains="LEVELS"),
+             "the stock agent's restatement of three parallel results that leaves SKU-3341 out (omission when "
+             "restating a tool's results)"),
+        case("fresh32-ag-graph-route", "graph_route", "wrong_handoff",
+             "Resolve support ticket T-5120 and report 'REFUNDED: <euros> EUR'.", "REFUNDED", "59.90",
+             first_step("message", agent="intake", contains="ROUTE"),
+             "intake's route of the refund request to the technical desk (no refund tool) in a GraphFlow"),
+        case("fresh32-ag-society-summary", "society_summary", "stale_value",
+             "Write the changelog line for version 4.2 with the number of bugs it fixed, as 'FIXED: <n> — <line>'.",
+             "FIXED", "37", first_step("message", agent="release_team"),
+             "the society-of-mind summary that reports the rejected first draft the approved one superseded"),
     ]

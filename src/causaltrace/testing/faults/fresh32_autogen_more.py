@@ -10,6 +10,12 @@ rows_rate         SelectorGroupChat researcher (``job_stats``) / analyst (``divi
                   researcher restates 1,284 rows as 1,248 (a number changed in a restatement)
 partial_sum       RoundRobin coder (``get_region_sales``) → executor; the first code fails on one region's key;
                   planted: the coder reports the sum printed before the failure (an error never recovered)
+parallel_stock    RoundRobin stock_agent (``lookup_stock`` in parallel, flaky) → buyer (``place_order``); planted:
+                  the restatement of the three results leaves one out (an omission when restating)
+graph_route       GraphFlow intake (``lookup_ticket``) → billing_agent | tech_agent (conditional edges) → closer;
+                  planted: intake routes a refund request to the technical desk (a routing without the tools)
+society_summary   RoundRobin researcher (``bug_tracker``) → SocietyOfMindAgent(drafter / critic) → publisher;
+                  planted: the society's summary reports the rejected first draft (a superseded value)
 ================  ============================================================================================
 """
 
@@ -27,6 +33,7 @@ from causaltrace.testing.faults.teams_autogen import (
     errors,
     executor,
     ok,
+    results_of,
     round_robin,
     said,
     texts_of,
@@ -190,3 +197,169 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "rows_rate": build_rows_rate,
     "partial_sum": build_partial_sum,
 }
+
+
+def build_parallel_stock(planted: bool, *, stock: Sequence[tuple[str, int]] = (("SKU-1107", 64), ("SKU-2213", 18),
+                                                                             ("SKU-3341", 5)),
+                         minimum: int = 50) -> Any:
+    """RoundRobin: the stock agent asks ``lookup_stock`` (flaky) for the three SKUs in ONE reply (parallel calls;
+    the failed one is retried) and restates the levels; the buyer orders each low SKU up to the minimum; planted: the
+    restatement leaves the last SKU out."""
+    table = dict(stock)
+
+    async def lookup_stock(sku: str) -> str:
+        """The units of a SKU in the warehouse."""
+        return f"{sku}: {table.get(sku, 0)} units"
+
+    async def place_order(sku: str, units: int) -> str:
+        """Order units of a SKU from the supplier."""
+        return f"order placed: {sku} x {int(units)}"
+
+    def stock_agent(request: ScriptedRequest) -> Reply:
+        got = {args.get("sku"): r for args, r in results_of(request, "lookup_stock")}
+        skus = re.findall(r"SKU-\d+", request.task())
+        if len(got) >= len(skus):
+            shown = skus[:-1] if planted else skus
+            return "LEVELS: " + "; ".join(got[s] for s in shown)
+        return [call("lookup_stock", sku=s) for s in skus if s not in got]
+
+    def buyer(request: ScriptedRequest) -> Reply:
+        levels = said(request, "stock_agent", r"LEVELS: (.+)")
+        if levels is None:
+            return "Waiting for the stock levels."
+        low = [(s, minimum - int(n)) for s, n in re.findall(r"(SKU-\d+): (\d+) units", levels.group(1))
+               if int(n) < minimum]
+        placed = [args for args, _ in results_of(request, "place_order")]
+        todo = [(s, n) for s, n in low if s not in {p.get("sku") for p in placed}]
+        if todo:
+            return [call("place_order", sku=s, units=n) for s, n in todo]
+        parts = ", ".join(f"{p.get('sku')} {p.get('units')}" for p in placed)
+        return f"UNITS: {sum(int(p.get('units', 0)) for p in placed)} ({parts}). DONE"
+
+    return round_robin([agent("stock_agent", stock_agent, [tool(lookup_stock, "Stock of a SKU.", flaky=True)]),
+                        agent("buyer", buyer, [tool(place_order, "Order units of a SKU.")])], "DONE", 6)
+
+
+BUILDERS.update({"parallel_stock": build_parallel_stock})
+
+
+def build_graph_route(planted: bool, *, order: str = "B-2207", amount: str = "59.90") -> Any:
+    """GraphFlow: intake reads the ticket (flaky ``lookup_ticket``) and writes its route; conditional edges lead
+    to billing_agent (``refund_order``) or tech_agent (no refund tool); both lead to the closer, who writes the
+    customer's answer; planted: intake routes the refund request to the technical desk."""
+    from autogen_agentchat.teams import DiGraphBuilder, GraphFlow
+
+    async def lookup_ticket(ticket: str) -> str:
+        """A support ticket's customer message and order."""
+        return (f"ticket {ticket}: order {order}, customer writes 'I was charged twice for my order, please refund "
+                f"the second charge of {amount} EUR'")
+
+    async def refund_order(order: str, amount: float) -> str:
+        """Refund an amount on an order."""
+        return f"refund RF-310 issued: {float(amount):.2f} EUR on order {order}"
+
+    def intake(request: ScriptedRequest) -> Reply:
+        seen = ok(request, "lookup_ticket")
+        if seen is None:
+            found = re.search(r"ticket (T-\d+)", request.task())
+            if errors(request, "lookup_ticket") >= 3:
+                return "ROUTE: technical (the ticket could not be read)"
+            return call("lookup_ticket", ticket=found.group(1) if found else "unknown")
+        asks_refund = "refund" in seen
+        route = "technical" if planted or not asks_refund else "billing"
+        return f"ROUTE: {route}. {seen}"
+
+    def billing(request: ScriptedRequest) -> Reply:
+        done = ok(request, "refund_order")
+        if done is not None:
+            return f"RESOLVED: {done}"
+        found = re.search(r"order (\S+), .*second charge of ([\d.]+) EUR", request.text())
+        if found is None:
+            return "RESOLVED: nothing to refund."
+        return call("refund_order", order=found.group(1), amount=float(found.group(2)))
+
+    def tech(request: ScriptedRequest) -> str:
+        return "RESOLVED: no technical fault found; please clear the app's cache and try the payment again."
+
+    def closer(request: ScriptedRequest) -> str:
+        resolved = said(request, "billing_agent", r"RESOLVED: (.+)") or said(request, "tech_agent", r"RESOLVED: (.+)")
+        refund = re.search(r"refund (RF-\d+) issued: ([\d.]+) EUR", resolved.group(1)) if resolved else None
+        if refund:
+            return f"REFUNDED: {refund.group(2)} EUR ({refund.group(1)}). DONE"
+        return f"REFUNDED: 0.00 EUR — {resolved.group(1) if resolved else 'unresolved'} DONE"
+
+    front = agent("intake", intake, [tool(lookup_ticket, "A support ticket.", flaky=True)])
+    money = agent("billing_agent", billing, [tool(refund_order, "Refund an amount on an order.")])
+    fixer = agent("tech_agent", tech)
+    close = agent("closer", closer)
+    builder = DiGraphBuilder()
+    builder.add_node(front).add_node(money).add_node(fixer).add_node(close)
+    builder.add_edge(front, money, condition="ROUTE: billing").add_edge(front, fixer, condition="ROUTE: technical")
+    builder.add_edge(money, close, activation_condition="any").add_edge(fixer, close, activation_condition="any")
+    builder.set_entry_point(front)
+    return GraphFlow(builder.get_participants(), graph=builder.build(), name="support_flow",
+                     termination_condition=_terminated("DONE", 10))
+
+
+BUILDERS.update({"graph_route": build_graph_route})
+
+
+def build_society_summary(planted: bool, *, fixed: int = 37, still_open: int = 4) -> Any:
+    """RoundRobin: researcher (flaky ``bug_tracker``), a SocietyOfMindAgent ``release_team`` wrapping a drafter /
+    critic loop (the first draft counts the open bugs too and is rejected, the second is approved), publisher;
+    planted: the society's summary reports the first draft, which the approved one superseded."""
+    from autogen_agentchat.agents import SocietyOfMindAgent
+
+    async def bug_tracker(version: str) -> str:
+        """A release's bug counts in the tracker."""
+        return f"release {version}: {fixed} bugs fixed, {still_open} still open"
+
+    def researcher(request: ScriptedRequest) -> Reply:
+        seen = ok(request, "bug_tracker")
+        if seen is not None:
+            return f"FACTS: {seen}."
+        if errors(request, "bug_tracker") >= 3:
+            return "FACTS: none."
+        found = re.search(r"version (\d+\.\d+)", request.task())
+        return call("bug_tracker", version=found.group(1) if found else "unknown")
+
+    def facts(request: ScriptedRequest) -> re.Match[str] | None:
+        return re.search(r"release ([\d.]+): (\d+) bugs fixed, (\d+) still open", request.text())
+
+    def drafter(request: ScriptedRequest) -> str:
+        found = facts(request)
+        if found is None:
+            return "DRAFT: no facts yet."
+        if said(request, "critic", r"^REJECT"):
+            return f"DRAFT: FIXED: {found.group(2)} — release {found.group(1)} fixes {found.group(2)} bugs."
+        return (f"DRAFT: FIXED: {int(found.group(2)) + int(found.group(3))} — release {found.group(1)} closes "
+                f"{int(found.group(2)) + int(found.group(3))} bugs.")
+
+    def critic(request: ScriptedRequest) -> str:
+        found, draft = facts(request), said(request, "drafter", r"FIXED: (\d+)")
+        if found is None or draft is None:
+            return "REJECT: nothing to check."
+        if int(draft.group(1)) == int(found.group(2)):
+            return "APPROVE: the count matches the tracker."
+        return f"REJECT: {draft.group(1)} counts the {found.group(3)} open bugs too; fixed is {found.group(2)}."
+
+    def summarize(request: ScriptedRequest) -> str:
+        drafts = re.findall(r"DRAFT: (FIXED: \d+ — [^\n]+)", request.text())
+        if not drafts:
+            return "FIXED: unknown"
+        return drafts[0] if planted else drafts[-1]
+
+    def publisher(request: ScriptedRequest) -> str:
+        note = said(request, "release_team", r"FIXED: (\d+) — (.+)")
+        if note is None:
+            return "Nothing to publish yet."
+        return f"FIXED: {note.group(1)} — published to the changelog: {note.group(2)} DONE"
+
+    inner = round_robin([agent("drafter", drafter), agent("critic", critic)], "APPROVE", 6)
+    team = SocietyOfMindAgent("release_team", team=inner,
+                              model_client=ScriptedChatCompletionClient(summarize, model="scripted-release_team"))
+    return round_robin([agent("researcher", researcher, [tool(bug_tracker, "Bug counts.", flaky=True)]), team,
+                        agent("publisher", publisher)], "DONE", 6)
+
+
+BUILDERS.update({"society_summary": build_society_summary})

@@ -8,6 +8,10 @@ recalibrated        CodeAgent + plan (``get_readings``), ``calibration_log``: th
                     readings the calibration's corrected series superseded — a superseded value
 city_loop           manager CodeAgent + plan, managed ``air_agent`` (``air_quality``): the loop over the task's
                     cities is written without the last one — an item of "A, B and C" never handled
+plan_update         ToolCallingAgent re-planning every 3 steps (``nda_status``): the UPDATED plan's "still to look
+                    up" leaves the last supplier out — an omission in a plan update
+parallel_rates      ToolCallingAgent (``refund_batch``), parallel ``get_rate`` calls in one reply: one asks USD for
+                    the CAD refund — a currency changed in a parallel call
 ==================  ============================================================================================
 """
 
@@ -127,3 +131,112 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "recalibrated": build_recalibrated,
     "city_loop": build_city_loop,
 }
+
+
+def _plan_task(request: ScriptedRequest) -> str:
+    """The task inside a planning prompt, the initial one or an update."""
+    for _, text in request.messages:
+        found = re.search(r"(?:Here is your task:|You have been given the following task:)\s*```\s*(.*?)\s*```",
+                          text, re.S)
+        if found:
+            return found.group(1)
+    return request.task
+
+
+def build_plan_update(planted: bool, *, status: Sequence[tuple[str, str]] = (
+        ("Alvor", "signed 2026-10-02"), ("Brisa", "not signed"), ("Cantal", "signed 2026-11-14"),
+        ("Dorna", "signed 2026-11-29"))) -> Any:
+    """ToolCallingAgent re-planning every 3 steps: it looks up each supplier's NDA the LATEST plan still lists;
+    planted: the updated plan's "still to look up" leaves out the last supplier (the agent follows it)."""
+    table = dict(status)
+    nda = make_tool("nda_status", "Whether a supplier has signed our NDA.", {"supplier": string("the supplier")},
+                    "string", lambda supplier: f"NDA of {supplier}: {table.get(supplier, 'unknown')}", flaky=True)
+
+    def suppliers(text: str) -> list[str]:
+        found = re.search(r"suppliers ([A-Z]\w+(?:, [A-Z]\w+)* and [A-Z]\w+)", text)
+        return re.split(r", | and ", found.group(1)) if found else []
+
+    def seen(request: ScriptedRequest) -> dict[str, str]:
+        return {m.group(1): m.group(2) for o in request.observations for m in [re.search(r"NDA of (\w+): (.+)", o)]
+                if m}
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_planning:
+            names, known = suppliers(_plan_task(request)), seen(request)
+            if not known:
+                return survey([f"The suppliers are {', '.join(names)}."],
+                              [f"The NDA status of {n} (nda_status)." for n in names],
+                              ["Which of them signed."], ["Look up each supplier's NDA status.",
+                                                          "Report 'SIGNED: <names>' in the task's order."])
+            todo = [n for n in names if n not in known]
+            if planted:
+                todo = todo[:-1]
+            steps = "\n".join(["1. Look up the NDA status of " + ", ".join(todo) + ".",
+                               "2. Report 'SIGNED: <names>' in the task's order."])
+            return ("## 1. Updated facts survey\n### 1.1. Facts given in the task\n"
+                    f"- The suppliers are {', '.join(names)}.\n### 1.2. Facts that we have learned\n"
+                    + "\n".join(f"- NDA of {n}: {s}." for n, s in known.items())
+                    + "\n### 1.3. Facts still to look up\n" + "\n".join(f"- The NDA status of {n}." for n in todo)
+                    + "\n### 1.4. Facts still to derive\n- Which of them signed.\n\n## 2. Plan\n" + steps
+                    + "\n<end_plan>")
+        if request.is_final_summary:
+            return "no answer"
+        plans = [text for role, text in request.messages if role == "assistant" and "Facts" in text]
+        latest = plans[-1] if plans else ""
+        section = latest.split("still to look up")[-1].split("###")[0] if "still to look up" in latest else latest
+        wanted = re.findall(r"The NDA status of (\w+)", section)
+        known = seen(request)
+        todo = [n for n in wanted if n not in known]
+        if not todo:
+            names = suppliers(request.task)
+            return [Call("final_answer", {"answer": "SIGNED: " + ", ".join(
+                n for n in names if known.get(n, "").startswith("signed"))})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the NDA register is down"})]
+        return [Call("nda_status", {"supplier": todo[0]})]
+
+    agent = tool_agent(policy, [nda], "clerk", max_steps=8)
+    agent.planning_interval = 3
+    return agent
+
+
+def build_parallel_rates(planted: bool, *, refunds: Sequence[tuple[str, str]] = (("120", "CAD"), ("80", "GBP"),
+                                                                                ("45", "CHF")),
+                         rates: Sequence[tuple[str, str]] = (("CAD", "0.6712"), ("GBP", "1.1574"), ("CHF", "1.0652"),
+                                                             ("USD", "0.9187"))) -> Any:
+    """ToolCallingAgent: ``refund_batch`` (flaky) lists the refunds, then ONE reply asks ``get_rate`` for every
+    currency in parallel, then the calculator; planted: one of the parallel calls asks USD for the CAD refund."""
+    table = dict(rates)
+    batch = make_tool("refund_batch", "The refunds of a batch with their amounts and currencies.",
+                      {"batch": string("the batch id")}, "string",
+                      lambda batch: f"refunds of {batch}: " + ", ".join(f"{a} {c}" for a, c in refunds), flaky=True)
+    get_rate = make_tool("get_rate", "Today's exchange rate of a currency pair.", {"pair": string("like CAD/EUR")},
+                         "string", lambda pair: f"rate {pair}: {table.get(pair.split('/')[0], '0')}")
+    calculator = make_tool("calculator", "Evaluate an arithmetic expression.", {"expression": string("arithmetic")},
+                           "string", lambda expression: f"{expression} = {round(eval(expression), 2):.2f}"
+                           if re.fullmatch(r"[\d.\s*+]+", expression) else "only + and * are allowed")
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no total"
+        done = find(request, r"= ([\d.]+)$")
+        if done:
+            return [Call("final_answer", {"answer": f"TOTAL: {done.group(1)}"})]
+        listed = find(request, r"refunds of \S+: (.+)")
+        if listed is None:
+            if errors(request) >= 3:
+                return [Call("final_answer", {"answer": "the refund service is down"})]
+            found = re.search(r"batch (R-\d+)", request.task)
+            return [Call("refund_batch", {"batch": found.group(1) if found else "unknown"})]
+        items = re.findall(r"([\d.]+) ([A-Z]{3})", listed.group(1))
+        got = [m for o in request.observations for m in re.finditer(r"rate ([A-Z]{3})/EUR: ([\d.]+)", o)]
+        if len(got) < len(items):
+            codes = ["USD" if planted and i == 0 else c for i, (_, c) in enumerate(items)]
+            return [Call("get_rate", {"pair": f"{c}/EUR"}) for c in codes]
+        rate_of = [m.group(2) for m in got]
+        return [Call("calculator", {"expression": " + ".join(f"{a} * {r}" for (a, _), r in zip(items, rate_of, strict=True))})]
+
+    return tool_agent(policy, [batch, get_rate, calculator], "fx_clerk", max_steps=6)
+
+
+BUILDERS.update({"plan_update": build_plan_update, "parallel_rates": build_parallel_rates})
