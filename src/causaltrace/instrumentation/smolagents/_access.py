@@ -386,7 +386,10 @@ class CallIdPattern:
 
     def __init__(self, ids: Iterable[str]) -> None:
         self.ids = tuple(sorted(set(filter(None, ids)), key=len, reverse=True))  # no comprehension frames
-        self.regex = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, self.ids)) + r")(?![\w-])")
+        escaped = []  # re.escape leaves an identifier (letters, digits, _: a model's call_… id) as it is: no call
+        for i in self.ids:
+            escaped.append(i if i.isidentifier() else re.escape(i))
+        self.regex = re.compile(r"(?<![\w-])(?:" + "|".join(escaped) + r")(?![\w-])")
 
     def sub(self, repl: Any, string: str) -> str:
         if not any(i in string for i in self.ids):

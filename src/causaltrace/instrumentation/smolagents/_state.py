@@ -253,6 +253,7 @@ class AgentRun:
         """The matcher of the tool-call ids seen so far in this run (rebuilt only when new ids arrived)."""
         with self.lock:
             if self._pattern_size != len(self.known_ids):
-                self._pattern = acc.call_id_pattern(self.known_ids)
+                # acc.call_id_pattern, inline (CallIdPattern drops the empty ids itself)
+                self._pattern = acc.CallIdPattern(self.known_ids) if any(self.known_ids) else None
                 self._pattern_size = len(self.known_ids)
             return self._pattern
