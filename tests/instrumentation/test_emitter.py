@@ -282,6 +282,54 @@ def test_full_queue_drops_are_counted():
     processor.shutdown()
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_batch_processor_exports_ours_and_drops_and_counts_the_rest(monkeypatch, fast):
+    """CountingBatchSpanProcessor.on_end (its context read by index and the SDK's batch processor handed the span
+    itself, both checked against the SDK; issue 35): a sampled span is exported, an unsampled one ignored, AutoGen's
+    own spans (autogen-core, its runtime's 'autogen <runtime>') dropped and counted unless kept, a quiet trace's
+    (a replay's) dropped and counted — the same with the SDK's own ways."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from causaltrace.instrumentation import _export
+
+    assert _export._CONTEXT_BY_INDEX and _export._EMIT_DIRECT
+    monkeypatch.setattr(_export, "_CONTEXT_BY_INDEX", fast)
+    monkeypatch.setattr(_export, "_EMIT_DIRECT", fast)
+
+    class Keep(SpanExporter):
+        def __init__(self):
+            self.names = []
+
+        def export(self, spans):
+            self.names += [s.name for s in spans]
+            return SpanExportResult.SUCCESS
+
+    def span(name, scope="causaltrace", trace_id=7, sampled=True):
+        flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+        return ReadableSpan(name=name, context=SpanContext(trace_id, 9, False, flags),
+                            instrumentation_scope=InstrumentationScope(scope))
+
+    monkeypatch.setattr(_export, "_QUIET_TRACES", {99})
+    for keep in (False, True):
+        monkeypatch.setenv("CAUSALTRACE_AUTOGEN_SPANS", "keep" if keep else "")
+        exporter, before = Keep(), export_stats()
+        processor = CountingBatchSpanProcessor(exporter)
+        for each in (span("ours"), span("unsampled", sampled=False), span("core", "autogen-core"),
+                     span("runtime", "autogen SingleThreadedAgentRuntime"), span("replay", trace_id=99),
+                     span("autogenesis", "autogenesis")):
+            processor.on_end(each)
+        processor.force_flush()
+        after = export_stats()
+        kept = ["ours", "core", "runtime", "autogenesis"] if keep else ["ours", "autogenesis"]
+        assert exporter.names == kept
+        assert after.framework_dropped - before.framework_dropped == (0 if keep else 2)
+        assert after.unexported_dropped - before.unexported_dropped == 1
+        assert after.queued - before.queued == len(kept)
+        processor.shutdown()
+
+
 def test_runs_are_written_to_the_store(causaltrace_home):
     from causaltrace.collector.store import Store
 
