@@ -143,3 +143,49 @@ def test_a_delegation_the_request_names_another_roster_agent_for_is_a_substituti
     ]
     _, _, changes = _changes(steps, metadata={"roster": roster})
     assert (2, "target", "flight_agent", "hotel_agent", "substitution") in changes
+
+
+def test_code_names_and_possessives_are_no_units_or_qualifiers() -> None:
+    code = "week = [412, 398.5]\nmean = round(sum(week) / len(week), 1)\nnet = 3.5 - 1\nprint(f'net: {net}')"
+    assert not [v for v in values_in(code) if v.kind in ("unit", "word")]
+    assert not [v for v in values_in("Thought: average the week's readings.") if v.kind == "unit"]
+    assert [v.key for v in values_in("report it in weeks, net of fees") if v.kind in ("unit", "word")] == ["week",
+                                                                                                            "net"]
+
+
+def test_a_quote_of_two_priced_quantities_is_computed() -> None:
+    from causaltrace.attribution.stages.provenance_derive import priced_total
+
+    exact = {0.38: 11, 5.2: 11, 6.5: 11}  # 38.00 per 100 cards (its rate), 5.20 a poster from 25
+    assert priced_total(303.0, [250.0, 40.0], exact) == [11, 11]  # 250 x 0.38 + 40 x 5.20
+    assert priced_total(304.0, [250.0, 40.0], exact) is None
+
+
+def test_a_discount_added_in_code_is_an_operator_changed() -> None:
+    from causaltrace.attribution.stages.provenance_changes import percent_sign_slip
+
+    task = "The cart gets the 15% loyalty discount. Report 'CHARGE: <euros>'."
+    wrong = step(1, "tool_call", "", tool="python", args={"code": "charge = subtotal + subtotal * 15 / 100"})
+    right = step(1, "tool_call", "", tool="python", args={"code": "charge = subtotal - subtotal * 15 / 100"})
+    factor = step(1, "tool_call", "", tool="python", args={"code": "charge = round(subtotal * 1.15, 2)"})
+    assert percent_sign_slip(wrong, task).after == "+" and percent_sign_slip(factor, task) is not None
+    assert percent_sign_slip(right, task) is None
+    assert percent_sign_slip(wrong, "Add the 15% surcharge.") is None  # a surcharge is added
+
+
+def test_a_price_the_source_says_includes_what_the_task_excluded_is_an_ignored_instruction() -> None:
+    steps = [
+        step(0, "task", "Quote 3 licences for a customer outside the EU, excluding VAT.", agent="user"),
+        step(1, "tool_call", 'get_price({"product": "Pro"})', tool="get_price", args={"product": "Pro"}, deps=(0,)),
+        step(2, "tool_response", "Pro: 123.00 EUR per licence incl. 23% VAT (net 100.00 EUR)", tool="get_price",
+             deps=(1,)),
+        step(3, "tool_call", 'multiply({"a": 123.0, "b": 3})', tool="multiply", args={"a": 123.0, "b": 3},
+             deps=(2,)),
+        step(4, "final_answer", "NET: 369.00", deps=(3,)),
+    ]
+    _, _, changes = _changes(steps)
+    assert (3, "word", "excluding vat", "123", "ignored") in changes
+    net = [*steps[:3], step(3, "tool_call", 'multiply({"a": 100.0, "b": 3})', tool="multiply",
+                            args={"a": 100.0, "b": 3}, deps=(2,)), step(4, "final_answer", "NET: 300.00", deps=(3,))]
+    _, _, changes = _changes(net)
+    assert not any(how == "ignored" for *_, how in changes)

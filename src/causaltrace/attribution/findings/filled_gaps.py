@@ -18,6 +18,7 @@ import re
 
 from causaltrace.attribution.findings._common import change_strength, evidence, finding
 from causaltrace.attribution.stages.provenance_record import Provenance
+from causaltrace.attribution.stages.values import number_key
 from causaltrace.attribution.stages.view import content_of, is_user_input
 from causaltrace.schema import Finding, Run, Step
 
@@ -113,6 +114,9 @@ def detect_filled_gaps(run: Run, prov: Provenance) -> list[Finding]:
         shown = f"{made_up:g}"
         if (step.index, shown) in unsupported:  # the provenance walk already reports it
             continue
+        if f"number:{number_key(shown)}" in prov.derived.get(step.index, {}):
+            continue  # arithmetic of the figures the step was given derives it: computed, not made up
+
         sources = ", ".join(f"{x:g} from step {j}" for x, j in siblings[:3])
         claim = (f"step {step.index} writes {shown} beside figures results gave ({sources}); no result, task, user "
                  f"or other agent gave {shown}: a figure made up to fill the table")

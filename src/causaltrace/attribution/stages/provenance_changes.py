@@ -10,6 +10,8 @@ walk (:mod:`.provenance_walk`) hands it, latest first, so the rules can be read 
 
 from __future__ import annotations
 
+import re
+
 from causaltrace.attribution.stages.provenance_record import Change
 from causaltrace.attribution.stages.values import Value
 from causaltrace.attribution.stages.view import content_of
@@ -100,6 +102,37 @@ def mean_slip(step: Step, v: Value, task_text: str) -> Change | None:
     said = f"{content_of(step)} {(step.arguments or {}).get('code', '')} {task_text}".lower()
     if terms != divisor and any(w in said for w in ("average", "mean", "avg")):
         return Change(step.index, step.index, "operator", f"/ {terms}", f"/ {divisor}", "substitution")
+    return None
+
+
+#: a percentage the task takes off (a discount) or puts on (a surcharge): the words beside it say which
+_TAKES_OFF = re.compile(r"\b(?:discount\w*|off|reduc\w*|rebate|less|cut|markdown|deduct\w*)\b", re.IGNORECASE)
+_PUTS_ON = re.compile(r"\b(?:surcharge|tax|vat|markup|mark-up|tip|fee|increase\w*|rais\w*|interest|premium)\b",
+                      re.IGNORECASE)
+_PERCENT_IN_TASK = re.compile(r"(\d+(?:\.\d+)?)\s?(?:%|percent\b|per cent\b)([^.;\n]{0,40})", re.IGNORECASE)
+
+
+def percent_sign_slip(step: Step, task_text: str) -> Change | None:
+    """Code that applies the task's percentage in the other direction: ``subtotal + subtotal * 15 / 100`` or
+    ``* (1 + 15 / 100)`` or ``* 1.15`` for "the 15% loyalty discount" (the sign of the operator changed), or the
+    minus for a surcharge. The words right after the task's percentage decide which way it goes; both or neither:
+    nothing is compared."""
+    code = str((step.arguments or {}).get("code") or "") or (content_of(step) if "```" in content_of(step) else "")
+    if not code:
+        return None
+    for m in _PERCENT_IN_TASK.finditer(task_text[:5000]):
+        off, on = bool(_TAKES_OFF.search(m.group(2))), bool(_PUTS_ON.search(m.group(2)))
+        if off == on:
+            continue
+        p = re.escape(m.group(1))
+        factor = 1 + float(m.group(1)) / 100 * (1 if off else -1)  # the factor of the wrong direction
+        wrong = "+" if off else "-"
+        patterns = (rf"(\w+)\s*{re.escape(wrong)}\s*\1\s*\*\s*{p}\s*/\s*100\b",
+                    rf"\(\s*1(?:\.0)?\s*{re.escape(wrong)}\s*{p}\s*/\s*100\s*\)",
+                    rf"\*\s*{re.escape(format(factor, '.10g'))}(?![\d.])")
+        if any(re.search(pattern, code) for pattern in patterns):
+            return Change(step.index, -1, "operator", "-" if off else "+", wrong, "substitution",
+                          detail=f"the task's {m.group(1)}% {'taken off' if off else 'added'}")
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["derivation", "group_derivation", "run_totals", "scaled_derivation"]
+__all__ = ["derivation", "group_derivation", "priced_total", "run_totals", "scaled_derivation"]
 
 #: the task's introducer index (``provenance_record.TASK``): two of the task's own numbers combine ("from 14:00, for
 #: two hours" gives 16), where two numbers one step introduced are no evidence of a computation by a later one
@@ -53,6 +53,24 @@ def scaled_derivation(x: float, pool: dict[float, int], exact: dict[float, int],
                 j = exact.get(round(a, 6))
                 if j is not None:
                     return [j, i]
+    return None
+
+
+def priced_total(x: float, quantities: list[float], exact: dict[float, int]) -> list[int] | None:
+    """The introducers of two unit prices whose costs over two of the task's quantities add up to ``x``:
+    ``q1 × p1 + q2 × p2`` ("250 business cards and 40 posters": 250 × 0.38 a card + 40 × 5.20 a poster is 303) —
+    a quote checked in one's head, each price from a list (a rate per 100 gives its per-unit price)."""
+    qs = [q for q in quantities if q >= 2][:6]
+    for q1 in qs:
+        for p1, i in exact.items():
+            if p1 in (0.0, 1.0):
+                continue
+            rest = x - q1 * p1
+            if rest <= 0:
+                continue
+            for q2 in qs:
+                if q2 != q1 and (j := exact.get(round(rest / q2, 6))) is not None:
+                    return [i, j]
     return None
 
 

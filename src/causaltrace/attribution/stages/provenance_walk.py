@@ -19,10 +19,17 @@ from datetime import datetime
 from causaltrace.attribution.stages.capabilities import capability_words
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
-from causaltrace.attribution.stages.provenance_changes import is_copy_slip, mean_slip, restated, substituted
+from causaltrace.attribution.stages.provenance_changes import (
+    is_copy_slip,
+    mean_slip,
+    percent_sign_slip,
+    restated,
+    substituted,
+)
 from causaltrace.attribution.stages.provenance_derive import (
     derivation,
     group_derivation,
+    priced_total,
     run_totals,
     scaled_derivation,
 )
@@ -33,7 +40,7 @@ from causaltrace.attribution.stages.targets import (
     grounded_alternative,
     names_decide,
 )
-from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, argument_names, number_key, values_in
+from causaltrace.attribution.stages.values import AFTER_NUMBER, Value, argument_names, number_key, stem, values_in
 from causaltrace.attribution.stages.view import (
     addressee,
     agent_of,
@@ -56,6 +63,9 @@ _MAX_POOL = 40
 #: a rate per a round quantity ("7.5 litres per 100 km", "12 deaths per 1,000 people"): its quotient (0.075) is an
 #: operand of the amount it gives (561 km use 42.075 litres)
 _PER_N = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?)\s*[A-Za-z%€$£]{0,12}\s+per\s+(10|100|1,?000|10,?000|100,?000)\s+[A-Za-z]")
+_QUANTITY = re.compile(r"(?<![\w.,:/-])(\d{1,3}(?:,\d{3})*|\d{1,6})\s+(?!(?:and|or|to|of|the|an?|in|on|at|by|for|from|with)\b)[A-Za-z]{3,}")
+_INCLUDES = re.compile(r"\b(?:incl\.?|including|inclusive\s+of|with)\s+(?:\d+(?:\.\d+)?\s?%\s+)?([A-Za-z]{3,})",
+                       re.IGNORECASE)
 _COUNT = re.compile(r"(?<![\w.,:/-])(\d{1,3})\s+(?!(?:and|or|to|of|the|an?|in|on|at|by|for|from|with)\b)[A-Za-z]{3,}")
 
 
@@ -133,7 +143,8 @@ class ProvenanceWalk:
                                position={s.index: p for p, s in enumerate(self.steps)})
         self.first: dict[str, int] = {}
         self.first_value: dict[str, Value] = {}
-        self._counts: list[float] | None = None  # what the task counts (:meth:`_task_counts`)
+        self._counts: list[float] | None = None
+        self._quantities: list[float] | None = None  # what the task counts (:meth:`_task_counts`)
         self.holders: dict[str, list[int]] = defaultdict(list)
         self.numbers: dict[float, int] = {}
         #: the quotients of the rates per a round quantity seen (:data:`_PER_N`) → the step that gave the rate
@@ -281,10 +292,29 @@ class ProvenanceWalk:
             # first appeared: one amount can be "60 cancelled" in one account and a sum of 60 in another
             tag = next((u.tag for j in sources for u in self.values.get(j, []) if value_key(u) == key and u.tag),
                        self.first_value[key].tag)
+            if not (tag and tag in self.exclusions):
+                tag = self._included(key, v.raw, sources)
             if tag and tag in self.exclusions:
                 j, rule = self.exclusions[tag]
                 self.prov.changes.append(Change(step.index, j, "word", rule.key, v.key, "ignored"))
                 return
+
+    def _included(self, key: str, raw: str, sources: list[int]) -> str | None:
+        """The excluded thing a source says the number includes ("123.00 EUR per licence incl. 23% VAT" for a task
+        "excluding VAT"): the stem of the word after "incl." / "including" / "inclusive of" within the number's
+        clause, when an instruction excluded it."""
+        for j in sources:
+            if j not in self.by_index or not any(value_key(u) == key for u in self.values.get(j, [])):
+                continue
+            text = content_of(self.by_index[j])
+            at = text.find(raw)
+            if at < 0:
+                continue
+            clause = re.split(r"[;(),\n]", text[at + len(raw):at + len(raw) + 60], maxsplit=1)[0]
+            m = _INCLUDES.search(clause)
+            if m and stem(m.group(1)) in self.exclusions:
+                return stem(m.group(1))
+        return None
 
     def _route(self, step: Step) -> None:
         """A routing step whose target another candidate fits better (:mod:`.targets`), charged to the step that
@@ -422,6 +452,8 @@ class ProvenanceWalk:
                 ops = group_derivation(x, groups) or runs.get(round(x, 6)) or runs.get(round(x, 2)) or ops
                 if ops is None:
                     ops = scaled_derivation(x, pool, exact, self._task_counts())
+                if ops is None:
+                    ops = priced_total(x, self._task_quantities(), exact)
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
 
@@ -437,6 +469,14 @@ class ProvenanceWalk:
                 by_unit[unit] += float(amount)
         return (any(round(total, 6) == divisor for total in by_unit.values())
                 or divisor in run_totals(list(self.numbers.items())[-16:]))
+
+    def _task_quantities(self) -> list[float]:
+        """How many of each thing the task orders: its whole numbers followed by their noun ("250 business cards",
+        "40 posters")."""
+        if self._quantities is None:
+            self._quantities = list(dict.fromkeys(float(m.group(1).replace(",", "")) for m in
+                                                  _QUANTITY.finditer(self.task_text[:5000])))
+        return self._quantities
 
     def _task_counts(self) -> list[float]:
         """What the task counts: its whole numbers 2-100 followed by their noun ("stay 2 nights", "3 people")."""
@@ -483,6 +523,9 @@ class ProvenanceWalk:
         for v in candidates:
             if v.group == "mean" and not self._summed(v) and (slip := mean_slip(step, v, self.task_text)) is not None:
                 self.prov.changes.append(slip)
+        if "100" in (text := str((step.arguments or {}).get("code") or content_of(step))) or "*" in text:
+            if (sign := percent_sign_slip(step, self.task_text)) is not None:
+                self.prov.changes.append(sign)
         candidates = [v for v in candidates if v.group != "mean"]
         if not candidates:
             return

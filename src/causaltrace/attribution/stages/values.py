@@ -57,7 +57,8 @@ _SLASH_DATE = re.compile(r"(?<![\w/.])\d{1,2}[/.]\d{1,2}[/.]\d{4}(?![\w/]|\.\d)"
 _IDENTIFIER = re.compile(r"(?<![\w-])([A-Z]{1,5})-?(\d{2,})(?!\w|\.\d|-\w)")
 _LABEL = re.compile(r"[ \t]?(?:[A-Za-z]{1,4}[ \t])?([A-Za-z]{4,})")
 _EXCLUSION = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|exclude|not\s+counting|other\s+than|but\s+not|"
-                        r"leaving\s+out|ignoring)\s+(?:the\s+|any\s+|all\s+)?([A-Za-z]{4,})", re.IGNORECASE)
+                        r"leaving\s+out|ignoring)\s+(?:the\s+|any\s+|all\s+)?([A-Za-z]{4,}|VAT|GST|tax|tip|fee)\b",
+                        re.IGNORECASE)
 _CONTEXT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 #: a number written as a percentage (``10%``, ``10 percent``): its factors (0.1, 0.9, 1.1) are derived from it
 _PERCENT = re.compile(r"\s?(?:%|percent\b|per cent\b)", re.IGNORECASE)
@@ -278,15 +279,23 @@ def _numbers(text: str, out: list[Value], words: _Words, most: int = 400,
                 out.append(Value("quantity", f"{key} {found[0]}", found[1], m.group(0) + unit.group(0)))
 
 
+#: a name code assigns (``week = [...]``, ``net = round(...)``): a variable, whatever word it is
+_ASSIGNED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*=(?!=)")
+
+
 def _words(text: str, out: list[Value], skip: frozenset[str]) -> None:
+    # a unit or qualifier word the code names a variable by is that variable wherever it appears (``sum(week)``,
+    # ``f'net refunds: {net}'``): the code's label for what it computes, not a unit or qualifier it was given
+    assigned = {n.lower() for n in _ASSIGNED.findall(text)} if "=" in text else ()
     for m in _ALPHA_WORD.finditer(text):
         word = m.group(0)
         low = word.lower()
-        if low not in _VOCABULARY_ALPHA:
+        if low not in _VOCABULARY_ALPHA or low in assigned:
             continue
         unit = unit_group(low)
         if unit is not None:
-            if low not in _SHORT:
+            # "the week's readings": a noun the text owns something by, not a unit it measures in
+            if low not in _SHORT and not text.startswith("'s", m.end()):
                 out.append(Value("unit", unit[0], unit[1], word))
         elif low in _WEEKDAYS:
             out.append(Value("entity", low, "weekday", word))
