@@ -108,18 +108,19 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         if provider is not None:
             metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
         model = settings.get("model")
-        handle = state.track(
-            ctx.start_step(
-                "llm_response",
-                agent=agent,
-                parent=parent,
-                depends_on=deps,
-                model=None if model == type(client).__name__ else model,  # a class name is no model id
-                inputs=inputs,
-                metadata=metadata,
-            )
+        handle = ctx.start_step(
+            "llm_response",
+            agent=agent,
+            parent=parent,
+            depends_on=deps,
+            model=None if model == type(client).__name__ else model,  # a class name is no model id
+            inputs=inputs,
+            metadata=metadata,
         )
         if handle is not None:
+            if len(state.open) > 256:  # state.track, inline (every model call)
+                state.open = [h for h in state.open if not h.ended]
+            state.open.append(handle)
             handle.set_span_attributes(attributes)
         if record is not None and handle is not None:
             record.step_id = handle.step_id

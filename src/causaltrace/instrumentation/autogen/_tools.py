@@ -32,19 +32,21 @@ def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
         name = getattr(call, "name", "?")
         raw = getattr(call, "arguments", "")
         arguments = parse_arguments(raw)
-        handle = turn.state.track(
-            turn.ctx.start_step(
-                "tool_call",
-                agent=turn.name,
-                parent=turn.handle,
-                depends_on=deps,
-                content=f"{name}({raw})",
-                tool_name=name,
-                arguments=arguments,
-                call_id=getattr(call, "id", None),
-            )
+        handle = turn.ctx.start_step(
+            "tool_call",
+            agent=turn.name,
+            parent=turn.handle,
+            depends_on=deps,
+            content=f"{name}({raw})",
+            tool_name=name,
+            arguments=arguments,
+            call_id=getattr(call, "id", None),
         )
         if handle is not None:
+            state = turn.state
+            if len(state.open) > 256:  # state.track, inline (every tool call)
+                state.open = [h for h in state.open if not h.ended]
+            state.open.append(handle)
             handle.set_span_attributes(tool_description(turn.agent, name))
         turn.calls.append(PendingCall(call, handle, ordinal, arguments))
 

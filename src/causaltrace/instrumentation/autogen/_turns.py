@@ -97,35 +97,25 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
             sids.append(sid)
         memo = state.memo(key)
         extend_unique(memo.saw, sids)
-        handle = state.track(
-            ctx.start_step(
-                "agent_turn",
-                agent=name,
-                parent=parent,
-                depends_on=deps,
-                content=f"{name} turn",
-                metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
-            )
+        handle = ctx.start_step(
+            "agent_turn",
+            agent=name,
+            parent=parent,
+            depends_on=deps,
+            content=f"{name} turn",
+            metadata={"agent_key": key, "agent_type": type(agent).__name__, "delivered": len(delivered)},
         )
         if handle is not None:
+            if len(state.open) > 256:  # state.track, inline (every turn)
+                state.open = [h for h in state.open if not h.ended]
+            state.open.append(handle)
             handle.set_span_attributes(turn_attributes(agent, name, received,
                                                        content=ctx.tracing.config.oi_content))
         client = getattr(agent, "_model_client", None)  # model_client_of, inline (every turn)
         if client is not None and not ((type(client), "create") in CHECKED and (type(client), "create_stream") in CHECKED):
             patch_client_class(type(client))  # (its check, inline: done once per client class)
-        turn = Turn(
-            ctx=ctx,
-            state=state,
-            level=level,
-            agent=agent,
-            name=name,
-            key=key,
-            path=path,
-            handle=handle,
-            memo=memo,
-            delivered=delivered,
-            user_input=_is_user_proxy(type(agent)),
-        )
+        turn = Turn(ctx=ctx, state=state, level=level, agent=agent, name=name, key=key, path=path, handle=handle,
+                    memo=memo, delivered=delivered, user_input=_is_user_proxy(type(agent)))
         # ``on_messages`` returns without closing its ``on_messages_stream``: the run ends such a turn itself
         ctx.at_end(lambda: end_turn(turn, None, closed=True))
         return turn, True
