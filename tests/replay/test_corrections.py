@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from causaltrace.collector.store import Store
-from causaltrace.replay.corrections import _substitute, corrections_for
+from causaltrace.replay.corrections import _substitute, corrections_for, findings_of
 from causaltrace.replay.executor import default_sandbox
 from causaltrace.replay.pairs import pair_rows
 from causaltrace.replay.repair import repair
@@ -118,6 +118,29 @@ async def test_an_omission_is_corrected_by_the_call_for_the_missing_item_in_both
     assert any(s.kind == "tool_call" and s.tool_name == "get_price" and (s.arguments or {}).get("item") == "gizmo"
                for s in result.run.steps)
     assert result.flipped
+
+
+@pytest.mark.parametrize(("name", "call"), [
+    ("fresh32-smol-each-warehouse", {"name": "stock_level", "arguments": {"part": "M8 bolts", "warehouse": "Hull"}}),
+    ("fresh32-ag-handback", {"name": "refund_item", "arguments": {"order": "A-730", "item": "shade"}})])
+async def test_an_omitted_item_is_called_by_the_argument_that_names_the_items(name, call, tmp_path):
+    """The tool that handled the earlier items takes two strings (``stock_level(part, warehouse)``,
+    ``refund_item(order, item)``): the item is the argument whose value changed between the agent's calls (Leeds,
+    then York; lamp, then bulb) — the part and the order stayed. The correction calls it for the omitted item, written
+    as the task writes it (``Hull``), in place of the early answer (a managed agent's final_answer, a Swarm agent's
+    report before its hand-back), and repair flips the run there by that correction. The fixed twin handles every
+    item: no omission, no correction."""
+    from _zoo import tuning_runs_and_corrections, zoo_home
+
+    case, run, twin, omission, [fix] = await tuning_runs_and_corrections(name, "omission", tmp_path)
+    assert fix.basis == "correction" and fix.replacement == {"text": None, "tool_calls": [call]}
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    twin_findings = findings_of(twin)
+    assert twin.outcome.status == "success" and not [f for f in twin_findings if f.family == "omission"]
+    assert result.repaired and result.decisive.step_id == omission.step_id
+    assert omission.index == case.true_step(run)
+    assert result.decisive.best.intervention.basis == "correction"
 
 
 @pytest.mark.parametrize("name", ["smol-unit-two", "ag-unit-two"])

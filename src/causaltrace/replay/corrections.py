@@ -273,25 +273,46 @@ def _what(value: str) -> str:
 
 def _omission_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
     """The call for the missing item in place of the early answer (module docstring): the latest earlier call of
-    the same agent whose one string argument names another item, repeated with the omitted item."""
+    the same agent whose item argument (:func:`_item_argument`) names another item, repeated with the omitted item
+    (written as the task writes it: ``Hull`` for the finding's ``hull``)."""
     from causaltrace.replay.turns import producing_llm
 
     item = next((str(e.value) for e in f.evidence if e.role == "omitted_item" and e.value), None)
     llm = producing_llm(run, step)
     if item is None or llm is None:
         return None
-    for earlier in sorted((s for s in run.steps if s.kind == "tool_call" and s.index < step.index
-                           and s.agent == step.agent and s.tool_name not in (None, "final_answer")),
-                          key=lambda s: -s.index):
-        strings = [k for k, v in (earlier.arguments or {}).items() if isinstance(v, str)]
-        if len(strings) == 1 and str((earlier.arguments or {})[strings[0]]).lower() != item.lower():
-            arguments = {**(earlier.arguments or {}), strings[0]: item}
+    written = re.search(rf"(?<![\w-]){re.escape(item)}(?![\w-])", run.task or "", re.IGNORECASE)
+    item = written.group(0) if written else item
+    calls = [s for s in run.steps if s.kind == "tool_call" and s.index < step.index and s.agent == step.agent
+             and s.tool_name not in (None, "final_answer")]
+    for earlier in sorted(calls, key=lambda s: -s.index):
+        key = _item_argument(earlier, [c for c in calls if c.tool_name == earlier.tool_name], run.task or "", item)
+        if key is not None and str((earlier.arguments or {})[key]).lower() != item.lower():
+            arguments = {**(earlier.arguments or {}), key: item}
             return Intervention(step_id=llm.step_id, source="mutation", basis="correction", finding=f,
                                 replacement={"text": None, "tool_calls": [{"name": earlier.tool_name,
                                                                            "arguments": arguments}]},
-                                description=f"call {earlier.tool_name}({strings[0]}={item!r}) for the omitted item "
+                                description=f"call {earlier.tool_name}({key}={item!r}) for the omitted item "
                                             "instead of answering")
     return None
+
+
+def _item_argument(call: Step, same_tool: Sequence[Step], task: str, item: str) -> str | None:
+    """The string argument of ``call`` that names an item: its one string argument; else the one whose value
+    changed between the agent's calls of that tool (``warehouse``: Leeds, then York; ``part`` stayed); else the one
+    whose value the task writes in the sentence that names the omitted item (another item of its enumeration)."""
+    arguments = call.arguments or {}
+    strings = [k for k, v in arguments.items() if isinstance(v, str)]
+    if len(strings) == 1:
+        return strings[0]
+    varying = [k for k in strings if len({str((c.arguments or {}).get(k)) for c in same_tool}) > 1]
+    if len(varying) == 1:
+        return varying[0]
+    sentence = next((part for part in re.split(r"(?<=[.!?])\s+", task)
+                     if re.search(rf"(?<![\w-]){re.escape(item)}(?![\w-])", part, re.IGNORECASE)), "")
+    named = [k for k in strings if str(arguments[k]).lower() != item.lower() and re.search(
+        rf"(?<![\w-]){re.escape(str(arguments[k]))}(?![\w-])", sentence, re.IGNORECASE)]
+    return named[0] if len(named) == 1 else None
 
 
 def corrections_for(step: Step, run: Run, findings: Iterable[Finding]) -> list[Intervention]:
