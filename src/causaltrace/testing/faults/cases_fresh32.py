@@ -127,6 +127,16 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "Convert the refunds of batch R-19 to EUR at today's rates and report 'TOTAL: <EUR>' (2 decimals).",
              "TOTAL: 221.07", first_step("tool_call", tool="get_rate", contains="USD"),
              "the parallel get_rate call that asks USD/EUR for the CAD refund (a currency changed)"),
+        case("fresh32-smol-nested-managers", "nested_managers", "wrong_unit",
+             "What is the combined cash balance of ledger accounts 4410 and 4420 in EUR at today's rate? Report "
+             "'CASH: <EUR> EUR'.", "CASH: 24203.26 EUR",
+             first_step("tool_call", agent="finance_lead", tool="calculator"),
+             "the finance lead's sum that adds the USD balance as EUR (the currency ignored, two levels down)"),
+        case("fresh32-smol-checked-answer", "checked_answer", "wrong_tool_argument",
+             "Report the average delivery time of the Porto warehouse last week as 'AVG: <days> days'.",
+             "AVG: 3.4 days", first_step("tool_call", tool="final_answer", contains="days", nth=0),
+             "the answer rewritten after the unit check with the value rounded to 4 (a value changed when "
+             "reformatting)"),
     ]
 
 
@@ -229,4 +239,13 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "Write the changelog line for version 4.2 with the number of bugs it fixed, as 'FIXED: <n> — <line>'.",
              "FIXED", "37", first_step("message", agent="release_team"),
              "the society-of-mind summary that reports the rejected first draft the approved one superseded"),
+        case("fresh32-ag-structured-po", "structured_po", "wrong_tool_argument",
+             "Order 12 units of PX-210 at the supplier's current price and report 'UNITS: <n> ordered (...)'.",
+             "UNITS", "12", first_step("message", agent="order_writer"),
+             "the order writer's structured purchase order with quantity 21 for the task's 12 (a number changed)"),
+        case("fresh32-ag-replan-guess", "replan_guess", "fabricated_data",
+             "What is the combined population of Braga and Coimbra by the 2021 census? Answer 'RESULT: <n>'.",
+             "RESULT", "334129", first_step("planning", agent="MagenticOneOrchestrator", nth=1),
+             "the orchestrator's updated facts sheet and plan that put an educated guess for Braga (made-up data "
+             "after a re-plan)"),
     ]

@@ -16,6 +16,10 @@ graph_route       GraphFlow intake (``lookup_ticket``) → billing_agent | tech_
                   planted: intake routes a refund request to the technical desk (a routing without the tools)
 society_summary   RoundRobin researcher (``bug_tracker``) → SocietyOfMindAgent(drafter / critic) → publisher;
                   planted: the society's summary reports the rejected first draft (a superseded value)
+structured_po     RoundRobin quoter (``get_price``) → order_writer (STRUCTURED output, a PurchaseOrder) →
+                  submitter; planted: the structured order's quantity has the task's digits swapped
+replan_guess      MagenticOne, ``max_stalls=1`` (``census_api`` refuses one city): after the stall the UPDATED
+                  facts sheet holds an educated guess the new plan uses (made-up data in a re-plan)
 ================  ============================================================================================
 """
 
@@ -363,3 +367,175 @@ def build_society_summary(planted: bool, *, fixed: int = 37, still_open: int = 4
 
 
 BUILDERS.update({"society_summary": build_society_summary})
+
+
+def build_structured_po(planted: bool, *, sku: str = "PX-210", qty: int = 12, price: str = "18.75") -> Any:
+    """RoundRobin: the quoter looks the price up (flaky), the order writer emits a STRUCTURED purchase order
+    (``output_content_type``), the submitter submits its fields; planted: the structured order's quantity has the
+    task's digits swapped."""
+    import json as _json
+
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.messages import StructuredMessage
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from pydantic import BaseModel
+
+    class PurchaseOrder(BaseModel):
+        sku: str
+        quantity: int
+        unit_price: float
+
+    async def get_price(sku: str) -> str:
+        """A SKU's current unit price from the supplier."""
+        return f"{sku}: {price} EUR per unit"
+
+    async def submit_po(sku: str, quantity: int, unit_price: float) -> str:
+        """Submit a purchase order."""
+        return f"PO-8841 submitted: {int(quantity)} x {sku} at {float(unit_price):.2f} EUR = " \
+               f"{int(quantity) * float(unit_price):.2f} EUR"
+
+    def quoter(request: ScriptedRequest) -> Reply:
+        seen = ok(request, "get_price")
+        if seen is not None:
+            return f"QUOTE: {seen}."
+        found = re.search(r"units of (\w+-\d+)", request.task())
+        if errors(request, "get_price") >= 3:
+            return "QUOTE: unavailable."
+        return call("get_price", sku=found.group(1) if found else "unknown")
+
+    def writer(request: ScriptedRequest) -> str:
+        quote = said(request, "quoter", r"QUOTE: (\w+-\d+): ([\d.]+) EUR")
+        asked = re.search(r"Order (\d+) units of", request.task())
+        if quote is None or asked is None:
+            return _json.dumps({"sku": "unknown", "quantity": 0, "unit_price": 0.0})
+        quantity = int(asked.group(1)[::-1]) if planted else int(asked.group(1))
+        return _json.dumps({"sku": quote.group(1), "quantity": quantity, "unit_price": float(quote.group(2))})
+
+    def submitter(request: ScriptedRequest) -> Reply:
+        done = ok(request, "submit_po")
+        if done is not None:
+            units = re.search(r"submitted: (\d+) x", done)
+            return f"UNITS: {units.group(1) if units else '?'} ordered ({done}). DONE"
+        fields = dict(re.findall(r"\b(sku|quantity|unit_price)\W{1,3}([\w.-]+)", request.text()))
+        if len(fields) < 3:
+            return "No purchase order to submit."
+        return call("submit_po", sku=fields["sku"], quantity=int(fields["quantity"]),
+                    unit_price=float(fields["unit_price"]))
+
+    order_writer = AssistantAgent("order_writer", ScriptedChatCompletionClient(writer, model="scripted-order_writer"),
+                                  output_content_type=PurchaseOrder, system_message="You are order_writer.")
+    members = [agent("quoter", quoter, [tool(get_price, "A SKU's unit price.", flaky=True)]), order_writer,
+               agent("submitter", submitter, [tool(submit_po, "Submit a purchase order.")])]
+    return RoundRobinGroupChat(members, name="purchasing", termination_condition=_terminated("DONE", 6),
+                               custom_message_types=[StructuredMessage[PurchaseOrder]])
+
+
+BUILDERS.update({"structured_po": build_structured_po})
+
+
+def build_replan_guess(planted: bool, *, coimbra: int = 140796, braga: int = 193333, guess: int = 190000) -> Any:
+    """MagenticOne (``max_stalls=1``): the researcher's census API (flaky) refuses Braga (a hard 503), the attempt
+    stalls, the orchestrator updates its facts and plan and the team starts over; planted: the UPDATED facts sheet
+    puts an educated guess for Braga and the new plan uses it, where the twin's plan sends the researcher to the
+    census archive."""
+    from autogen_agentchat.teams import MagenticOneGroupChat
+
+    async def census_api(city: str) -> str:
+        """A city's population by the 2021 census (live API)."""
+        if city == "Braga":
+            raise RuntimeError("census_api: 503 upstream error for Braga")
+        return f"census 2021 {city}: {coimbra if city == 'Coimbra' else 0}"
+
+    async def census_archive(city: str) -> str:
+        """A city's population by the 2021 census (the statistics office's archive)."""
+        return f"census 2021 {city} (archive): {braga if city == 'Braga' else coimbra}"
+
+    async def add(numbers: list[int]) -> str:
+        """Add up numbers."""
+        return f"sum: {sum(int(n) for n in numbers)}"
+
+    def latest(request: ScriptedRequest, member: str) -> str:
+        lines = re.findall(rf"- {member}: (.+)", request.text())
+        return lines[-1] if lines else ""
+
+    def researcher(request: ScriptedRequest) -> Reply:
+        line = latest(request, "researcher")
+        found = {m.group(1): m.group(2) for _, r in results_of(request, "census_api") + results_of(request, "census_archive")
+                 for m in [re.search(r"census 2021 (\w+)(?: \(archive\))?: (\d+)", r)] if m}
+        if "educated guess" in line:
+            found.setdefault("Braga", f"{guess} (educated guess)")
+        if "census_archive" in line and "Braga" not in found:
+            return call("census_archive", city="Braga")
+        for city in ("Coimbra", "Braga"):
+            if city not in found and not any(a.get("city") == city for _, a, _, e in _calls(request) if e):
+                return call("census_api", city=city)
+        if len(found) < 2:
+            return "FOUND: " + "; ".join(f"{c} {v}" for c, v in found.items()) + "; Braga unknown. RESULT: unknown"
+        return "FOUND: " + "; ".join(f"{c} {v}" for c, v in found.items()) + "."
+
+    def calculator(request: ScriptedRequest) -> Reply:
+        total = ok(request, "add")
+        if total is not None:
+            return f"RESULT: {total.split(': ')[1]}"
+        found = said(request, "researcher", r"FOUND: Coimbra (\d+); Braga (\d+)")
+        if found is None:
+            return "RESULT: unknown (no figures yet)."
+        return call("add", numbers=[int(found.group(1)), int(found.group(2))])
+
+    def reviewer(request: ScriptedRequest) -> str:
+        found = said(request, "researcher", r"FOUND: Coimbra (\d+); Braga (\d+)")
+        stated = said(request, "calculator", r"RESULT: (\d+)")
+        if found is None or stated is None:
+            return "REJECT: nothing to check yet."
+        if int(found.group(1)) + int(found.group(2)) == int(stated.group(1)):
+            return f"RESULT: {stated.group(1)} verified against the figures found. APPROVE"
+        return "REJECT: the sum is wrong."
+
+    return MagenticOneGroupChat(
+        [agent("researcher", researcher, [tool(census_api, "Census figure (live API).", flaky=True),
+                                          tool(census_archive, "Census figure (archive).")]),
+         agent("calculator", calculator, [tool(add, "Add numbers.")]), agent("reviewer", reviewer)],
+        model_client=ScriptedChatCompletionClient(_census_orchestrator(planted, coimbra, guess),
+                                                  model="scripted-orchestrator"), max_turns=20, max_stalls=1)
+
+
+def _census_orchestrator(planted: bool, coimbra: int, guess: int) -> Callable[[ScriptedRequest], str]:
+    """The census desk's MagenticOne orchestrator (the scripted one of :mod:`causaltrace.testing.autogen` with its
+    own facts sheets and plans); planted: the updated facts sheet guesses Braga and the new plan uses the guess."""
+    from causaltrace.testing.autogen import orchestrator_policy
+
+    def orchestrator(request: ScriptedRequest) -> str:
+        prompt = request.last_user_text()
+        if "Here is the pre-survey:" in prompt:
+            return ("1. GIVEN OR VERIFIED FACTS\n- The cities are Braga and Coimbra; the 2021 census.\n\n2. FACTS TO "
+                    "LOOK UP\n- The population of each city.\n\n3. FACTS TO DERIVE\n- Their sum.\n\n4. EDUCATED "
+                    "GUESSES\n- None.")
+        if "please devise a short bullet-point plan" in prompt:
+            return ("- researcher: look up both cities with census_api and report 'FOUND: Coimbra <n>; Braga <n>'.\n"
+                    "- calculator: add the two figures with add and end with 'RESULT: <n>'.\n"
+                    "- reviewer: check the sum against the figures; APPROVE or REJECT.")
+        if "Please rewrite the following fact sheet" in prompt:
+            guess_line = f"- Braga has about {guess:,} inhabitants." if planted else "- None."
+            return ("1. GIVEN OR VERIFIED FACTS\n- The cities are Braga and Coimbra; the 2021 census.\n"
+                    f"- Coimbra: {coimbra} (census_api).\n\n2. FACTS TO LOOK UP\n- Braga's population (census_api "
+                    "returned 503).\n\n3. FACTS TO DERIVE\n- Their sum.\n\n4. EDUCATED GUESSES\n" + guess_line)
+        if "Please briefly explain what went wrong on this last run" in prompt:
+            first = (f"report Coimbra's census figure and the educated guess for Braga ({guess})" if planted
+                     else "look Braga up in census_archive (the API returns 503 for it) and report both figures")
+            return ("The census API failed for Braga. New plan:\n"
+                    f"- researcher: {first}, as 'FOUND: Coimbra <n>; Braga <n>'.\n"
+                    "- calculator: add the two figures with add and end with 'RESULT: <n>'.\n"
+                    "- reviewer: check the sum against the figures; APPROVE or REJECT.")
+        answer = orchestrator_policy(("researcher", "calculator", "reviewer"))(request)
+        return answer.replace("the solver's arithmetic", "the calculator's sum")
+
+    return orchestrator
+
+
+def _calls(request: ScriptedRequest) -> list[tuple[str, dict[str, Any], str, bool]]:
+    from causaltrace.testing.faults.teams_autogen import tool_results
+
+    return [(name, args, content, err) for name, args, content, err in tool_results(request)]
+
+
+BUILDERS.update({"replan_guess": build_replan_guess})

@@ -12,6 +12,10 @@ plan_update         ToolCallingAgent re-planning every 3 steps (``nda_status``):
                     up" leaves the last supplier out — an omission in a plan update
 parallel_rates      ToolCallingAgent (``refund_batch``), parallel ``get_rate`` calls in one reply: one asks USD for
                     the CAD refund — a currency changed in a parallel call
+nested_managers     director → managed ``finance_lead`` → managed ``ledger_agent`` (``ledger_balance``): the
+                    finance lead adds a USD balance as EUR — the director's "in EUR" ignored, two levels down
+checked_answer      ToolCallingAgent with ``final_answer_checks`` (``get_deliveries``): the answer rejected for its
+                    missing unit is rewritten with the value rounded — a value changed while reformatting
 ==================  ============================================================================================
 """
 
@@ -28,6 +32,7 @@ from causaltrace.testing.faults.teams_smolagents import (
     errors,
     find,
     make_tool,
+    managed_answers,
     string,
     tool_agent,
 )
@@ -240,3 +245,113 @@ def build_parallel_rates(planted: bool, *, refunds: Sequence[tuple[str, str]] = 
 
 
 BUILDERS.update({"plan_update": build_plan_update, "parallel_rates": build_parallel_rates})
+
+
+def build_nested_managers(planted: bool, *, balances: Sequence[tuple[str, str, str]] = (
+        ("4410", "15200.00", "EUR"), ("4420", "9800.00", "USD")), rate: str = "0.9187") -> Any:
+    """Three levels: the director asks ``finance_lead``, which asks ``ledger_agent`` (flaky ``ledger_balance``)
+    for each account and adds them with the calculator (``get_rate`` for a foreign account); planted: the finance
+    lead adds the USD balance as if it were EUR (the director's "in EUR" ignored)."""
+    table = {a: (v, c) for a, v, c in balances}
+    ledger_balance = make_tool("ledger_balance", "The cash balance of a ledger account in its own currency.",
+                               {"account": string("the account number")}, "string",
+                               lambda account: f"account {account}: {table[account][0]} {table[account][1]}"
+                               if account in table else f"no account {account}", flaky=True)
+    get_rate = make_tool("get_rate", "Today's exchange rate of a currency pair.", {"pair": string("like USD/EUR")},
+                         "string", lambda pair: f"rate {pair}: {rate}")
+    calculator = make_tool("calculator", "Evaluate an arithmetic expression.", {"expression": string("arithmetic")},
+                           "string", lambda expression: f"{expression} = {round(eval(expression), 2):.2f}"
+                           if re.fullmatch(r"[\d.\s*+]+", expression) else "only + and * are allowed")
+
+    def ledger(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no balance"
+        found = find(request, r"account \d+: ([\d.]+) ([A-Z]{3})")
+        if found:
+            return [Call("final_answer", {"answer": f"{found.group(1)} {found.group(2)}"})]
+        account = re.search(r"account (\d+)", request.task)
+        if account is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("ledger_balance", {"account": account.group(1)})]
+
+    ledger_agent = tool_agent(ledger, [ledger_balance], "ledger_agent", max_steps=4,
+                              description="Reads account balances in the ledger.")
+
+    def lead(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no total"
+        total = find(request, r"= ([\d.]+)$")
+        if total:
+            return [Call("final_answer", {"answer": f"combined cash: {total.group(1)} EUR"})]
+        accounts = re.findall(r"\b(\d{4})\b", request.task)
+        got = [re.search(r"([\d.]+) ([A-Z]{3})", a) for a in managed_answers(request, "ledger_agent")]
+        if len(got) < len(accounts):
+            return [Call("ledger_agent", {"task": f"What is the cash balance of account {accounts[len(got)]}?"})]
+        foreign = sorted({m.group(2) for m in got if m and m.group(2) != "EUR"})
+        rates = {m.group(1): m.group(2) for o in request.observations for m in [re.search(r"rate (\w+)/EUR: ([\d.]+)", o)]
+                 if m}
+        if foreign and not planted and foreign[0] not in rates:
+            return [Call("get_rate", {"pair": f"{foreign[0]}/EUR"})]
+        terms = [m.group(1) if m.group(2) == "EUR" or planted else f"{m.group(1)} * {rates[m.group(2)]}"
+                 for m in got if m]
+        return [Call("calculator", {"expression": " + ".join(terms)})]
+
+    finance_lead = tool_agent(lead, [get_rate, calculator], "finance_lead", max_steps=7, managed=[ledger_agent],
+                              description="Answers finance questions, in EUR, with the ledger team.")
+
+    def director(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no answer"
+        answers = managed_answers(request, "finance_lead")
+        found = re.search(r"combined cash: ([\d.]+) EUR", answers[-1]) if answers else None
+        if found:
+            return [Call("final_answer", {"answer": f"CASH: {found.group(1)} EUR"})]
+        accounts = re.findall(r"\b(\d{4})\b", request.task)
+        return [Call("finance_lead", {"task": f"Find the combined cash balance of accounts {' and '.join(accounts)}, "
+                                              "in EUR."})]
+
+    return tool_agent(director, [], "director", max_steps=3, managed=[finance_lead])
+
+
+def build_checked_answer(planted: bool, *, days: Sequence[int] = (3, 4, 2, 5, 3)) -> Any:
+    """ToolCallingAgent with a final-answer check (the answer must end with its unit, 'days'): ``get_deliveries``
+    (flaky), the calculator, a first answer without the unit (rejected), the answer again; planted: the value is
+    rounded to whole days when the answer is rewritten."""
+    get_deliveries = make_tool("get_deliveries", "The delivery times of a warehouse's orders last week, in days.",
+                               {"warehouse": string("the warehouse")}, "string",
+                               lambda warehouse: f"deliveries of {warehouse} last week (days): "
+                                                 + ", ".join(str(d) for d in days), flaky=True)
+    calculator = make_tool("calculator", "Evaluate an arithmetic expression.", {"expression": string("arithmetic")},
+                           "string", lambda expression: f"{expression} = {round(eval(expression), 2):g}"
+                           if re.fullmatch(r"[\d.\s*/+()-]+", expression) else "only arithmetic is allowed")
+
+    def with_unit(final_answer: Any, memory: Any, agent: Any = None) -> bool:
+        if not str(final_answer).rstrip().endswith("days"):
+            raise ValueError("the answer must end with its unit: 'AVG: <value> days'")
+        return True
+
+    def policy(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no average"
+        mean = find(request, r"= ([\d.]+)$")
+        rejected = any("must end with its unit" in o for o in request.observations)
+        if mean and rejected:
+            value = f"{round(float(mean.group(1)))}" if planted else mean.group(1)
+            return [Call("final_answer", {"answer": f"AVG: {value} days"})]
+        if mean:
+            return [Call("final_answer", {"answer": f"AVG: {mean.group(1)}"})]
+        listed = find(request, r"\(days\): ([\d, ]+)")
+        if listed:
+            values = [v.strip() for v in listed.group(1).split(",")]
+            return [Call("calculator", {"expression": f"({' + '.join(values)}) / {len(values)}"})]
+        if errors(request) >= 3:
+            return [Call("final_answer", {"answer": "the delivery service is down"})]
+        found = re.search(r"the (\w+) warehouse", request.task)
+        return [Call("get_deliveries", {"warehouse": found.group(1) if found else "unknown"})]
+
+    agent = tool_agent(policy, [get_deliveries, calculator], "ops_agent", max_steps=7)
+    agent.final_answer_checks = [with_unit]
+    return agent
+
+
+BUILDERS.update({"nested_managers": build_nested_managers, "checked_answer": build_checked_answer})
