@@ -10,13 +10,7 @@ from typing import Any
 
 from causaltrace import semconv
 from causaltrace.instrumentation._emitter import internal_error, never_raise
-from causaltrace.instrumentation.autogen._access import (
-    handoff_tools_of,
-    parse_arguments,
-    tool_request,
-    tools_of,
-    workbenches_of,
-)
+from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
 from causaltrace.instrumentation.autogen._patches import SWITCH
 from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
 from causaltrace.schema import StepError
@@ -52,9 +46,18 @@ def start_tool_calls(turn: Turn, calls: list[Any]) -> None:
 
 
 def tool_description(agent: Any, name: str) -> dict[str, Any]:
-    """``tool.description`` / ``gen_ai.tool.description`` of the agent's tool (or handoff) called ``name``."""
-    tools = [t for wb in workbenches_of(agent) for t in tools_of(wb)] + handoff_tools_of(agent)
-    for tool in tools:
+    """``tool.description`` / ``gen_ai.tool.description`` of the agent's tool (or handoff) called ``name``: its
+    workbenches' tools first, then its handoff tools (workbenches_of, tools_of and handoff_tools_of, inline: loops,
+    no list built, every tool call)."""
+    workbenches = getattr(agent, "_workbench", None)
+    for wb in workbenches if isinstance(workbenches, (list, tuple)) else ():
+        tools = getattr(wb, "_tools", None)
+        for tool in tools if isinstance(tools, (list, tuple)) else ():
+            if getattr(tool, "name", None) == name and getattr(tool, "description", None):
+                return {semconv.OI_TOOL_DESCRIPTION: str(tool.description),
+                        semconv.GEN_AI_TOOL_DESCRIPTION: str(tool.description)}
+    handoffs = getattr(agent, "_handoff_tools", None)
+    for tool in handoffs if isinstance(handoffs, list) else ():
         if getattr(tool, "name", None) == name and getattr(tool, "description", None):
             return {semconv.OI_TOOL_DESCRIPTION: str(tool.description),
                     semconv.GEN_AI_TOOL_DESCRIPTION: str(tool.description)}
