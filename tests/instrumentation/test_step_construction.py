@@ -104,3 +104,49 @@ def test_constructed_steps_equal_validated_ones(framework: str, outcome: str) ->
         assert type(call) is RecordedCall
         _assert_as_validated(call)
     _assert_as_validated(run)
+
+
+def test_payloads_that_are_not_json_are_made_json_each_alone() -> None:
+    """build_step makes a payload that is not plain JSON JSON (as ``json.loads(canonical_json(...))``): a tuple, a
+    datetime, a NaN, a model or one nested deeper than its walk goes; the plain ones, empty ones and None are kept as
+    they are (the same objects), a payload at the walk's depth included."""
+    import datetime
+    import json
+
+    from causaltrace.instrumentation.steps import _is_plain_json, build_step
+    from causaltrace.recording import canonical_json
+
+    class Point(BaseModel):
+        x: int
+
+    def deep(n: int) -> Any:
+        value: Any = "leaf"
+        for _ in range(n):
+            value = {"k": value}
+        return value
+
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+    plain_outputs = {"text": "ok", "n": [1, 2.5, None, True]}
+    cases = [
+        ({"when": when}, plain_outputs, {}, None),
+        ({"t": (1, 2)}, {}, {"x": float("nan")}, {"p": Point(x=1)}),
+        ({"d": deep(52)}, plain_outputs, {"ok": 1}, {"a": 1}),
+        ({"d": deep(40)}, plain_outputs, {"ok": 1}, {"a": 1}),
+        (deep(51), plain_outputs, {"ok": 1}, None),  # at the walk's depth
+        ((), [], "", None),
+    ]
+    for inputs, outputs, metadata, arguments in cases:
+        data = {
+            "step_id": "r/1", "run_id": "r", "index": 1, "kind": "tool_call", "agent": "a", "parent_step_id": None,
+            "depends_on": (), "content": "", "inputs": inputs, "outputs": outputs, "usage": None, "model": None,
+            "tool_name": "t", "arguments": arguments, "call_id": None, "started_at": None, "ended_at": None,
+            "status": "ok", "error": None, "span_id": None, "metadata": metadata,
+        }
+        given = dict(data)
+        step = build_step(data)
+        for key in ("inputs", "outputs", "metadata", "arguments"):
+            value, made = given[key], getattr(step, key)
+            if not value or _is_plain_json(value):
+                assert made is value, key
+            else:
+                assert json.dumps(made, sort_keys=True) == json.dumps(json.loads(canonical_json(value)), sort_keys=True)
