@@ -137,6 +137,15 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "AVG: 3.4 days", first_step("tool_call", tool="final_answer", contains="days", nth=0),
              "the answer rewritten after the unit check with the value rounded to 4 (a value changed when "
              "reformatting)"),
+        case("fresh32-smol-case-compare", "case_compare", "boundary_bug",
+             "Add up supplier invoice SI-4471 in EUR at today's rate and report 'TOTAL: <EUR> EUR'.",
+             "TOTAL: 555.99 EUR", first_step("tool_call", tool="python_interpreter", contains="def to_eur"),
+             "the helper whose condition compares 'USD' with the lines' 'usd' (the USD lines never converted)"),
+        case("fresh32-smol-sort-order", "sort_order", "boundary_bug",
+             "Add up the three most recent invoices of client Halden and report 'RECENT: <EUR> EUR (<invoices>)'.",
+             "RECENT: 1225.00 EUR (INV-140, INV-137, INV-131)",
+             first_step("tool_call", tool="python_interpreter", contains="sorted("),
+             "the code that sorts the invoices oldest first and takes the three oldest (a sort order changed)"),
     ]
 
 
@@ -248,4 +257,9 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "RESULT", "334129", first_step("planning", agent="MagenticOneOrchestrator", nth=1),
              "the orchestrator's updated facts sheet and plan that put an educated guess for Braga (made-up data "
              "after a re-plan)"),
+        case("fresh32-ag-swarm-chain", "swarm_chain", "wrong_handoff",
+             "Book the Lisbon trip for Ana Costa: the flight TP1208 on 2026-05-04 and 3 nights at Hotel Baixa from "
+             "2026-05-04; report 'BOOKED: flight <ref>; HOTEL: <ref>'.", "HOTEL", "HB-551",
+             first_step("handoff", agent="flights_agent"),
+             "the flights agent's hand-off to the car agent (no hotel tool) in the middle of a four-agent Swarm"),
     ]

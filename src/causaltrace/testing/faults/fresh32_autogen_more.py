@@ -20,6 +20,8 @@ structured_po     RoundRobin quoter (``get_price``) → order_writer (STRUCTURED
                   submitter; planted: the structured order's quantity has the task's digits swapped
 replan_guess      MagenticOne, ``max_stalls=1`` (``census_api`` refuses one city): after the stall the UPDATED
                   facts sheet holds an educated guess the new plan uses (made-up data in a re-plan)
+swarm_chain       Swarm of four: planner (``lookup_traveller``) → flights_agent → hotel_agent → planner; planted:
+                  the flights agent hands off to car_agent (no hotel tool) mid-chain (a hand-off without the tools)
 ================  ============================================================================================
 """
 
@@ -539,3 +541,79 @@ def _calls(request: ScriptedRequest) -> list[tuple[str, dict[str, Any], str, boo
 
 
 BUILDERS.update({"replan_guess": build_replan_guess})
+
+
+def build_swarm_chain(planted: bool) -> Any:
+    """Swarm of four: the planner (flaky ``lookup_traveller``) hands off to flights_agent, which books the flight
+    and hands off to hotel_agent, which books the hotel and hands back; the planner reports; planted: the flights
+    agent hands off to car_agent (no hotel tool), which hands back with nothing booked."""
+    from autogen_agentchat.teams import Swarm
+
+    async def lookup_traveller(traveller: str) -> str:
+        """A traveller's profile: employee id and loyalty numbers."""
+        return f"traveller {traveller}: employee E-311, TAP loyalty TP-77120"
+
+    async def book_flight(flight: str, date: str, traveller: str) -> str:
+        """Book a seat on a flight."""
+        return f"flight booked: FL-991, {flight} on {date} for {traveller}"
+
+    async def book_hotel(hotel: str, check_in: str, nights: int, traveller: str) -> str:
+        """Book a hotel room."""
+        return f"hotel booked: HB-551, {hotel} from {check_in} for {int(nights)} nights for {traveller}"
+
+    async def book_car(city: str, date: str, days: int) -> str:
+        """Book a rental car."""
+        return f"car booked: CR-12, {city} from {date} for {int(days)} days"
+
+    def trip(request: ScriptedRequest) -> re.Match[str] | None:
+        return re.search(r"for ([A-Z]\w+ [A-Z]\w+): the flight (\w+) on (\d{4}-\d\d-\d\d) and (\d+) nights at "
+                         r"([\w ]+?) from (\d{4}-\d\d-\d\d)", request.task())
+
+    def planner(request: ScriptedRequest) -> Reply:
+        texts = " ".join(m.content for m in request.messages if isinstance(getattr(m, "content", None), str))
+        flight, hotel = re.search(r"flight booked: (FL-\d+)", texts), re.search(r"hotel booked: (HB-\d+)", texts)
+        if ok(request, "transfer_to_flights_agent") is not None:
+            return (f"BOOKED: flight {flight.group(1) if flight else 'none'}; HOTEL: "
+                    f"{hotel.group(1) if hotel else 'none'}. DONE")
+        if ok(request, "lookup_traveller") is not None:
+            return call("transfer_to_flights_agent")
+        found = trip(request)
+        if errors(request, "lookup_traveller") >= 3:
+            return "HOTEL: none (the traveller profile is unavailable). DONE"
+        return call("lookup_traveller", traveller=found.group(1) if found else "unknown")
+
+    def flights(request: ScriptedRequest) -> Reply:
+        booked = ok(request, "book_flight")
+        if booked is not None:
+            if texts_of(request, "flights_agent"):
+                return call("transfer_to_car_agent" if planted else "transfer_to_hotel_agent")
+            return f"Done: {booked}."
+        found = trip(request)
+        return call("book_flight", flight=found.group(2) if found else "?", date=found.group(3) if found else "?",
+                    traveller=found.group(1) if found else "?")
+
+    def hotels(request: ScriptedRequest) -> Reply:
+        booked = ok(request, "book_hotel")
+        if booked is not None:
+            if texts_of(request, "hotel_agent"):
+                return call("transfer_to_planner")
+            return f"Done: {booked}."
+        found = trip(request)
+        return call("book_hotel", hotel=found.group(5) if found else "?", check_in=found.group(6) if found else "?",
+                    nights=int(found.group(4)) if found else 0, traveller=found.group(1) if found else "?")
+
+    def cars(request: ScriptedRequest) -> Reply:
+        if texts_of(request, "car_agent"):
+            return call("transfer_to_planner")
+        return "I book rental cars only, and the request asks for no car; nothing booked."
+
+    return Swarm([agent("planner", planner, [tool(lookup_traveller, "A traveller's profile.", flaky=True)],
+                        handoffs=["flights_agent"]),
+                  agent("flights_agent", flights, [tool(book_flight, "Book a flight.")],
+                        handoffs=["hotel_agent", "car_agent", "planner"]),
+                  agent("hotel_agent", hotels, [tool(book_hotel, "Book a hotel room.")], handoffs=["planner"]),
+                  agent("car_agent", cars, [tool(book_car, "Book a rental car.")], handoffs=["planner"])],
+                 name="travel_desk", termination_condition=_terminated("DONE", 20))
+
+
+BUILDERS.update({"swarm_chain": build_swarm_chain})

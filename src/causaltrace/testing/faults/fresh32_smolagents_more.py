@@ -16,6 +16,9 @@ nested_managers     director → managed ``finance_lead`` → managed ``ledger_a
                     finance lead adds a USD balance as EUR — the director's "in EUR" ignored, two levels down
 checked_answer      ToolCallingAgent with ``final_answer_checks`` (``get_deliveries``): the answer rejected for its
                     missing unit is rewritten with the value rounded — a value changed while reformatting
+case_compare        CodeAgent + plan (``invoice_lines``), a helper function: ``== 'USD'`` against the lines'
+                    ``usd`` — a condition that never holds (the USD lines added unconverted)
+sort_order          CodeAgent (``list_invoices``): the "three most recent" sorted oldest first — a sort order
 ==================  ============================================================================================
 """
 
@@ -355,3 +358,80 @@ def build_checked_answer(planted: bool, *, days: Sequence[int] = (3, 4, 2, 5, 3)
 
 
 BUILDERS.update({"nested_managers": build_nested_managers, "checked_answer": build_checked_answer})
+
+
+def build_case_compare(planted: bool, *, lines: Sequence[tuple[str, str, str]] = (
+        ("hosting", "240.00", "EUR"), ("support", "180.00", "usd"), ("licences", "95.50", "EUR"),
+        ("training", "60.00", "usd")), rate: str = "0.9187") -> Any:
+    """CodeAgent with a plan: ``invoice_lines`` (flaky) and ``get_rate``, then a helper function converting each
+    line to EUR; planted: the helper compares the currency with ``== 'USD'`` while the lines say ``usd`` (the
+    condition never holds, the USD lines are added unconverted)."""
+    rows = [{"item": i, "amount": float(a), "currency": c} for i, a, c in lines]
+    invoice_lines = make_tool("invoice_lines", "The lines of a supplier invoice with their currencies.",
+                              {"invoice": string("the invoice id")}, "array", lambda invoice: rows, flaky=True)
+    get_rate = make_tool("get_rate", "Today's exchange rate of a currency pair.", {"pair": string("like USD/EUR")},
+                         "string", lambda pair: f"rate {pair}: {rate}")
+
+    def policy(request: ScriptedRequest) -> str:
+        invoice = (re.search(r"invoice (SI-\d+)", task_of(request)) or [None, "SI-1"])[1]
+        if request.is_planning:
+            return survey([f"The invoice is {invoice}; its lines may be in EUR or USD."],
+                          ["The invoice's lines (invoice_lines).", "Today's USD/EUR rate (get_rate)."],
+                          ["The total in EUR, to the cent."],
+                          ["Fetch the lines and the rate.", "Convert each USD line to EUR and add them up.",
+                           "Report 'TOTAL: <EUR> EUR'."])
+        if request.is_final_summary:
+            return "no total"
+        total = find(request, r"total eur: ([\d.]+)")
+        if total:
+            return code_reply("the total answers the task.", f"final_answer('TOTAL: {total.group(1)} EUR')")
+        seen_rate = find(request, r"rate USD/EUR: ([\d.]+)")
+        if seen_rate:
+            wanted = "'USD'" if planted else "'usd'"
+            test = f"line['currency'] == {wanted}" if planted else f"line['currency'].lower() == {wanted}"
+            return code_reply("convert the USD lines and add everything up.",
+                              "def to_eur(line):\n"
+                              f"    if {test}:\n        return line['amount'] * rate\n    return line['amount']\n\n"
+                              f"rate = {seen_rate.group(1)}\n"
+                              "total = round(sum(to_eur(line) for line in lines), 2)\nprint(f'total eur: {total:.2f}')")
+        if find(request, r"lines: \["):
+            return code_reply("fetch today's USD/EUR rate.", "print(get_rate(pair='USD/EUR'))")
+        return fetch_step(request, f"fetch the lines of {invoice}.",
+                          f"lines = invoice_lines(invoice='{invoice}')\nprint('lines:', lines)", "no lines")
+
+    agent = code_agent(policy, [invoice_lines, get_rate], "accountant", max_steps=7)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+def build_sort_order(planted: bool, *, invoices: Sequence[tuple[str, str, str]] = (
+        ("INV-118", "2026-02-11", "420.00"), ("INV-131", "2026-06-30", "310.00"), ("INV-125", "2026-04-02", "505.00"),
+        ("INV-140", "2026-09-15", "275.00"), ("INV-137", "2026-08-01", "640.00"))) -> Any:
+    """CodeAgent: ``list_invoices`` (flaky), then code sorting by date to take the three most recent and add their
+    amounts; planted: the sort is ascending (the three OLDEST are taken)."""
+    rows = [{"invoice": i, "date": d, "amount": float(a)} for i, d, a in invoices]
+    list_invoices = make_tool("list_invoices", "A client's invoices with their dates and amounts.",
+                              {"client": string("the client")}, "array", lambda client: rows, flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no total"
+        client = (re.search(r"client (\w+)", request.task) or [None, "unknown"])[1]
+        total = find(request, r"recent total: ([\d.]+) \(([^)]*)\)")
+        if total:
+            return code_reply("the total answers the task.",
+                              f"final_answer('RECENT: {total.group(1)} EUR ({total.group(2)})')")
+        if find(request, r"invoices: \["):
+            order = "" if planted else ", reverse=True"
+            return code_reply("take the three most recent invoices and add their amounts.",
+                              f"recent = sorted(invoices, key=lambda row: row['date']{order})[:3]\n"
+                              "total = round(sum(row['amount'] for row in recent), 2)\n"
+                              "names = ', '.join(row['invoice'] for row in recent)\n"
+                              "print(f'recent total: {total:.2f} ({names})')")
+        return fetch_step(request, f"list the invoices of {client}.",
+                          f"invoices = list_invoices(client='{client}')\nprint('invoices:', invoices)", "no invoices")
+
+    return code_agent(policy, [list_invoices], "analyst", max_steps=6)
+
+
+BUILDERS.update({"case_compare": build_case_compare, "sort_order": build_sort_order})
