@@ -189,3 +189,47 @@ def test_a_price_the_source_says_includes_what_the_task_excluded_is_an_ignored_i
                             args={"a": 100.0, "b": 3}, deps=(2,)), step(4, "final_answer", "NET: 300.00", deps=(3,))]
     _, _, changes = _changes(net)
     assert not any(how == "ignored" for *_, how in changes)
+
+
+def test_a_loop_whose_first_call_read_a_new_page_is_decided_by_its_repeat() -> None:
+    from causaltrace.attribution.findings.loops import detect_loops_without_progress
+    from causaltrace.attribution.stages.loops import detect_loops, offered_next
+
+    page = "tickets tagged billing, page 2: T-110 open, T-114 open; next_cursor: c3"
+    steps = [step(0, "task", "Count the open billing tickets (all pages).", agent="user")]
+    for k in range(3):  # the cursor c2 asked for three times: page 2 each time, c3 never taken
+        steps += [step(1 + 2 * k, "tool_call", 'list_tickets({"cursor": "c2"})', tool="list_tickets",
+                       args={"cursor": "c2"}, deps=(2 * k,)),
+                  step(2 + 2 * k, "tool_response", page, tool="list_tickets", deps=(1 + 2 * k,))]
+    run = Run(run_id="r", framework="test", task=steps[0].content, steps=steps)
+    assert offered_next(run, steps[1])
+    assert [f.step_id for f in detect_loops_without_progress(run, detect_loops(run))] == ["s3"]
+    # a wait with a timeout whose result offers no next value: the loop's first call is blamed (its timeout)
+    waits = [steps[0], *(s.model_copy(update={"arguments": {"job": "j1", "timeout": 5}, "content":
+                                             "job j1 still running after 5 s" if s.kind == "tool_response" else
+                                             'wait({"job": "j1", "timeout": 5})'}) for s in steps[1:])]
+    run = Run(run_id="r", framework="test", task=steps[0].content, steps=waits)
+    assert not offered_next(run, waits[1])
+
+
+def test_an_approximate_rate_in_code_is_made_up_data() -> None:
+    from causaltrace.attribution.stages.fabrication import MARKERS
+
+    assert MARKERS.search("rate = 0.92  # approximate USD/EUR rate")
+    assert MARKERS.search("using an assumed exchange rate of 1.1")
+    assert not MARKERS.search("the distance is approximately 561 km")  # a result's own hedge is no stand-in
+
+
+def test_a_step_that_uses_the_asked_entry_too_computes_with_both() -> None:
+    from causaltrace.attribution.findings.entries import detect_wrong_entries
+
+    result = "order H-77: 250 jars of honey, packed 12 per box; boxes cost 1.85 EUR each"
+    steps = [step(0, "task", "How many boxes does order H-77 need and what do they cost?", agent="user"),
+             step(1, "tool_call", 'get_order({"order": "H-77"})', tool="get_order", args={"order": "H-77"},
+                  deps=(0,)),
+             step(2, "tool_response", result, tool="get_order", deps=(1,)),
+             step(3, "tool_call", "", tool="python", args={"code": "boxes = -(-250 // 12)\ncost = boxes * 1.85"},
+                  deps=(2,)),
+             step(4, "final_answer", "BOXES: 21, COST: 38.85", deps=(3,))]
+    run, prov, _ = _changes(steps)
+    assert detect_wrong_entries(run, prov) == []

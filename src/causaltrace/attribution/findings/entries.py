@@ -108,6 +108,8 @@ def detect_wrong_entries(run: Run, prov: Provenance) -> list[Finding]:
             if len(holding) != 1 or holding[0] & asked or len(named) != 1:
                 continue
             right = named[0][1][0]
+            if any(origins.get(f"number:{number_key(n)}") == j for n in named[0][1]):
+                continue  # the step uses the asked entry's value too: it computes with both (12 a box, 1.85 a box)
             label = sorted(named[0][0] & asked)[0]
             items = [evidence(run, j, "source", right), evidence(run, i, "changed", used)]
             out.append(finding(run, "value_changed", i,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from causaltrace.attribution.findings._common import evidence, finding
-from causaltrace.attribution.stages.loops import Loop, answered_by_error, jaccard, signature_tokens
+from causaltrace.attribution.stages.loops import Loop, answered_by_error, jaccard, offered_next, signature_tokens
 from causaltrace.schema import Finding, Run
 
 #: two replies to a re-issued instruction repeat each other when their signatures' tokens are this similar (the
@@ -26,12 +26,15 @@ def detect_loops_without_progress(run: Run, loops: Sequence[Loop]) -> list[Findi
         repeats = [evidence(run, m, "repeat") for m in lp.members[1:6]]
         if lp.kind == "action":
             members = ", ".join(map(str, lp.members[:6]))
-            if answered_by_error(run, run.step_at(lp.start)):
-                # the first try got an error back that said what was wrong: a try the agent could recover from (a
-                # fixed twin recovers right there); the repeat that ignored it is where the loop was decided
+            first = run.step_at(lp.start)
+            if (error := answered_by_error(run, first)) or offered_next(run, first):
+                # the first try got an error back that said what was wrong, or a result that offered the next value
+                # (a cursor): a try the agent could go on from (a fixed twin does, right there); the repeat that
+                # ignored it is where the loop was decided
                 again = lp.members[1]
+                after = "its error" if error else "its result offered the next value"
                 out.append(finding(run, "loop_no_progress", again,
-                                   f"step {again} repeats step {lp.start}'s call after its error, the first of "
+                                   f"step {again} repeats step {lp.start}'s call after {after}, the first of "
                                    f"{len(lp.members) - 1} repeats without progress (steps {members})", repeats))
             else:
                 out.append(finding(run, "loop_no_progress", lp.start,

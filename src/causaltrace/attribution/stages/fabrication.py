@@ -13,7 +13,8 @@ The rule, deterministic:
   :data:`MARKERS`: invention (simulated / hypothetical / mock / dummy / sample, example or synthetic data /
   made-up values / for demonstration / for illustration / placeholder / "replace with actual" / ``YOUR_API_KEY`` /
   assuming a file or dataset) or knowledge standing in for a lookup (from memory / from what I know / based on
-  my training data / as of my knowledge cutoff / typical or representative values; not "an educated guess" or "a
+  my training data / as of my knowledge cutoff / typical or representative values / an approximate, assumed,
+  or guessed rate, price, fare or figure standing in for the one a tool gives; not "an educated guess" or "a
   rough estimate", which planners write of what they will derive: Magentic-One's facts sheet has a section of
   them);
 * execution outputs (a terminal's, a tool's) are never marked: they report what code did, they decide nothing;
@@ -51,7 +52,8 @@ MARKERS = re.compile(
     r"placeholder(?:s| values?| data)?|replace (?:this |it |them )?with (?:the )?actual|your_api_key|"
     r"assum(?:e|ing) (?:that )?(?:the |a )?(?:file|dataset|data file|csv)|from what i (?:know|recall|remember)|"
     r"(?:from|based on|according to) my (?:training(?: data)?|(?:general )?knowledge|memory)|from memory|"
-    r"as of my (?:knowledge |training )?cut-?off|(?:estimated|representative|typical) (?:values|figures))\b",
+    r"as of my (?:knowledge |training )?cut-?off|(?:estimated|representative|typical) (?:values|figures)|"
+    r"(?:approximate|assumed|guessed) (?:[\w/]+ ){0,2}(?:rates?|prices?|fares?|values?|figures?|costs?))\b",
     re.IGNORECASE,
 )
 _PAGE = re.compile(r"\b(screenshot|viewport|web ?page|https?://)", re.IGNORECASE)

@@ -256,6 +256,30 @@ def _same_observation(a: frozenset[str], b: frozenset[str], threshold: float) ->
     return jaccard(a, b) >= threshold and _numbers(a) == _numbers(b)
 
 
+def offered_next(run: Run, call: Step) -> bool:
+    """Whether the result of ``call`` offered a next value for one of its arguments — a cursor ``c3`` after the
+    call's ``c2``, a ``page 3`` after its page 2: the same letters, other digits — that a repeat of the call did
+    not take (pagination that stopped advancing: the repeat is the loop's first wrong step, the call itself read a
+    new page)."""
+    seen = _observation(run, call)
+    if seen is None or _is_error(seen):
+        return False
+    text = content_of(seen)
+    for key, value in (call.arguments or {}).items():
+        m = _ARGUMENT_TOKEN.fullmatch(str(value).strip())
+        if m is None or not (m.group(1).strip(" _-") or _PAGING.search(str(key))):
+            continue  # a bare number counts only as a page, cursor or offset: any result holds other numbers
+        for other in re.finditer(rf"(?<![\w-]){re.escape(m.group(1))}\s?(\d+)(?![\w.])", text, re.IGNORECASE):
+            if other.group(1) != m.group(2):
+                return True
+    return False
+
+
+_PAGING = re.compile(r"page|cursor|offset|token|next", re.IGNORECASE)
+#: an argument value that counts: letters (or none) and a number ("c2", "page2", "2")
+_ARGUMENT_TOKEN = re.compile(r"([A-Za-z]{0,8}[\s_-]?)(\d{1,6})")
+
+
 def answered_by_error(run: Run, call: Step) -> bool:
     """Whether the result a structured call got back is an error (it told the agent the call was wrong)."""
     seen = _observation(run, call)
