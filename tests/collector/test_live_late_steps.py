@@ -38,3 +38,34 @@ def test_a_run_without_a_begin_row_still_collects_its_steps():
     collector.accept(_step("r2", 0))
     collector.accept(_step("r2", 1))
     assert [s.index for s in collector.finish_run("r2").steps] == [0, 1]
+
+
+def test_a_runs_end_assembles_the_run_its_steps_and_fields_validate_to():
+    """finish_run builds the Run without validating each Step again (they were checked when made): the Run is the
+    one pydantic builds from the same steps and fields — sorted, equal, the same JSON and fields set — and a step
+    that breaks the run's graph fails the run's end with the error it always had."""
+    import pytest
+    from pydantic import ValidationError
+
+    from causaltrace.exceptions import OrphanStepError
+    from causaltrace.schema import Outcome, Run
+
+    collector = RunCollector(TraceConfig(store=False))
+    collector.begin_run("r1", framework="unknown")
+    made = [_step("r1", i).model_copy(update={"parent_step_id": "r1/0" if i else None}) for i in (2, 0, 1)]
+    for step in made:
+        collector.accept(step)
+    fields = {"framework": "autogen", "task": "t", "outcome": Outcome(status="success", stop="normal")}
+    run = collector.finish_run("r1", **fields)
+    expected = Run(run_id="r1", steps=tuple(made), **fields)
+    assert run == expected and run.model_dump_json() == expected.model_dump_json()
+    assert [s.index for s in run.steps] == [0, 1, 2] and run.model_fields_set == expected.model_fields_set
+    collector.begin_run("r2", framework="unknown")
+    collector.accept(_step("r2", 0).model_copy(update={"parent_step_id": "gone"}))
+    with pytest.raises(OrphanStepError, match="gone"):
+        collector.finish_run("r2")
+    collector.begin_run("r3", framework="unknown")
+    collector.accept(_step("other", 0))  # a step of another run under this one
+    collector._runs["r3"] = collector._runs.pop("other")
+    with pytest.raises(ValidationError, match="expected 'r3'"):
+        collector.finish_run("r3")

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Backlog", "Op", "is_transient", "pending_summary"]
+__all__ = ["Backlog", "Op", "carried_by_an_end", "is_transient", "pending_summary"]
 
 #: One queued operation: (kind, payload, the event its submitter may wait on). Kinds: ``begin`` (payload
 #: ``(run_id, fields)``), ``steps`` (``(run_id, step)``), ``finish`` (the Run), ``flush`` (None).
@@ -176,3 +176,25 @@ def pending_summary(ops: Iterable[Op]) -> tuple[list[str], int, int]:
         else:
             steps += len(op[1].steps)
     return list(runs), begins, steps
+
+
+def carried_by_an_end(pending: list[Op]) -> tuple[set[int], dict[int, int]]:
+    """In a batch of the store writer (``collector/live.py``): the positions of the step operations whose run ends
+    later in ``pending`` (not begun again in between: a replaced run's id takes new steps), read from the end; and
+    per run begun in ``pending`` whose end comes later in it, the begin's position -> the end's (its row can be
+    written once: ``Store.finish_new_run``)."""
+    ending: dict[str, int] = {}
+    carried: set[int] = set()
+    whole: dict[int, int] = {}
+    for i in range(len(pending) - 1, -1, -1):
+        op, payload, _ = pending[i]
+        if op == "steps":
+            if payload[0] in ending:
+                carried.add(i)
+        elif op == "finish":
+            ending[payload.run_id] = i
+        elif op == "begin":
+            end = ending.pop(payload[0], None)
+            if end is not None:
+                whole[i] = end
+    return carried, whole

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
+import operator
 import os
 import queue
 import threading
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from causaltrace.collector.backlog import Backlog, Op, is_transient, pending_summary
+from causaltrace.collector.backlog import Backlog, Op, carried_by_an_end, is_transient, pending_summary
 from causaltrace.collector.handoff import Done, OpQueue
 from causaltrace.config import TraceConfig
 from causaltrace.protocols import RunStore
@@ -182,7 +183,10 @@ class RunCollector:
             if self._writer_pid != os.getpid():
                 self._ensure_writer()
             next(self._handed)
-            self._queue.put(("steps", (run_id, step), None))
+            q = self._queue  # its put inline (``OpQueue.put``: append, then wake a writer deep asleep)
+            q.queue.append(("steps", (run_id, step), None))
+            if getattr(q, "_deep", False):
+                q.wake()
             if self._retiring:  # as in _submit
                 self._ensure_writer()
 
@@ -199,7 +203,19 @@ class RunCollector:
             self._finished[run_id] = None
             if len(self._finished) > _FINISHED_KEPT:
                 self._finished.popitem(last=False)
-        run = Run(run_id=run_id, steps=tuple(live.steps.values()), **run_fields)
+        steps = live.steps.values()
+        if {*map(type, steps)} <= _STEP and "steps" not in run_fields:
+            # Steps are checked when made and frozen: the Run checks its other fields and its graph, not each Step
+            # again (an "after" validator runs for a model instance too: a call per step of every run)
+            run = Run(run_id=run_id, **run_fields)
+            run.__dict__["steps"] = ordered = tuple(sorted(steps, key=_BY_INDEX))  # (as Run's own validator sorts)
+            run.__pydantic_fields_set__.add("steps")
+            try:
+                Run._check_graph(run)
+            except Exception:
+                run = Run(run_id=run_id, steps=ordered, **run_fields)  # its error, as it always was
+        else:
+            run = Run(run_id=run_id, steps=tuple(steps), **run_fields)
         if not self.config.store:
             if done is not None:
                 done.set()
@@ -433,12 +449,9 @@ class RunCollector:
             return self.config.db_path
         # what the default target depends on: $CAUSALTRACE_DB, else $CAUSALTRACE_HOME (whose ``~`` is $HOME) — read
         # from the environment's own dict where it has one (POSIX: three C look-ups instead of three calls each)
-        data = getattr(os.environ, "_data", None)
-        if type(data) is dict and _ENV_KEYS is not None:
-            key = (data.get(_ENV_KEYS[0]), data.get(_ENV_KEYS[1]), data.get(_ENV_KEYS[2]))
-        else:
-            env = os.environ
-            key = (env.get("CAUSALTRACE_DB"), env.get("CAUSALTRACE_HOME"), env.get("HOME"))
+        env = getattr(os.environ, "_data", None)
+        env, names = (env, _ENV_KEYS) if type(env) is dict and _ENV_KEYS else (os.environ, _ENV_NAMES)
+        key = (env.get(names[0]), env.get(names[1]), env.get(names[2]))
         if self._target_key is None or self._target_key[0] != key:
             self._target_key = (key, TraceConfig.from_env().resolved_db_path())
         return self._target_key[1]
@@ -638,7 +651,7 @@ class RunCollector:
         statement and one look-up of the run's row fewer per run."""
         written: dict[str, set[str] | None] = {}
         batch: list[Step] = []
-        carried, whole = _carried_by_an_end(pending)
+        carried, whole = carried_by_an_end(pending)
         resent: dict[str, set[str]] = {}  # per run, the steps its end carries that were sent again in this batch
         new_run = getattr(store, "finish_new_run", None) if whole else None
         for i, (op, payload, _) in enumerate(pending):
@@ -703,7 +716,8 @@ _LINGER_S = 0.1
 #: After this many polls that found nothing, the writer sleeps until a hand-over wakes it (an idle process: none).
 _IDLE_POLLS = 10
 #: The keys of ``os.environ``'s own dict the store target depends on (POSIX: bytes; elsewhere None, read as usual).
-_ENV_KEYS = (b"CAUSALTRACE_DB", b"CAUSALTRACE_HOME", b"HOME") if os.name == "posix" else None
+_ENV_NAMES = ("CAUSALTRACE_DB", "CAUSALTRACE_HOME", "HOME")
+_ENV_KEYS = tuple(name.encode() for name in _ENV_NAMES) if os.name == "posix" else ()
 #: How many finished run ids the collector remembers to recognise late steps (a few hundred KB at most).
 _FINISHED_KEPT = 4096
 _MAX_BATCH = 2000
@@ -724,6 +738,8 @@ _NEVER_OPENED_WAIT_S = 5.0
 _SHUTDOWN_WAIT_S = 30.0
 _RETIRE_WAIT_S = 1.0
 #: What :meth:`RunCollector.begin_run` returns with the store off: nothing to wait for (one shared, already set).
+_STEP = {Step}
+_BY_INDEX = operator.attrgetter("index")
 _NOTHING_TO_WRITE = Done()
 _NOTHING_TO_WRITE.set()
 #: The Stores the collectors of this process write through, by (pid, target, max_chars): see :func:`_open_shared`.
@@ -762,27 +778,6 @@ def _open_shared(target: Any, max_chars: int) -> Store:
     with _SHARED_LOCK:
         _SHARED[key] = store
     return store
-
-
-def _carried_by_an_end(pending: list[Op]) -> tuple[set[int], dict[int, int]]:
-    """The positions of the step operations whose run ends later in ``pending`` (not begun again in between: a
-    replaced run's id takes new steps), read from the end; and per run begun in ``pending`` whose end comes later
-    in it, the begin's position -> the end's (its row can be written once: ``Store.finish_new_run``)."""
-    ending: dict[str, int] = {}
-    carried: set[int] = set()
-    whole: dict[int, int] = {}
-    for i in range(len(pending) - 1, -1, -1):
-        op, payload, _ = pending[i]
-        if op == "steps":
-            if payload[0] in ending:
-                carried.add(i)
-        elif op == "finish":
-            ending[payload.run_id] = i
-        elif op == "begin":
-            end = ending.pop(payload[0], None)
-            if end is not None:
-                whole[i] = end
-    return carried, whole
 
 
 def _merge(into: dict[str, set[str] | None], new: dict[str, set[str] | None]) -> None:
