@@ -94,13 +94,19 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
         request = create_request(messages, kwargs)
         settings = settings_of(client)
-        record = ctx.begin_call(key, "llm", request, settings=settings)
+        record = None
+        config = ctx.tracing.config
+        if config.record:  # ctx.begin_call, inline (every model call): a failure leaves the call unrecorded
+            try:
+                record = ctx.calls.begin(key, "llm", request, ordinal=None, settings=settings, step_id=None,
+                                         call_id_pattern=None)
+            except Exception:
+                internal_error("RunContext.begin_call")
         if record is not None:
             inputs: dict[str, Any] = {"recording": {"agent_key": key, "kind": "llm", "ordinal": record.ordinal,
                                                     "request_hash": record.request_hash}}
         else:
             inputs = {"messages": canonicalize_request(list(messages))}
-        config = ctx.tracing.config
         attributes = request_attributes(client, messages, kwargs, genai=config.genai_content_on,
                                         content=config.oi_content)
         metadata: dict[str, Any] = {} if record is not None else {"agent_key": key}

@@ -89,13 +89,15 @@ def _begin_tool(turn: Turn, call: Any) -> tuple[PendingCall, Any] | None:
         pending = _claim(turn, call)
         if pending is None:
             return None
-        record = turn.ctx.begin_call(
-            turn.key,
-            "tool",
-            tool_request(getattr(call, "name", "?"), pending.arguments),
-            ordinal=pending.ordinal,
-            step_id=step_id_of(pending.handle),
-        )
+        record = None
+        if turn.ctx.tracing.config.record:  # turn.ctx.begin_call, inline (every tool call): a failure leaves the
+            request = tool_request(getattr(call, "name", "?"), pending.arguments)  # call unrecorded
+            step_id = step_id_of(pending.handle)
+            try:
+                record = turn.ctx.calls.begin(turn.key, "tool", request, ordinal=pending.ordinal, settings=None,
+                                              step_id=step_id, call_id_pattern=None)
+            except Exception:
+                internal_error("RunContext.begin_call")
         return pending, record
     except Exception:
         internal_error("_begin_tool")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from causaltrace import semconv
+from causaltrace.instrumentation._emitter import internal_error as emitter_error
 from causaltrace.instrumentation.smolagents import _access as acc
 from causaltrace.instrumentation.smolagents._oi import request_attributes, response_attributes
 from causaltrace.instrumentation.smolagents._patches import ensure_patched
@@ -167,8 +168,14 @@ def llm_start(run: AgentRun, model: Any, messages: Any, stop: Any, response_form
     # the messages read once: their canonical form for the recording, their OpenInference form for the span
     plain: list[dict[str, Any]] | None = [] if config.oi_content or config.genai_content_on else None
     request = acc.llm_request(messages or [], stop, response_format, tools, extra, schemas, plain)
-    call = run.ctx.begin_call(run.key, "llm", request, settings=acc.model_settings(model),
-                              call_id_pattern=run.pattern())
+    call = None
+    if config.record:  # run.ctx.begin_call, inline (every model call): a failure leaves the call unrecorded
+        settings, pattern = acc.model_settings(model), run.pattern()
+        try:
+            call = run.ctx.calls.begin(run.key, "llm", request, ordinal=None, settings=settings, step_id=None,
+                                       call_id_pattern=pattern)
+        except Exception:
+            emitter_error("RunContext.begin_call")
     if call is not None:
         inputs: dict[str, Any] = {
             "recording": {"agent_key": run.key, "kind": "llm", "ordinal": call.ordinal,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from causaltrace import semconv
+from causaltrace.instrumentation._emitter import internal_error as emitter_error
 from causaltrace.instrumentation._json_text import C_MAKE_ENCODER, one_shot_args
 from causaltrace.instrumentation.calls import CallHandle
 from causaltrace.instrumentation.smolagents import _access as acc
@@ -123,7 +124,11 @@ def on_tool_call(run: AgentRun, tc: Any) -> None:
         start_code_execution(run, tc, produced)
         return
     arguments = acc.tool_arguments_from_call(tc.arguments)
-    ordinal = run.ctx.reserve_ordinals(run.key, "tool", 1)
+    try:  # run.ctx.reserve_ordinals, inline (every tool call)
+        ordinal: list[int] | None = run.ctx.calls.reserve_ordinals(run.key, "tool", 1)
+    except Exception:
+        emitter_error("RunContext.reserve_ordinals")
+        ordinal = None
     step = run.ctx.start_step(  # run.new_step, inline (every tool call)
         "tool_call", agent=run.name, parent=run.turn, tool_name=str(tc.name), arguments=arguments, call_id=str(tc.id),
         content=call_text(tc.name, arguments)[:MAX_CONTENT], depends_on=produced)
@@ -197,11 +202,17 @@ def run_tool(run: AgentRun, rec: ToolRec, wrapped: Callable[..., Any], args: tup
 
 def _tool_start(run: AgentRun, rec: ToolRec, managed: bool) -> tuple[CallHandle | None, Invocation | None]:
     rec.step.set_span_attributes(tool_description(run.agent, rec.name))
-    call = run.ctx.begin_call(
-        run.key, "tool", {"name": rec.name, "arguments": rec.arguments}, ordinal=rec.ordinal,
-        settings={"managed_agent": True} if managed else None, step_id=rec.step.step_id,
-        call_id_pattern=run.pattern(),
-    )
+    call = None
+    if run.ctx.tracing.config.record:  # run.ctx.begin_call, inline (every tool call): a failure leaves it unrecorded
+        pattern = run.pattern()
+        try:
+            call = run.ctx.calls.begin(
+                run.key, "tool", {"name": rec.name, "arguments": rec.arguments}, ordinal=rec.ordinal,
+                settings={"managed_agent": True} if managed else None, step_id=rec.step.step_id,
+                call_id_pattern=pattern,
+            )
+        except Exception:
+            emitter_error("RunContext.begin_call")
     return call, Invocation(rec.step, run, rec.name) if managed else None
 
 
