@@ -146,6 +146,10 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "RECENT: 1225.00 EUR (INV-140, INV-137, INV-131)",
              first_step("tool_call", tool="python_interpreter", contains="sorted("),
              "the code that sorts the invoices oldest first and takes the three oldest (a sort order changed)"),
+        case("fresh32-smol-swallowed-error", "swallowed_error", "misread_observation",
+             "Report the November 2026 sales of the stores Lisbon, Porto and Faro together as 'TOTAL: <EUR>'.",
+             "TOTAL: 109625", first_step("tool_call", tool="python_interpreter", contains="except Exception:\n"),
+             "the loop whose try/except swallows the refused store (an error never recovered: swallowed)"),
     ]
 
 
@@ -262,4 +266,13 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "2026-05-04; report 'BOOKED: flight <ref>; HOTEL: <ref>'.", "HOTEL", "HB-551",
              first_step("handoff", agent="flights_agent"),
              "the flights agent's hand-off to the car agent (no hotel tool) in the middle of a four-agent Swarm"),
+        case("fresh32-ag-ignored-feedback", "ignored_feedback", "ignored_instruction",
+             "Draft the 2026 electricity cost of meter M-4410 for the customer letter: 'COST: <EUR> EUR'.",
+             "COST", "1054.00", first_step("message", agent="writer", nth=1),
+             "the writer's second draft that ignores the editor's 'use the 2026 tariff' (an ignored instruction "
+             "from another agent)"),
+        case("fresh32-ag-selector-loop", "selector_loop", "nonconverging_loop",
+             "What share of the visits of campaign C-77 signed up? Report 'CONVERSION: <percent>%'.", "CONVERSION",
+             "8.0", first_step("speaker_selection", contains="researcher", nth=1),
+             "the selector's second pick of the researcher after its report (a selection loop without progress)"),
     ]

@@ -22,6 +22,10 @@ replan_guess      MagenticOne, ``max_stalls=1`` (``census_api`` refuses one city
                   facts sheet holds an educated guess the new plan uses (made-up data in a re-plan)
 swarm_chain       Swarm of four: planner (``lookup_traveller``) → flights_agent → hotel_agent → planner; planted:
                   the flights agent hands off to car_agent (no hotel tool) mid-chain (a hand-off without the tools)
+ignored_feedback  RoundRobin writer (``meter_reading``, ``tariff``) / editor: the second draft ignores the editor's
+                  "use the 2026 tariff" (an ignored instruction from another agent); the editor lets it through
+selector_loop     SelectorGroupChat researcher (``count_signups``) / analyst / writer: after the report the selector
+                  picks the researcher again and again (a selection loop without progress)
 ================  ============================================================================================
 """
 
@@ -617,3 +621,104 @@ def build_swarm_chain(planted: bool) -> Any:
 
 
 BUILDERS.update({"swarm_chain": build_swarm_chain})
+
+
+def build_ignored_feedback(planted: bool, *, tariff_2025: str = "0.28", tariff_2026: str = "0.31",
+                           kwh: int = 3400) -> Any:
+    """RoundRobin writer (flaky ``meter_reading``, ``tariff``) / editor, three rounds at most: the first draft
+    prices the year at last year's tariff, the editor asks for the 2026 one; planted: the second draft ignores the
+    feedback (the same tariff again), and the editor, at its last round, lets it through."""
+
+    async def meter_reading(meter: str) -> str:
+        """A meter's yearly consumption."""
+        return f"meter {meter}: {kwh} kWh in 2026"
+
+    async def tariff(year: int) -> str:
+        """The electricity tariff of a year, EUR per kWh."""
+        return f"tariff {int(year)}: {tariff_2026 if int(year) == 2026 else tariff_2025} EUR per kWh"
+
+    def writer(request: ScriptedRequest) -> Reply:
+        reading = ok(request, "meter_reading")
+        if reading is None:
+            found = re.search(r"meter (M-\d+)", request.task())
+            if errors(request, "meter_reading") >= 3:
+                return "DRAFT: COST: unknown"
+            return call("meter_reading", meter=found.group(1) if found else "unknown")
+        feedback = said(request, "editor", r"use the (\d{4}) tariff")
+        year = int(feedback.group(1)) if feedback and not planted else 2025
+        rates = {int(a["year"]): r for a, r in results_of(request, "tariff")}
+        if year not in rates:
+            return call("tariff", year=year)
+        rate = re.search(r": ([\d.]+) EUR", rates[year]).group(1)  # type: ignore[union-attr]
+        used = int(re.search(r": (\d+) kWh", reading).group(1))  # type: ignore[union-attr]
+        return f"DRAFT: COST: {used * float(rate):.2f} EUR ({used} kWh at {rate} EUR/kWh, tariff {year})"
+
+    def editor(request: ScriptedRequest) -> str:
+        drafts = texts_of(request, "writer")
+        draft = re.search(r"COST: ([\d.]+) EUR .*tariff (\d{4})", drafts[-1]) if drafts else None
+        if draft is None:
+            return "Waiting for a draft."
+        rounds = len(texts_of(request, "editor"))
+        if draft.group(2) == "2026" or rounds >= 1:
+            return f"COST: {draft.group(1)} EUR — approved for the customer letter. APPROVE"
+        return "REJECT: the bill is for 2026: use the 2026 tariff."
+
+    return round_robin([agent("writer", writer, [tool(meter_reading, "A meter's consumption.", flaky=True),
+                                                 tool(tariff, "A year's tariff.")]), agent("editor", editor)],
+                       "APPROVE", 8)
+
+
+def build_selector_loop(planted: bool, *, count: int = 412) -> Any:
+    """Selector: researcher (flaky ``count_signups``) reports, analyst computes the share, writer reports; planted:
+    after the researcher's report the selector picks the researcher again and again (it has nothing new to add)
+    until the message limit."""
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    async def count_signups(campaign: str) -> str:
+        """The sign-ups a campaign brought."""
+        return f"campaign {campaign}: {count} sign-ups from 5,150 visits"
+
+    async def divide(numerator: float, denominator: float) -> str:
+        """Divide numerator by denominator."""
+        return f"quotient: {float(numerator) / float(denominator):.4f}"
+
+    def researcher(request: ScriptedRequest) -> Reply:
+        seen = ok(request, "count_signups")
+        if seen is not None:
+            if texts_of(request, "researcher"):
+                return "I have nothing to add: the figures are above."
+            return f"FOUND: {seen}."
+        if errors(request, "count_signups") >= 3:
+            return "FOUND: nothing."
+        found = re.search(r"campaign (C-\d+)", request.task())
+        return call("count_signups", campaign=found.group(1) if found else "unknown")
+
+    def analyst(request: ScriptedRequest) -> Reply:
+        done = ok(request, "divide")
+        if done is not None:
+            return f"SHARE: {float(done.split(': ')[1]) * 100:.1f}%"
+        found = said(request, "researcher", r": (\d+) sign-ups from ([\d,]+) visits")
+        if found is None:
+            return "I need the figures."
+        return call("divide", numerator=int(found.group(1)), denominator=int(found.group(2).replace(",", "")))
+
+    def writer(request: ScriptedRequest) -> str:
+        share = said(request, "analyst", r"SHARE: ([\d.]+)%")
+        return f"CONVERSION: {share.group(1)}% of visits signed up. DONE" if share else "Nothing to write yet."
+
+    def select(request: ScriptedRequest) -> str:
+        text = request.text()
+        if "analyst: SHARE:" in text:
+            return "writer"
+        if "researcher: FOUND:" in text:
+            return "researcher" if planted else "analyst"
+        return "researcher"
+
+    members = [agent("researcher", researcher, [tool(count_signups, "A campaign's sign-ups.", flaky=True)]),
+               agent("analyst", analyst, [tool(divide, "Divide.")]), agent("writer", writer)]
+    return SelectorGroupChat(members, name="growth_desk", allow_repeated_speaker=True,
+                             model_client=ScriptedChatCompletionClient(select, model="scripted-selector"),
+                             termination_condition=_terminated("DONE", 8))
+
+
+BUILDERS.update({"ignored_feedback": build_ignored_feedback, "selector_loop": build_selector_loop})

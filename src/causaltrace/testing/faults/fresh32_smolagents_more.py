@@ -19,6 +19,8 @@ checked_answer      ToolCallingAgent with ``final_answer_checks`` (``get_deliver
 case_compare        CodeAgent + plan (``invoice_lines``), a helper function: ``== 'USD'`` against the lines'
                     ``usd`` — a condition that never holds (the USD lines added unconverted)
 sort_order          CodeAgent (``list_invoices``): the "three most recent" sorted oldest first — a sort order
+swallowed_error     CodeAgent + plan (``month_status``), one loop over ``store_sales``: ``try/except: continue``
+                    swallows the store the live system refused — an error never recovered
 ==================  ============================================================================================
 """
 
@@ -435,3 +437,62 @@ def build_sort_order(planted: bool, *, invoices: Sequence[tuple[str, str, str]] 
 
 
 BUILDERS.update({"case_compare": build_case_compare, "sort_order": build_sort_order})
+
+
+def build_swallowed_error(planted: bool, *, sales: Sequence[tuple[str, int]] = (("Lisbon", 48210), ("Porto", 39975),
+                                                                              ("Faro", 21440))) -> Any:
+    """CodeAgent with a plan: ``month_status`` (flaky) says the month is closed, then ONE loop sums ``store_sales``,
+    which refuses a store closed for inventory and names ``archived_sales``; planted: the loop wraps the call in
+    ``try/except: continue`` and the refused store is silently left out (the twin's loop asks the archive)."""
+    table = dict(sales)
+
+    def live(store: str, month: str) -> str:
+        if store == "Faro":
+            raise RuntimeError("store_sales: Faro is closed for inventory; its figures are in archived_sales")
+        return f"{table.get(store, 0)}"
+
+    month_status = make_tool("month_status", "Whether a month's sales figures are closed (final).",
+                             {"month": string("YYYY-MM")}, "string",
+                             lambda month: f"month {month}: closed on {month}-30, figures final", flaky=True)
+    store_sales = make_tool("store_sales", "A store's sales in a month, in EUR (live system).",
+                            {"store": string("the store"), "month": string("YYYY-MM")}, "string", live)
+    archived = make_tool("archived_sales", "A store's sales in a month, in EUR (archive).",
+                         {"store": string("the store"), "month": string("YYYY-MM")}, "string",
+                         lambda store, month: f"{table.get(store, 0)}")
+
+    def stores_of(text: str) -> list[str]:
+        found = re.search(r"stores ([A-Z]\w+(?:, [A-Z]\w+)* and [A-Z]\w+)", text)
+        return re.split(r", | and ", found.group(1)) if found else []
+
+    def policy(request: ScriptedRequest) -> str:
+        stores = stores_of(task_of(request))
+        if request.is_planning:
+            return survey([f"The stores are {', '.join(stores)}; the month is November 2026."],
+                          ["Whether November's figures are final (month_status).",
+                           "Each store's November sales (store_sales)."], ["Their total in EUR."],
+                          ["Check that the month is closed.", "Get each store's sales in one loop and add them up.",
+                           "Report 'TOTAL: <EUR>'."])
+        if request.is_final_summary:
+            return "no total"
+        total = find(request, r"total: (\d+) over (\d+) stores")
+        if total:
+            return code_reply("the total answers the task.", f"final_answer('TOTAL: {total.group(1)}')")
+        if find(request, r"figures final") is None:
+            return fetch_step(request, "check that November's figures are final.",
+                              "print(month_status(month='2026-11'))", "no month status")
+        if planted:
+            fallback = "    except Exception:\n        continue\n"
+        else:
+            fallback = ("    except Exception as error:\n        print('live system refused', store, '-', error)\n"
+                        "        total += int(archived_sales(store=store, month='2026-11'))\n        counted += 1\n")
+        return code_reply("the month is closed: get every store's sales and add them up.",
+                          f"total, counted = 0, 0\nfor store in {stores!r}:\n    try:\n"
+                          "        total += int(store_sales(store=store, month='2026-11'))\n        counted += 1\n"
+                          f"{fallback}print(f'total: {{total}} over {{counted}} stores')")
+
+    agent = code_agent(policy, [month_status, store_sales, archived], "analyst", max_steps=6)
+    agent.planning_interval = 10  # one opening plan
+    return agent
+
+
+BUILDERS.update({"swallowed_error": build_swallowed_error})
