@@ -469,6 +469,44 @@ def test_the_root_span_takes_its_end_attributes_as_set_attributes_gives_them(mon
 
     direct = root_attributes(True)
     assert direct == root_attributes(False)
+
+    # the root starts without its attributes (given them at once) only where no one can tell: the SDK's samplers
+    # that read none, span processors whose on_start does nothing
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler
+
+    class Peek(SpanProcessor):
+        def __init__(self):
+            self.seen = []
+
+        def on_start(self, span, parent_context=None):
+            self.seen.append(dict(span.attributes))
+
+    class Picky(Sampler):
+        def __init__(self):
+            self.seen = []
+
+        def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
+                          trace_state=None):
+            self.seen.append(dict(attributes or {}))
+            return ALWAYS_ON.should_sample(parent_context, trace_id, name, kind, attributes, links)
+
+        def get_description(self):
+            return "picky"
+
+    monkeypatch.setattr(_export, "_SETS_BY_DICT", True)
+    run_attrs = {semconv.RUN_ID: "r1", semconv.RUN_FRAMEWORK: "f"}
+    provider, _ = capture_spans()
+    assert _export.attributes_may_follow_start(provider.get_tracer("t"))
+    assert _export.attributes_may_follow_start(TracerProvider(sampler=ParentBased(ALWAYS_ON)).get_tracer("t"))
+    peek, picky = Peek(), Picky()
+    provider.add_span_processor(peek)
+    assert not _export.attributes_may_follow_start(provider.get_tracer("t"))
+    assert not _export.attributes_may_follow_start(TracerProvider(sampler=picky).get_tracer("t"))
+    for tracer in (provider.get_tracer("t"), TracerProvider(sampler=picky).get_tracer("t")):
+        root = _export.start_span(tracer, "root", dict(run_attrs), 1)
+        assert dict(root.attributes) == run_attrs
+    assert peek.seen == [run_attrs] and picky.seen == [run_attrs]  # they saw the attributes as the span started
     assert (semconv.RUN_AGENTS, ("user", "solver"), tuple) in direct  # a list becomes a tuple, as the SDK makes it
 
     later = {"a": "a long text", "b": [1, 2], "c": {"k": "v"}, "d": ["x", "y"]}

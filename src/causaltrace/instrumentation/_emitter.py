@@ -40,7 +40,7 @@ from causaltrace import semconv
 from causaltrace.collector import tool_spans
 from causaltrace.collector.recording_otlp import RecordingExport, recording_attributes
 from causaltrace.config import TraceConfig
-from causaltrace.instrumentation._export import count_payload_cuts, exporting, set_span_attributes
+from causaltrace.instrumentation._export import count_payload_cuts, exporting, set_span_attributes, start_span
 from causaltrace.recording.long_texts import CutText, forget_long_texts
 from causaltrace.schema import Recording, Step, utf8_safe
 
@@ -374,12 +374,8 @@ class Emitter:
             trace_id = parent.trace_id if parent.is_valid else ids.generate_trace_id()
             return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
                                                 trace_flags=TraceFlags(TraceFlags.DEFAULT)))
-        return self.tracer.start_span(
-            utf8_safe(semconv.root_span_name(attributes.get(semconv.RUN_NAME))),
-            kind=SpanKind.INTERNAL,
-            attributes=apply_payload_policy(attributes, self.config),
-            start_time=start_time_ns,
-        )
+        return start_span(self.tracer, utf8_safe(semconv.root_span_name(attributes.get(semconv.RUN_NAME))),
+                          apply_payload_policy(attributes, self.config), start_time_ns)
 
     def start_step_span(
         self,
