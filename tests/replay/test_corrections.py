@@ -195,3 +195,53 @@ def test_a_unit_word_keeps_its_form():
     assert _same_form(["mile", "miles"], "feet", "mi") == "miles"  # the task's singular does not fit a plural slot
     assert _same_form(["pounds"], "ounce", "lb") == "lb"  # the run never wrote the singular: the symbol
     assert _same_form(["gallons"], "qt", "gal") == "gal"
+
+
+def test_an_arithmetic_operator_is_put_back_as_the_code_writes_it():
+    from causaltrace.replay.corrections import _substitute_text
+
+    assert _substitute_text("avg = (a + b + c) / 2", "/ 3", "/ 2") == "avg = (a + b + c) / 3"
+    assert _substitute_text("avg = (a+b+c)/2", "/ 3", "/ 2") == "avg = (a+b+c)/ 3"  # unspaced code
+    assert _substitute_text("total = sub * (1 + 0.15)", "- 0.15", "+ 0.15") == "total = sub * (1 - 0.15)"
+    assert _substitute_text("n = jars // 2", "/ 3", "/ 2") is None  # '/ 2' is no part of '// 2'
+    assert _substitute_text("y = x ** 2", "* 3", "* 2") is None  # nor '* 2' of '** 2'
+    assert _substitute_text("if x >= 100:", "> 100", ">= 100") == "if x > 100:"
+
+
+def test_a_bare_operator_is_put_back_at_each_place_the_code_writes_it_one_correction_each():
+    """``+`` where the task had ``-`` names the operator, not which of the code's pluses: each binary ``+`` outside
+    a string is its own correction (earliest first), never all of them at once; a ``+`` in a string is no
+    operator."""
+    from _builders import RunBuilder
+    from causaltrace.schema import Finding, FindingEvidence
+
+    code = "n = a + b\ntotal = n + n * 15 / 100\nprint('a + b', f'{total:.2f}')"
+    run = (RunBuilder("ops").task("Take 15% off.").tool_call("coder", "python_interpreter", {"code": code})
+           .build())
+    step = next(s for s in run.steps if s.kind == "tool_call")
+    found = Finding(family="value_changed", step_id=step.step_id, index=step.index, claim="'+' where the task had '-'",
+                    evidence=(FindingEvidence(index=-1, value="-", role="source"),
+                              FindingEvidence(step_id=step.step_id, index=step.index, value="+", role="changed")))
+    fixes = corrections_for(step, run, [found])
+    assert [f.replacement for f in fixes] == [
+        "n = a - b\ntotal = n + n * 15 / 100\nprint('a + b', f'{total:.2f}')",
+        "n = a + b\ntotal = n - n * 15 / 100\nprint('a + b', f'{total:.2f}')"]
+    assert all(f.basis == "correction" for f in fixes)
+
+
+async def test_an_operator_changed_from_the_tasks_is_put_back_in_the_code_and_flips(tmp_path):
+    """fresh32-ag-discount-sign: the coder's code adds the 15% loyalty discount (``subtotal + subtotal * 15 / 100``)
+    where the task takes it off. The finding names ``+`` for ``-``; the correction writes the one binary ``+`` back
+    as ``-`` in the message's code, and repair flips the run there by that correction. The fixed twin subtracts: no
+    operator finding."""
+    from _zoo import tuning_runs_and_corrections, zoo_home
+
+    case, run, twin, changed, [fix] = await tuning_runs_and_corrections("fresh32-ag-discount-sign", "value_changed",
+                                                                        tmp_path)
+    assert fix.description.startswith("operator + → -") and "subtotal - subtotal * 15 / 100" in str(fix.replacement)
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert twin.outcome.status == "success" and not [
+        f for f in findings_of(twin) if f.family == "value_changed" and f.index == changed.index]
+    assert result.repaired and result.decisive.step_id == changed.step_id and changed.index == case.true_step(run)
+    assert result.decisive.best.intervention.basis == "correction"

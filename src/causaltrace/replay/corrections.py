@@ -104,12 +104,15 @@ def _same_number(a: str, b: str) -> bool:
 _SPAN = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 #: an ISO date: its parts are no numbers a correction puts back ('12' of 2026-12-07 is December, not a count)
 _DATE = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
-_COMPARISON = re.compile(r"^(<=|>=|==|!=|<|>) (-?[\d.]+)$")
+#: an operator with its literal operand, as the values name it: a comparison (``>= 100``) or arithmetic (``/ 2``,
+#: ``* 1.15``, ``- 15``)
+_COMPARISON = re.compile(r"^(<=|>=|==|!=|<|>|\*\*|\*|//|/|%|\+|-) (-?[\d.]+)$")
 
 
 def _operator_substitute(text: str, before: str, after: str) -> str | None:
-    """An operator value put back in code: a span ``lo..hi`` (written ``range(lo, hi + 1)``) or a comparison
-    (``>= 100`` for ``> 100``); None when ``after`` is neither or the code does not write it."""
+    """An operator value put back in code: a span ``lo..hi`` (written ``range(lo, hi + 1)``), a comparison
+    (``>= 100`` for ``> 100``) or an arithmetic operator with its operand (``/ 3`` for ``/ 2`` in ``(a+b+c)/2``,
+    ``- 0.15`` for ``+ 0.15``); None when ``after`` is none of them or the code does not write it."""
     span_a, span_b = _SPAN.match(after), _SPAN.match(before)
     if span_a and span_b:
         lo, hi = int(span_a.group(1)), int(span_a.group(2))
@@ -118,8 +121,9 @@ def _operator_substitute(text: str, before: str, after: str) -> str | None:
         out, n = written.subn(fixed, text)
         return out if n else None
     cmp_a, cmp_b = _COMPARISON.match(after), _COMPARISON.match(before)
-    if cmp_a and cmp_b:
-        written = re.compile(rf"{re.escape(cmp_a.group(1))}\s*{re.escape(cmp_a.group(2))}(?![\d.])")
+    if cmp_a and cmp_b:  # as the code writes it, spaced or not; '/ 2' is not the end of '// 2', '* 2' not of '** 2'
+        written = re.compile(rf"(?<![/*<>=!]){re.escape(cmp_a.group(1))}(?![/*=])\s*{re.escape(cmp_a.group(2))}"
+                             r"(?![\d.])")
         out, n = written.subn(f"{cmp_b.group(1)} {cmp_b.group(2)}", text)
         return out if n else None
     return None
@@ -378,9 +382,43 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
     # missing item put back by substitution, as a changed value does
     elif f.family == "omission" and not any(e.role == "source" for e in f.evidence):
         found = _omission_correction(step, run, f)
+    elif _bare_operators(f):
+        return _operator_corrections(step, f)
     else:
         found = _correction(step, run, f)
     return [found] if found is not None else []
+
+
+_BARE = frozenset({"+", "-", "*", "/", "%"})
+
+
+def _bare_operators(f: Finding) -> bool:
+    """Whether ``f`` changed one arithmetic operator for another with no operand named (``+`` where the task had
+    ``-``)."""
+    values = _values(f)
+    return values is not None and values[0] in _BARE and values[1] in _BARE
+
+
+def _operator_corrections(step: Step, f: Finding) -> list[Intervention]:
+    """A bare operator put back (``subtotal + subtotal * 15 / 100`` → ``-``), one correction per place the step's
+    code writes it as a binary operator outside a string, earliest first (at most three): the finding names the
+    operator, not which of several it was, so each is its own correction, never all at once."""
+    before, after = _values(f) or ("", "")
+    kind = replacement_kind(step)
+    original = original_value(step, kind)
+    text = original if isinstance(original, str) else None
+    if text is None:
+        return []
+    strings = [m.span() for m in re.finditer(r"'[^'\n]*'|\"[^\"\n]*\"", text)]
+    binary = re.compile(rf"(?<=[\w)\]])(\s*){re.escape(after)}(?![{re.escape(''.join(_BARE))}=])(\s*)(?=[\w(.])")
+    places = [m for m in binary.finditer(text) if not any(a <= m.start() < b for a, b in strings)][:3]
+    out = []
+    for m in places:
+        fixed = text[:m.start()] + m.group(1) + before + m.group(2) + text[m.end():]
+        line = text.count("\n", 0, m.start()) + 1
+        out.append(Intervention(step_id=step.step_id, replacement=fixed, source="mutation", basis="correction",
+                                finding=f, description=f"operator {after} → {before} (line {line})"))
+    return out
 
 
 def _routing_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
