@@ -150,6 +150,15 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "Report the November 2026 sales of the stores Lisbon, Porto and Faro together as 'TOTAL: <EUR>'.",
              "TOTAL: 109625", first_step("tool_call", tool="python_interpreter", contains="except Exception:\n"),
              "the loop whose try/except swallows the refused store (an error never recovered: swallowed)"),
+        case("fresh32-smol-wrong-variable", "wrong_variable", "wrong_fact",
+             "What does quote Q-7731 come to including 23% VAT? Report 'TOTAL: <EUR> EUR incl. VAT'.",
+             "TOTAL: 1396.91 EUR incl. VAT", first_step("tool_call", tool="python_interpreter", contains="subtotal ="),
+             "the code whose answer formats the subtotal, not the total with VAT it computed (a superseded value "
+             "in code)"),
+        case("fresh32-smol-misread-report", "misread_report", "misread_observation",
+             "What was the net revenue of Q3 2026? Report 'NET: <EUR> EUR'.", "NET: 151,920 EUR",
+             first_step("tool_call", agent="manager", tool="final_answer"),
+             "the manager's answer that takes the report's gross revenue for the net one (a misread report)"),
     ]
 
 
@@ -275,4 +284,8 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "What share of the visits of campaign C-77 signed up? Report 'CONVERSION: <percent>%'.", "CONVERSION",
              "8.0", first_step("speaker_selection", contains="researcher", nth=1),
              "the selector's second pick of the researcher after its report (a selection loop without progress)"),
+        case("fresh32-ag-misread-output", "misread_output", "misread_observation",
+             "What was the median first-response time of the support team last week? Report 'MEDIAN: <minutes>'.",
+             "MEDIAN", "16.0", first_step("message", agent="coder", contains="MEDIAN"),
+             "the coder's report of the mean the code printed beside the median (a misread code output)"),
     ]

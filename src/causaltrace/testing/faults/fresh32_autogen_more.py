@@ -26,6 +26,8 @@ ignored_feedback  RoundRobin writer (``meter_reading``, ``tariff``) / editor: th
                   "use the 2026 tariff" (an ignored instruction from another agent); the editor lets it through
 selector_loop     SelectorGroupChat researcher (``count_signups``) / analyst / writer: after the report the selector
                   picks the researcher again and again (a selection loop without progress)
+misread_output    RoundRobin planner → coder (``get_response_times``) → executor: the code prints mean and median;
+                  planted: the coder reports the mean as the median (a misread code output)
 ================  ============================================================================================
 """
 
@@ -722,3 +724,40 @@ def build_selector_loop(planted: bool, *, count: int = 412) -> Any:
 
 
 BUILDERS.update({"ignored_feedback": build_ignored_feedback, "selector_loop": build_selector_loop})
+
+
+def build_misread_output(planted: bool, *, times: Sequence[int] = (12, 14, 15, 16, 18, 19, 95)) -> Any:
+    """RoundRobin planner → coder (flaky ``get_response_times``) → executor: the code prints the mean AND the
+    median; planted: the coder reports the mean where the task asks for the median (a misread code output)."""
+
+    async def get_response_times(team: str) -> str:
+        """A support team's first-response times last week, in minutes."""
+        return json.dumps(list(times))
+
+    def planner(request: ScriptedRequest) -> str:
+        return ("PLAN: 1. coder fetches last week's first-response times. 2. coder writes Python printing their mean "
+                "and median (the outlier makes the median the figure to report). 3. executor runs it. 4. coder "
+                "reports 'MEDIAN: <minutes>'.")
+
+    def coder(request: ScriptedRequest) -> Reply:
+        output = said(request, "executor", r"mean: ([\d.]+) min, median: ([\d.]+) min")
+        if output:
+            return f"MEDIAN: {output.group(1) if planted else output.group(2)} minutes. DONE"
+        if said(request, "coder", r"```python"):
+            return "Waiting for the executor."
+        data = ok(request, "get_response_times")
+        if data is None:
+            if errors(request, "get_response_times") >= 3:
+                return "MEDIAN: unknown. DONE"
+            found = re.search(r"the (\w+) team", request.task())
+            return call("get_response_times", team=found.group(1) if found else "unknown")
+        return code_message("Here is the code.", f"import statistics\ntimes = {json.loads(data)}\n"
+                                                 "print(f'mean: {statistics.mean(times):.1f} min, median: "
+                                                 "{statistics.median(times):.1f} min')")
+
+    return round_robin([agent("planner", planner),
+                        agent("coder", coder, [tool(get_response_times, "Response times.", flaky=True)]), executor()],
+                       "DONE", 8)
+
+
+BUILDERS.update({"misread_output": build_misread_output})

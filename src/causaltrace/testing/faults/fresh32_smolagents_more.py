@@ -21,6 +21,10 @@ case_compare        CodeAgent + plan (``invoice_lines``), a helper function: ``=
 sort_order          CodeAgent (``list_invoices``): the "three most recent" sorted oldest first — a sort order
 swallowed_error     CodeAgent + plan (``month_status``), one loop over ``store_sales``: ``try/except: continue``
                     swallows the store the live system refused — an error never recovered
+wrong_variable      CodeAgent (``get_quote_lines``): the answer formats ``subtotal`` beside the ``total`` with VAT
+                    it computed — a superseded value in code
+misread_report      manager + managed ``finance_agent`` (``pnl_report``): the manager reads the report's gross
+                    revenue as the net one — a misread report
 ==================  ============================================================================================
 """
 
@@ -496,3 +500,65 @@ def build_swallowed_error(planted: bool, *, sales: Sequence[tuple[str, int]] = (
 
 
 BUILDERS.update({"swallowed_error": build_swallowed_error})
+
+
+def build_wrong_variable(planted: bool, *, lines: Sequence[tuple[str, str, int]] = (
+        ("desk", "249.00", 2), ("chair", "129.50", 4), ("lamp", "39.90", 3)), vat: int = 23) -> Any:
+    """CodeAgent: ``get_quote_lines`` (flaky), then ONE code step computing the subtotal and the total with VAT and
+    answering; planted: the answer formats ``subtotal`` where the task asks for the total with VAT."""
+    rows = [{"item": i, "unit_eur": float(p), "qty": q} for i, p, q in lines]
+    get_lines = make_tool("get_quote_lines", "The lines of a quote: item, unit price in EUR without VAT, quantity.",
+                          {"quote": string("the quote id")}, "array", lambda quote: rows, flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "no total"
+        quote = (re.search(r"quote (Q-\d+)", request.task) or [None, "Q-1"])[1]
+        if find(request, r"lines: \["):
+            shown = "subtotal" if planted else "total"
+            return code_reply(f"add the lines up, add {vat}% VAT and answer.",
+                              "subtotal = round(sum(line['unit_eur'] * line['qty'] for line in lines), 2)\n"
+                              f"total = round(subtotal * (1 + {vat} / 100), 2)\n"
+                              "print(f'subtotal: {subtotal:.2f}, total with VAT: {total:.2f}')\n"
+                              f"final_answer(f'TOTAL: {{{shown}:.2f}} EUR incl. VAT')")
+        return fetch_step(request, f"fetch the lines of {quote}.",
+                          f"lines = get_quote_lines(quote='{quote}')\nprint('lines:', lines)", "no lines")
+
+    return code_agent(policy, [get_lines], "sales_agent", max_steps=5)
+
+
+def build_misread_report(planted: bool, *, gross: str = "182,400", net: str = "151,920") -> Any:
+    """Manager ToolCallingAgent + managed ``finance_agent`` (flaky ``pnl_report``), whose answer quotes the report's
+    gross and net revenue; planted: the manager reports the gross figure where the task asks for the net one."""
+    pnl = make_tool("pnl_report", "A quarter's profit and loss summary.", {"quarter": string("like Q3 2026")}, "string",
+                    lambda quarter: f"P&L {quarter}: gross revenue {gross} EUR; refunds and discounts 30,480 EUR; "
+                                    f"net revenue {net} EUR; operating costs 98,300 EUR", flaky=True)
+
+    def finance(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no report"
+        found = find(request, r"P&L [^:]+: (.+)")
+        if found:
+            return [Call("final_answer", {"answer": f"From the P&L: {found.group(1)}."})]
+        quarter = re.search(r"(Q\d \d{4})", request.task)
+        if quarter is None or errors(request) >= 3:
+            return [Call("final_answer", {"answer": "unknown"})]
+        return [Call("pnl_report", {"quarter": quarter.group(1)})]
+
+    worker = tool_agent(finance, [pnl], "finance_agent", max_steps=4, description="Reads the P&L reports.")
+
+    def manager(request: ScriptedRequest) -> Reply:
+        if request.is_final_summary:
+            return "no answer"
+        answers = managed_answers(request, "finance_agent")
+        if answers:
+            label = "gross revenue" if planted else "net revenue"
+            found = re.search(rf"{label} ([\d,]+) EUR", answers[-1])
+            return [Call("final_answer", {"answer": f"NET: {found.group(1) if found else 'unknown'} EUR"})]
+        quarter = re.search(r"(Q\d \d{4})", request.task)
+        return [Call("finance_agent", {"task": f"Summarise the P&L of {quarter.group(1) if quarter else '?'}."})]
+
+    return tool_agent(manager, [], "manager", max_steps=3, managed=[worker])
+
+
+BUILDERS.update({"wrong_variable": build_wrong_variable, "misread_report": build_misread_report})
