@@ -78,3 +78,33 @@ def test_the_hooks_encoders_take_the_c_path():
 
     assert None not in (_state._CALL_JSON_ARGS, _tools._INPUTS_JSON_ARGS, _model_calls._ARGUMENTS_JSON_ARGS)
     assert _state.call_text("f", {"b": "é", "a": 1}) == 'f({"a": 1, "b": "é"})'
+
+
+TEXTS = ['{"a": 1, "b": [1.5, null, true, "\\u00e9"]}', '  {"a": 1}  \n', "[]", '"s"', "12", "1e400", "NaN",
+         '{"a": 1} x', "", "   ", "\ufeff{}", '{"a": }', '{"a": 1, "a": 2}', '{"deep": ' * 50 + "1" + "}" * 50, "{"]
+
+
+def _json_loads_reference(text):
+    try:
+        return ("ok", json.loads(text))
+    except ValueError:
+        return ("no JSON", None)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_hooks_read_argument_text_as_json_loads_reads_it(text):
+    """AutoGen's parse_arguments and smolagents' message_tool_calls read JSON with the scanner inline."""
+    from types import SimpleNamespace as NS
+
+    from causaltrace.instrumentation.autogen._access import parse_arguments
+    from causaltrace.instrumentation.smolagents._access import message_tool_calls
+
+    kind, value = _json_loads_reference(text)
+    parsed = parse_arguments(text)
+    if kind == "no JSON":
+        assert parsed == {"raw": text}
+    else:
+        assert repr(parsed) == repr(value if isinstance(value, dict) else {"value": value})  # NaN != NaN
+    [call] = message_tool_calls(NS(tool_calls=[NS(id="c1", function=NS(name="f", arguments=text))]))
+    expected = text if kind == "no JSON" else value
+    assert repr(call["arguments"]) == repr(expected)

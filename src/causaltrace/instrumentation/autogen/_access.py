@@ -43,6 +43,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from causaltrace.instrumentation._json_text import SCAN, WHITESPACE
+
 __all__ = [
     "client_create_args",
     "client_settings",
@@ -307,10 +309,18 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     ``{"value": v}`` when it is JSON but not an object."""
     if type(raw) is not str and isinstance(raw, Mapping):  # the usual JSON text: no ABC check (a call)
         return dict(raw)
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return {"raw": str(raw)}
+    if type(raw) is str and not raw.startswith("\ufeff"):  # json.loads' work inline (.._json_text; every tool call)
+        try:
+            value, end = SCAN(raw, WHITESPACE(raw, 0).end())
+        except (StopIteration, ValueError):
+            return {"raw": raw}
+        if WHITESPACE(raw, end).end() != len(raw):
+            return {"raw": raw}
+    else:
+        try:
+            value = json.loads(raw)
+        except (TypeError, ValueError):
+            return {"raw": str(raw)}
     return value if isinstance(value, dict) else {"value": value}
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
@@ -26,6 +25,7 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
+from causaltrace.instrumentation._json_text import SCAN, WHITESPACE
 from causaltrace.instrumentation.smolagents import _oi as oi
 
 __all__ = [
@@ -168,12 +168,15 @@ def message_tool_calls(message: Any) -> list[dict[str, Any]]:
     for tc in getattr(message, "tool_calls", None) or []:
         fn = getattr(tc, "function", None)
         args = getattr(fn, "arguments", None)
-        if isinstance(args, str):
+        if isinstance(args, str) and not args.startswith("\ufeff"):  # json.loads' work inline (.._json_text)
             try:
-                args = json.loads(args)
-            except ValueError:
+                value, end = SCAN(args, WHITESPACE(args, 0).end())
+                if WHITESPACE(args, end).end() == len(args):
+                    args = value
+            except (StopIteration, ValueError):  # no JSON: the text stays
                 pass
-        out.append({"name": getattr(fn, "name", ""), "arguments": jsonable(args), "id": getattr(tc, "id", None)})
+        plain = _plain_dict(args) if type(args) is dict else jsonable(args)  # jsonable's own dict case, first
+        out.append({"name": getattr(fn, "name", ""), "arguments": plain, "id": getattr(tc, "id", None)})
     return out
 
 
