@@ -233,3 +233,43 @@ def test_a_step_that_uses_the_asked_entry_too_computes_with_both() -> None:
              step(4, "final_answer", "BOXES: 21, COST: 38.85", deps=(3,))]
     run, prov, _ = _changes(steps)
     assert detect_wrong_entries(run, prov) == []
+
+
+def test_code_that_retypes_a_column_of_records_without_one_omits_it() -> None:
+    from causaltrace.attribution.findings.retyped_lists import detect_retyped_omissions, record_columns
+
+    table = ("[{'return': 'RT-301', 'amount_eur': 24.9}, {'return': 'RT-302', 'amount_eur': 12.5}, "
+             "{'return': 'RT-303', 'amount_eur': 89.0}, {'return': 'RT-304', 'amount_eur': 7.25}]")
+    assert record_columns(table) == [["24.9", "12.5", "89.0", "7.25"]]
+    steps = [step(0, "task", "Add up the refunds of batch B-17.", agent="user"),
+             step(1, "tool_call", 'list_returns({"batch": "B-17"})', tool="list_returns", args={"batch": "B-17"},
+                  deps=(0,)),
+             step(2, "tool_response", table, tool="list_returns", deps=(1,)),
+             step(3, "tool_call", "", tool="python", args={"code": "amounts = [24.90, 12.50, 89.00]\nprint(sum(amounts))"},
+                  deps=(2,)),
+             step(4, "final_answer", "REFUNDS: 126.40", deps=(3,))]
+    steps[3] = steps[3].model_copy(update={"content": steps[3].arguments["code"]})
+    run, prov, _ = _changes(steps)
+    found = detect_retyped_omissions(run, prov, None)
+    assert [(f.step_id, [e.value for e in f.evidence if e.role == "omitted_item"]) for f in found] == [("s3", ["7.25"])]
+
+
+def test_an_error_nobody_redid_before_an_answer_that_lacks_a_task_item_is_unrecovered() -> None:
+    from causaltrace.attribution.findings.errors import left_out
+
+    steps = [step(0, "task", "Add up 1,200 EUR, 950 DKK and 400 CHF in EUR (2 decimals) for 2026.", agent="user"),
+             step(1, "tool_call", 'calculator({"expression": "1200 + 950 * 0.134"})', tool="calculator",
+                  args={"expression": "1200 + 950 * 0.134"}, deps=(0,)),
+             step(2, "final_answer", "TOTAL: 1327.30", deps=(1,))]
+    run, prov, _ = _changes(steps)
+    assert left_out(run, prov) == ["400"]  # 2 decimals and the year are no items
+
+
+def test_a_count_rounded_down_where_the_plan_rounds_up_is_an_operator_changed() -> None:
+    from causaltrace.attribution.stages.provenance_changes import floor_slip
+
+    plan = [(3, "PLAN: boxes for every jar (a partly filled box is still a box)")]
+    floor = step(5, "tool_call", "", tool="python", args={"code": "boxes = 250 // 12"})
+    ceil = step(5, "tool_call", "", tool="python", args={"code": "boxes = -(-250 // 12)"})
+    assert floor_slip(floor, plan).after == "250 // 12" and floor_slip(ceil, plan) is None
+    assert floor_slip(floor, [(3, "PLAN: split the jars evenly")]) is None

@@ -45,7 +45,7 @@ from causaltrace.attribution.findings.approvals import detect_unchecked_approval
 from causaltrace.attribution.findings.drift import detect_task_drift
 from causaltrace.attribution.findings.dropped_bounds import detect_dropped_bounds
 from causaltrace.attribution.findings.entries import detect_wrong_entries
-from causaltrace.attribution.findings.errors import detect_unrecovered_errors, worked_around
+from causaltrace.attribution.findings.errors import detect_unrecovered_errors, left_out, worked_around
 from causaltrace.attribution.findings.extremes import detect_wrong_picks
 from causaltrace.attribution.findings.fabrication import detect_made_up_data
 from causaltrace.attribution.findings.filled_gaps import detect_filled_gaps
@@ -135,7 +135,7 @@ class FindingsStage(Stage[Findings]):
         # a table filled in with a figure nobody gave (not after a drifted opening, as for marked fabrication)
         gaps = detect_filled_gaps(run, prov) if prov.anchor >= 0 and drift is None else []
         items = [*detect_unrecovered_errors(run, errors, anchor, relevance,
-                                            worked_around(run, errors, fabrication, gaps)),
+                                            worked_around(run, errors, fabrication, gaps), left_out(run, prov)),
                  *detect_loops_without_progress(run, loops), *detect_task_drift(run, drift),
                  *detect_made_up_data(run, fabrication), *gaps]
         if prov.anchor >= 0:

@@ -22,6 +22,7 @@ from causaltrace.attribution.findings._common import change_strength, evidence, 
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_record import Provenance
+from causaltrace.attribution.stages.values import number_key
 from causaltrace.attribution.stages.view import content_of
 from causaltrace.schema import Finding, Run, Step
 
@@ -53,6 +54,27 @@ def list_literals(text: str) -> list[tuple[str, list[str]]]:
         if len(items) >= 2 and all(items):
             out.append((m.group(0), [i.group(1).strip("'\"") for i in items if i]))
     return out
+
+
+_RECORDS = re.compile(r"\[\s*(\{[^\[\]]{1,8000}\})\s*\]")
+_RECORD = re.compile(r"\{([^{}]{1,1000})\}")
+_FIELD = re.compile(r"""['"](\w{1,40})['"]\s*:\s*(-?\d+(?:\.\d+)?)""")
+
+
+def record_columns(text: str) -> list[list[str]]:
+    """The number columns of every list of records in ``text`` (``[{'id': 'RT-301', 'amount': 24.9}, ...]``, a
+    tool's table as JSON or Python): for each field every record holds, its values in order."""
+    out = []
+    for m in _RECORDS.finditer(text[:50_000]):
+        rows = [dict(_FIELD.findall(r.group(1))) for r in _RECORD.finditer(m.group(1))]
+        if len(rows) >= 2:
+            out += [[row[key] for row in rows] for key in rows[0] if all(key in row for row in rows)]
+    return out
+
+
+def _norm(item: str) -> str:
+    """An item as compared: a number by its value (``24.90`` is ``24.9``), a string as written."""
+    return number_key(item) or item if item[:1].isdigit() or item[:1] == "-" else item
 
 
 def _subsequence(short: list[str], long: list[str]) -> bool:
@@ -88,9 +110,12 @@ def _retyped(step: Step, graph: DependencyGraph | None, run: Run) -> tuple[int, 
     near = _near_ancestors(graph, step.index) if graph is not None and graph.edges else set(
         range(max(0, step.index - _DEPTH * 4), step.index))
     sources = sorted((s for s in (run.step_at(i) for i in near) if s.kind in _RESULT_KINDS), key=lambda s: s.index)
-    for literal, items in written:
+    for literal, raw_items in written:
+        items = [_norm(x) for x in raw_items]
         for source in reversed(sources):
-            for _, full in list_literals(content_of(source)):
+            text = content_of(source)
+            for full in [full for _, full in list_literals(text)] + record_columns(text):
+                full = [_norm(x) for x in full]
                 if len(full) < _MIN_SOURCE or len(items) >= len(full) or 2 * len(items) < len(full):
                     continue
                 if len(set(items)) == len(items) and _subsequence(items, full):

@@ -136,6 +136,30 @@ def percent_sign_slip(step: Step, task_text: str) -> Change | None:
     return None
 
 
+#: what asks for a count rounded up (containers for all the items, whole units bought)
+_ROUND_UP = re.compile(r"\b(?:round(?:ed|ing)?\s+up|partly\s+filled|partially\s+filled|part(?:ly|ial)\s+\w+\s+"
+                       r"(?:still\s+)?counts?|ceiling|every\s+\w+\s+must\s+be\s+(?:packed|seated|carried|covered))\b",
+                       re.IGNORECASE)
+_FLOOR = re.compile(r"(?<![/\w])(\w+(?:\.\w+)?)\s*//\s*(\w+(?:\.\w+)?)|\bmath\.floor\(|\bint\(\s*\w+\s*/\s*\w+\s*\)")
+
+
+def floor_slip(step: Step, sources: list[tuple[int, str]]) -> Change | None:
+    """Code that rounds a count down (``250 // 12``, ``int(a / b)``, ``math.floor``) where what it follows says to
+    round up ("a partly filled box is still a box", "round up"): the operator changed (an under-count), charged to
+    the step, its source the text that asked for the ceiling. A floor under ``-(-a // b)`` is the ceiling itself."""
+    code = str((step.arguments or {}).get("code") or "") or (content_of(step) if "```" in content_of(step) else "")
+    if "//" not in code and "floor" not in code and "int(" not in code:
+        return None
+    m = _FLOOR.search(code)
+    if m is None or code[max(0, m.start() - 4):m.start()].replace(" ", "").endswith("(-"):
+        return None
+    for j, text in sources:
+        if _ROUND_UP.search(text):
+            return Change(step.index, j, "operator", "ceil", m.group(0).strip(), "substitution",
+                          detail="rounded down where the request rounds up")
+    return None
+
+
 def substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
     """A value of the step's sources of the same group as ``v`` (a quantity or comparison: the same number; a
     span: the same start or end) but different."""

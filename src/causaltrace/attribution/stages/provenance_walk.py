@@ -20,6 +20,7 @@ from causaltrace.attribution.stages.capabilities import capability_words
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import (
+    floor_slip,
     is_copy_slip,
     mean_slip,
     percent_sign_slip,
@@ -526,6 +527,13 @@ class ProvenanceWalk:
         if "100" in (text := str((step.arguments or {}).get("code") or content_of(step))) or "*" in text:
             if (sign := percent_sign_slip(step, self.task_text)) is not None:
                 self.prov.changes.append(sign)
+        if "//" in text or "floor" in text or "int(" in text:
+            # what asked for the count: the task, or any plan or message before the code (a plan's "a partly filled
+            # box is still a box" lies further back than the code's own sources)
+            asked = [(TASK, self.task_text), *((s.index, content_of(s)) for s in self.steps
+                                               if s.index < k and s.kind in ("task", "message", "planning"))]
+            if (floor := floor_slip(step, asked)) is not None:
+                self.prov.changes.append(floor)
         candidates = [v for v in candidates if v.group != "mean"]
         if not candidates:
             return
