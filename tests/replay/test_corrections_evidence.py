@@ -69,6 +69,34 @@ def test_excluded_values_are_left_out_where_the_step_lists_or_adds_them():
     assert left_out("text", "The sum is 245.", ["80"]) is None  # prose: no list to leave an item out of
 
 
+async def test_an_excluded_figure_is_corrected_by_the_figure_its_source_states_without_it(tmp_path):
+    """fresh32-ag-net-price: "excluding VAT", and pricing multiplies the 123.00 the price list labels "incl. 23%
+    VAT". The same result states "(net 100.00 EUR)": the correction is the same call on 100.00 (a scalar has no
+    list to leave the value out of), and the replay succeeds at that call. The twin multiplies the net price: no
+    finding, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("fresh32-ag-net-price", "ignored_instruction", tmp_path)
+    assert fix.replacement == {"a": 100.0, "b": 3} and fix.step_id == found.step_id
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "ignored_instruction") == []
+
+
+def test_the_figure_without_the_excluded_part_is_the_one_a_complement_word_labels():
+    from _builders import RunBuilder
+    from causaltrace.replay.correct_ignored import complement_value
+
+    def complement(result: str, value: str = "123") -> str | None:
+        run = (RunBuilder("net").task("Quote it excluding VAT.").tool_response("pricing", result)
+               .tool_call("pricing", "multiply", {"a": float(value), "b": 3}).build())
+        return complement_value(run, run.steps[-1], value)
+
+    assert complement("123.00 EUR per licence incl. 23% VAT (net 100.00 EUR)") == "100.00"
+    assert complement("123.00 EUR, 100.00 EUR before tax") is None  # 'before tax' FOLLOWS: no label before it
+    assert complement("123.00 EUR gross, excl. VAT: 100.00 EUR") == "100.00"
+    assert complement("123.00 EUR incl. VAT; 5 licences in stock") is None  # no complement: nothing derived
+    assert complement("net 100.00 or net 90.00 with a discount; 123.00 gross") is None  # two: none chosen
+    assert complement("the price is 99.00 EUR (net 80.00)") is None  # the value is not in this source
+
+
 # -------------------------------------------------------------------------------------------- a route that does not fit
 
 async def test_a_route_written_in_code_calls_the_agent_the_request_names_as_the_code_writes_that_call(tmp_path):

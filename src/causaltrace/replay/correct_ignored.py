@@ -15,8 +15,12 @@ as ``2023-Q1, 2023-Q2, 2023-Q3 and 2023-Q4``; the finding's ``request`` span and
 by the same step enumerating the periods of the whole span, in its notation (``2023-Q2, 2023-Q3, 2023-Q4 and
 2024-Q1``: quarters ``YYYY-Qn`` / ``Qn YYYY``, months ``YYYY-MM``), in the model reply a planning step wraps.
 
+* **one figure** (``multiply(a=123.0, b=3)`` on a price "incl. 23% VAT"): the figure the same source states beside it
+  without the excluded part ("(net 100.00 EUR)": a number labelled net / excl. / without / before), in its place.
+
 Not derived: a value the step states in prose (a total already added up is no list to leave an item out of), a value
-the step holds in a shape other than those above; the step keeps its alternatives.
+the step holds in a shape other than those above, a figure whose source states no single labelled complement; the
+step keeps its alternatives.
 """
 
 from __future__ import annotations
@@ -111,9 +115,53 @@ def exclusion_correction(step: Step, run: Run, f: Finding, findings: Iterable[Fi
     original = original_value(step, kind)
     replacement = left_out(kind, original, values)
     if replacement is None or replacement == original:
-        return None
+        return _complement_correction(step, run, f, request, kind, original, values)
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
                         finding=f, description=f"leave out {', '.join(values)} ({request})")
+
+
+#: a label that states a figure without what an exclusion leaves out ("net 100.00", "excl. VAT", "before tax")
+_COMPLEMENT = re.compile(r"\b(?:net|excl|excluding|without|before|ex|pre)\b", re.IGNORECASE)
+_FIGURE = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w.]|\s*%)")
+
+
+def complement_value(run: Run, step: Step, value: str) -> str | None:
+    """The figure the source of ``value`` states beside it WITHOUT what the request excludes: in the latest earlier
+    observation (a tool result, a code run's output, a message) that states ``value`` as a number, the one other number (no percentage) labelled by a complement word in
+    the three words before it ("… 123.00 EUR incl. 23% VAT (net 100.00 EUR)" → ``100.00``); None when there is not
+    exactly one."""
+    try:
+        target = float(value.replace(",", ""))
+    except ValueError:
+        return None
+    observed = ("tool_response", "code_execution", "message")  # what the team was told, not what it wrote to a tool
+    for source in sorted((s for s in run.steps if s.index < step.index and s.content and s.kind in observed),
+                         key=lambda s: -s.index):
+        text = str(source.content)
+        figures = [(m, float(m.group(0).replace(",", ""))) for m in _FIGURE.finditer(text)]
+        if not any(n == target for _, n in figures):
+            continue
+        labelled = [m.group(0) for m, n in figures if n != target
+                    and _COMPLEMENT.search(" ".join(text[:m.start()].split()[-3:]))]
+        return labelled[0] if len(labelled) == 1 else None
+    return None
+
+
+def _complement_correction(step: Step, run: Run, f: Finding, request: str, kind: str, original: Any,
+                           values: list[str]) -> Intervention | None:
+    """One excluded scalar used (``multiply(a=123.0, b=3)`` with the price incl. VAT), corrected by the figure its
+    source states without the excluded part (:func:`complement_value`): the same call on ``100.00``."""
+    from causaltrace.replay.corrections import _substitute
+
+    if len(values) != 1:
+        return None
+    net = complement_value(run, step, values[0])
+    replacement = _substitute(original, net, values[0]) if net is not None else None
+    if replacement is None or replacement == original:
+        return None
+    return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
+                        finding=f, description=f"{values[0]} → {net}, the figure its source states without what the "
+                                               f"request excludes ({request})")
 
 
 # ------------------------------------------------------------------------------------------- a narrowed period
