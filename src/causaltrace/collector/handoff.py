@@ -129,6 +129,7 @@ class OpQueue:
         self._woken = False  # a wake() came since the writer last looked
 
     def put(self, item: Op) -> None:
+        """(The collector does this inline on its hot paths: ``RunCollector.accept`` and ``_submit``.)"""
         self.queue.append(item)
         if self._deep:
             self.wake()

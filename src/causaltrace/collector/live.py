@@ -341,7 +341,10 @@ class RunCollector:
             self._ensure_writer()
         if op != "flush":
             next(self._handed)
-        self._queue.put((op, payload, done))
+        q = self._queue  # its put inline, as in accept
+        q.queue.append((op, payload, done))
+        if getattr(q, "_deep", False):
+            q.wake()
         if self._retiring:  # the writer may have ended since: check again AFTER the put (see :meth:`_retire`)
             self._ensure_writer()
         if done is not None and (self._down or self._stalled):
