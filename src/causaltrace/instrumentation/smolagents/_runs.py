@@ -24,7 +24,6 @@ from causaltrace.instrumentation.smolagents._state import (
     CURRENT_RUN,
     INVOKER,
     AgentRun,
-    arg,
     guard,
     internal_error,
     text,
@@ -44,9 +43,14 @@ _UNSEEN: Any = object()
 
 def wrap_run(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``MultiStepAgent.run``: an agent run from its start to its end (a streamed run ends with its stream)."""
-    task = arg(args, kwargs, 0, "task")
-    stream = bool(arg(args, kwargs, 1, "stream", False))
-    state: AgentRun | None = guard(_begin, instance, task)
+    n = len(args)  # arg() for both, and guard(_begin, …), inline (every agent run, managed ones included)
+    task = args[0] if n > 0 else kwargs.get("task")
+    stream = bool(args[1] if n > 1 else kwargs.get("stream", False))
+    try:
+        state: AgentRun | None = _begin(instance, task)
+    except Exception:
+        internal_error(_begin)
+        state = None
     if state is None:
         return wrapped(*args, **kwargs)
     with state.entered(force=True):

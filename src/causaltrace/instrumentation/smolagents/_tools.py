@@ -233,6 +233,9 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
     else:
         if type(result) is str:  # a tool's usual answer: text() and jsonable() of it, inline
             step.end(content=result[:MAX_CONTENT], outputs={"result": result, "is_error": False})
+        elif type(result) in _PLAIN_SCALARS:  # a number (or None): the same, inline (text() of None is "")
+            step.end(content="" if result is None else str(result)[:MAX_CONTENT],
+                     outputs={"result": result, "is_error": False})
         else:
             step.end(content=text(result), outputs={"result": acc.jsonable(result), "is_error": False})
     with run.lock:  # run.observe, inline
@@ -249,6 +252,8 @@ def _tool_done(run: AgentRun, rec: ToolRec, call: CallHandle | None, invocation:
 #: ``json.dumps(…, ensure_ascii=False, default=str)``'s encoder, made once (dumps builds one per call with these
 #: arguments).
 _INPUTS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+#: The types besides str that :func:`acc.jsonable` returns as they are (its ``_SCALARS``).
+_PLAIN_SCALARS = frozenset({int, float, bool, type(None)})
 _INPUTS_JSON_ARGS = one_shot_args(_INPUTS_JSON)
 
 
