@@ -380,11 +380,13 @@ class StepHandle:
         tool-call ids, tool schemas, a tool's description…): exported under the payload policy and the content
         switches, never stored in the Step. Later calls add to earlier ones."""
         try:
-            if self.span is None or not attributes:
+            span = self.span
+            if span is None or not attributes:
                 return
-            if self.span.extras is None:
-                self.span.extras = {}
-            self.span.extras.update(attributes)
+            if span.extras is None:
+                span.extras = dict(attributes)  # the first (usually the only) call: a copy, no update call
+            else:
+                span.extras.update(attributes)
         except Exception:
             internal_error("StepHandle.set_span_attributes")
             return None
