@@ -420,3 +420,15 @@ async def test_a_derailed_opening_restated_as_the_request_flips_the_tuning_team(
     best = result.decisive.best.intervention
     assert best.basis == "correction" and best.finding.family == "task_drift"
     assert result.pair is not None
+
+
+async def test_a_made_up_rate_is_obtained_by_the_tool_whose_one_parameter_takes_the_code_it_names(tmp_path):
+    """fresh32-ag-assumed-rate: the coder converts at 'rate = 0.92  # approximate USD/EUR rate' and never calls
+    get_rate(pair). The task names no entity the made-up line names (EUR is a label); the line's one code, USD/EUR,
+    is what it stands for: the correction calls get_rate(pair='USD/EUR') in place of the reply. The twin asks
+    get_rate: no made-up data, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("fresh32-ag-assumed-rate", "made_up_data", tmp_path)
+    assert fix.basis == "correction" and fix.replacement == {
+        "text": None, "tool_calls": [{"name": "get_rate", "arguments": {"pair": "USD/EUR"}}]}
+    assert twin.outcome.status == "success" and not [c for c in _derived_corrections(twin)
+                                                      if c.finding.family == "made_up_data"]

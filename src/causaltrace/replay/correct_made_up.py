@@ -15,7 +15,8 @@ fetches the real value.
   before the agent made its value up; when the made-up lines name one entity of the task and that call's one string
   argument names another, the made-up one in its place. A tool the agent never called gets arguments only when its
   schema (in the reply's recorded request) has one parameter, a string: the one name of the task the made-up lines
-  name; else no correction.
+  name, else the one code the made-up lines write for what they stand for (``USD/EUR`` in "approximate USD/EUR
+  rate"); else no correction.
 * **The shape**: a code action's code becomes that call (``print(get_sales(region='West'))``); any other step's
   producing reply has its tool calls replaced wholesale by it (both adapters replay a reply's tool calls).
 
@@ -132,8 +133,14 @@ def _schema_arguments(run: Run, llm: Step | None, tool: str, made_up: str) -> di
         if len(properties) != 1 or next(iter(properties.values()), {}).get("type") != "string":
             return None
         names = [e for e in entity_kinds(run.task or "") if not e.isupper() and e in _named({e}, made_up)]
+        if not names:  # the made-up lines' one code of what they stand for ('approximate USD/EUR rate')
+            names = list(dict.fromkeys(_CODE.findall(made_up)))
         return {next(iter(properties)): names[0]} if len(names) == 1 else None
     return None
+
+
+#: a code of upper-case parts joined by '/' or '-' (``USD/EUR``, ``EUR-GBP``): what a made-up figure is of
+_CODE = re.compile(r"(?<![\w/-])[A-Z]{2,}(?:[/-][A-Z]{2,})+(?![\w/-])")
 
 
 def _named(entities: set[str], text: str) -> set[str]:
@@ -224,9 +231,10 @@ def _unanswered_lookup(run: Run, step: Step) -> tuple[str, dict[str, Any]] | Non
 
 
 def _as_intervention(step: Step, f: Finding, llm: Step | None, tool: str, arguments: dict[str, Any]) -> Intervention:
-    """The call of ``tool`` in ``step``'s place: a code action's code, else its producing reply's tool calls."""
+    """The call of ``tool`` in ``step``'s place: a code action's code, else its producing reply's tool calls — also
+    for code in a message, which another agent runs (AutoGen's executor), where the agent's tools are not defined."""
     described = f"call {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) instead of making the data up"
-    if replacement_kind(step) == "code" or llm is None:
+    if (replacement_kind(step) == "code" and step.kind != "message") or llm is None:
         return Intervention(step_id=step.step_id, replacement=_call_code(tool, arguments), source="mutation",
                             basis="correction", finding=f, description=described)
     return Intervention(step_id=llm.step_id, replacement={"text": None, "tool_calls": [{"name": tool,
