@@ -532,18 +532,21 @@ def openinference_attributes(
         if RUN_ID in attrs:
             _root_openinference(attrs, outputs_hidden, final_answer, content)
         return attrs
-    attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_BY_STEP.get(kind, "CHAIN")
+    # (keys read with ``in`` and ``[]``: no method call each, every step span comes here)
+    attrs[OI_SPAN_KIND] = OPENINFERENCE_SPAN_KIND_BY_STEP[kind] if kind in OPENINFERENCE_SPAN_KIND_BY_STEP else "CHAIN"
     attrs[OI_SESSION_ID] = attrs[RUN_ID] if RUN_ID in attrs else None
     merged = RESULT_ID in attrs  # a tool call and its result: the output is the result's
     if content:
-        source = attrs.get(STEP_ARGUMENTS) or attrs.get(STEP_INPUTS)
+        source = (attrs[STEP_ARGUMENTS] if STEP_ARGUMENTS in attrs else None) or (
+            attrs[STEP_INPUTS] if STEP_INPUTS in attrs else None)
         if source is not None:
             attrs[OI_INPUT_VALUE] = source
             attrs[OI_INPUT_MIME_TYPE] = MIME_JSON
         elif kind == "task" and STEP_CONTENT in attrs and attrs[STEP_CONTENT] and not inputs_hidden:
             attrs[OI_INPUT_VALUE] = attrs[STEP_CONTENT]
             attrs[OI_INPUT_MIME_TYPE] = MIME_TEXT
-        text = attrs.get(RESULT_CONTENT if merged else STEP_CONTENT)
+        text = RESULT_CONTENT if merged else STEP_CONTENT
+        text = attrs[text] if text in attrs else None
         if text:
             attrs[OI_OUTPUT_VALUE] = text
             attrs[OI_OUTPUT_MIME_TYPE] = MIME_TEXT
