@@ -273,3 +273,52 @@ def test_a_count_rounded_down_where_the_plan_rounds_up_is_an_operator_changed() 
     ceil = step(5, "tool_call", "", tool="python", args={"code": "boxes = -(-250 // 12)"})
     assert floor_slip(floor, plan).after == "250 // 12" and floor_slip(ceil, plan) is None
     assert floor_slip(floor, [(3, "PLAN: split the jars evenly")]) is None
+
+
+def test_code_that_sorts_and_takes_the_wrong_end_for_the_tasks_extreme() -> None:
+    from causaltrace.attribution.stages.provenance_changes import sort_slip
+
+    task = "Add up the three most recent invoices of client Halden."
+
+    def code(text: str) -> Step:
+        return step(1, "tool_call", "", tool="python", args={"code": text})
+
+    assert sort_slip(code("recent = sorted(inv, key=lambda r: r['date'])[:3]"), task).after == "the smallest"
+    assert sort_slip(code("recent = sorted(inv, key=lambda r: r['date'], reverse=True)[:3]"), task) is None
+    assert sort_slip(code("recent = sorted(inv, key=lambda r: r['date'])[-3:]"), task) is None
+    assert sort_slip(code("cheap = sorted(fares, reverse=True)[0]"), "Book the cheapest fare.") is not None
+    assert sort_slip(code("x = sorted(fares)[0]"), "List the fares.") is None  # no extreme asked
+
+
+def test_code_that_compares_in_another_case_than_the_data_holds() -> None:
+    from causaltrace.attribution.stages.provenance_changes import case_slip
+
+    data = [(5, "lines: [{'amount': 180.0, 'currency': 'usd'}, {'amount': 240.0, 'currency': 'EUR'}]")]
+    wrong = step(6, "tool_call", "", tool="python", args={"code": "if line['currency'] == 'USD': x = 1"})
+    right = step(6, "tool_call", "", tool="python", args={"code": "if line['currency'] == 'usd': x = 1"})
+    assert (case_slip(wrong, data).before, case_slip(wrong, data).after) == ("usd", "USD")
+    assert case_slip(right, data) is None
+
+
+def test_a_structured_message_passes_its_fields_like_a_call() -> None:
+    steps = [step(0, "task", "Order 12 units of PX-210 and report the units ordered.", agent="user"),
+             step(1, "message", '{"sku": "PX-210", "quantity": 21, "unit_price": 18.75}', agent="writer", deps=(0,)),
+             step(2, "final_answer", "UNITS: 21 ordered", deps=(1,))]
+    _, _, changes = _changes(steps)
+    assert (1, "number", "12", "21", "copy") in changes
+    prose = [steps[0], step(1, "message", "I ordered 21 units of PX-210.", agent="writer", deps=(0,)), steps[2]]
+    _, _, changes = _changes(prose)
+    assert not any(c[0] == 1 and c[4] == "copy" for c in changes)  # in prose two digits a swap apart link nothing
+
+
+def test_an_executors_output_message_is_no_opening() -> None:
+    from causaltrace.attribution.stages.drift import find_task_drift
+
+    steps = [step(0, "task", "Add up the Q3 2026 sales of the North, South and West regions with Python and report "
+                              "the total in EUR.", agent="user"),
+             step(1, "code_execution", "print(sales)", agent="executor", deps=(0,)),
+             step(2, "message", "The script ran, then exited with an error (POSIX exit code: 1). Its output was: "
+                                "Traceback (most recent call last): File main.py, line 4, in module: KeyError "
+                                "raised by the dictionary lookup", agent="executor", deps=(1,))]
+    run = Run(run_id="r", framework="test", task=steps[0].content, steps=steps)
+    assert find_task_drift(run) is None

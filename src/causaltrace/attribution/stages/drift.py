@@ -161,10 +161,14 @@ def _opening_text(step: Step) -> str | None:
 def _opening(run: Run) -> tuple[Step, set[str]] | None:
     """The run's opening and its salient tokens: the earliest text step or delegation long enough to be a plan or a
     restatement; None when there is none."""
+    kinds = {s.step_id: s.kind for s in run.steps}
     for step in candidate_steps(run):
         text = _opening_text(step)
         if text is None:
             continue
+        if step.depends_on and all(kinds.get(d.step_id) in ("code_execution", "tool_response")
+                                   for d in step.depends_on):
+            continue  # a message that reports what code or a tool returned (an executor's output) plans nothing
         tokens = salient_tokens(text)
         if len(tokens) >= MIN_OPENING_TOKENS:
             return step, tokens

@@ -160,6 +160,66 @@ def floor_slip(step: Step, sources: list[tuple[int, str]]) -> Change | None:
     return None
 
 
+#: the side of an extreme the task asks for: the most recent / highest / top are the maximum's side
+_MAX_SIDE = re.compile(r"\b(?:most\s+recent|latest|newest|highest|largest|biggest|top|most\s+expensive|best)\b",
+                       re.IGNORECASE)
+_MIN_SIDE = re.compile(r"\b(?:oldest|earliest|lowest|smallest|cheapest|least\s+expensive|bottom|worst)\b",
+                       re.IGNORECASE)
+_TAKEN = re.compile(r"\s*\[\s*(?::\s*(\d+)|0|(-\d+)\s*:|-1)\s*\]")
+
+
+def sort_slip(step: Step, task_text: str) -> Change | None:
+    """Code that sorts and takes the wrong end for the task's extreme: ``sorted(rows, key=...)[:3]`` (the three
+    SMALLEST) for "the three most recent", or ``sorted(..., reverse=True)[0]`` for "the cheapest". Only when the task
+    names one side; the sort's own direction and the slice decide the side taken."""
+    code = str((step.arguments or {}).get("code") or "") or (content_of(step) if "```" in content_of(step) else "")
+    if "sorted(" not in code:
+        return None
+    wants_max, wants_min = bool(_MAX_SIDE.search(task_text)), bool(_MIN_SIDE.search(task_text))
+    if wants_max == wants_min:
+        return None
+    for start in (m.end() for m in re.finditer(r"\bsorted\(", code)):
+        depth, end = 1, start
+        while end < len(code) and depth:
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            end += 1
+        taken = _TAKEN.match(code, end)
+        if depth or taken is None:
+            continue
+        descending = re.search(r"reverse\s*=\s*True", code[start:end]) is not None
+        first = taken.group(2) is None and not taken.group(0).strip().startswith("[-1")
+        takes_max = first == descending
+        if takes_max != wants_max:
+            return Change(step.index, -1, "operator", "the largest" if wants_max else "the smallest",
+                          "the smallest" if wants_max else "the largest", "substitution",
+                          detail=f"sorted{'' if not descending else ' descending'} then {taken.group(0).strip()}")
+    return None
+
+
+_COMPARED = re.compile(r"""(?:==|!=)\s*(['"])([\w./-]{1,40})\1|(['"])([\w./-]{1,40})\3\s*(?:==|!=)""")
+_QUOTED = re.compile(r"""(['"])([\w./-]{1,40})\1""")
+
+
+def case_slip(step: Step, results: list[tuple[int, str]]) -> Change | None:
+    """Code that compares a field with a literal the data it read never holds as written, but holds in another case
+    (``line['currency'] == 'USD'`` where the lines say ``'usd'``): the comparison can never match, so the branch the
+    data needed never runs — the value changed from its source (its case)."""
+    code = str((step.arguments or {}).get("code") or "") or (content_of(step) if "```" in content_of(step) else "")
+    for m in _COMPARED.finditer(code):
+        literal = m.group(2) or m.group(4)
+        held: dict[str, int] = {}
+        for j, text in results:
+            for q in _QUOTED.finditer(text[:20_000]):
+                held.setdefault(q.group(2), j)
+        if literal in held:
+            continue
+        other = next((value for value in held if value.casefold() == literal.casefold()), None)
+        if other is not None:
+            return Change(step.index, held[other], "word", other, literal, "substitution",
+                          detail="compared in another case than the data holds it")
+    return None
+
+
 def substituted(k: int, v: Value, pool: list[tuple[int, Value]]) -> Change | None:
     """A value of the step's sources of the same group as ``v`` (a quantity or comparison: the same number; a
     span: the same start or end) but different."""

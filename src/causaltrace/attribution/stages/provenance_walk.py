@@ -12,6 +12,7 @@ the record it fills is :mod:`.provenance_record`, the passes after it (:mod:`.pr
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from datetime import datetime
@@ -20,11 +21,13 @@ from causaltrace.attribution.stages.capabilities import capability_words
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.drift import task_request
 from causaltrace.attribution.stages.provenance_changes import (
+    case_slip,
     floor_slip,
     is_copy_slip,
     mean_slip,
     percent_sign_slip,
     restated,
+    sort_slip,
     substituted,
 )
 from causaltrace.attribution.stages.provenance_derive import (
@@ -68,6 +71,19 @@ _QUANTITY = re.compile(r"(?<![\w.,:/-])(\d{1,3}(?:,\d{3})*|\d{1,6})\s+(?!(?:and|
 _INCLUDES = re.compile(r"\b(?:incl\.?|including|inclusive\s+of|with)\s+(?:\d+(?:\.\d+)?\s?%\s+)?([A-Za-z]{3,})",
                        re.IGNORECASE)
 _COUNT = re.compile(r"(?<![\w.,:/-])(\d{1,3})\s+(?!(?:and|or|to|of|the|an?|in|on|at|by|for|from|with)\b)[A-Za-z]{3,}")
+
+
+def _structured(step: Step) -> dict[str, object] | None:
+    """The fields of a message that IS a JSON object (a structured output: ``{"sku": "PX-210", "quantity": 21}``):
+    values passed on as a call passes its arguments."""
+    text = content_of(step).strip() if step.kind == "message" else ""
+    if not (text.startswith("{") and text.endswith("}")) or len(text) > 4000:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _addressed(steps: list[Step]) -> dict[int, int]:
@@ -354,6 +370,8 @@ class ProvenanceWalk:
                                                                           if c not in candidates)]
         found = grounded_alternative(chosen, [c for c in pool if c == chosen or c not in acted], texts)
         change = None
+        if found is not None and self._routed_to_later(found[0], owner):
+            return  # the agent the request names gets the work later: one part of it routed at a time
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
         elif self.capabilities:
@@ -527,6 +545,13 @@ class ProvenanceWalk:
         if "100" in (text := str((step.arguments or {}).get("code") or content_of(step))) or "*" in text:
             if (sign := percent_sign_slip(step, self.task_text)) is not None:
                 self.prov.changes.append(sign)
+        if "sorted(" in text and (order := sort_slip(step, self.task_text)) is not None:
+            self.prov.changes.append(order)
+        if "==" in text or "!=" in text:
+            results = [(s.index, content_of(s)) for s in self.steps if s.index < k and s.kind in (
+                "tool_response", "code_execution")][-20:]
+            if (case := case_slip(step, results)) is not None:
+                self.prov.changes.append(case)
         if "//" in text or "floor" in text or "int(" in text:
             # what asked for the count: the task, or any plan or message before the code (a plan's "a partly filled
             # box is still a box" lies further back than the code's own sources)
@@ -540,9 +565,9 @@ class ProvenanceWalk:
         kinds = {v.kind for v in candidates}
         pool = [(j, u) for j in self._sources(k) for u in self.values.get(j, [])[:400]
                 if u.kind in kinds and value_key(u) not in held]
-        arguments = {number_key(str(a)) for name, a in (step.arguments or {}).items()
-                     if isinstance(a, (int, float)) and not isinstance(a, bool) and not _SETTING.search(str(name))
-                     } if step.kind == "tool_call" else set()
+        fields = step.arguments if step.kind == "tool_call" else _structured(step)
+        arguments = {number_key(str(a)) for name, a in (fields or {}).items()
+                     if isinstance(a, (int, float)) and not isinstance(a, bool) and not _SETTING.search(str(name))}
         given = {TASK, *self.user_steps, *self._instruction(k)}
         given_pool = [(j, u) for j, u in pool if j in given]
         for v in candidates:
