@@ -21,7 +21,6 @@ from causaltrace.collector.oi_messages import (
     llm_request_attributes,
     message_attributes,
 )
-from causaltrace.instrumentation.autogen._access import client_create_args
 
 __all__ = ["request_attributes", "response_attributes", "team_attributes", "turn_attributes"]
 
@@ -127,7 +126,8 @@ def request_attributes(client: Any, messages: Iterable[Any], kwargs: Mapping[str
     schemas = []
     for tool in kwargs.get("tools") or ():  # a loop: AutoGen's ToolSchema dict is its own schema (no ABC check)
         schemas.append(dict(tool) if type(tool) is dict else _schema(tool))
-    parameters = dict(client_create_args(client))
+    create_args = getattr(client, "_create_args", None)  # client_create_args, inline (every model call)
+    parameters = dict(create_args) if type(create_args) is dict or isinstance(create_args, Mapping) else {}
     parameters.pop("model", None)
     extra = kwargs.get("extra_create_args")
     if extra is not None and (type(extra) is dict or isinstance(extra, Mapping)):  # the usual None: no ABC check

@@ -12,7 +12,7 @@ from causaltrace import semconv
 from causaltrace.instrumentation._emitter import internal_error, never_raise
 from causaltrace.instrumentation.autogen._access import parse_arguments, tool_request
 from causaltrace.instrumentation.autogen._patches import SWITCH
-from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, call_arg, step_id_of
+from causaltrace.instrumentation.autogen._state import TURN, PendingCall, Turn, activated, step_id_of
 from causaltrace.schema import StepError
 
 __all__ = ["start_tool_calls", "tool_result_fallback", "wrap_execute_tool_call"]
@@ -176,7 +176,8 @@ def wrap_execute_tool_call(wrapped: Any, instance: Any, args: tuple[Any, ...], k
 
 async def _execute_tool(wrapped: Any, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The wrapped ``_execute_tool_call``."""
-    begun = _begin_tool(turn, call_arg(args, kwargs, 0, "tool_call"))
+    call = kwargs["tool_call"] if "tool_call" in kwargs else (args[0] if args else None)  # call_arg, inline
+    begun = _begin_tool(turn, call)
     if begun is None:
         return await wrapped(*args, **kwargs)
     pending, record = begun

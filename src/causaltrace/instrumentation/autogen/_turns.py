@@ -25,7 +25,6 @@ from causaltrace.instrumentation.autogen._state import (
     Level,
     Turn,
     add_agent_error,
-    call_arg,
     extend_unique,
     state_of,
     step_id_of,
@@ -163,7 +162,8 @@ def wrap_turn_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
 
 def _turn_hooks(agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StreamHooks | None:
     """The wrapped ``on_messages_stream``: each ``__anext__`` inside the turn's scope, each item observed."""
-    turn, owner = begin_turn(agent, call_arg(args, kwargs, 0, "messages", ()))
+    messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
+    turn, owner = begin_turn(agent, messages)
     if turn is None:
         return None
 
