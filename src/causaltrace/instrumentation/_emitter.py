@@ -446,7 +446,7 @@ class Emitter:
             span.context, span.parent, span.start_ns, span.attributes = context, parent_ctx, start_time_ns, attributes
             span.links, span.current, span.joins, span.extras = otel_links, None, None, None
             span.trace_id, span.span_id = trace_id, span_id
-            if attributes.get(semconv.STEP_KIND) == "tool_call":
+            if semconv.STEP_KIND in attributes and attributes[semconv.STEP_KIND] == "tool_call":
                 pair = _new_object(_Pair)  # _Pair(span) without its dataclass __init__: every field set
                 pair.call_span, pair.call, pair.call_end, pair.result_span, pair.result, pair.result_end = (
                     span, None, 0, None, None, 0)
@@ -566,7 +566,7 @@ class Emitter:
             _cut_long_texts(attrs, config.max_attribute_chars)
         if step.kind == "tool_call" and (self._switches if self._switches_of is config else self._content_switches())[1]:
             _genai_tool_content(attrs)
-        status = _STATUS_OF.get(step.status) or _status(step, config.max_attribute_chars)
+        status = _STATUS_OF[step.status] if step.status in _STATUS_OF else _status(step, config.max_attribute_chars)
         if result is not None and (status is _OK or result.status == "error"):
             status = _STATUS_OF.get(result.status) or _status(result, config.max_attribute_chars)
         name = _SPAN_NAMES.get((step.kind, step.model, step.tool_name, step.agent))  # what semconv.span_name reads
