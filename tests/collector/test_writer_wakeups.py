@@ -8,10 +8,12 @@ wake-ups (the module docstring), so the measured rule is: no wake-up mid-run for
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from causaltrace.collector.handoff import Done, OpQueue
 from causaltrace.collector.live import Commit, RunCollector
@@ -76,6 +78,40 @@ def test_a_wake_before_the_sleep_is_not_lost() -> None:
     thread, returned = _sleeper(q, poll_s=30.0, idle_polls=3)
     assert returned.wait(5)
     thread.join(5)
+
+
+def test_no_wake_is_lost_while_the_writer_sleeps_and_drains_around_it() -> None:
+    """The writer sleeps on a lock a wake releases (once until taken): hand-overs each followed by a wake, racing a
+    writer that sleeps and drains in a loop (its poll 30 s away), are all drained in time — a wake is never taken
+    without the writer looking at the queue after it."""
+    q = OpQueue()
+    drained: list[Any] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            q.sleep(30.0, 1000)
+            with q.mutex:
+                while q.queue:
+                    drained.append(q.queue.popleft())
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for i in range(2000):
+            q.queue.append(i)
+            q.wake()
+        deadline = time.monotonic() + 10
+        while len(drained) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        q.wake()
+        thread.join(5)
+    assert drained == list(range(2000))
 
 
 def test_waiting_on_a_done_pokes_once_unset() -> None:

@@ -124,9 +124,15 @@ class OpQueue:
     def __init__(self) -> None:
         self.queue: deque[Op] = deque()
         self.mutex = threading.Lock()
-        self.not_full = self._ready = threading.Condition(self.mutex)  # never waited on as not_full: unbounded
+        self.not_full = threading.Condition(self.mutex)  # never waited on: unbounded (the bulk drain's interface)
+        #: Released by :meth:`wake` (once until the writer takes it): what the writer's sleep acquires — a lock, not
+        #: a Condition, so a wake and a sleep are C calls (a Condition's notify and wait were four Python calls
+        #: each, the wake on the agent's thread at every run's end).
+        self._bell = _allocate_lock()
+        self._bell.acquire()
+        self._guard = _allocate_lock()  # a wake's test-and-release, and the writer's taking it back
         self._deep = False  # the writer sleeps without a timeout: a put must wake it
-        self._woken = False  # a wake() came since the writer last looked
+        self._woken = False  # a wake() came since the writer last looked (the bell is released)
 
     def put(self, item: Op) -> None:
         """(The collector does this inline on its hot paths: ``RunCollector.accept`` and ``_submit``.)"""
@@ -136,24 +142,26 @@ class OpQueue:
 
     def wake(self) -> None:
         """End the writer's sleep now (or its next one at once, if it is awake)."""
-        with self._ready:
-            self._woken = True
-            self._ready.notify()
+        with self._guard:
+            if not self._woken:
+                self._woken = True
+                self._bell.release()
 
     def sleep(self, poll_s: float, idle_polls: int) -> None:
         """Writer: return when there is something to look at — a :meth:`wake`, or a poll (every ``poll_s``) that
         finds operations queued; after ``idle_polls`` empty polls in a row, sleep until a put or a wake."""
         idle = 0
-        with self._ready:
-            while not self._woken:
-                if idle >= idle_polls:
-                    self._deep = True
-                    if not self.queue:  # (after setting ``_deep``: see the class docstring)
-                        self._ready.wait()
-                    self._deep = False
-                else:
-                    self._ready.wait(poll_s)
-                if self.queue:
-                    break
-                idle += 1
-            self._woken = False
+        bell = self._bell
+        while True:
+            if idle >= idle_polls:
+                self._deep = True
+                rung = False if self.queue else bell.acquire()  # (after setting ``_deep``: see the class docstring)
+                self._deep = False
+            else:
+                rung = bell.acquire(True, poll_s)
+            if rung or self.queue:
+                if rung or bell.acquire(False):  # a wake that came meanwhile is taken with it (not another round)
+                    with self._guard:
+                        self._woken = False
+                return
+            idle += 1
