@@ -245,3 +245,28 @@ async def test_an_operator_changed_from_the_tasks_is_put_back_in_the_code_and_fl
         f for f in findings_of(twin) if f.family == "value_changed" and f.index == changed.index]
     assert result.repaired and result.decisive.step_id == changed.step_id and changed.index == case.true_step(run)
     assert result.decisive.best.intervention.basis == "correction"
+
+
+def test_a_division_rounded_the_other_way_is_put_back_as_the_source_said():
+    from causaltrace.replay.corrections import _substitute_text
+
+    code = "boxes = 250 // 12\ncost = boxes * 1.85"
+    assert _substitute_text(code, "ceil", "250 // 12") == "boxes = -(-250 // 12)\ncost = boxes * 1.85"
+    assert _substitute_text("n = math.ceil(250 / 12)", "floor", "ceil(250 / 12)") == "n = 250 // 12"
+    assert _substitute_text("n = 2250 // 12", "ceil", "250 // 12") is None  # not the division the finding names
+    assert _substitute_text(code, "floor", "250 // 12") is None  # already rounded down: nothing to put back
+
+
+async def test_a_division_rounded_down_where_the_plan_rounds_up_is_corrected_and_flips(tmp_path):
+    """fresh32-ag-boxes: the plan says a partly filled box is still a box (the finding's 'ceil'), and the coder's
+    code writes ``250 // 12``. The correction writes the ceiling, ``-(-250 // 12)``, in the message's code; repair
+    flips the run there by it. The fixed twin rounds up: no such finding."""
+    from _zoo import tuning_runs_and_corrections, zoo_home
+
+    case, run, twin, changed, [fix] = await tuning_runs_and_corrections("fresh32-ag-boxes", "value_changed", tmp_path)
+    assert "-(-250 // 12)" in str(fix.replacement) and fix.description.startswith("operator 250 // 12 → ceil")
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert twin.outcome.status == "success" and not [f for f in findings_of(twin) if f.family == "value_changed"]
+    assert result.repaired and result.decisive.step_id == changed.step_id and changed.index == case.true_step(run)
+    assert result.decisive.best.intervention.basis == "correction"

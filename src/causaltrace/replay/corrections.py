@@ -111,8 +111,9 @@ _COMPARISON = re.compile(r"^(<=|>=|==|!=|<|>|\*\*|\*|//|/|%|\+|-) (-?[\d.]+)$")
 
 def _operator_substitute(text: str, before: str, after: str) -> str | None:
     """An operator value put back in code: a span ``lo..hi`` (written ``range(lo, hi + 1)``), a comparison
-    (``>= 100`` for ``> 100``) or an arithmetic operator with its operand (``/ 3`` for ``/ 2`` in ``(a+b+c)/2``,
-    ``- 0.15`` for ``+ 0.15``); None when ``after`` is none of them or the code does not write it."""
+    (``>= 100`` for ``> 100``), an arithmetic operator with its operand (``/ 3`` for ``/ 2`` in ``(a+b+c)/2``,
+    ``- 0.15`` for ``+ 0.15``) or a division rounded the other way (:func:`_rounding_substitute`); None when
+    ``after`` is none of them or the code does not write it."""
     span_a, span_b = _SPAN.match(after), _SPAN.match(before)
     if span_a and span_b:
         lo, hi = int(span_a.group(1)), int(span_a.group(2))
@@ -120,6 +121,9 @@ def _operator_substitute(text: str, before: str, after: str) -> str | None:
         fixed = f"range({int(span_b.group(1))}, {int(span_b.group(2)) + 1})"
         out, n = written.subn(fixed, text)
         return out if n else None
+    rounded = _rounding_substitute(text, before, after)
+    if rounded is not None:
+        return rounded
     cmp_a, cmp_b = _COMPARISON.match(after), _COMPARISON.match(before)
     if cmp_a and cmp_b:  # as the code writes it, spaced or not; '/ 2' is not the end of '// 2', '* 2' not of '** 2'
         written = re.compile(rf"(?<![/*<>=!]){re.escape(cmp_a.group(1))}(?![/*=])\s*{re.escape(cmp_a.group(2))}"
@@ -129,14 +133,36 @@ def _operator_substitute(text: str, before: str, after: str) -> str | None:
     return None
 
 
+_FLOOR_DIV = re.compile(r"^\s*([\w.]+)\s*//\s*([\w.]+)\s*$")
+_CEIL_CALL = re.compile(r"^\s*(?:math\.)?ceil\(\s*([\w.]+)\s*/\s*([\w.]+)\s*\)\s*$")
+
+
+def _rounding_substitute(text: str, before: str, after: str) -> str | None:
+    """A division rounded the other way put back: ``a // b`` where the source said ``ceil`` (round up) becomes
+    ``-(-a // b)`` (the ceiling, no import needed); ``ceil(a / b)`` where it said ``floor`` becomes ``a // b``. None
+    for any other pair of values, or when the code does not write ``after``."""
+    floor, ceil = _FLOOR_DIV.match(after), _CEIL_CALL.match(after)
+    if floor and before.strip().lower() in ("ceil", "ceiling", "math.ceil", "round up"):
+        fixed = f"-(-{floor.group(1)} // {floor.group(2)})"
+        written = re.compile(rf"(?<![\w.]){re.escape(floor.group(1))}\s*//\s*{re.escape(floor.group(2))}(?![\w.])")
+    elif ceil and before.strip().lower() in ("floor", "math.floor", "round down"):
+        fixed = f"{ceil.group(1)} // {ceil.group(2)}"
+        written = re.compile(rf"(?<![\w.])(?:math\.)?ceil\(\s*{re.escape(ceil.group(1))}\s*/\s*"
+                             rf"{re.escape(ceil.group(2))}\s*\)")
+    else:
+        return None
+    out, n = written.subn(lambda _: fixed, text)
+    return out if n else None
+
+
 def _substitute_text(text: str, before: str, after: str) -> str | None:
     """``text`` with ``after`` put back to ``before`` (numbers by value, operators as code writes them, words as
     whole words); None if absent."""
     operator = _operator_substitute(text, before, after)
     if operator is not None:
         return operator
-    if _SPAN.match(after) or _COMPARISON.match(after):
-        return None
+    if _SPAN.match(after) or _COMPARISON.match(after) or _FLOOR_DIV.match(after) or _CEIL_CALL.match(after):
+        return None  # an operator is put back as an operator or not at all (never 'boxes = ceil')
     if _NUMBER.fullmatch(after.strip()):
         dates = [m.span() for m in _DATE.finditer(text)]  # a number inside a date is the date's, not a quantity
 
@@ -263,14 +289,14 @@ def _describe(kind: str, original: Any, replacement: Any, before: str, after: st
         for line, (old, new) in enumerate(zip(original.splitlines(), replacement.splitlines(), strict=False), 1):
             if old != new:
                 pairs = [(a, b) for a, b in zip(_NUMBER.findall(old), _NUMBER.findall(new), strict=False) if a != b]
-                if pairs:
+                if pairs and _what(after) != "operator":
                     return f"literal {pairs[0][0]} → {pairs[0][1]} (line {line})"
                 return f"{_what(after)} {after} → {before} (line {line})"
     return f"{_what(after)} {after} → {before}"
 
 
 def _what(value: str) -> str:
-    if _SPAN.match(value) or _COMPARISON.match(value):
+    if _SPAN.match(value) or _COMPARISON.match(value) or _FLOOR_DIV.match(value) or _CEIL_CALL.match(value):
         return "operator"
     return "number" if _NUMBER.fullmatch(value.strip()) else "word"
 
