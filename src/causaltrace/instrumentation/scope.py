@@ -28,6 +28,8 @@ def _otel_context_var() -> contextvars.ContextVar[Context] | None:
 #: Set and reset directly, as ``otel_context.attach`` / ``detach`` do through the runtime context (two Python calls
 #: each, and two more to read the current Context): a scope is entered around every item a framework stream yields.
 _OTEL_CONTEXT = _otel_context_var()
+#: A context variable nobody reads: what :meth:`Scope.parts` gives as the first of a scope that sets none.
+_NOTHING: contextvars.ContextVar[Any] = contextvars.ContextVar("causaltrace_scope_nothing", default=None)
 
 
 class Scope:
@@ -50,17 +52,23 @@ class Scope:
         #: threads).
         self._made: tuple[Context, Context] | None = None
 
-    def parts(
-        self,
-    ) -> tuple[tuple[tuple[contextvars.ContextVar[Any], Any], ...], Span | None, contextvars.ContextVar[Context] | None] | None:
-        """(the context variables and values, the span, OTel's context variable) for a caller that enters this scope
-        item after item with no call each (an AutoGen stream: :mod:`.autogen._streams`), setting the span in the
-        current Context on that variable itself, as :meth:`__enter__` does; None when the span is set through the
-        context API here (another runtime context): enter the scope then."""
+    def parts(self) -> tuple[Any, ...] | None:
+        """This scope for a caller that sets and resets it item after item with no call (an AutoGen stream:
+        ``Scope.__enter__`` / ``__exit__`` are two calls per item and layer): ``(var0, value0, var1, value1, rest,
+        span, otel_var)`` — its first two context variables and values (``var1`` None when it has one; a variable
+        nobody reads when it has none) to keep in locals, any more (``rest``, a list of pairs) to set in a loop, all
+        reset in the reverse order; its span to set in the OTel Context current at each item on OTel's context
+        variable ``otel_var``, as :meth:`__enter__` does. None when the span goes through the context API here
+        (another runtime context): enter the scope then."""
         var = _OTEL_CONTEXT
         if self._span is not None and var is None:
             return None
-        return self._values, self._span, var
+        values = self._values or ((_NOTHING, None),)
+        (var0, value0), *rest = values
+        var1 = value1 = None
+        if rest:
+            (var1, value1), *rest = rest
+        return var0, value0, var1, value1, rest, self._span, var
 
     def __enter__(self) -> Scope:
         tokens = self._tokens = []

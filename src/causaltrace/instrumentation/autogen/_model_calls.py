@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -26,6 +27,7 @@ from causaltrace.instrumentation.autogen._state import (
     IN_LLM,
     LEVEL,
     MANAGER,
+    SETTINGS,
     TURN,
     Memo,
     Orchestrator,
@@ -93,7 +95,12 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
         memo.saw, memo.observed, memo.memory = [], [], []
         messages = kwargs["messages"] if "messages" in kwargs else (args[0] if args else ())  # call_arg, inline
         request = create_request(messages, kwargs)
-        settings = settings_of(client)
+        try:  # settings_of's lookup, inline (every model call): the settings are made once per client
+            settings = SETTINGS.get(weakref.ref(client))
+        except TypeError:  # not weak-referenceable: settings_of makes them each time
+            settings = None
+        if settings is None:
+            settings = settings_of(client)
         record = None
         config = ctx.tracing.config
         if config.record:  # ctx.begin_call, inline (every model call): a failure leaves the call unrecorded
@@ -115,13 +122,8 @@ def _begin_llm(ctx: RunContext, client: Any, args: tuple[Any, ...], kwargs: dict
             metadata["provider"] = provider  # gen_ai.provider.name: the API the client speaks (issue 22)
         model = settings.get("model")
         handle = ctx.start_step(
-            "llm_response",
-            agent=agent,
-            parent=parent,
-            depends_on=deps,
+            "llm_response", agent=agent, parent=parent, depends_on=deps, inputs=inputs, metadata=metadata,
             model=None if model == type(client).__name__ else model,  # a class name is no model id
-            inputs=inputs,
-            metadata=metadata,
         )
         if handle is not None:
             if len(state.open) > 256:  # state.track, inline (every model call)

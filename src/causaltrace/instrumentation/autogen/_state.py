@@ -47,6 +47,7 @@ __all__ = [
     "MANAGER",
     "NO_SCOPE",
     "ORCH",
+    "SETTINGS",
     "TURN",
     "Level",
     "LevelRun",
@@ -126,6 +127,8 @@ class RunState:
 #: Client (weakly referenced) → its recorded settings: a dict keyed by weak references, as a WeakKeyDictionary
 #: keeps it, looked up without its ``get`` (a Python call on every model call).
 _SETTINGS: dict[weakref.ref[Any], dict[str, Any]] = {}
+#: The same table, looked up by the model-call hook itself (:func:`settings_of`'s lookup, inline).
+SETTINGS = _SETTINGS
 
 
 def _forget_settings(ref: weakref.ref[Any]) -> None:

@@ -11,7 +11,6 @@ wrapped generator is closed first, so its own clean-up still runs).
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,35 +42,11 @@ class StreamHooks:
     close_in_scope: bool = True
 
 
-#: A context variable nobody reads: the first of a scope's variables when it sets none (the loop sets one at least).
-_NOTHING: contextvars.ContextVar[Any] = contextvars.ContextVar("causaltrace_autogen_nothing", default=None)
-
-
-def _scope_parts(scope: Scope) -> tuple[Any, ...] | None:
-    """How :func:`scoped_stream` sets ``scope`` around each item with no call (``Scope.__enter__`` / ``__exit__``
-    are two calls per item and layer, the largest part of the hooks' calls): its first two variables (a second None
-    when it has one) kept in locals, any more (``rest``) set in a loop, all reset in the reverse order; its span set
-    in the OTel Context current at each item (that Context made once per Context entered from), on OTel's context
-    variable, as the Scope does. None when the span goes through the context API (:meth:`Scope.parts`): the scope
-    is entered as a context manager then."""
-    parts = scope.parts() if type(scope) is Scope else None
-    if parts is None:
-        return None
-    values, span, otel_var = parts
-    if not values:
-        values = ((_NOTHING, None),)
-    (var0, value0), *rest = values
-    var1 = value1 = None
-    if rest:
-        (var1, value1), *rest = rest
-    return var0, value0, var1, value1, rest, span, otel_var
-
-
 async def scoped_stream(
     begin: Callable[[], StreamHooks | None], wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
     """``wrapped(*args, **kwargs)``'s items, under the hooks ``begin()`` gives (none: the items pass straight
-    through). The scope is set and reset per item as :func:`_scope_parts` says."""
+    through). The scope is set and reset per item as :meth:`Scope.parts` says (no call per item)."""
     hooks = begin()
     agen = wrapped(*args, **kwargs)
     if hooks is None:
@@ -82,7 +57,7 @@ async def scoped_stream(
     error: BaseException | None = None
     exhausted = False
     scope, result_type, observe = hooks.scope, hooks.result_type, hooks.observe
-    parts = _scope_parts(scope)
+    parts = scope.parts() if type(scope) is Scope else None
     if parts is not None:
         var0, value0, var1, value1, rest, span, otel_var = parts
         made: tuple[Any, Any] | None = None  # (the Context entered from, it with the span set)

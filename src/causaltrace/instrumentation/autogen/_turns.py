@@ -13,7 +13,6 @@ from typing import Any
 from autogen_agentchat.agents import UserProxyAgent
 
 from causaltrace.instrumentation._emitter import internal_error
-from causaltrace.instrumentation.autogen._access import name_of
 from causaltrace.instrumentation.autogen._messages import observe
 from causaltrace.instrumentation.autogen._model_calls import patch_client_class
 from causaltrace.instrumentation.autogen._oi import turn_attributes
@@ -67,7 +66,9 @@ def begin_turn(agent: Any, messages: Any) -> tuple[Turn | None, bool]:
         state = level.state
         if state.closed:
             return None, False
-        name = name_of(agent, type(agent).__name__)
+        name = getattr(agent, "name", None)  # name_of, inline (every turn)
+        if not isinstance(name, str) or not name:
+            name = type(agent).__name__
         if current is not None and current.ctx is ctx and current.level is level:
             prefix, parent = current.path, step_id_of(current.handle)  # an agent called directly inside another's turn
         else:
