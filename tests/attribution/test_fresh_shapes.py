@@ -322,3 +322,33 @@ def test_an_executors_output_message_is_no_opening() -> None:
                                 "raised by the dictionary lookup", agent="executor", deps=(1,))]
     run = Run(run_id="r", framework="test", task=steps[0].content, steps=steps)
     assert find_task_drift(run) is None
+
+
+def test_a_rate_rounded_before_a_computation_uses_it_changes_the_value() -> None:
+    steps = [step(0, "task", "Convert invoice INV-2207's total from USD to EUR at today's rate.", agent="user"),
+             step(1, "tool_response", "rate USD/EUR on 2026-12-07: 0.9187", tool="get_rate", deps=(0,)),
+             step(2, "tool_call", 'calculator({"expression": "1846.20 * 0.92"})', tool="calculator",
+                  args={"expression": "1846.20 * 0.92"}, deps=(1,)),
+             step(3, "final_answer", "EUR: 1698.50", deps=(2,))]
+    _, _, changes = _changes(steps)
+    assert (2, "number", "0.9187", "0.92", "copy") in changes
+    report = [*steps[:2], step(2, "message", "Today's rate is about 0.92 EUR per USD.", deps=(1,)), steps[3]]
+    _, _, changes = _changes(report)
+    assert not any(c[3] == "0.92" for c in changes)  # a report may round: it computes nothing
+
+
+def test_a_total_of_items_each_counted_up_to_a_cap_is_computed() -> None:
+    from causaltrace.attribution.stages.provenance_derive import capped_total
+
+    meals = [(38.5, 19), (52.0, 19), (31.2, 19)]
+    assert capped_total(109.7, meals, [40.0]) == [19, 19, 19]  # 38.50 + 40.00 (52.00 capped) + 31.20
+    assert capped_total(121.7, meals, [40.0]) is None  # the plain sum is another rule's
+    assert capped_total(109.7, meals, []) is None
+
+
+def test_a_route_to_an_agent_the_request_also_names_is_one_of_its_parts() -> None:
+    from causaltrace.attribution.stages.targets import names_decide
+
+    request = "Book the flight TP1208 and 3 nights at Hotel Baixa."
+    assert names_decide(["flights_agent"], [(0, request)])  # "flight" names flights_agent (singular, plural alike)
+    assert not names_decide(["car_agent"], [(0, request)])

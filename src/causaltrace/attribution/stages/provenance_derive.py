@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["derivation", "group_derivation", "priced_total", "run_totals", "scaled_derivation"]
+__all__ = ["capped_total", "derivation", "group_derivation", "priced_total", "run_totals", "scaled_derivation"]
 
 #: the task's introducer index (``provenance_record.TASK``): two of the task's own numbers combine ("from 14:00, for
 #: two hours" gives 16), where two numbers one step introduced are no evidence of a computation by a later one
@@ -71,6 +71,19 @@ def priced_total(x: float, quantities: list[float], exact: dict[float, int]) -> 
             for q2 in qs:
                 if q2 != q1 and (j := exact.get(round(rest / q2, 6))) is not None:
                     return [i, j]
+    return None
+
+
+def capped_total(x: float, pool: list[tuple[float, int]], caps: list[float]) -> list[int] | None:
+    """The introducers of a run of consecutive numbers of ``pool`` whose total, each counted at most a stated cap, is
+    ``x``: meals of 38.50, 52.00 and 31.20 reimbursed "up to 40.00 per meal" total 109.70."""
+    for cap in caps:
+        for i in range(len(pool)):
+            total = 0.0
+            for j in range(i, len(pool)):
+                total += min(pool[j][0], cap)
+                if j > i and any(n > cap for n, _ in pool[i:j + 1]) and abs(total - x) < 0.005:
+                    return [owner for _, owner in pool[i:j + 1]]
     return None
 
 

@@ -27,10 +27,12 @@ from causaltrace.attribution.stages.provenance_changes import (
     mean_slip,
     percent_sign_slip,
     restated,
+    rounds_to,
     sort_slip,
     substituted,
 )
 from causaltrace.attribution.stages.provenance_derive import (
+    capped_total,
     derivation,
     group_derivation,
     priced_total,
@@ -166,6 +168,8 @@ class ProvenanceWalk:
         self.numbers: dict[float, int] = {}
         #: the quotients of the rates per a round quantity seen (:data:`_PER_N`) → the step that gave the rate
         self.rates: dict[float, int] = {}
+        #: the caps stated so far ("reimbursed up to 40.00 EUR per meal": <= 40): a total may count each item capped
+        self.caps: list[float] = []
         #: the factors of the percentages seen (``10%``: 0.1, 0.9, 1.1) → the step that gave the percentage
         self.factors: dict[float, int] = {}
         #: a factor → the key of the percentage's number (``number:10``): a step using 0.9 used the task's 10 %
@@ -197,6 +201,8 @@ class ProvenanceWalk:
             self.first_value[k] = v
             if v.kind == "number":
                 self._pool(float(v.key), owner)
+            elif v.kind == "operator" and v.key.startswith("<= ") and len(self.caps) < 8:
+                self.caps.append(float(v.key[3:]))
             elif v.kind == "percent":  # 10 % gives the factors 0.1, 0.9 and 1.1 (a discount, a surcharge)
                 p = float(v.key) / 100
                 for factor in (p, 1 - p, 1 + p):
@@ -276,6 +282,20 @@ class ProvenanceWalk:
             if u.kind == "identifier" and u.group == v.group and u.key != v.key and is_copy_slip(
                     u.key.replace("-", ""), digits, shortest=3):
                 return Change(k, self.first[key], "identifier", u.key, v.key, "copy")
+        return None
+
+    @staticmethod
+    def _rounded_rate(v: Value, pool: list[tuple[int, Value]]) -> tuple[int, str] | None:
+        """A rate or factor (below 10, four or more decimals) a computation uses rounded to two decimals or fewer
+        (``1846.20 * 0.92`` after "rate USD/EUR: 0.9187"): the result drifts by the rounding — a changed value,
+        though a report may round it (that is no computation)."""
+        stated = v.key.split(".", 1)[1] if "." in v.key else ""
+        if len(stated) > 2:
+            return None
+        for j, u in pool:
+            if u.kind == "number" and "." in u.key and len(u.key.split(".", 1)[1]) >= 4 and abs(float(u.key)) < 10 \
+                    and rounds_to(u.key, v.key if "." in v.key else v.key + ".0"):
+                return j, u.key
         return None
 
     def _unit_at_origin(self, k: int, v: Value) -> Change | None:
@@ -370,8 +390,10 @@ class ProvenanceWalk:
                                                                           if c not in candidates)]
         found = grounded_alternative(chosen, [c for c in pool if c == chosen or c not in acted], texts)
         change = None
-        if found is not None and self._routed_to_later(found[0], owner):
-            return  # the agent the request names gets the work later: one part of it routed at a time
+        if found is not None and (self._routed_to_later(found[0], owner) or names_decide([chosen], texts)):
+            # the agent the request names gets the work later, or the request names the chosen agent too ("the
+            # flight ... and 3 nights at the hotel": flights_agent first): one part of it routed at a time
+            return
         if found is not None:
             change = Change(owner, found[1], "target", found[0], chosen, "substitution")
         elif self.capabilities:
@@ -473,6 +495,8 @@ class ProvenanceWalk:
                     ops = scaled_derivation(x, pool, exact, self._task_counts())
                 if ops is None:
                     ops = priced_total(x, self._task_quantities(), exact)
+                if ops is None and self.caps:
+                    ops = capped_total(x, list(pool.items())[-16:], self.caps)
             if ops is not None:
                 self.prov.derived.setdefault(k, {})[value_key(v)] = ops
 
@@ -570,8 +594,13 @@ class ProvenanceWalk:
                      if isinstance(a, (int, float)) and not isinstance(a, bool) and not _SETTING.search(str(name))}
         given = {TASK, *self.user_steps, *self._instruction(k)}
         given_pool = [(j, u) for j, u in pool if j in given]
+        computes = step.kind == "tool_call" and any(op in text for op in ("*", "/"))
         for v in candidates:
             if v.kind == "unit" and v.tag == AFTER_NUMBER:
+                continue
+            if computes and v.kind == "number" and (cut := self._rounded_rate(v, pool)) is not None:
+                self.prov.changes.append(Change(k, cut[0], "number", cut[1], v.key, "copy",
+                                                detail="a rate rounded before it is used"))
                 continue
             # a bare unit or date word is compared with what the step was GIVEN (the task, the user, its
             # instruction): against any page it read, "m" after "mi" or "May" after "June" is prose

@@ -65,9 +65,14 @@ def called_names(code: str, like: str) -> list[str]:
     return sorted({n for n in _CALL.findall(code) if n != like and n.endswith("_" + suffix)})
 
 
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def _score(name: str, words: set[str], written: set[str]) -> int:
-    """A candidate's words in a source, plus one when the source writes its name out."""
-    return len(name_words(name) & words) + (name in written)
+    """A candidate's words in a source (singular and plural alike: ``flights_agent`` for "the flight"), plus one
+    when the source writes its name out."""
+    return len({_singular(w) for w in name_words(name)} & {_singular(w) for w in words}) + (name in written)
 
 
 def grounded_alternative(chosen: str, candidates: Iterable[str], sources: Sequence[tuple[int, str]]
