@@ -151,12 +151,10 @@ def _complement_correction(step: Step, run: Run, f: Finding, request: str, kind:
                            values: list[str]) -> Intervention | None:
     """One excluded scalar used (``multiply(a=123.0, b=3)`` with the price incl. VAT), corrected by the figure its
     source states without the excluded part (:func:`complement_value`): the same call on ``100.00``."""
-    from causaltrace.replay.corrections import _substitute
-
     if len(values) != 1:
         return None
     net = complement_value(run, step, values[0])
-    replacement = _substitute(original, net, values[0]) if net is not None else None
+    replacement = _put_back(original, values[0], net) if net is not None else None
     if replacement is None or replacement == original:
         return None
     return Intervention(step_id=step.step_id, replacement=replacement, source="mutation", basis="correction",
@@ -241,3 +239,20 @@ def span_correction(step: Step, run: Run, f: Finding) -> Intervention | None:
         return None
     return Intervention(step_id=target.step_id, replacement=replacement, source="mutation", basis="correction",
                         finding=f, description=f"the periods of {span} where it enumerated one end's")
+
+
+def _put_back(value: Any, used: str, net: str) -> Any:
+    """``value`` (a step's arguments, code or text) with the number ``used`` written as ``net`` (a number argument
+    keeps its type; in text, whole numbers only); None when it holds no such number."""
+    if isinstance(value, dict):
+        items = {k: _put_back(v, used, net) for k, v in value.items()}
+        return {k: (v if items[k] is None else items[k]) for k, v in value.items()} if any(
+            v is not None for v in items.values()) else None
+    if isinstance(value, str):
+        fixed = re.sub(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])",
+                       lambda m: net if _same(m.group(0), used) else m.group(0), value)
+        return fixed if fixed != value else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _same(value, used):
+        number = float(net.replace(",", ""))
+        return int(number) if isinstance(value, int) and number.is_integer() else number
+    return None
