@@ -48,6 +48,23 @@ class CountingStore(Store):
         return super().begin_run(run_id, **fields)
 
 
+class NewRunStore(Store):
+    """A real store that counts its transactions and the runs it wrote whole (``finish_new_run``)."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.transactions = 0
+        self.whole: list[bool] = []
+
+    def transaction(self):  # type: ignore[no-untyped-def]
+        self.transactions += 1
+        return super().transaction()
+
+    def finish_new_run(self, run, begun):  # type: ignore[no-untyped-def]
+        self.whole.append(super().finish_new_run(run, begun))
+        return self.whole[-1]
+
+
 @pytest.fixture
 def counting_store(store_target: str) -> Iterator[CountingStore]:
     """A CountingStore on the test's backend, closed at the end (a collector's writer thread keeps it alive)."""
@@ -149,11 +166,11 @@ def _columns(store: Store, run_id: str) -> tuple[list[tuple[object, ...]], list[
 
 @pytest.mark.parametrize("started", [T0, None])
 def test_a_run_begun_and_ended_in_one_batch_is_stored_as_its_begin_and_end_store_it(
-        counting_store: CountingStore, started: datetime | None) -> None:
+        store_target: str, started: datetime | None) -> None:
     """A short run's begin row waits for its end's transaction: its row is then written once, as it ends
     (``Store.finish_new_run``) — the same row and steps as the begin row's INSERT and the final write's UPDATE leave
     (its sort key too: the Run's start, else the begin's start, else the time of the write)."""
-    store = counting_store
+    store = NewRunStore(store_target)
     collector = _collector(store)
     before = time.time()
     collector.begin_run("first", framework="test", task="t", name="n", trace_id=None, started_at=T0)
@@ -162,7 +179,7 @@ def test_a_run_begun_and_ended_in_one_batch_is_stored_as_its_begin_and_end_store
     run = collector.finish_run("first", framework="test", task="t", name="n", started_at=started, ended_at=T0,
                                outcome=Outcome(status="success", stop="normal"))
     assert collector.flush(10) and store.transactions == 1 and collector.write_errors == 0
-    assert store.begins == 0  # (no begin row was written)
+    assert store.whole == [True]  # (no begin row was written)
     store.begin_run("second", framework="test", task="t", name="n", trace_id=None, started_at=T0)
     store.finish_run(run.model_copy(update={"run_id": "second", "steps": tuple(
         s.model_copy(update={"run_id": "second", "step_id": s.step_id.replace("first", "second")}) for s in run.steps)}),
@@ -177,6 +194,19 @@ def test_a_run_begun_and_ended_in_one_batch_is_stored_as_its_begin_and_end_store
     assert collector.flush(10)
     [(sort_key,)] = sql_rows(store, "SELECT sort_ts FROM runs WHERE run_id = 'third'")
     assert before <= sort_key <= time.time()  # no start anywhere: the time of the write, as the begin row had
+    store.close()
+
+
+def test_a_store_that_overrides_begin_run_or_finish_run_gets_both_calls_as_ever(
+        counting_store: CountingStore) -> None:
+    """A subclass with its own begin_run (or finish_run) is called as it always was: a run begun and ended in one
+    batch is begun, then finished — finish_new_run writes nothing for it."""
+    store = counting_store
+    collector = _collector(store)
+    _write_run(collector, "own", 2)
+    assert collector.flush(10) and store.transactions == 1 and store.begins == 1
+    assert store.finish_new_run(store.get_run("own"), {"framework": "test"}) is False
+    assert [s.step_id for s in store.get_run("own").steps] == ["own/0", "own/1"]
 
 
 def test_runs_begun_and_ended_in_one_batch_keep_the_order_of_their_begins(store_target: str) -> None:

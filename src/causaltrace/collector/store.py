@@ -382,8 +382,12 @@ class Store:
 
         False, with nothing written, when a run of that id is stored already, or ``begun`` holds anything but the
         plain fields of a run's start (``framework``, ``task``, ``name``, ``trace_id``, ``started_at``): the caller
-        then writes both as before (``begin_run`` restarts a stored run, or refuses bad fields)."""
+        then writes both as before (``begin_run`` restarts a stored run, or refuses bad fields) — as it does for a
+        subclass that overrides either of them (its own ``begin_run`` / ``finish_run`` are called as ever)."""
         started = begun.get("started_at")
+        cls = type(self)
+        if cls is not Store and (cls.begin_run is not Store.begin_run or cls.finish_run is not Store.finish_run):
+            return False
         if not (begun.keys() <= _PLAIN_BEGIN and type(begun.get("framework", "")) is str
                 and (started is None or isinstance(started, datetime)) and type(begun.get("task")) in _TEXT_OR_NONE
                 and type(begun.get("name")) in _TEXT_OR_NONE and type(begun.get("trace_id")) in _TEXT_OR_NONE):
