@@ -352,3 +352,23 @@ def test_a_route_to_an_agent_the_request_also_names_is_one_of_its_parts() -> Non
     request = "Book the flight TP1208 and 3 nights at Hotel Baixa."
     assert names_decide(["flights_agent"], [(0, request)])  # "flight" names flights_agent (singular, plural alike)
     assert not names_decide(["car_agent"], [(0, request)])
+
+
+def test_data_fetched_for_an_exclusion_but_never_applied_ignores_the_instruction() -> None:
+    task = "Count the working days of December 2026, excluding weekends and public holidays."
+    fetched = [step(0, "task", task, agent="user"),
+               step(1, "tool_call", 'public_holidays({"year": 2026})', tool="public_holidays", args={"year": 2026},
+                    deps=(0,)),
+               step(2, "tool_response", "['2026-12-01', '2026-12-08', '2026-12-25']", tool="public_holidays",
+                    deps=(1,))]
+    ignores = "count = sum(1 for d in days if d.weekday() < 5)\nprint('working days:', count)"
+    applies = "count = sum(1 for d in days if d.weekday() < 5 and d.isoformat() not in holidays)\nprint(count)"
+    for code, fires in ((ignores, True), (applies, False)):
+        run_code = step(4, "code_execution", "working days: 23").model_copy(
+            update={"depends_on": (Dependency(step_id="s3", kind="executes"),)})
+        answer = step(5, "final_answer", "DAYS: 23").model_copy(
+            update={"depends_on": (Dependency(step_id="s4", kind="produced_by"),)})
+        steps = [*fetched, step(3, "tool_call", code, tool="python_interpreter", args={"code": code}, deps=(2,)),
+                 run_code, answer]
+        _, _, changes = _changes(steps)
+        assert any(c[0] == 3 and c[4] == "ignored" for c in changes) is fires

@@ -79,6 +79,7 @@ from causaltrace.attribution.context import DiagnosisContext, Stage
 from causaltrace.attribution.stages.anchor import FailureAnchorStage, find_failure_anchor
 from causaltrace.attribution.stages.dependencies import DependencyGraph, DependencyGraphStage, build_dependency_graph
 from causaltrace.attribution.stages.provenance_passes import (
+    fetched_not_applied,
     is_approval,
     mark_carriers,
     omitted_items,
@@ -114,6 +115,7 @@ def build_provenance(run: Run, graph: DependencyGraph | None = None, anchor: int
     unverified_approvals(walk, prov)
     unfounded_choices(walk, prov)
     omitted_items(walk, prov)
+    fetched_not_applied(walk, prov)
     unused_task_numbers(walk, prov)
     mark_carriers(prov)
     return prov

@@ -33,7 +33,7 @@ from causaltrace.attribution.stages.view import (
 )
 from causaltrace.schema import Step
 
-__all__ = ["is_approval", "mark_carriers", "omitted_items", "task_items", "unfounded_choices", "unverified_approvals"]
+__all__ = ["fetched_not_applied", "is_approval", "mark_carriers", "omitted_items", "task_items", "unfounded_choices", "unverified_approvals"]
 
 _APPROVAL = re.compile(r"\b(?:APPROVED?|approved|LGTM|looks good|looks correct|is correct)\b")
 _REJECTION = re.compile(r"\b(?:REJECT(?:ED)?|not approved|incorrect|is wrong)\b", re.IGNORECASE)
@@ -187,6 +187,33 @@ def _ended_early(walk: ProvenanceWalk, items: list[str]) -> tuple[int, str] | No
 def _is_ending(step: Step) -> bool:
     name = step.tool_name or ""
     return step.kind == "tool_call" and (name == "final_answer" or name.startswith("transfer_to_"))
+
+
+_EXCLUDES = re.compile(r"\b(?:excluding|except(?:\s+for)?|without|not\s+counting|other\s+than)\s+([^.;:()]{3,80})",
+                       re.IGNORECASE)
+
+
+def fetched_not_applied(walk: ProvenanceWalk, prov: Provenance) -> None:
+    """The task excludes something ("excluding weekends and public holidays"), a tool was called for it
+    (``public_holidays``), but the code that computed the answer never mentions it: the instruction was ignored —
+    the data fetched for it was not applied. Charged to that code (the last code step in the answer's lineage after
+    the fetch); the exclusion is the evidence. Every word of the excluded phrase counts (its coordinated list)."""
+    if prov.anchor < 0:
+        return
+    for m in _EXCLUDES.finditer(walk.task_text[:5000]):
+        stems = [w.lower()[:5] for w in re.findall(r"[A-Za-z]{5,}", m.group(1))[:6]]
+        fetch = next((s for s in walk.steps if s.kind == "tool_call" and s.index < prov.anchor
+                      and any(st in (s.tool_name or "").lower() for st in stems)), None)
+        if fetch is None:
+            continue
+        named = [st for st in stems if st in (fetch.tool_name or "").lower()]  # the words the fetch was for
+        code = [s for s in walk.steps if fetch.index < s.index < prov.anchor and s.index in prov.lineage
+                and s.kind == "tool_call" and (s.arguments or {}).get("code")
+                and "final_answer(" not in str(s.arguments.get("code"))]  # returning the answer computes nothing
+        if code and not any(st in str(code[-1].arguments.get("code")).lower() for st in named):
+            prov.changes.append(Change(code[-1].index, TASK, "word", f"excluding {m.group(1).strip()}",
+                                       fetch.tool_name or named[0], "ignored", detail="fetched, then not applied"))
+            return
 
 
 def unused_task_numbers(walk: ProvenanceWalk, prov: Provenance) -> None:
