@@ -26,7 +26,7 @@ def fresh32_cases(framework: str | None = None) -> list[FaultCase]:
     if framework in (None, "smolagents"):
         out += fresh32_smolagents_cases() + fresh32_smolagents_more_cases()
     if framework in (None, "autogen"):
-        out += fresh32_autogen_cases() + fresh32_autogen_more_cases()
+        out += fresh32_autogen_cases() + fresh32_autogen_more_cases() + fresh32_autogen_extra_cases()
     return [replace(c, held_out=False) for c in out]
 
 
@@ -159,6 +159,10 @@ def fresh32_smolagents_more_cases() -> list[FaultCase]:
              "What was the net revenue of Q3 2026? Report 'NET: <EUR> EUR'.", "NET: 151,920 EUR",
              first_step("tool_call", agent="manager", tool="final_answer"),
              "the manager's answer that takes the report's gross revenue for the net one (a misread report)"),
+        case("fresh32-smol-same-bug", "same_bug", "nonconverging_loop",
+             "What share of class 7B passed the exam (a score of at least 75)? Report 'PASS: <percent>%'.",
+             "PASS: 60.0%", first_step("tool_call", tool="python_interpreter", contains="threshold = '75'", nth=1),
+             "the second send of the same failing code after its TypeError (a loop without progress)"),
     ]
 
 
@@ -288,4 +292,24 @@ def fresh32_autogen_more_cases() -> list[FaultCase]:
              "What was the median first-response time of the support team last week? Report 'MEDIAN: <minutes>'.",
              "MEDIAN", "16.0", first_step("message", agent="coder", contains="MEDIAN"),
              "the coder's report of the mean the code printed beside the median (a misread code output)"),
+    ]
+
+
+def fresh32_autogen_extra_cases() -> list[FaultCase]:
+    from causaltrace.testing.faults import fresh32_autogen_extra
+    from causaltrace.testing.faults.cases_zoo import autogen_case
+
+    case = autogen_case(fresh32_autogen_extra.BUILDERS)
+    return [
+        case("fresh32-ag-renewal-date", "renewal_date", "wrong_entity",
+             "Contract C-5120 renews automatically. Schedule a reminder 30 days before its renewal date and report "
+             "'REMINDER: <date>'.", "REMINDER", "2027-01-30",
+             first_step("tool_call", tool="schedule_reminder"),
+             "the reminder computed from the renewal date with day and month swapped (a date changed)"),
+        case("fresh32-ag-retyped-hours", "retyped_hours", "wrong_fact",
+             "Invoice Rui Matos's hours of week 2026-W48 at 85 EUR per hour with Python and report "
+             "'INVOICE: <EUR> EUR'.", "INVOICE", "3017.50",
+             first_step("message", agent="coder", contains="```python"),
+             "the coder's code that retypes the timesheet's hours and leaves Wednesday out (omission: a list "
+             "element dropped)"),
     ]

@@ -25,6 +25,8 @@ wrong_variable      CodeAgent (``get_quote_lines``): the answer formats ``subtot
                     it computed — a superseded value in code
 misread_report      manager + managed ``finance_agent`` (``pnl_report``): the manager reads the report's gross
                     revenue as the net one — a misread report
+same_bug            CodeAgent (``exam_scores``): the code fails (the pass mark written as a string) and is sent again
+                    unchanged until max steps — a loop without progress
 ==================  ============================================================================================
 """
 
@@ -562,3 +564,32 @@ def build_misread_report(planted: bool, *, gross: str = "182,400", net: str = "1
 
 
 BUILDERS.update({"wrong_variable": build_wrong_variable, "misread_report": build_misread_report})
+
+
+def build_same_bug(planted: bool, *, scores: Sequence[int] = (71, 84, 90, 66, 78)) -> Any:
+    """CodeAgent: ``exam_scores`` (flaky), then code that fails with a TypeError (the pass mark written as a string);
+    planted: the agent sends the SAME code again after each failure (a loop without progress) until max steps; the
+    twin fixes the name after the first failure."""
+    get_scores = make_tool("exam_scores", "The scores of a class in an exam.", {"klass": string("the class")},
+                           "array", lambda klass: list(scores), flaky=True)
+
+    def policy(request: ScriptedRequest) -> str:
+        if request.is_final_summary:
+            return "I could not compute the pass rate."
+        passed = find(request, r"pass rate: ([\d.]+)%")
+        if passed:
+            return code_reply("the rate answers the task.", f"final_answer('PASS: {passed.group(1)}%')")
+        if find(request, r"scores: \["):
+            failed = [o for o in request.observations if "not supported between" in o]
+            threshold = "'75'" if planted or not failed else "75"
+            thought = "try again." if failed and planted else "compute the share of scores of at least 75."
+            return code_reply(thought, f"threshold = {threshold}  # the pass mark from the task\n"
+                                       "rate = round(100 * sum(1 for s in scores if s >= threshold) / len(scores), 1)\n"
+                                       "print(f'pass rate: {rate}%')")
+        return fetch_step(request, "fetch the class's scores.",
+                          "scores = exam_scores(klass='7B')\nprint('scores:', scores)", "no scores")
+
+    return code_agent(policy, [get_scores], "teacher_aide", max_steps=6)
+
+
+BUILDERS.update({"same_bug": build_same_bug})
