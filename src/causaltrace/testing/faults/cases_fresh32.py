@@ -312,4 +312,14 @@ def fresh32_autogen_extra_cases() -> list[FaultCase]:
              first_step("message", agent="coder", contains="```python"),
              "the coder's code that retypes the timesheet's hours and leaves Wednesday out (omission: a list "
              "element dropped)"),
+        case("fresh32-ag-user-correction", "user_correction", "ignored_instruction",
+             "Report the total Q4 2026 sales for the board as 'TOTAL: <amount>'.", "TOTAL", "1153657.52",
+             first_step("message", agent="analyst", contains="FINAL"),
+             "the analyst's final answer that ignores the user's mid-run 'in EUR at today's rate' (an ignored "
+             "correction from a human in the loop)"),
+        case("fresh32-ag-magentic-coder", "magentic_coder", "boundary_bug",
+             "How many visits did the site have in December 2026? Answer 'RESULT: <visits>'.", "RESULT",
+             str(sum(1000 + 17 * d for d in range(1, 32))),
+             first_step("message", agent="coder", contains="```python"),
+             "the coder's code whose day range stops before December 31st (a bound changed, MagenticOne)"),
     ]
