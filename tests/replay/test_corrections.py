@@ -270,3 +270,32 @@ async def test_a_division_rounded_down_where_the_plan_rounds_up_is_corrected_and
     assert twin.outcome.status == "success" and not [f for f in findings_of(twin) if f.family == "value_changed"]
     assert result.repaired and result.decisive.step_id == changed.step_id and changed.index == case.true_step(run)
     assert result.decisive.best.intervention.basis == "correction"
+
+
+def test_an_order_taken_from_the_wrong_end_is_taken_from_the_end_the_task_names():
+    from causaltrace.replay.corrections import _substitute_text
+
+    code = "recent = sorted(invoices, key=lambda row: row['date'])[:3]"
+    assert _substitute_text(code, "the largest", "the smallest") == (
+        "recent = sorted(invoices, key=lambda row: row['date'], reverse=True)[:3]")
+    assert _substitute_text("x = sorted(a, reverse=True)[0]", "the smallest", "the largest") == "x = sorted(a)[0]"
+    assert _substitute_text("x = min(prices)", "the largest", "the smallest") == "x = max(prices)"
+    assert _substitute_text("x = min(a) + min(b)", "the largest", "the smallest") is None  # which one: none
+    assert _substitute_text("x = sorted(a)", "the largest", "the smallest") is None  # no end taken
+
+
+async def test_the_most_recent_taken_from_the_oldest_end_is_corrected_and_flips(tmp_path):
+    """fresh32-smol-sort-order: "the three most recent invoices", and the CodeAgent sorts by date ascending and takes
+    ``[:3]`` (the finding: 'the smallest' where the task had 'the largest'). The correction sorts descending
+    (``reverse=True``) in the code action; repair flips the run there by it. The twin takes the newest: no such
+    finding."""
+    from _zoo import tuning_runs_and_corrections, zoo_home
+
+    case, run, twin, changed, [fix] = await tuning_runs_and_corrections("fresh32-smol-sort-order", "value_changed",
+                                                                        tmp_path)
+    assert "reverse=True)[:3]" in str(fix.replacement)
+    with zoo_home(tmp_path):
+        result = await repair(run, case.factory, case.verify, k=0, sandbox=default_sandbox(), store=False)
+    assert twin.outcome.status == "success" and not [f for f in findings_of(twin) if f.family == "value_changed"]
+    assert result.repaired and result.decisive.step_id == changed.step_id and changed.index == case.true_step(run)
+    assert result.decisive.best.intervention.basis == "correction"

@@ -155,12 +155,54 @@ def _rounding_substitute(text: str, before: str, after: str) -> str | None:
     return out if n else None
 
 
+_SMALL = ("smallest", "lowest", "least", "earliest", "oldest", "min", "minimum", "first")
+_LARGE = ("largest", "highest", "most", "latest", "newest", "max", "maximum", "last")
+
+
+def _end_of(value: str) -> str | None:
+    """``small`` / ``large`` for a value that names an end of an order ('the smallest', 'the largest'), else
+    None."""
+    words = value.lower().replace("the ", "").split()
+    if len(words) != 1:
+        return None
+    return "small" if words[0] in _SMALL else "large" if words[0] in _LARGE else None
+
+
+def _other_end(code: str, wanted: str) -> str | None:
+    """``code`` taking the ``wanted`` end of its one order where it took the other: the one ``sorted(...)[:n]`` or
+    ``sorted(...)[0]`` (``reverse=True`` added, or removed when present), the one ``min(`` / ``max(``, the one
+    ``nsmallest(`` / ``nlargest(``; None when the code writes none of them or several."""
+    from causaltrace.replay.correct_routing import call_texts
+
+    taken = [c for c in call_texts(code, "sorted") if re.match(re.escape(c) + r"\s*\[\s*(?::\s*\w+|0)\s*\]",
+                                                                 code[code.index(c):])]
+    swaps = {"small": (("max(", "min("), ("nlargest(", "nsmallest(")),
+             "large": (("min(", "max("), ("nsmallest(", "nlargest("))}[wanted]
+    found = [(old, new) for old, new in swaps if len(re.findall(rf"(?<![\w.]){re.escape(old)}", code)) == 1]
+    if len(taken) + len(found) != 1:
+        return None
+    if found:
+        old, new = found[0]
+        return re.sub(rf"(?<![\w.]){re.escape(old)}", new, code, count=1)
+    call = taken[0]
+    descending = re.search(r",\s*reverse\s*=\s*True", call)
+    if wanted == "large" and not descending:
+        fixed = call[:-1].rstrip() + ", reverse=True)"
+    elif wanted == "small" and descending:
+        fixed = call.replace(descending.group(0), "")
+    else:
+        return None
+    return code.replace(call, fixed, 1)
+
+
 def _substitute_text(text: str, before: str, after: str) -> str | None:
     """``text`` with ``after`` put back to ``before`` (numbers by value, operators as code writes them, words as
     whole words); None if absent."""
     operator = _operator_substitute(text, before, after)
     if operator is not None:
         return operator
+    if _end_of(after) is not None and _end_of(before) is not None:
+        return _other_end(text, _end_of(before) or "")  # an end is put back as code takes it or not at all
     if _SPAN.match(after) or _COMPARISON.match(after) or _FLOOR_DIV.match(after) or _CEIL_CALL.match(after):
         return None  # an operator is put back as an operator or not at all (never 'boxes = ceil')
     if _NUMBER.fullmatch(after.strip()):
@@ -296,7 +338,8 @@ def _describe(kind: str, original: Any, replacement: Any, before: str, after: st
 
 
 def _what(value: str) -> str:
-    if _SPAN.match(value) or _COMPARISON.match(value) or _FLOOR_DIV.match(value) or _CEIL_CALL.match(value):
+    if (_SPAN.match(value) or _COMPARISON.match(value) or _FLOOR_DIV.match(value) or _CEIL_CALL.match(value)
+            or _end_of(value)):
         return "operator"
     return "number" if _NUMBER.fullmatch(value.strip()) else "word"
 
