@@ -372,3 +372,28 @@ def test_data_fetched_for_an_exclusion_but_never_applied_ignores_the_instruction
                  run_code, answer]
         _, _, changes = _changes(steps)
         assert any(c[0] == 3 and c[4] == "ignored" for c in changes) is fires
+
+
+def test_a_draft_value_a_critic_rejected_used_afterwards_is_superseded() -> None:
+    from causaltrace.attribution.findings.superseded import detect_superseded_values
+
+    steps = [step(0, "task", "Write the changelog line for version 4.2 with the number of bugs it fixed.",
+                  agent="user"),
+             step(1, "message", "DRAFT: FIXED: 41 - release 4.2 closes 41 bugs.", agent="drafter", deps=(0,)),
+             step(2, "message", "REJECT: 41 counts the 4 open bugs too; fixed is 37.", agent="critic", deps=(1,)),
+             step(3, "message", "FIXED: 41 - release 4.2 closes 41 bugs.", agent="release_team", deps=(1, 2)),
+             step(4, "message", "FIXED: 41 - published.", agent="publisher", deps=(1, 3)),
+             step(5, "final_answer", "FIXED: 41", agent="publisher", deps=(4,))]
+    run, prov, _ = _changes(steps)
+    found = detect_superseded_values(run, prov, None)
+    assert [(f.step_id, [e.value for e in f.evidence if e.role == "superseded_by"]) for f in found] == [
+        ("s3", ["37"])]  # the first to take the rejected 41; the publisher only carries it
+
+
+def test_a_series_a_later_result_corrects_supersedes_the_earlier_one() -> None:
+    from causaltrace.attribution.findings.superseded import _corrected_series
+
+    source = step(1, "tool_response", "[21.4, 21.9, 22.3, 22.1, 22.0]", tool="get_readings")
+    corrected = "calibration: the last five readings corrected to [20.6, 21.1, 21.5, 21.3, 21.2]"
+    assert _corrected_series(source, corrected, "21.9") == "21.1"
+    assert _corrected_series(source, "other sensors: [1.0, 2.0]", "21.9") is None

@@ -24,6 +24,7 @@ import re
 
 from causaltrace.attribution.findings._common import evidence, finding, related_source
 from causaltrace.attribution.findings.entries import entries_of
+from causaltrace.attribution.findings.retyped_lists import list_literals
 from causaltrace.attribution.stages.dependencies import DependencyGraph
 from causaltrace.attribution.stages.loops import is_answer_step
 from causaltrace.attribution.stages.provenance_record import Provenance
@@ -34,6 +35,7 @@ from causaltrace.schema import Finding, Run, Step
 __all__ = ["detect_superseded_values"]
 
 _RESULTS = ("tool_response", "code_execution")
+_REJECTS = re.compile(r"\b(?:REJECT(?:ED)?|not approved|incorrect|is wrong)\b", re.IGNORECASE)
 #: words by which a result announces that it supersedes an earlier value
 _ANNOUNCES = re.compile(r"\b(?:revis|replac|supersed|updat|correct|chang|amend|restat|adjust)\w*", re.IGNORECASE)
 _FROM_TO = re.compile(r"\bfrom\s+\D{0,4}?(\d[\d,]*(?:\.\d+)?)\s*[A-Za-z%€$£]{0,5}\s+to\s+\D{0,4}?(\d[\d,]*(?:\.\d+)?)")
@@ -86,6 +88,8 @@ def _announced(run: Run, graph: DependencyGraph | None, i: int, j: int, used: st
         for m in _FROM_TO.finditer(text):
             if number_key(m.group(1)) == used and (new := number_key(m.group(2))) not in (None, used):
                 return k, new
+        if (series := _corrected_series(run.step_at(j), text, used)) is not None:
+            return k, series
         if labels and (base := float(used)):
             for entry, numbers in entries_of(text):
                 if len(entry & labels) < 2:
@@ -98,12 +102,45 @@ def _announced(run: Run, graph: DependencyGraph | None, i: int, j: int, used: st
     return None
 
 
+def _corrected_series(source: Step, text: str, used: str) -> str | None:
+    """The number at ``used``'s place in a list of the same length that an announcing result gives ("the last five
+    readings corrected to [20.6, 21.1, ...]" after ``[21.4, 21.9, ...]``), when the source's list holds ``used``."""
+    for _, old in list_literals(content_of(source)):
+        keys = [number_key(x) for x in old]
+        if used not in keys:
+            continue
+        for _, new in list_literals(text):
+            if len(new) == len(old) and new != old:
+                return number_key(new[keys.index(used)])
+    return None
+
+
+def _rejected(run: Run, i: int, j: int, used: str) -> tuple[int, str] | None:
+    """A later message of another agent, before step ``i``, that REJECTS the message ``j`` the number came from and
+    names the number — a critic's "REJECT: 41 counts the 4 open bugs too; fixed is 37" — with the value it should be
+    (the rejection's other number of the same magnitude)."""
+    agent = run.step_at(j).agent
+    for k in range(j + 1, i):
+        later = run.step_at(k)
+        if later.kind != "message" or later.agent == agent or not _REJECTS.search(content_of(later)):
+            continue
+        numbers = [number_key(m) for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)", content_of(later))]
+        if used in numbers:
+            base = float(used)
+            other = next((n for n in numbers if n not in (None, used) and base and abs(float(n) - base) < base / 2),
+                         None)
+            if other is not None:
+                return k, other
+    return None
+
+
 def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph | None) -> list[Finding]:
     """One finding per number a step took from an observation a later observation of the same thing superseded
     (module docstring)."""
     by_index = {s.index: s for s in run.steps}
     calls = {s.step_id: s for s in run.steps if s.kind == "tool_call"}
     out: list[Finding] = []
+    rejected_uses: set[tuple[int, str]] = set()
     for i, origins in prov.origins.items():
         step = by_index.get(i)
         if step is None or step.kind in _SKIPPED or is_answer_step(step):
@@ -111,9 +148,22 @@ def detect_superseded_values(run: Run, prov: Provenance, graph: DependencyGraph 
         numbers_used = {k.split(":", 1)[1] for k in origins if k.startswith("number:")}
         for key, j in origins.items():
             source = by_index.get(j)
-            if not key.startswith("number:") or source is None or source.kind not in _RESULTS:
+            if not key.startswith("number:") or source is None:
                 continue
             used = key.split(":", 1)[1]
+            if source.kind == "message":  # a draft a critic rejected, used after the rejection
+                newer = _rejected(run, i, j, used)
+                if newer is not None and newer[1] not in numbers_used and (j, used) not in rejected_uses:
+                    rejected_uses.add((j, used))  # the first step to take it decided; later ones carry it
+                    k, value = newer
+                    out.append(finding(run, "superseded_value", i,
+                                       f"step {i} uses {used} from step {j}, which step {k} rejected ({value}): a "
+                                       f"rejected value", [evidence(run, j, "source", used),
+                                                           evidence(run, k, "superseded_by", value),
+                                                           evidence(run, i, "changed", used)]))
+                continue
+            if source.kind not in _RESULTS:
+                continue
             labels = _label_of(source, used)
             newer = _newer(run, graph, calls, i, j, used, labels) if labels else None
             if newer is None:
