@@ -319,3 +319,14 @@ def test_a_finding_these_corrections_cannot_derive_costs_the_correction_not_the_
                                                ("chosen_agent", pick.index, "guesser"))]) == []  # no candidates
     assert corrections_for(plan, run, [finding(plan, "ignored_instruction", ("request", -1, "the whole year"),
                                                ("omitted_item", plan.index, "2024"))]) == []  # no span
+
+
+async def test_a_structured_output_the_framework_reserialised_gets_its_pair_in_the_models_spacing(tmp_path):
+    """fresh32-ag-structured-po: the order writer's structured output is posted re-serialised
+    (``{"sku":"PX-210","quantity":21,…}``) while the model wrote ``{"sku": "PX-210", "quantity": 21, …}``. The
+    correction of the quantity (21 → 12) flips the run; its pair's chosen turn is the corrected JSON in the model's
+    own spacing — before, the posted text was not found in the model's output and the flip had no pair."""
+    case, run, twin, found, [fix] = await _zoo_runs("fresh32-ag-structured-po", "value_changed", tmp_path)
+    result = await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert '"quantity": 12' in str(result.pair.chosen) and '"quantity": 21' not in str(result.pair.chosen)
+    assert twin.outcome.status == "success" and _corrections(twin, "value_changed") == []

@@ -153,10 +153,30 @@ def _replace_reply(turn: dict[str, Any], replacement: dict[str, Any]) -> TurnEdi
 
 def _replace_text(turn: dict[str, Any], old: str, new: str, what: str) -> TurnEdit:
     content = turn["content"]
+    if old and old not in content:
+        restyled = _same_json(content, old, new)
+        if restyled is not None:
+            turn["content"] = restyled
+            return TurnEdit(turn)
     if not old or old not in content:
         return TurnEdit(None, f"{what} does not appear in the model's output, so the correction has no place in it")
     turn["content"] = content.replace(old, new, 1)
     return TurnEdit(turn)
+
+
+def _same_json(content: str, old: str, new: str) -> str | None:
+    """A structured output the framework re-serialised: when the model wrote ``content`` as JSON equal to the step's
+    ``old`` JSON (``{"sku": "PX-210", …}`` posted as ``{"sku":"PX-210",…}``), the corrected ``new`` JSON written in
+    the model's own spacing; None otherwise."""
+    try:
+        written, posted, corrected = json.loads(content), json.loads(old), json.loads(new)
+    except ValueError:
+        return None
+    if written != posted or not isinstance(written, (dict, list)):
+        return None
+    spaced = ", " in content or ": " in content
+    out = json.dumps(corrected, ensure_ascii=False, separators=(", ", ": ") if spaced else (",", ":"))
+    return out if json.loads(out) == corrected else None
 
 
 def _replace_code(turn: dict[str, Any], old: str, new: str) -> TurnEdit:
