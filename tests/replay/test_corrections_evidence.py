@@ -330,3 +330,39 @@ async def test_a_structured_output_the_framework_reserialised_gets_its_pair_in_t
     result = await _repaired_by_correction_at(case, run, found, tmp_path)
     assert '"quantity": 12' in str(result.pair.chosen) and '"quantity": 21' not in str(result.pair.chosen)
     assert twin.outcome.status == "success" and _corrections(twin, "value_changed") == []
+
+
+# ---------------------------------------------------------------------------------- an error never recovered
+
+async def test_a_refused_value_is_asked_again_as_the_tasks_unused_value_of_its_shape(tmp_path):
+    """fresh32-smol-currency-code: "1,200 EUR, 950 DKK and 400 CHF", and the treasurer asks get_rate(pair='SFR/EUR');
+    the tool refuses ("unknown currency code 'SFR'") and the franc payment is silently left out. The task's three-
+    capital codes are EUR, DKK and CHF; the earlier DKK/EUR call used two: the correction asks for CHF/EUR at the
+    refused call, and the replay succeeds there. The twin asks CHF/EUR: no error, no correction."""
+    case, run, twin, found, [fix] = await _zoo_runs("fresh32-smol-currency-code", "unrecovered_error", tmp_path)
+    assert fix.replacement == {"pair": "CHF/EUR"} and fix.step_id == found.step_id
+    await _repaired_by_correction_at(case, run, found, tmp_path)
+    assert twin.outcome.status == "success" and _corrections(twin, "unrecovered_error") == []
+
+
+def test_a_refused_value_has_a_correction_only_from_one_unused_value_of_its_shape():
+    from _builders import RunBuilder
+    from causaltrace.replay.correct_error import refused_value_correction, shape
+    from causaltrace.schema import Finding, FindingEvidence
+
+    assert shape("SFR") == shape("CHF") == "AAA" and shape("A-512") == "A-999" != shape("SFR")
+
+    def fix(task: str, error: str, earlier: str = "DKK/EUR"):
+        run = (RunBuilder("fx").task(task).tool_call("t", "get_rate", {"pair": earlier})
+               .tool_call("t", "get_rate", {"pair": "SFR/EUR"}).build(task=task))
+        step = run.steps[-1]
+        found = Finding(family="unrecovered_error", step_id=step.step_id, index=step.index, claim="refused",
+                        evidence=(FindingEvidence(step_id=step.step_id, index=step.index, value=error, role="error"),))
+        made = refused_value_correction(step, run, found)
+        return made.replacement if made is not None else None
+
+    refusal = "ValueError: unknown currency code 'SFR': use an ISO 4217 code"
+    assert fix("Paid 1,200 EUR, 950 DKK and 400 CHF.", refusal) == {"pair": "CHF/EUR"}
+    assert fix("Paid 950 DKK, 400 CHF and 80 GBP.", refusal) is None  # CHF or GBP: nothing tells which
+    assert fix("Paid 1,200 EUR, 950 DKK and 400 CHF.", "service temporarily unavailable") is None  # quotes nothing
+    assert fix("Paid 1,200 EUR and 950 DKK.", refusal) is None  # no unused code of that shape

@@ -20,8 +20,9 @@ against the request's exclusion by the step with the excluded values left out
 (:mod:`causaltrace.replay.correct_made_up`); a plan or delegation about another task by its restatement for the
 task's request (:mod:`causaltrace.replay.correct_drift`); a loop without progress by its first action given the
 budget its repeats spent, or its first repeat by the value the answer before it offered
-(:mod:`causaltrace.replay.correct_loop`). Not derived (their steps fall back to
-alternatives): an unrecovered error.
+(:mod:`causaltrace.replay.correct_loop`); an error never recovered at a call the tool refused for a value by the
+task's unused value of its shape (:mod:`causaltrace.replay.correct_error`). Not derived (their steps fall back to
+alternatives): any other unrecovered error.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ logger = logging.getLogger("causaltrace")
 #: the families whose correction is a value the run already holds (module docstring)
 CORRECTABLE = frozenset({"value_changed", "ignored_instruction", "unfit_routing", "omission", "superseded_value",
                          "unchecked_approval", "made_up_data", "task_drift", "unsupported_value",
-                         "loop_no_progress"})
+                         "loop_no_progress", "unrecovered_error"})
 #: what a correction of each family does, for the explanation of its flip ("restoring what its source had" else)
 RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
             "unfit_routing": "sending the work where the request points",
@@ -50,7 +51,8 @@ RESTORES = {"unchecked_approval": "rejecting the result it approved unchecked",
             "task_drift": "restating its opening for the task's request",
             "loop_no_progress": "giving its action the budget the loop's repeats spent",
             "ignored_instruction": "honouring the instruction it ignored",
-            "omission": "putting back what it left out"}
+            "omission": "putting back what it left out",
+            "unrecovered_error": "asking for what the task names where the tool refused the value"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w])")
 
 
@@ -432,6 +434,11 @@ def _derived(step: Step, run: Run, f: Finding, findings: Sequence[Finding] = ())
         from causaltrace.replay.correct_drift import drift_corrections
 
         return drift_corrections(step, run, f)
+    if f.family == "unrecovered_error":
+        from causaltrace.replay.correct_error import refused_value_correction
+
+        refusal = refused_value_correction(step, run, f)
+        return [refusal] if refusal is not None else []
     if f.family == "loop_no_progress":
         from causaltrace.replay.correct_loop import loop_correction, repeat_correction
 
