@@ -397,3 +397,17 @@ def test_a_series_a_later_result_corrects_supersedes_the_earlier_one() -> None:
     corrected = "calibration: the last five readings corrected to [20.6, 21.1, 21.5, 21.3, 21.2]"
     assert _corrected_series(source, corrected, "21.9") == "21.1"
     assert _corrected_series(source, "other sensors: [1.0, 2.0]", "21.9") is None
+
+
+def test_a_thousands_separator_splits_no_entry_and_a_corrected_call_recovers_its_number() -> None:
+    from causaltrace.attribution.findings.entries import entries_of
+    from causaltrace.attribution.findings.value_changes import _redone
+
+    assert entries_of("campaign C-77: 412 sign-ups from 5,150 visits") == [
+        (frozenset({"sign", "ups", "visits"}), ["412", "5150"])]
+    assert [n for _, n in entries_of("Monday 18 C, Tuesday 21 C")] == [["18"], ["21"]]
+    steps = [step(0, "task", "Draft the 2026 electricity cost.", agent="user"),
+             step(1, "tool_call", 'tariff({"year": 2025})', agent="writer", tool="tariff", args={"year": 2025}),
+             step(2, "tool_call", 'tariff({"year": 2026})', agent="writer", tool="tariff", args={"year": 2026})]
+    run = Run(run_id="r", framework="test", task=steps[0].content, steps=steps)
+    assert _redone(run, 1, "2025") and not _redone(run, 2, "2026")

@@ -31,8 +31,9 @@ from causaltrace.schema import Finding, Run, Step
 
 __all__ = ["detect_wrong_entries", "entries_of"]
 
-_ENTRY = re.compile(r"[,;\n|]+")
-_NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w])")
+#: entries are separated by commas, semicolons, lines and bars — not by a thousands separator ("5,150 visits")
+_ENTRY = re.compile(r"(?:,(?!\d{3}(?!\d))|[;\n|])+")
+_NUMBER = re.compile(r"(?<![\w.,-])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,-])-?\d+(?:\.\d+)?(?![\w,])")
 #: what the request excludes, with its coordinated list ("excluding cancelled and refunded orders": both words)
 _EXCLUDED = re.compile(r"\b(?:excluding|except|without|not|other than|but not|ignoring)\s+(?:the\s+|any\s+)?"
                        r"(\w+(?:(?:\s*,\s*|\s+(?:and|or)\s+)\w+)*)", re.IGNORECASE)
@@ -56,7 +57,7 @@ def entries_of(text: str) -> list[tuple[frozenset[str], list[str]]]:
             # the observation's header ("fares BOS-ORD on 2026-05-09: UA 412 at 188.40 USD, AA …"): what every
             # entry is about, not the first entry's label — even with numbers in it (a date, a route)
             part, head = part[colon + 1:], -1
-        numbers = _NUMBER.findall(part)
+        numbers = [x.replace(",", "") for x in _NUMBER.findall(part)]  # "5,150" is 5150, as a step writes it
         # "Oslo forecast: Monday 18 C": the header is no label — unless the observation is that one entry
         # ("A-7 available: 17": the header names the value)
         labels = _labels(part[head + 1:] if head >= 0 else part)

@@ -24,5 +24,17 @@ def detect_changed_values(run: Run, prov: Provenance, graph: DependencyGraph | N
 
 
 def detect_unsupported_values(run: Run, prov: Provenance) -> list[Finding]:
-    """One finding per number a step passes that no source gave and no arithmetic derives."""
-    return [change_finding(run, "unsupported_value", c, prov) for c in prov.changes if c.how == "unsupported"]
+    """One finding per number a step passes that no source gave and no arithmetic derives — unless the same agent
+    called the same tool again later without that number (a call it corrected: ``tariff(year=2025)``, then, after
+    a reviewer's note, ``tariff(year=2026)``): an error the run recovered from."""
+    return [change_finding(run, "unsupported_value", c, prov) for c in prov.changes
+            if c.how == "unsupported" and not _redone(run, c.index, c.after)]
+
+
+def _redone(run: Run, index: int, number: str) -> bool:
+    step = run.step_at(index)
+    if step.kind != "tool_call" or not step.tool_name:
+        return False
+    return any(s.kind == "tool_call" and s.tool_name == step.tool_name and s.agent == step.agent
+               and number not in (str(v) for v in (s.arguments or {}).values())
+               for s in run.steps[index + 1:])
