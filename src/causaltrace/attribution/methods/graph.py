@@ -297,6 +297,14 @@ route, a hand-back is no choice; a figure is read whole; a mean  where step 4 ha
 divided by its weights' sum is weighted; an exclusion covers     ('2000 where 15'): right by accident,
 its list; an approval need not repeat a qualifier or a bound;    reported, not tuned back
 one-sided extremes agree; a restatement compares one magnitude
+shapes of FAILING runs the suite lacked (issue 32, seventh       helper fresh32's fresh failing teams and
+session; tests/attribution/test_fresh_shapes.py): codes, dates   twins (testing.faults.cases_fresh32, tuning
+and times are values; a unit at its number's source; a rate per  data): top-1 1 / 21 -> 28 / 42, twins clean
+100; a loop decided after an error or a next cursor; announced,  17 / 21 -> 42 / 42; its 11 newest, measured
+list and rejected supersession; per-item work ended early;       once untuned: 3 / 11, twins 8 / 11 (10 after
+roster routing; code operator slips (a discount's sign, floor    two fixes). Zoo tuning 41 / 42, twins 42 /
+for ceil, a sort's end, a case); 'incl. VAT' for 'excluding';    42 and negative set 122 / 122 unchanged;
+data fetched, not applied; a rate rounded before use             Who&When dev 37 -> 36 (a truncation artifact)
 ================================================================ =============================================
 
 So every figure on the test half so far is **seen by earlier tuning**, not a held-out figure; from issue 20 on a
