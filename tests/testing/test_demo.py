@@ -26,9 +26,10 @@ def test_demo_both_frameworks(capsys, causaltrace_home):
     assert code == 0, out + err
     flat = " ".join((out + err).split())
     assert "argument b: 26 → 25 → flipped to success" in flat  # AutoGen: the solver's off-by-one tool argument
-    assert "→ 7 (line 1) → flipped to success" in flat  # smolagents: the manager's range boundary
+    # smolagents: the manager's range boundary, corrected as the span the finding names (range(1, 6) covers 1..5)
+    assert "operator 1..5 → 1..6 (line 1) → flipped to success" in flat
     assert "autogen fix (verified by replay): argument b: 26 → 25 → answer" in flat
-    assert "smolagents fix (verified by replay): literal 6 → 7 (line 1) → answer 91" in flat
+    assert "smolagents fix (verified by replay): operator 1..5 → 1..6 (line 1) → answer 91" in flat
     demo_dir = causaltrace_home / "demo"
     lines = [line.strip() for line in out.splitlines()]
     for framework in ("autogen", "smolagents"):
