@@ -16,7 +16,6 @@ from functools import partial
 from typing import Any
 
 from autogen_agentchat.agents import AssistantAgent
-from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import MagenticOneGroupChat, SelectorGroupChat, Swarm
 from autogen_core.tools import FunctionTool
 
@@ -31,6 +30,9 @@ from causaltrace.testing.faults.teams_autogen import (
     round_robin,
     said,
     tool,
+)
+from causaltrace.testing.faults.teams_autogen import (
+    terminated as _terminated,
 )
 
 __all__ = ["build_balance", "build_census", "build_contractor", "build_export", "build_fare", "build_fuel",
@@ -66,10 +68,6 @@ def _member(name: str, policy: Any, tools: list[Any], description: str) -> Any:
     """A MagenticOne member: an AssistantAgent on its scripted policy, with a description for the team's listing."""
     return AssistantAgent(name, ScriptedChatCompletionClient(policy, model=f"scripted-{name}"),
                           tools=tools or None, max_tool_iterations=4, description=description)
-
-
-def _terminated(keyword: str, limit: int) -> Any:
-    return TextMentionTermination(keyword) | MaxMessageTermination(limit)
 
 
 def build_invoice(*, lines: Sequence[tuple[str, str]] = (("consulting", "1200.00"), ("travel", "184.30"),

@@ -64,17 +64,14 @@ from causaltrace.testing.faults.teams_autogen import (
     texts_of,
     tool,
 )
+from causaltrace.testing.faults.teams_autogen import (
+    terminated as _terminated,
+)
 from causaltrace.testing.faults.zoo_common import fmt
 
 __all__ = ["BUILDERS"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
-
-
-def _terminated(keyword: str, limit: int) -> Any:
-    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
-
-    return TextMentionTermination(keyword) | MaxMessageTermination(limit)
 
 
 def _calculate(expression: str) -> str:

@@ -51,16 +51,13 @@ from causaltrace.testing.faults.teams_autogen import (
     texts_of,
     tool,
 )
+from causaltrace.testing.faults.teams_autogen import (
+    terminated as _terminated,
+)
 
 __all__ = ["BUILDERS"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
-
-
-def _terminated(keyword: str, limit: int) -> Any:
-    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
-
-    return TextMentionTermination(keyword) | MaxMessageTermination(limit)
 
 
 def build_free_shipping(planted: bool, *, lines: Sequence[tuple[str, str, int]] = (

@@ -43,7 +43,7 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 from causaltrace.testing.autogen import ScriptedChatCompletionClient, ScriptedRequest, ToolCallSpec, call
 
 __all__ = ["BUILDERS", "agent", "code_message", "errors", "executor", "first_text_of", "ok", "results_of",
-           "round_robin", "said", "texts_of", "tool", "tool_results"]
+           "round_robin", "said", "terminated", "texts_of", "tool", "tool_results"]
 
 Reply = str | ToolCallSpec | list[ToolCallSpec]
 
@@ -204,12 +204,17 @@ def _executor() -> Any:
         return CodeExecutorAgent("executor", code_executor=SandboxCodeExecutor(default_sandbox()))
 
 
-def _round_robin(agents: list[Any], keyword: str, limit: int) -> Any:
+def terminated(keyword: str, limit: int) -> Any:
+    """The scripted teams' end: the keyword said, or ``limit`` messages."""
     from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+
+    return TextMentionTermination(keyword) | MaxMessageTermination(limit)
+
+
+def _round_robin(agents: list[Any], keyword: str, limit: int) -> Any:
     from autogen_agentchat.teams import RoundRobinGroupChat
 
-    return RoundRobinGroupChat(agents, name="team",
-                               termination_condition=TextMentionTermination(keyword) | MaxMessageTermination(limit))
+    return RoundRobinGroupChat(agents, name="team", termination_condition=terminated(keyword, limit))
 
 
 def _auditor(label: str) -> Any:
